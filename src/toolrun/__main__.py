@@ -1,0 +1,3 @@
+from toolrun.cli import main
+
+main()

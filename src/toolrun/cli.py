@@ -1,0 +1,315 @@
+"""The `toolrun` command: parse, call the one in-process ToolService, print.
+
+Heavy modules (pydantic models, jinja2, the server stack) load inside the commands that need
+them, so `toolrun --help` stays fast. Errors map to exit codes in one place, `_fail`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+
+if TYPE_CHECKING:
+    from .service import ToolService
+    from .settings import Settings
+
+app = typer.Typer(
+    name="toolrun",
+    help="Run the tools of a YAML catalog from the terminal, over HTTP and MCP, and in a browser.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+CatalogOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--catalog",
+        "-c",
+        help="Catalog file or directory (repeatable). Default: $SVC_CATALOG, the config file, ./tools.yaml.",
+        show_default=False,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+
+
+def _err(message: str) -> None:
+    sys.stderr.write(message.rstrip("\n") + "\n")
+
+
+def _fail(exc: BaseException) -> NoReturn:
+    """The one place CLI errors become messages and exit codes."""
+    from .errors import CatalogError, ToolrunError
+
+    if isinstance(exc, CatalogError):
+        for problem in exc.problems:
+            _err(str(problem))
+        raise typer.Exit(exc.exit_code)
+    if isinstance(exc, ToolrunError):
+        _err(f"toolrun: {exc}")
+        raise typer.Exit(exc.exit_code)
+    raise exc
+
+
+def _settings(flags: dict[str, Any] | None = None) -> Settings:
+    from .settings import Settings
+
+    return Settings.load(flags or {})
+
+
+def _service(catalog: list[str] | None, settings: Settings | None = None, **kwargs: Any) -> ToolService:
+    from .errors import ToolrunError
+    from .service import ToolService, catalog_paths
+
+    try:
+        settings = settings or _settings()
+        return ToolService.from_paths(catalog_paths(catalog, settings), settings, **kwargs)
+    except ToolrunError as exc:
+        _fail(exc)
+
+
+def _operator() -> Any:
+    from .models import Identity
+
+    return Identity.operator()
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+@app.command("list")
+def list_tools(
+    catalog: CatalogOpt = None,
+    group: Annotated[str | None, typer.Option("--group", "-g", help="Only tools tagged with this group.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the catalog's tools: key, groups and the first line of each description."""
+    service = _service(catalog)
+    tools = service.list(_operator(), group)
+    if as_json:
+        _print_json([t.entry() for t in tools])
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("key", style="cyan", no_wrap=True)
+    table.add_column("groups")
+    table.add_column("description")
+    for tool in tools:
+        table.add_row(escape(tool.key), escape(", ".join(tool.groups)), escape(tool.summary))
+    Console().print(table)
+    if not tools:
+        _err("no tools" + (f" in group {group!r}" if group else ""))
+
+
+@app.command()
+def describe(
+    key: Annotated[str, typer.Argument(help="Tool key, e.g. ops.disk_usage.")],
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a tool: signature, params, return type, description and an example call."""
+    from .errors import ToolrunError
+    from .formatting import signature
+
+    service = _service(catalog)
+    try:
+        tool = service.describe(_operator(), key)
+    except ToolrunError as exc:
+        _fail(exc)
+    if as_json:
+        _print_json(tool.entry())
+        return
+    from rich.console import Console
+    from rich.markdown import Markdown
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console()
+    console.print(f"[bold cyan]{escape(signature(tool))}[/]")
+    console.print(f"groups: {escape(', '.join(tool.groups))}    kind: {tool.kind}    returns: {escape(tool.return_type)}")
+    if tool.description.strip():
+        console.print()
+        console.print(Markdown(tool.description))
+    if tool.params:
+        table = Table(header_style="bold")
+        for col in ("param", "type", "required", "default", "description"):
+            table.add_column(col)
+        for p in tool.params:
+            default = "" if p.default is None else json.dumps(p.default, ensure_ascii=False)
+            table.add_row(escape(p.name), p.type, "yes" if p.required else "no", escape(default), escape(p.description))
+        console.print()
+        console.print(table)
+    console.print()
+    console.print(f"example: {escape(tool.example)}")
+
+
+def _exit_code(returncode: int, timed_out: bool) -> int:
+    if timed_out:
+        return 124
+    if returncode < 0:
+        return 128 + (-returncode)
+    return min(returncode, 255)
+
+
+@app.command()
+def call(
+    key: Annotated[str, typer.Argument(help="Tool key, e.g. ops.disk_usage.")],
+    args: Annotated[
+        list[str] | None,
+        typer.Argument(help="name=value (coerced to the declared type) or name:=<json>.", show_default=False),
+    ] = None,
+    catalog: CatalogOpt = None,
+    input_file: Annotated[
+        str | None,
+        typer.Option("--input", "-i", help="Read all arguments as one JSON object from a file, or - for stdin."),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would run, and run nothing.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Call a tool. The result goes to stdout verbatim; a failed command exits with its own code."""
+    import asyncio
+
+    from .errors import ToolrunError, UsageError
+    from .params import parse_cli_args
+
+    service = _service(catalog)
+    identity = _operator()
+    try:
+        tool = service.describe(identity, key)
+        values: dict[str, Any] = {}
+        if input_file is not None:
+            text = sys.stdin.read() if input_file == "-" else _read_text(input_file)
+            try:
+                loaded = json.loads(text) if text.strip() else {}
+            except ValueError as exc:
+                raise UsageError(f"--input: not valid JSON ({exc})") from None
+            if not isinstance(loaded, dict):
+                raise UsageError("--input: expected a JSON object of parameter name to value")
+            values.update(loaded)
+        values.update(parse_cli_args(tool, args or []))
+        if dry_run:
+            plan = service.plan(identity, key, values)
+            if as_json:
+                _print_json(plan)
+            else:
+                for name, value in plan.items():
+                    shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                    sys.stdout.write(f"{name}: {shown}\n")
+            return
+        result = _run_with_spinner(asyncio, service.call(identity, key, values), key)
+    except ToolrunError as exc:
+        _fail(exc)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    from .formatting import result_json, result_text
+
+    ex = result.exec
+    if as_json:
+        payload: dict[str, Any] = {"key": result.key, "ok": result.ok, "seconds": round(result.seconds, 6)}
+        if ex is not None:
+            payload.update(
+                returncode=ex.returncode, stdout=ex.stdout, stderr=ex.stderr, timed_out=ex.timed_out,
+                truncated=ex.truncated,
+            )
+        else:
+            payload["result"] = result_json(result.value)
+        _print_json(payload)
+        raise typer.Exit(0 if result.ok else _exit_code(ex.returncode if ex else 1, bool(ex and ex.timed_out)))
+    if ex is not None and not result.ok:
+        sys.stdout.write(ex.stdout)
+        sys.stdout.flush()
+        sys.stderr.write(ex.stderr if ex.stderr.endswith("\n") or not ex.stderr else ex.stderr + "\n")
+        raise typer.Exit(_exit_code(ex.returncode, ex.timed_out))
+    text = result_text(result.value)
+    sys.stdout.write(text)
+    if ex is None and text and not text.endswith("\n"):
+        sys.stdout.write("\n")
+
+
+def _read_text(path: str) -> str:
+    from .errors import UsageError
+
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--input {path}: {exc}") from None
+
+
+def _run_with_spinner(asyncio: Any, coro: Any, key: str) -> Any:
+    if not sys.stderr.isatty():
+        return asyncio.run(coro)
+
+    async def with_spinner() -> Any:
+        task = asyncio.ensure_future(coro)
+        done, _ = await asyncio.wait({task}, timeout=0.5)
+        if done:
+            return task.result()
+        from rich.console import Console
+        from rich.markup import escape
+
+        with Console(stderr=True).status(f"running {escape(key)}…"):
+            return await task
+
+    return asyncio.run(with_spinner())
+
+
+@app.command("validate-catalog")
+def validate_catalog(
+    files: Annotated[list[str], typer.Argument(help="Catalog files or directories.")],
+    strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors.")] = False,
+    output: Annotated[
+        str, typer.Option("--format", "-f", help="text, json, or github (Actions annotations).")
+    ] = "text",
+) -> None:
+    """Check catalog files; one line per problem (`file:line:col: key: message`); exit 1 on errors."""
+    from .catalog import LoadOptions, check
+
+    if output not in ("text", "json", "github"):
+        _err(f"toolrun: --format must be text, json or github, not {output!r}")
+        raise typer.Exit(2)
+    settings = _settings()
+    catalog, problems = check(files, os.environ, LoadOptions(default_timeout=settings["default_timeout"], check=True))
+    problems.sort(key=lambda p: (p.file, p.line, p.col))
+    failing = [p for p in problems if p.severity == "error" or strict]
+    if output == "json":
+        _print_json(
+            {
+                "valid": not failing,
+                "tools": len(catalog.tools),
+                "problems": [
+                    {"file": p.file, "line": p.line, "col": p.col, "key": p.key, "severity": p.severity,
+                     "message": p.message}
+                    for p in problems
+                ],
+            }
+        )
+    elif output == "github":
+        for p in problems:
+            level = "error" if p.severity == "error" or strict else "warning"
+            msg = f"{p.key}: {p.message}" if p.key else p.message
+            msg = msg.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+            sys.stdout.write(f"::{level} file={p.file},line={p.line},col={p.col}::{msg}\n")
+    else:
+        for p in problems:
+            sys.stdout.write(str(p) + "\n")
+        errors = sum(1 for p in problems if p.severity == "error")
+        warnings = len(problems) - errors
+        verdict = "invalid" if failing else "valid"
+        _err(f"{verdict}: {len(catalog.tools)} tools, {errors} errors, {warnings} warnings")
+    raise typer.Exit(1 if failing else 0)
+
+
+def main() -> None:
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    app()

@@ -1,0 +1,128 @@
+"""Every error toolrun raises on purpose, in one tree.
+
+    ToolrunError                  exit 1, HTTP 500
+    ├── CatalogError              exit 2: the catalog does not load (carries every Problem found)
+    ├── UsageError                exit 2, HTTP 400: a caller's request is malformed
+    │   └── ParamError            exit 2, HTTP 400: a parameter is missing, unknown or of the wrong type
+    ├── NotFound                  exit 2, HTTP 404: unknown tool, or one the caller may not see
+    ├── Unauthorized              exit 2, HTTP 401: key missing, invalid, expired or revoked
+    ├── RateLimited               exit 75, HTTP 429: the caller's bucket for this tool is empty
+    ├── Overloaded                exit 75, HTTP 503: too many tool processes already running
+    ├── BackendUnavailable        exit 69, HTTP 503: a shared backend (Redis) does not answer
+    └── ToolFailed                exit 1, HTTP 500: the tool itself raised (fn tools, render errors)
+
+The doors (CLI, HTTP, MCP) map these in one place each, reading ``exit_code`` and
+``http_status`` from the class; nothing else decides a status.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class ToolrunError(Exception):
+    """Base class: a failure toolrun explains in one line."""
+
+    exit_code = 1
+    http_status = 500
+
+    @property
+    def summary(self) -> str:
+        """The one-line `Type: message` form used by the HTTP and CLI doors."""
+        return f"{type(self).__name__}: {self}"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One finding in a catalog: where it is and what is wrong."""
+
+    file: str
+    line: int
+    col: int
+    key: str
+    message: str
+    severity: str = "error"  # or "warning"
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}:{self.col}"
+        level = "" if self.severity == "error" else "warning: "
+        return f"{where}: {self.key or '-'}: {level}{self.message}"
+
+
+class CatalogError(ToolrunError):
+    """The catalog does not load; ``problems`` lists every error (and warning) found."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        errors = [p for p in problems if p.severity == "error"]
+        first = str(errors[0]) if errors else "invalid catalog"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        super().__init__(first + more)
+
+
+class UsageError(ToolrunError):
+    """The caller's request is malformed (bad JSON, a body that is not an object...)."""
+
+    exit_code = 2
+    http_status = 400
+
+
+class ParamError(UsageError):
+    """A parameter is missing, unknown or invalid; the message names it."""
+
+
+class NotFound(ToolrunError):
+    """No tool with that key is visible to this caller (unknown and hidden look the same)."""
+
+    exit_code = 2
+    http_status = 404
+
+    def __init__(self, key: str, suggestions: list[str] | None = None) -> None:
+        self.key = key
+        self.suggestions = suggestions or []
+        hint = f"; did you mean {', '.join(self.suggestions)}?" if self.suggestions else ""
+        super().__init__(f"no tool {key!r}{hint}")
+
+
+class Unauthorized(ToolrunError):
+    exit_code = 2
+    http_status = 401
+
+    def __init__(self, message: str = "unauthorized") -> None:
+        super().__init__(message)
+
+
+class RateLimited(ToolrunError):
+    exit_code = 75
+    http_status = 429
+
+    def __init__(self, key: str, retry_after: int) -> None:
+        self.retry_after = max(1, int(retry_after))
+        super().__init__(f"rate limit exceeded for {key!r}; retry after {self.retry_after} seconds")
+
+
+class Overloaded(ToolrunError):
+    exit_code = 75
+    http_status = 503
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"server busy: {limit} tool processes already running; retry shortly")
+
+
+class BackendUnavailable(ToolrunError):
+    exit_code = 69
+    http_status = 503
+
+
+class ToolFailed(ToolrunError):
+    """The tool raised while running; wraps the original exception."""
+
+    def __init__(self, original: BaseException) -> None:
+        self.original = original
+        super().__init__(str(original))
+
+    @property
+    def summary(self) -> str:
+        return f"{type(self.original).__name__}: {self.original}"

@@ -1,0 +1,107 @@
+"""Text forms shared by the doors: a result as text, signatures, markdown and HTML blocks."""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+from .models import Param, ToolSpec
+
+
+def result_text(value: Any) -> str:
+    """A tool result coerced to text: str as is, tuples as Python reprs, dicts/lists as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, tuple):
+        return repr(value)
+    if isinstance(value, (dict, list, bool, int, float)):
+        try:
+            return json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError):
+            return repr(value)
+    return str(value)
+
+
+def result_json(value: Any) -> Any:
+    """A JSON-friendly form of a result (tuples become {returncode, stdout, stderr})."""
+    if isinstance(value, tuple) and len(value) == 3 and isinstance(value[0], int):
+        return {"returncode": value[0], "stdout": value[1], "stderr": value[2]}
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return result_text(value)
+    return value
+
+
+def _param_sig(p: Param) -> str:
+    text = f"{p.name}: {p.type}"
+    if not p.required:
+        text += f" = {p.default!r}"
+    return text
+
+
+def signature(tool: ToolSpec) -> str:
+    return f"{tool.key}({', '.join(_param_sig(p) for p in tool.params)}) -> {tool.return_type}"
+
+
+def _cell(value: Any) -> str:
+    text = "" if value is None else (value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(tool: ToolSpec) -> str:
+    lines = [f"### `{tool.key}`", "", "```python", signature(tool), "```", ""]
+    lines.append(f"Groups: {', '.join(f'`{g}`' for g in tool.groups)}")
+    lines.append("")
+    if tool.description.strip():
+        lines += [tool.description.strip(), ""]
+    if tool.params:
+        lines += ["| param | type | required | default | description |", "|---|---|---|---|---|"]
+        for p in tool.params:
+            lines.append(
+                f"| `{p.name}` | {p.type} | {'yes' if p.required else 'no'} | {_cell(p.default)} | {_cell(p.description)} |"
+            )
+        lines.append("")
+    lines += [f"Example: `{tool.example}`", ""]
+    return "\n".join(lines)
+
+
+def markdown_page(tools: list[ToolSpec]) -> str:
+    return "\n".join(markdown(t) for t in tools) if tools else "_No tools._\n"
+
+
+def html_block(tool: ToolSpec) -> str:
+    e = html.escape
+    rows = "".join(
+        f"<tr><td><code>{e(p.name)}</code></td><td>{e(p.type)}</td><td>{'yes' if p.required else 'no'}</td>"
+        f"<td>{e(_cell(p.default))}</td><td>{e(p.description)}</td></tr>"
+        for p in tool.params
+    )
+    table = (
+        "<table><thead><tr><th>param</th><th>type</th><th>required</th><th>default</th>"
+        f"<th>description</th></tr></thead><tbody>{rows}</tbody></table>"
+        if tool.params
+        else ""
+    )
+    groups = " ".join(f'<span class="group">{e(g)}</span>' for g in tool.groups)
+    return (
+        f'<section class="tool" id="{e(tool.key, quote=True)}">'
+        f"<h3><code>{e(tool.key)}</code></h3>"
+        f"<pre class=\"signature\"><code>{e(signature(tool))}</code></pre>"
+        f'<p class="groups">{groups}</p>'
+        f'<pre class="description">{e(tool.description.strip())}</pre>'
+        f"{table}"
+        f'<p class="example">Example: <code>{e(tool.example)}</code></p>'
+        "</section>"
+    )
+
+
+def html_page(tools: list[ToolSpec]) -> str:
+    body = "\n".join(html_block(t) for t in tools) or "<p>No tools.</p>"
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>toolrun tools</title></head>'
+        f"<body>\n{body}\n</body></html>\n"
+    )

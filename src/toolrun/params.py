@@ -1,0 +1,202 @@
+"""Validate and coerce call arguments against a tool's declared params.
+
+Two entry points: `validate` for JSON values (HTTP, MCP, `k:=json` on the CLI) and
+`parse_cli_args` for `name=value` words typed at a terminal. Every error names the
+parameter and the expected form.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from typing import Any
+
+from .errors import ParamError
+from .models import Param, ToolSpec
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+_INT = re.compile(r"^[+-]?\d+$")
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "bool", int: "int", float: "float", str: "str", list: "list", dict: "dict"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _check_text(name: str, text: str) -> None:
+    if "\x00" in text:
+        raise ParamError(f"parameter {name!r}: NUL bytes are not allowed")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ParamError(f"parameter {name!r}: not valid UTF-8 text (lone surrogate)") from None
+
+
+def _check_nested(name: str, value: Any, depth: int = 0) -> None:
+    if depth > 64:
+        raise ParamError(f"parameter {name!r}: nested more than 64 levels deep")
+    if isinstance(value, str):
+        _check_text(name, value)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ParamError(f"parameter {name!r}: {value} is not a finite number")
+    elif isinstance(value, list):
+        for item in value:
+            _check_nested(name, item, depth + 1)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ParamError(f"parameter {name!r}: dict keys must be strings")
+            _check_text(name, k)
+            _check_nested(name, v, depth + 1)
+
+
+@lru_cache(maxsize=1024)
+def _regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def coerce(param: Param, value: Any) -> Any:
+    """Coerce one JSON value to the declared type, or raise ParamError naming the param."""
+    name, kind = param.name, param.type
+    expected = f"parameter {name!r} expects {kind}"
+    if kind == "str":
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise ParamError(f"{expected}, got {_type_name(value)}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ParamError(f"{expected}, got {value}")
+        result: Any = value if isinstance(value, str) else str(value)
+        _check_text(name, result)
+    elif kind == "int":
+        if isinstance(value, bool):
+            raise ParamError(f"{expected}, got bool")
+        if isinstance(value, int):
+            result = value
+        elif isinstance(value, float) and value.is_integer():
+            result = int(value)
+        elif isinstance(value, str) and _INT.match(value.strip()):
+            result = int(value.strip())
+        else:
+            raise ParamError(f"{expected}, got {_type_name(value)} {_short(value)}")
+    elif kind == "float":
+        if isinstance(value, bool):
+            raise ParamError(f"{expected}, got bool")
+        if isinstance(value, (int, float)):
+            result = float(value)
+        elif isinstance(value, str):
+            try:
+                result = float(value.strip())
+            except ValueError:
+                raise ParamError(f"{expected}, got {_short(value)}") from None
+        else:
+            raise ParamError(f"{expected}, got {_type_name(value)}")
+        if not math.isfinite(result):
+            raise ParamError(f"{expected}, got {value!r} (not a finite number)")
+    elif kind == "bool":
+        if isinstance(value, bool):
+            result = value
+        elif isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+            result = value.strip().lower() in _TRUE
+        elif isinstance(value, int) and value in (0, 1):
+            result = bool(value)
+        else:
+            raise ParamError(f"{expected} (true or false), got {_type_name(value)} {_short(value)}")
+    elif kind == "list":
+        if not isinstance(value, list):
+            raise ParamError(f"{expected}, got {_type_name(value)}")
+        _check_nested(name, value)
+        result = value
+    else:  # dict
+        if not isinstance(value, dict):
+            raise ParamError(f"{expected}, got {_type_name(value)}")
+        _check_nested(name, value)
+        result = value
+    _constrain(param, result)
+    return result
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _constrain(param: Param, value: Any) -> None:
+    name = param.name
+    if param.enum is not None and value not in param.enum:
+        choices = ", ".join(repr(c) for c in param.enum)
+        raise ParamError(f"parameter {name!r} must be one of {choices}; got {_short(value)}")
+    if param.pattern is not None:
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if isinstance(item, str) and not _regex(param.pattern).fullmatch(item):
+                raise ParamError(f"parameter {name!r}: {_short(item)} does not match {param.pattern!r}")
+    if param.min is not None or param.max is not None:
+        size = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        what = "value"
+        if isinstance(value, (str, list, dict)):
+            size, what = len(value), "length"
+        if size is not None:
+            if param.min is not None and size < param.min:
+                raise ParamError(f"parameter {name!r}: {what} {size} is below the minimum {param.min:g}")
+            if param.max is not None and size > param.max:
+                raise ParamError(f"parameter {name!r}: {what} {size} is above the maximum {param.max:g}")
+
+
+def validate(tool: ToolSpec, args: Mapping[str, Any]) -> dict[str, Any]:
+    """Return every declared param: supplied values coerced, defaults filled, absent optional = None."""
+    declared = {p.name: p for p in tool.params}
+    unknown = [k for k in args if k not in declared]
+    if unknown:
+        allowed = ", ".join(declared) or "none"
+        raise ParamError(f"unknown parameter {unknown[0]!r} for {tool.key} (accepted: {allowed})")
+    values: dict[str, Any] = {}
+    for param in tool.params:
+        if param.name in args and args[param.name] is not None:
+            values[param.name] = coerce(param, args[param.name])
+        elif param.required:
+            raise ParamError(f"missing required parameter {param.name!r} ({param.type}) for {tool.key}")
+        else:
+            values[param.name] = param.default
+    return values
+
+
+def parse_cli_args(tool: ToolSpec, words: Iterable[str]) -> dict[str, Any]:
+    """`name=text` (coerced per declared type) and `name:=json` words; repeated list names append."""
+    declared = {p.name: p for p in tool.params}
+    args: dict[str, Any] = {}
+    for word in words:
+        eq = word.find("=")
+        if eq <= 0 or (eq == 1 and word[0] == ":"):
+            raise ParamError(f"argument {word!r} is not of the form name=value or name:=json")
+        raw_json = word[eq - 1] == ":"
+        name, text = (word[: eq - 1], word[eq + 1 :]) if raw_json else (word[:eq], word[eq + 1 :])
+        name = name.strip()
+        param = declared.get(name)
+        if param is None:
+            allowed = ", ".join(declared) or "none"
+            raise ParamError(f"unknown parameter {name!r} for {tool.key} (accepted: {allowed})")
+        if raw_json:
+            try:
+                value: Any = json.loads(text)
+            except ValueError as exc:
+                raise ParamError(f"parameter {name!r}: {text!r} is not valid JSON ({exc})") from None
+        elif param.type == "list":
+            existing = args.get(name)
+            value = [*existing, text] if isinstance(existing, list) else [text]
+        elif param.type == "dict":
+            try:
+                value = json.loads(text)
+            except ValueError:
+                raise ParamError(
+                    f"parameter {name!r} expects dict: write {name}:='{{\"k\": \"v\"}}' (JSON object)"
+                ) from None
+        else:
+            value = text
+        args[name] = value
+    return args

@@ -1,0 +1,248 @@
+"""ToolService: the one API every door (CLI, HTTP, MCP, UI) calls.
+
+    call(identity, key, args)
+      1. registry.get(identity, key)      -> ToolSpec, or NotFound (unknown and hidden look alike)
+      2. limiter.hit(bucket, key)         -> or RateLimited(retry_after)
+      3. params.validate(tool, args)      -> typed values, or ParamError
+      4. run: exec/curl -> render -> spawn -> ExecResult; fn -> call it
+      5. observer.observe(key, outcome, seconds)   (once per call, whatever the door)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from . import context, executor, params, render
+from .catalog import Catalog, LoadOptions, child_env, load, resolve_fn
+from .errors import Overloaded, ParamError, RateLimited, ToolFailed, ToolrunError
+from .models import CallResult, Identity, ToolSpec
+from .ratelimit import Limiter
+from .registry import Page, Registry
+
+
+class Observer(Protocol):
+    def observe(self, key: str, outcome: str, seconds: float) -> None: ...
+
+
+class SessionStore(Protocol):
+    async def load(self, sid: str) -> dict[str, Any]: ...
+
+    async def save(self, sid: str, values: dict[str, Any]) -> None: ...
+
+
+class MemorySessions:
+    """Session values in this process (the embedded default)."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, dict[str, Any]] = {}
+
+    async def load(self, sid: str) -> dict[str, Any]:
+        return dict(self._data.get(sid, {}))
+
+    async def save(self, sid: str, values: dict[str, Any]) -> None:
+        self._data[sid] = dict(values)
+
+
+def load_options(settings: Any) -> LoadOptions:
+    cache_dir = settings.dirs["cache"] / "catalog" if settings["catalog_cache"] else None
+    return LoadOptions(
+        default_timeout=float(settings["default_timeout"]),
+        max_output=int(settings["max_output"]),
+        cache_dir=cache_dir,
+    )
+
+
+def catalog_paths(flags: Sequence[str] | None, settings: Any) -> list[str]:
+    """--catalog flags, else the `catalog` setting (environment or config file), else ./tools.yaml."""
+    if flags:
+        return list(flags)
+    if settings["catalog"]:
+        return list(settings["catalog"])
+    return ["tools.yaml"]
+
+
+class ToolService:
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        environ: Mapping[str, str] | None = None,
+        limiter: Limiter | None = None,
+        observer: Observer | None = None,
+        sessions: SessionStore | None = None,
+        max_concurrent: int | None = None,
+    ) -> None:
+        self.catalog = catalog
+        self.registry = Registry(catalog.tools.values())
+        self.environ = os.environ if environ is None else environ
+        self.limiter = limiter
+        self.observer = observer
+        self.sessions = sessions
+        self.max_concurrent = max_concurrent
+        self.running = 0
+        self._fns: dict[str, Any] = {}
+
+    @classmethod
+    def from_paths(
+        cls, paths: Sequence[str], settings: Any, environ: Mapping[str, str] | None = None, **kwargs: Any
+    ) -> ToolService:
+        environ = os.environ if environ is None else environ
+        catalog = load(paths, environ, load_options(settings))
+        return cls(catalog, environ=environ, **kwargs)
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def list(self, identity: Identity, group: str | None = None) -> list[ToolSpec]:
+        tools = self.registry.visible(identity)
+        if group:
+            tools = [t for t in tools if group in t.groups]
+        return tools
+
+    def describe(self, identity: Identity, key: str) -> ToolSpec:
+        return self.registry.get(identity, key)
+
+    def search(self, identity: Identity, query: str, offset: int = 0, limit: int = 10) -> Page:
+        return self.registry.search(identity, query, offset, limit)
+
+    # -- calling ---------------------------------------------------------------------------------
+
+    def prepare(self, tool: ToolSpec, args: Mapping[str, Any]) -> dict[str, Any]:
+        return params.validate(tool, args)
+
+    def plan(self, identity: Identity, key: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        """What a call would run, without running it (`toolrun call --dry-run`)."""
+        tool = self.registry.get(identity, key)
+        values = params.validate(tool, args)
+        plan: dict[str, Any] = {"key": tool.key, "kind": tool.kind, "timeout": tool.timeout}
+        if tool.kind == "fn":
+            plan["fn"] = tool.source
+            plan["args"] = values
+            return plan
+        plan["command"] = render.render(tool.source, values)
+        plan["stdin"] = json.dumps(values, ensure_ascii=False) if tool.stdin else None
+        plan["env"] = sorted(child_env(tool, self.environ))
+        plan["cwd"] = tool.cwd or os.getcwd()
+        plan["limits"] = {
+            k: v
+            for k, v in {
+                "cpu": tool.limits.cpu,
+                "memory": tool.limits.memory,
+                "open_files": tool.limits.open_files,
+                "file_size": tool.limits.file_size,
+                "processes": tool.limits.processes,
+                "output": tool.limits.output,
+            }.items()
+            if v is not None
+        }
+        return plan
+
+    async def call(
+        self,
+        identity: Identity,
+        key: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        session_id: str | None = None,
+    ) -> CallResult:
+        tool = self.registry.get(identity, key)
+        started = time.perf_counter()
+        outcome = "exception"
+        try:
+            if self.limiter is not None:
+                retry = await self.limiter.hit(identity.bucket, tool.key)
+                if retry is not None:
+                    outcome = "rate_limited"
+                    raise RateLimited(tool.key, int(retry))
+            try:
+                values = params.validate(tool, args or {})
+            except ParamError:
+                outcome = "invalid"
+                raise
+            if self.max_concurrent is not None and self.running >= self.max_concurrent:
+                outcome = "overloaded"
+                raise Overloaded(self.max_concurrent)
+            self.running += 1
+            try:
+                result = await self._run(identity, tool, values, session_id)
+            finally:
+                self.running -= 1
+            if result.exec is None:
+                outcome = "ok"
+            elif result.exec.timed_out:
+                outcome = "timeout"
+            else:
+                outcome = "ok" if result.exec.returncode == 0 else "error"
+            return result
+        finally:
+            if self.observer is not None:
+                self.observer.observe(tool.key, outcome, time.perf_counter() - started)
+
+    async def _run(
+        self, identity: Identity, tool: ToolSpec, values: dict[str, Any], session_id: str | None
+    ) -> CallResult:
+        started = time.perf_counter()
+        if tool.kind == "fn":
+            value = await self._call_fn(identity, tool, values, session_id)
+            return CallResult(tool.key, value, None, time.perf_counter() - started)
+        command = render.render(tool.source, values)
+        stdin = json.dumps(values, ensure_ascii=False).encode() if tool.stdin else None
+        try:
+            result = await executor.run(
+                command,
+                timeout=tool.timeout,
+                env=child_env(tool, self.environ),
+                cwd=tool.cwd,
+                stdin=stdin,
+                limits=tool.limits,
+            )
+        except (OSError, ValueError) as exc:  # cwd missing, prlimit missing, ...
+            raise ToolFailed(exc) from exc
+        return CallResult(tool.key, result.value(), result, time.perf_counter() - started)
+
+    async def _call_fn(
+        self, identity: Identity, tool: ToolSpec, values: dict[str, Any], session_id: str | None
+    ) -> Any:
+        fn = self._fns.get(tool.key)
+        if fn is None:
+            try:
+                fn = resolve_fn(tool.source, __import__("pathlib").Path(tool.file).parent if tool.file else None)
+            except Exception as exc:
+                raise ToolFailed(exc) from exc
+            self._fns[tool.key] = fn
+        persistent = session_id is not None and self.sessions is not None
+        sid = f"{identity.bucket}\x1f{session_id}"
+        session = await self.sessions.load(sid) if persistent and self.sessions else {}
+        ctx = context.CallContext(identity=identity, session=session, persistent=persistent)
+        token = context.activate(ctx)
+        try:
+            if inspect.iscoroutinefunction(fn):
+                value = await asyncio.wait_for(fn(**values), tool.timeout)
+            else:
+                value = await asyncio.wait_for(
+                    asyncio.get_running_loop().run_in_executor(None, _call_in_context, ctx, fn, values), tool.timeout
+                )
+        except TimeoutError as exc:
+            raise ToolFailed(TimeoutError(f"timeout after {executor.format_seconds(tool.timeout)}s")) from exc
+        except ToolrunError:
+            raise
+        except Exception as exc:
+            raise ToolFailed(exc) from exc
+        finally:
+            context.deactivate(token)
+        if persistent and ctx.dirty and self.sessions is not None:
+            await self.sessions.save(sid, ctx.session)
+        return value
+
+
+def _call_in_context(ctx: context.CallContext, fn: Any, values: dict[str, Any]) -> Any:
+    token = context.activate(ctx)
+    try:
+        return fn(**values)
+    finally:
+        context.deactivate(token)

@@ -1,0 +1,157 @@
+"""Every setting in one declared table; resolved as flags > environment > config file > defaults.
+
+The environment name of a setting is ``SVC_`` + its name upper-cased with dots as underscores
+(``rate_limit.enabled`` -> ``SVC_RATE_LIMIT_ENABLED``). The config file is TOML, at
+``<config dir>/config.toml`` (see `paths`), with dotted names as tables:
+``[rate_limit]`` / ``enabled = true``. `docs/configuration.md` documents each one; a test keeps
+the two in step.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    name: str
+    type: type
+    default: Any
+    help: str
+
+    @property
+    def env(self) -> str:
+        return "SVC_" + self.name.upper().replace(".", "_")
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("catalog", list, [], "Catalog files or directories (os.pathsep-separated in the environment)."),
+    Setting("host", str, "127.0.0.1", "Address `serve` binds to."),
+    Setting("port", int, 8080, "Port `serve` listens on."),
+    Setting("debug", bool, False, "Error bodies of POST /tools/{key} carry the full traceback (spec `DEBUG`)."),
+    Setting("ui_enabled", bool, False, "Serve the browser UI at /ui."),
+    Setting("rate_limit.enabled", bool, False, "Limit calls per (user, tool) bucket."),
+    Setting("rate_limit.calls", int, 60, "Calls allowed per bucket in one window."),
+    Setting("rate_limit.window", int, 60, "Window length in seconds."),
+    Setting("rate_limit.fail_open", bool, False, "Allow calls when the shared limiter backend is down."),
+    Setting("default_timeout", float, 60.0, "Timeout in seconds of tools that declare none."),
+    Setting("max_output", int, 10 * 1024 * 1024, "Bytes of stdout and of stderr kept per call."),
+    Setting("max_concurrent_calls", int, 64, "Tool calls running at once; beyond it calls get 503."),
+    Setting("max_body_bytes", int, 1024 * 1024, "Largest request body accepted (413 beyond)."),
+    Setting("request_timeout", float, 30.0, "Seconds a client has to send its request head and body."),
+    Setting("shutdown_grace", float, 10.0, "Seconds in-flight calls get to finish on SIGTERM."),
+    Setting("allowed_hosts", list, ["127.0.0.1", "localhost", "[::1]", "::1"], "Accepted Host headers."),
+    Setting("allowed_origins", list, [], "Origins allowed to POST and to receive CORS headers."),
+    Setting("redis_url", str, "", "A redis:// URL: keys, buckets, sessions and cache move to Redis."),
+    Setting("readiness_timeout", float, 1.0, "Seconds each /readyz check may take."),
+    Setting("mcp_direct", bool, False, "MCP also lists each catalog tool as its own tool."),
+    Setting("catalog_cache", bool, True, "Cache parsed catalogs by content hash in the cache dir."),
+    Setting("log_level", str, "info", "Logging level: debug, info, warning, error."),
+)
+BY_NAME = {s.name: s for s in SETTINGS}
+
+
+def paths(environ: Mapping[str, str] | None = None) -> dict[str, Path]:
+    """Config, data and cache dirs; TOOLRUN_HOME puts all three under one directory."""
+    environ = os.environ if environ is None else environ
+    home = environ.get("TOOLRUN_HOME")
+    if home:
+        base = Path(home)
+        return {"config": base / "config", "data": base / "data", "cache": base / "cache"}
+    import platformdirs
+
+    return {
+        "config": Path(platformdirs.user_config_dir("toolrun")),
+        "data": Path(platformdirs.user_data_dir("toolrun")),
+        "cache": Path(platformdirs.user_cache_dir("toolrun")),
+    }
+
+
+def _parse(setting: Setting, raw: Any, origin: str) -> Any:
+    kind = setting.type
+    try:
+        if isinstance(raw, str):
+            if kind is bool:
+                low = raw.strip().lower()
+                if low in ("1", "true", "yes", "on"):
+                    return True
+                if low in ("0", "false", "no", "off", ""):
+                    return False
+                raise ValueError(raw)
+            if kind is list:
+                sep = os.pathsep if setting.name == "catalog" else ","
+                return [part.strip() for part in raw.split(sep) if part.strip()]
+            return kind(raw)
+        if kind is float and isinstance(raw, int) and not isinstance(raw, bool):
+            return float(raw)
+        if not isinstance(raw, kind) or (kind is int and isinstance(raw, bool)):
+            raise ValueError(raw)
+        return raw
+    except (ValueError, TypeError):
+        raise UsageError(f"setting {setting.name} from {origin}: expected {kind.__name__}, got {raw!r}") from None
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and name not in BY_NAME:
+            flat.update(_flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+class Settings:
+    """Resolved settings; read with `settings["rate_limit.enabled"]` or `settings.get(...)`."""
+
+    def __init__(self, values: dict[str, Any], dirs: dict[str, Path]) -> None:
+        self._values = values
+        self.dirs = dirs
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._values.get(name, default)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+    @classmethod
+    def load(
+        cls,
+        flags: Mapping[str, Any] | None = None,
+        environ: Mapping[str, str] | None = None,
+        config_file: Path | None = None,
+    ) -> Settings:
+        environ = os.environ if environ is None else environ
+        dirs = paths(environ)
+        path = config_file or Path(environ.get("SVC_CONFIG") or dirs["config"] / "config.toml")
+        file_values: dict[str, Any] = {}
+        if path.is_file():
+            try:
+                file_values = _flatten(tomllib.loads(path.read_text(encoding="utf-8")))
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+                raise UsageError(f"config file {path}: {exc}") from None
+            unknown = sorted(set(file_values) - set(BY_NAME))
+            if unknown:
+                raise UsageError(f"config file {path}: unknown setting {unknown[0]!r}")
+        values: dict[str, Any] = {}
+        for s in SETTINGS:
+            value = s.default
+            if s.name in file_values:
+                value = _parse(s, file_values[s.name], str(path))
+            if s.env in environ:
+                value = _parse(s, environ[s.env], s.env)
+            if flags and flags.get(s.name) not in (None, [], ()):
+                value = _parse(s, flags[s.name], "command line")
+            values[s.name] = value
+        return cls(values, dirs)
