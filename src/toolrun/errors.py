@@ -3,7 +3,11 @@
     ToolrunError                  exit 1, HTTP 500
     ├── CatalogError              exit 2: the catalog does not load (carries every Problem found)
     ├── UsageError                exit 2, HTTP 400: a caller's request is malformed
-    │   └── ParamError            exit 2, HTTP 400: a parameter is missing, unknown or of the wrong type
+    │   ├── ParamError            exit 2, HTTP 400: a parameter is missing, unknown or of the wrong type
+    │   ├── PayloadTooLarge       HTTP 413: the request body is over `max_body_bytes`
+    │   ├── UnsupportedMediaType  HTTP 415: a POST body that is not `application/json`
+    │   └── RequestTimeout        HTTP 408: the client did not send its body in time
+    ├── Forbidden                 HTTP 403: a cross-origin request from an origin not allowed
     ├── NotFound                  exit 2, HTTP 404: unknown tool, or one the caller may not see
     ├── Unauthorized              exit 2, HTTP 401: key missing, invalid, expired or revoked
     ├── RateLimited               exit 75, HTTP 429: the caller's bucket for this tool is empty
@@ -71,6 +75,32 @@ class UsageError(ToolrunError):
 
 class ParamError(UsageError):
     """A parameter is missing, unknown or invalid; the message names it."""
+
+
+class PayloadTooLarge(UsageError):
+    http_status = 413
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"request body is larger than {limit} bytes")
+
+
+class UnsupportedMediaType(UsageError):
+    http_status = 415
+
+    def __init__(self, got: str) -> None:
+        super().__init__(f"Content-Type must be application/json, not {got or 'missing'!r}")
+
+
+class RequestTimeout(UsageError):
+    http_status = 408
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"request body not received within {seconds:g} seconds")
+
+
+class Forbidden(ToolrunError):
+    exit_code = 2
+    http_status = 403
 
 
 class NotFound(ToolrunError):

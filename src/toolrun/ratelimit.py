@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 
@@ -19,7 +20,7 @@ class Limiter(Protocol):
 
 
 class MemoryLimiter:
-    def __init__(self, calls: int, window: float, clock: "type[time.monotonic] | None" = None) -> None:
+    def __init__(self, calls: int, window: float, clock: Callable[[], float] | None = None) -> None:
         self.calls = calls
         self.window = window
         self._clock = clock or time.monotonic
@@ -32,7 +33,7 @@ class MemoryLimiter:
         if now - start >= self.window:
             start, count = now, 0
         if count >= self.calls:
-            return max(1.0, math.ceil(start + self.window - now))
+            return float(max(1, math.ceil(start + self.window - now)))
         self._buckets[ident] = (start, count + 1)
         if len(self._buckets) > 100_000:
             self._sweep(now)

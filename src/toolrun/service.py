@@ -1,11 +1,11 @@
 """ToolService: the one API every door (CLI, HTTP, MCP, UI) calls.
 
-    call(identity, key, args)
-      1. registry.get(identity, key)      -> ToolSpec, or NotFound (unknown and hidden look alike)
-      2. limiter.hit(bucket, key)         -> or RateLimited(retry_after)
-      3. params.validate(tool, args)      -> typed values, or ParamError
-      4. run: exec/curl -> render -> spawn -> ExecResult; fn -> call it
-      5. observer.observe(key, outcome, seconds)   (once per call, whatever the door)
+call(identity, key, args)
+  1. registry.get(identity, key)      -> ToolSpec, or NotFound (unknown and hidden look alike)
+  2. limiter.hit(bucket, key)         -> or RateLimited(retry_after)
+  3. params.validate(tool, args)      -> typed values, or ParamError
+  4. run: exec/curl -> render -> spawn -> ExecResult; fn -> call it
+  5. observer.observe(key, outcome, seconds)   (once per call, whatever the door)
 """
 
 from __future__ import annotations
@@ -205,9 +205,7 @@ class ToolService:
             raise ToolFailed(exc) from exc
         return CallResult(tool.key, result.value(), result, time.perf_counter() - started)
 
-    async def _call_fn(
-        self, identity: Identity, tool: ToolSpec, values: dict[str, Any], session_id: str | None
-    ) -> Any:
+    async def _call_fn(self, identity: Identity, tool: ToolSpec, values: dict[str, Any], session_id: str | None) -> Any:
         fn = self._fns.get(tool.key)
         if fn is None:
             try:

@@ -1,0 +1,257 @@
+"""Users, groups and API keys.
+
+A key looks like ``trk_<prefix>_<secret>``: the 10-character prefix identifies it in listings and
+logs, the secret carries 256 bits of entropy. Only the SHA-256 of the whole key is stored (a fast
+hash is right for random high-entropy keys; there is nothing to brute-force), compared in
+constant time. The raw key is shown once, by `toolrun keys create`, and never again.
+
+Embedded default: a SQLite file in the data dir. With a `redis_url` the same records live in
+Redis (see `redis_store.py`), so every replica sees a new or revoked key at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from .errors import UsageError
+from .models import Identity
+
+KEY_RE = re.compile(r"^trk_([a-z0-9]{10})_([A-Za-z0-9_-]{20,100})$")
+USERNAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$")
+GROUP_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def now() -> float:
+    return time.time()
+
+
+def iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def new_key() -> tuple[str, str]:
+    """A fresh (key, prefix)."""
+    prefix = "".join(secrets.choice(_ALPHABET) for _ in range(10))
+    return f"trk_{prefix}_{secrets.token_urlsafe(32)}", prefix
+
+
+def split_key(key: str) -> str | None:
+    """The prefix of a well-formed key, or None."""
+    match = KEY_RE.match(key)
+    return match.group(1) if match else None
+
+
+def parse_duration(text: str) -> float:
+    """`30d`, `12h`, `90m`, `3600s` or `3600` -> seconds."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
+    if not match:
+        raise UsageError(f"--expires {text!r}: expected a duration like 30d, 12h, 90m")
+    number = float(match.group(1))
+    return number * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[match.group(2)]
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    username: str
+    email: str
+    groups: tuple[str, ...]
+    created_at: float
+
+    def identity(self, client: str = "") -> Identity:
+        return Identity(self.username, self.email, frozenset(self.groups), anonymous=False, client=client)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRecord:
+    prefix: str
+    username: str
+    created_at: float
+    expires_at: float | None
+    revoked_at: float | None
+
+    def state(self, at: float | None = None) -> str:
+        at = now() if at is None else at
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= at:
+            return "expired"
+        return "active"
+
+    def metadata(self) -> dict[str, Any]:
+        """The `key` object of /users?keys=true: never the hash, never the key."""
+        return {"prefix": self.prefix, "created_at": iso(self.created_at), "expires_at": iso(self.expires_at)}
+
+
+class KeyStore(Protocol):
+    def create_key(
+        self, username: str, groups: list[str], email: str = "", expires_in: float | None = None
+    ) -> tuple[str, KeyRecord]: ...
+
+    def resolve(self, key: str) -> User | None: ...
+
+    def revoke(self, prefix: str) -> bool: ...
+
+    def list_users(self) -> list[User]: ...
+
+    def list_keys(self) -> list[KeyRecord]: ...
+
+    def ping(self) -> None: ...
+
+
+def validate_user_fields(username: str, groups: list[str]) -> None:
+    if not USERNAME_RE.match(username):
+        raise UsageError(f"user name {username!r}: use letters, digits and _ . @ - (at most 64)")
+    for group in groups:
+        if not GROUP_RE.match(group):
+            raise UsageError(f"group {group!r}: use letters, digits and _ . - (at most 64)")
+
+
+class SQLiteKeyStore:
+    """Users and keys in one SQLite file (WAL mode; safe across the CLI and a running server)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        with self._conn() as conn:
+            conn.executescript(
+                """
+                CREATE TABLE IF NOT EXISTS users (
+                    username TEXT PRIMARY KEY, email TEXT NOT NULL DEFAULT '',
+                    groups_json TEXT NOT NULL DEFAULT '[]', created_at REAL NOT NULL);
+                CREATE TABLE IF NOT EXISTS keys (
+                    prefix TEXT PRIMARY KEY, username TEXT NOT NULL REFERENCES users(username),
+                    hash TEXT NOT NULL, created_at REAL NOT NULL,
+                    expires_at REAL, revoked_at REAL);
+                """
+            )
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=5.0, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA busy_timeout=5000")
+            self._local.conn = conn
+        return conn
+
+    def create_key(
+        self, username: str, groups: list[str], email: str = "", expires_in: float | None = None
+    ) -> tuple[str, KeyRecord]:
+        validate_user_fields(username, groups)
+        key, prefix = new_key()
+        created = now()
+        expires = created + expires_in if expires_in is not None else None
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute("SELECT email, groups_json FROM users WHERE username=?", (username,)).fetchone()
+            if row is None:
+                conn.execute(
+                    "INSERT INTO users(username, email, groups_json, created_at) VALUES (?,?,?,?)",
+                    (username, email, json.dumps(sorted(set(groups))), created),
+                )
+            else:
+                merged = sorted(set(json.loads(row[1])) | set(groups))
+                conn.execute(
+                    "UPDATE users SET email=?, groups_json=? WHERE username=?",
+                    (email or row[0], json.dumps(merged), username),
+                )
+            conn.execute(
+                "INSERT INTO keys(prefix, username, hash, created_at, expires_at) VALUES (?,?,?,?,?)",
+                (prefix, username, hash_key(key), created, expires),
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return key, KeyRecord(prefix, username, created, expires, None)
+
+    def resolve(self, key: str) -> User | None:
+        prefix = split_key(key)
+        if prefix is None:
+            return None
+        row = (
+            self._conn()
+            .execute(
+                "SELECT k.hash, k.expires_at, k.revoked_at, u.username, u.email, u.groups_json, u.created_at "
+                "FROM keys k JOIN users u ON u.username = k.username WHERE k.prefix=?",
+                (prefix,),
+            )
+            .fetchone()
+        )
+        if row is None:
+            hmac.compare_digest(hash_key(key), hash_key(key))  # same work for unknown prefixes
+            return None
+        stored, expires, revoked, username, email, groups, created = row
+        if not hmac.compare_digest(stored, hash_key(key)):
+            return None
+        if revoked is not None or (expires is not None and expires <= now()):
+            return None
+        return User(username, email, tuple(json.loads(groups)), created)
+
+    def revoke(self, prefix: str) -> bool:
+        cur = self._conn().execute(
+            "UPDATE keys SET revoked_at=? WHERE prefix=? AND revoked_at IS NULL", (now(), prefix)
+        )
+        return cur.rowcount > 0
+
+    def list_users(self) -> list[User]:
+        rows = (
+            self._conn()
+            .execute("SELECT username, email, groups_json, created_at FROM users ORDER BY username")
+            .fetchall()
+        )
+        return [User(r[0], r[1], tuple(json.loads(r[2])), r[3]) for r in rows]
+
+    def list_keys(self) -> list[KeyRecord]:
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT prefix, username, created_at, expires_at, revoked_at FROM keys ORDER BY created_at, prefix"
+            )
+            .fetchall()
+        )
+        return [KeyRecord(*r) for r in rows]
+
+    def ping(self) -> None:
+        self._conn().execute("SELECT 1").fetchone()
+
+
+def newest_key(records: list[KeyRecord], username: str) -> KeyRecord | None:
+    """The user's newest key that still works, or None."""
+    live = [r for r in records if r.username == username and r.state() == "active"]
+    return max(live, key=lambda r: r.created_at) if live else None
+
+
+def key_from(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
+    """Spec 5: X-API-Key, then Authorization: Bearer, then ?api-key=; a header wins over the query."""
+    value = headers.get("x-api-key")
+    if value:
+        return value.strip()
+    auth = headers.get("authorization")
+    if auth:
+        scheme, _, token = auth.strip().partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            return token.strip()
+    value = query.get("api-key")
+    return value.strip() if value else None

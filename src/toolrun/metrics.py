@@ -1,0 +1,46 @@
+"""Prometheus metrics on the server's own registry (never the global one).
+
+- ``svc_tool_calls_total{tool, outcome}``: one per call, whatever the door (HTTP or MCP).
+  ``outcome`` is one of ok, error (non-zero exit), timeout, exception (the tool raised),
+  invalid (parameter error), rate_limited, overloaded.
+- ``svc_tool_call_duration_seconds{tool}``: wall time of each call.
+
+Labels only ever take catalog keys: an unknown key is refused before anything is counted, so a
+flood of made-up keys adds no series.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+OUTCOMES = ("ok", "error", "timeout", "exception", "invalid", "rate_limited", "overloaded")
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.calls = Counter(
+            "svc_tool_calls_total",
+            "Tool calls, by tool key and outcome.",
+            ["tool", "outcome"],
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            "svc_tool_call_duration_seconds",
+            "Wall time of tool calls in seconds.",
+            ["tool"],
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+
+    def observe(self, key: str, outcome: str, seconds: float) -> None:
+        self.calls.labels(key, outcome).inc()
+        self.duration.labels(key).observe(seconds)
+
+    def render(self) -> bytes:
+        return bytes(generate_latest(self.registry))

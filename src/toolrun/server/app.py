@@ -1,0 +1,477 @@
+"""The HTTP door: Starlette routes over the one ToolService.
+
+Auth modes (spec 5) are declared per route in ROUTE_MODES and applied by `identify`; every
+error becomes a response in one place (`json_error` for JSON routes, `text_error` for
+POST /tools/{key}); `Guard` is one pure-ASGI middleware for Host/Origin checks, optional CORS
+and an access log that never shows an API key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .. import formatting
+from ..auth import KeyStore, key_from, newest_key
+from ..errors import (
+    Forbidden,
+    NotFound,
+    PayloadTooLarge,
+    RateLimited,
+    RequestTimeout,
+    ToolFailed,
+    ToolrunError,
+    Unauthorized,
+    UnsupportedMediaType,
+    UsageError,
+)
+from ..metrics import CONTENT_TYPE, Metrics
+from ..models import Identity
+from ..service import ToolService
+from ..settings import Settings
+
+log = logging.getLogger("toolrun.server")
+access_log = logging.getLogger("toolrun.access")
+
+ROUTE_MODES = {
+    "/healthz": "anonymous",
+    "/readyz": "anonymous",
+    "/metrics": "anonymous",
+    "/openapi.json": "anonymous",
+    "/whoami": "required",
+    "/tools": "optional",
+    "/tools/{key}": "optional",
+    "/search": "optional",
+    "/users": "admin",
+}
+MAX_PAGE = 100
+
+
+@dataclass
+class Backends:
+    """Everything the routes need, built once by `toolrun serve` (or a test)."""
+
+    service: ToolService
+    settings: Settings
+    store: KeyStore
+    metrics: Metrics
+    checks: dict[str, Callable[[], Awaitable[None]]] = field(default_factory=dict)
+    lifespans: list[Callable[[], Any]] = field(default_factory=list)
+    extra_routes: list[BaseRoute] = field(default_factory=list)
+
+
+# -- errors: the one table ----------------------------------------------------------------------
+
+
+def json_error(exc: ToolrunError) -> JSONResponse:
+    if isinstance(exc, Unauthorized):
+        body = {"error": "unauthorized"}
+    elif isinstance(exc, NotFound):
+        body = {"error": "not found"}
+    else:
+        body = {"error": str(exc)}
+    return JSONResponse(body, status_code=exc.http_status, headers=_retry_headers(exc))
+
+
+def text_error(exc: ToolrunError, debug: bool) -> PlainTextResponse:
+    if debug:
+        original = exc.original if isinstance(exc, ToolFailed) else exc
+        text = "".join(traceback.format_exception(original))
+    else:
+        text = exc.summary
+    return PlainTextResponse(text, status_code=exc.http_status, headers=_retry_headers(exc))
+
+
+def _retry_headers(exc: ToolrunError) -> dict[str, str]:
+    if isinstance(exc, RateLimited):
+        return {"Retry-After": str(exc.retry_after)}
+    if exc.http_status == 503:
+        return {"Retry-After": "1"}
+    return {}
+
+
+# -- request helpers ----------------------------------------------------------------------------
+
+
+def _single(request: Request, name: str) -> str | None:
+    values = request.query_params.getlist(name)
+    if len(values) > 1:
+        raise UsageError(f"query parameter {name!r} is given more than once")
+    return values[0] if values else None
+
+
+def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = _single(request, name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UsageError(f"query parameter {name!r} must be an integer, not {raw[:40]!r}") from None
+    if not low <= value <= high:
+        raise UsageError(f"query parameter {name!r} must be between {low} and {high}")
+    return value
+
+
+def _bool_param(request: Request, name: str) -> bool:
+    raw = _single(request, name)
+    if raw is None or raw.lower() in ("", "false", "0", "no"):
+        return False
+    if raw.lower() in ("true", "1", "yes"):
+        return True
+    raise UsageError(f"query parameter {name!r} must be true or false, not {raw[:40]!r}")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def parse_json_object(body: bytes) -> dict[str, Any]:
+    """The POST body: empty -> {}, else exactly one JSON object (no NaN, no duplicate keys)."""
+    if not body.strip():
+        return {}
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"body is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    try:
+        data = json.loads(text.lstrip("\ufeff"), parse_constant=_reject_constant, object_pairs_hook=_no_duplicates)
+    except RecursionError:
+        raise UsageError("malformed JSON: nested too deeply") from None
+    except ValueError as exc:
+        raise UsageError(f"malformed JSON: {exc}") from None
+    if not isinstance(data, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(data), "a number")
+        raise UsageError(f"body must be a JSON object of parameter name to value, not {kind}")
+    return data
+
+
+# -- the app --------------------------------------------------------------------------------------
+
+
+class Routes:
+    def __init__(self, backends: Backends) -> None:
+        self.b = backends
+        self.service = backends.service
+        self.settings = backends.settings
+        self.debug = bool(backends.settings["debug"])
+        self.max_body = int(backends.settings["max_body_bytes"])
+        self.body_timeout = float(backends.settings["request_timeout"])
+
+    # identity
+    def identify(self, request: Request, mode: str) -> Identity:
+        client = request.client.host if request.client else ""
+        if mode == "anonymous":
+            return Identity(client=client)
+        query = request.query_params
+        if len(query.getlist("api-key")) > 1:
+            raise Unauthorized()
+        key = key_from(request.headers, query)
+        user = self.b.store.resolve(key) if key else None
+        if user is None:
+            if mode in ("required", "admin"):
+                raise Unauthorized()
+            return Identity(client=client)
+        identity = user.identity(client)
+        if mode == "admin" and not identity.is_admin:
+            raise Unauthorized()
+        return identity
+
+    # routes
+    async def healthz(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(self, request: Request) -> Response:
+        timeout = float(self.settings["readiness_timeout"])
+        names = list(self.b.checks)
+        results = await asyncio.gather(
+            *(asyncio.wait_for(check(), timeout) for check in self.b.checks.values()), return_exceptions=True
+        )
+        failed = [(name, r) for name, r in zip(names, results, strict=True) if isinstance(r, BaseException)]
+        for name, exc in failed:
+            log.warning("readiness check %s failed: %s", name, type(exc).__name__ + (f": {exc}" if str(exc) else ""))
+        if failed:
+            return JSONResponse({"status": "degraded"}, status_code=503)
+        return JSONResponse({"status": "ok"})
+
+    async def whoami(self, request: Request) -> Response:
+        try:
+            identity = self.identify(request, "required")
+        except ToolrunError as exc:
+            return json_error(exc)
+        return JSONResponse(
+            {
+                "username": identity.username,
+                "email": identity.email,
+                "groups": sorted(identity.groups),
+                "tools": [t.key for t in self.service.list(identity)],
+            }
+        )
+
+    async def list_tools(self, request: Request) -> Response:
+        try:
+            identity = self.identify(request, "optional")
+            fmt = (_single(request, "format") or "json").lower()
+            if fmt not in ("json", "md", "html"):
+                raise UsageError(f"format must be json, md or html, not {fmt[:20]!r}")
+        except ToolrunError as exc:
+            return json_error(exc)
+        tools = self.service.list(identity)
+        if fmt == "md":
+            return PlainTextResponse(formatting.markdown_page(tools), media_type="text/markdown; charset=utf-8")
+        if fmt == "html":
+            return HTMLResponse(formatting.html_page(tools))
+        return JSONResponse([t.entry() for t in tools])
+
+    async def get_tool(self, request: Request) -> Response:
+        try:
+            identity = self.identify(request, "optional")
+            tool = self.service.describe(identity, request.path_params["key"])
+        except ToolrunError as exc:
+            return json_error(exc)
+        return JSONResponse(tool.entry())
+
+    async def read_body(self, request: Request) -> bytes:
+        length = request.headers.get("content-length")
+        if length is not None:
+            try:
+                if int(length) > self.max_body:
+                    raise PayloadTooLarge(self.max_body)
+            except ValueError:
+                raise UsageError("Content-Length is not a number") from None
+
+        async def collect() -> bytes:
+            chunks = bytearray()
+            async for chunk in request.stream():
+                chunks += chunk
+                if len(chunks) > self.max_body:
+                    raise PayloadTooLarge(self.max_body)
+            return bytes(chunks)
+
+        try:
+            return await asyncio.wait_for(collect(), self.body_timeout)
+        except TimeoutError:
+            raise RequestTimeout(self.body_timeout) from None
+
+    async def call_tool(self, request: Request) -> Response:
+        key = request.path_params["key"]
+        try:
+            identity = self.identify(request, "optional")
+            self.service.describe(identity, key)
+            ctype = request.headers.get("content-type", "")
+            body = await self.read_body(request)
+            if body.strip() or ctype:
+                media = ctype.split(";", 1)[0].strip().lower()
+                if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")):
+                    raise UnsupportedMediaType(media)
+            args = parse_json_object(body)
+            result = await self.service.call(identity, key, args)
+        except ToolrunError as exc:
+            return text_error(exc, self.debug)
+        except Exception as exc:
+            log.exception("unexpected error calling %s", key)
+            return text_error(ToolFailed(exc), self.debug)
+        return PlainTextResponse(formatting.result_text(result.value))
+
+    async def users(self, request: Request) -> Response:
+        try:
+            self.identify(request, "admin")
+            with_keys = _bool_param(request, "keys")
+        except ToolrunError as exc:
+            return json_error(exc)
+        users = self.b.store.list_users()
+        records = self.b.store.list_keys() if with_keys else []
+        body = []
+        for user in users:
+            item: dict[str, Any] = {
+                "username": user.username,
+                "email": user.email,
+                "groups": list(user.groups),
+            }
+            if with_keys:
+                newest = newest_key(records, user.username)
+                item["key"] = newest.metadata() if newest else None
+            body.append(item)
+        return JSONResponse(body)
+
+    async def metrics(self, request: Request) -> Response:
+        return Response(self.b.metrics.render(), media_type=CONTENT_TYPE)
+
+    async def search(self, request: Request) -> Response:
+        try:
+            identity = self.identify(request, "optional")
+            query = _single(request, "q")
+            if query is None:
+                query = _single(request, "query") or ""
+            if len(query) > 500:
+                raise UsageError("query parameter 'q' is longer than 500 characters")
+            offset = _int_param(request, "offset", 0, 0, 1_000_000)
+            limit = _int_param(request, "limit", 10, 1, MAX_PAGE)
+        except ToolrunError as exc:
+            return json_error(exc)
+        page = self.service.search(identity, query, offset, limit)
+        return JSONResponse(
+            {
+                "query": query,
+                "items": [t.entry() for t in page.items],
+                "total": page.total,
+                "offset": page.offset,
+                "limit": page.limit,
+                "has_more": page.has_more,
+                "next_offset": page.next_offset,
+            }
+        )
+
+    async def openapi(self, request: Request) -> Response:
+        from .openapi import document
+
+        return JSONResponse(document())
+
+
+def create_app(backends: Backends) -> Starlette:
+    r = Routes(backends)
+    routes: list[BaseRoute] = [
+        Route("/healthz", r.healthz, methods=["GET"]),
+        Route("/readyz", r.readyz, methods=["GET"]),
+        Route("/whoami", r.whoami, methods=["GET"]),
+        Route("/tools", r.list_tools, methods=["GET"]),
+        Route("/tools/{key:str}", r.get_tool, methods=["GET"]),
+        Route("/tools/{key:str}", r.call_tool, methods=["POST"]),
+        Route("/users", r.users, methods=["GET"]),
+        Route("/metrics", r.metrics, methods=["GET"]),
+        Route("/search", r.search, methods=["GET"]),
+        Route("/openapi.json", r.openapi, methods=["GET"]),
+        *backends.extra_routes,
+    ]
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> Any:
+        async with AsyncExitStack() as stack:
+            for factory in backends.lifespans:
+                await stack.enter_async_context(factory())
+            log.info("toolrun serving %d tools", len(backends.service.registry))
+            yield
+
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.backends = backends
+    return app
+
+
+# -- the guard middleware -------------------------------------------------------------------------
+
+
+def redact_query(raw: bytes) -> str:
+    """The query string for logs, with any api-key value (however encoded) replaced."""
+    if not raw:
+        return ""
+    try:
+        pairs = parse_qsl(raw.decode("latin-1"), keep_blank_values=True)
+    except ValueError:
+        return "?[unparseable]"
+    cleaned = [(k, "[redacted]" if k.strip().lower() == "api-key" else v) for k, v in pairs]
+    return "?" + urlencode(cleaned, safe="[]")
+
+
+def _host_name(host: str) -> str:
+    host = host.strip().lower()
+    if host.startswith("["):
+        end = host.find("]")
+        return host[: end + 1] if end > 0 else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+class Guard:
+    """Host check (DNS rebinding), Origin check on unsafe methods, optional CORS, access log."""
+
+    def __init__(self, app: ASGIApp, allowed_hosts: list[str], allowed_origins: list[str]) -> None:
+        self.app = app
+        self.any_host = "*" in allowed_hosts
+        self.hosts = {h.lower() for h in allowed_hosts}
+        self.origins = set(allowed_origins)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        host = headers.get("host", "")
+        method = scope["method"]
+        status_holder = [0]
+
+        async def send_logged(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status_holder[0] = message["status"]
+                origin = headers.get("origin")
+                if origin and origin in self.origins:
+                    extra = [(b"access-control-allow-origin", origin.encode()), (b"vary", b"Origin")]
+                    message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        try:
+            if not self.any_host and _host_name(host) not in self.hosts:
+                await PlainTextResponse("Invalid host header", status_code=400)(scope, receive, send_logged)
+                return
+            origin = headers.get("origin")
+            if origin and method not in ("GET", "HEAD", "OPTIONS") and not self._origin_ok(origin, host, scope):
+                exc = Forbidden(f"cross-origin request from {origin[:100]!r} is not allowed")
+                await PlainTextResponse(exc.summary, status_code=403)(scope, receive, send_logged)
+                return
+            if method == "OPTIONS" and origin and origin in self.origins:
+                preflight = Response(
+                    status_code=204,
+                    headers={
+                        "Access-Control-Allow-Methods": "GET, POST",
+                        "Access-Control-Allow-Headers": "Content-Type, X-API-Key, Authorization",
+                        "Access-Control-Max-Age": "600",
+                    },
+                )
+                await preflight(scope, receive, send_logged)
+                return
+            await self.app(scope, receive, send_logged)
+        finally:
+            if access_log.isEnabledFor(logging.INFO):
+                client = scope.get("client") or ("-", 0)
+                path = scope.get("path", "")
+                access_log.info(
+                    '%s "%s %s%s" %d %.1fms',
+                    client[0],
+                    method,
+                    path,
+                    redact_query(scope.get("query_string", b"")),
+                    status_holder[0],
+                    (time.perf_counter() - started) * 1000,
+                )
+
+    def _origin_ok(self, origin: str, host: str, scope: Scope) -> bool:
+        if origin in self.origins:
+            return True
+        scheme = scope.get("scheme", "http")
+        return origin.lower() == f"{scheme}://{host}".lower()
+
+
+def guarded(app: ASGIApp, settings: Settings) -> ASGIApp:
+    return Guard(app, list(settings["allowed_hosts"]), list(settings["allowed_origins"]))

@@ -1,0 +1,268 @@
+"""The OpenAPI 3.1 document of the plain HTTP routes (served at /openapi.json)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import __version__
+
+_ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {"error": {"type": "string"}},
+}
+_STATUS = {
+    "type": "object",
+    "required": ["status"],
+    "properties": {"status": {"type": "string", "enum": ["ok", "degraded"]}},
+}
+_PARAM = {
+    "type": "object",
+    "required": ["name", "type", "required", "default", "description", "example"],
+    "properties": {
+        "name": {"type": "string"},
+        "type": {"type": "string", "enum": ["str", "int", "float", "bool", "list", "dict"]},
+        "required": {"type": "boolean"},
+        "default": {},
+        "description": {"type": "string"},
+        "example": {},
+    },
+}
+_TOOL = {
+    "type": "object",
+    "required": ["key", "groups", "params", "return_type", "description", "example"],
+    "properties": {
+        "key": {"type": "string"},
+        "groups": {"type": "array", "items": {"type": "string"}},
+        "params": {"type": "array", "items": {"$ref": "#/components/schemas/Param"}},
+        "return_type": {"type": "string"},
+        "description": {"type": "string"},
+        "example": {"type": "string"},
+    },
+}
+_IDENTITY = {
+    "type": "object",
+    "required": ["username", "email", "groups", "tools"],
+    "properties": {
+        "username": {"type": "string"},
+        "email": {"type": "string"},
+        "groups": {"type": "array", "items": {"type": "string"}},
+        "tools": {"type": "array", "items": {"type": "string"}},
+    },
+}
+_USER = {
+    "type": "object",
+    "required": ["username", "email", "groups"],
+    "properties": {
+        "username": {"type": "string"},
+        "email": {"type": "string"},
+        "groups": {"type": "array", "items": {"type": "string"}},
+        "key": {
+            "type": ["object", "null"],
+            "required": ["prefix", "created_at", "expires_at"],
+            "properties": {
+                "prefix": {"type": "string"},
+                "created_at": {"type": "string"},
+                "expires_at": {"type": ["string", "null"]},
+            },
+        },
+    },
+}
+_PAGE = {
+    "type": "object",
+    "required": ["query", "items", "total", "offset", "limit", "has_more", "next_offset"],
+    "properties": {
+        "query": {"type": "string"},
+        "items": {"type": "array", "items": {"$ref": "#/components/schemas/Tool"}},
+        "total": {"type": "integer", "minimum": 0},
+        "offset": {"type": "integer", "minimum": 0},
+        "limit": {"type": "integer", "minimum": 1},
+        "has_more": {"type": "boolean"},
+        "next_offset": {"type": ["integer", "null"]},
+    },
+}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _text(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"text/plain": {"schema": {"type": "string"}}}}
+
+
+_ERR = {"$ref": "#/components/schemas/Error"}
+_UNAUTH = _json(_ERR, "Key missing, invalid or expired")
+_BAD = _json(_ERR, "Bad query parameter")
+_KEY_PARAM = {"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}
+_OPTIONAL: list[dict[str, list[str]]] = [{}, {"ApiKeyHeader": []}, {"Bearer": []}, {"ApiKeyQuery": []}]
+_REQUIRED: list[dict[str, list[str]]] = [{"ApiKeyHeader": []}, {"Bearer": []}, {"ApiKeyQuery": []}]
+
+
+def document() -> dict[str, Any]:
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "toolrun", "version": __version__, "description": "Tool catalog service: HTTP routes."},
+        "components": {
+            "schemas": {
+                "Error": _ERROR,
+                "Status": _STATUS,
+                "Param": _PARAM,
+                "Tool": _TOOL,
+                "Identity": _IDENTITY,
+                "User": _USER,
+                "SearchPage": _PAGE,
+            },
+            "securitySchemes": {
+                "ApiKeyHeader": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+                "Bearer": {"type": "http", "scheme": "bearer"},
+                "ApiKeyQuery": {"type": "apiKey", "in": "query", "name": "api-key"},
+            },
+        },
+        "paths": {
+            "/healthz": {
+                "get": {
+                    "summary": "Liveness",
+                    "security": [],
+                    "responses": {"200": _json({"$ref": "#/components/schemas/Status"}, "Alive")},
+                }
+            },
+            "/readyz": {
+                "get": {
+                    "summary": "Readiness: search index, cache backend, tool loader",
+                    "security": [],
+                    "responses": {
+                        "200": _json({"$ref": "#/components/schemas/Status"}, "Every check passed"),
+                        "503": _json({"$ref": "#/components/schemas/Status"}, "A check failed"),
+                    },
+                }
+            },
+            "/whoami": {
+                "get": {
+                    "summary": "The caller's identity",
+                    "security": _REQUIRED,
+                    "responses": {
+                        "200": _json({"$ref": "#/components/schemas/Identity"}, "Identity record"),
+                        "400": _BAD,
+                        "401": _UNAUTH,
+                    },
+                }
+            },
+            "/tools": {
+                "get": {
+                    "summary": "Tools the caller can access, sorted by key",
+                    "security": _OPTIONAL,
+                    "parameters": [
+                        {
+                            "name": "format",
+                            "in": "query",
+                            "required": False,
+                            "schema": {"type": "string", "enum": ["json", "md", "html"], "default": "json"},
+                        }
+                    ],
+                    "responses": {
+                        "200": {
+                            "description": "The tools",
+                            "content": {
+                                "application/json": {
+                                    "schema": {"type": "array", "items": {"$ref": "#/components/schemas/Tool"}}
+                                },
+                                "text/markdown": {"schema": {"type": "string"}},
+                                "text/html": {"schema": {"type": "string"}},
+                            },
+                        },
+                        "400": _BAD,
+                    },
+                }
+            },
+            "/tools/{key}": {
+                "parameters": [_KEY_PARAM],
+                "get": {
+                    "summary": "One tool entry",
+                    "security": _OPTIONAL,
+                    "responses": {
+                        "200": _json({"$ref": "#/components/schemas/Tool"}, "The tool"),
+                        "400": _BAD,
+                        "404": _json(_ERR, "Unknown or inaccessible key"),
+                    },
+                },
+                "post": {
+                    "summary": "Call a tool; the result as text",
+                    "security": _OPTIONAL,
+                    "requestBody": {
+                        "required": False,
+                        "content": {
+                            "application/json": {
+                                "schema": {"type": "object", "additionalProperties": True},
+                            }
+                        },
+                    },
+                    "responses": {
+                        "200": _text("The result coerced to text (exec failures are normal tuple results)"),
+                        "400": _text("Malformed JSON, not an object, or a parameter error"),
+                        "403": _text("Cross-origin request not allowed"),
+                        "404": _text("Unknown or inaccessible key"),
+                        "408": _text("Body not received in time"),
+                        "413": _text("Body too large"),
+                        "415": _text("Content-Type is not application/json"),
+                        "429": _text("Rate limited; Retry-After gives the seconds"),
+                        "500": _text("The tool raised"),
+                        "503": _text("Too many calls running"),
+                    },
+                },
+            },
+            "/users": {
+                "get": {
+                    "summary": "All users (admin)",
+                    "security": _REQUIRED,
+                    "parameters": [
+                        {
+                            "name": "keys",
+                            "in": "query",
+                            "required": False,
+                            "schema": {"type": "string", "enum": ["true", "false"]},
+                        }
+                    ],
+                    "responses": {
+                        "200": _json({"type": "array", "items": {"$ref": "#/components/schemas/User"}}, "Users"),
+                        "400": _BAD,
+                        "401": _UNAUTH,
+                    },
+                }
+            },
+            "/metrics": {
+                "get": {
+                    "summary": "Prometheus text exposition",
+                    "security": [],
+                    "responses": {
+                        "200": {"description": "Metrics", "content": {"text/plain": {"schema": {"type": "string"}}}}
+                    },
+                }
+            },
+            "/search": {
+                "get": {
+                    "summary": "Ranked, paginated search over the caller's tools",
+                    "security": _OPTIONAL,
+                    "parameters": [
+                        {"name": "q", "in": "query", "required": False, "schema": {"type": "string", "maxLength": 500}},
+                        {
+                            "name": "offset",
+                            "in": "query",
+                            "required": False,
+                            "schema": {"type": "integer", "minimum": 0, "maximum": 1000000, "default": 0},
+                        },
+                        {
+                            "name": "limit",
+                            "in": "query",
+                            "required": False,
+                            "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
+                        },
+                    ],
+                    "responses": {
+                        "200": _json({"$ref": "#/components/schemas/SearchPage"}, "A page of results"),
+                        "400": _BAD,
+                    },
+                }
+            },
+        },
+    }
