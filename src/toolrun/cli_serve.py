@@ -28,8 +28,14 @@ def serve(
         bool | None, typer.Option("--rate-limit/--no-rate-limit", help="Per (user, tool) rate limits.")
     ] = None,
     log_level: Annotated[str | None, typer.Option(help="debug, info, warning or error.")] = None,
+    stdio: Annotated[
+        bool, typer.Option("--stdio", help="Speak MCP over stdin/stdout (for desktop agents) instead of HTTP.")
+    ] = False,
+    mcp_direct: Annotated[
+        bool | None, typer.Option("--mcp-direct/--no-mcp-direct", help="MCP also lists each tool as its own tool.")
+    ] = None,
 ) -> None:
-    """Serve the catalog over HTTP (REST, /metrics, /search) on one host and port."""
+    """Serve the catalog over HTTP (REST, MCP at /mcp, /metrics, /search, /ui) on one host and port."""
     from .errors import ToolrunError
 
     flags: dict[str, Any] = {
@@ -39,9 +45,15 @@ def serve(
         "debug": debug,
         "rate_limit.enabled": rate_limit,
         "log_level": log_level,
+        "mcp_direct": mcp_direct,
     }
     try:
         settings = _settings(flags)
+        if stdio:
+            from .server.run import serve_stdio
+
+            serve_stdio(settings, catalog)
+            return
         from .server.run import serve as run_server
 
         run_server(settings, catalog)

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..auth import SQLiteKeyStore
+from ..auth import SQLiteKeyStore, key_from
 from ..metrics import Metrics
 from ..models import Identity
 from ..ratelimit import MemoryLimiter
@@ -60,7 +60,117 @@ def build_backends(
         await asyncio.to_thread(store.ping)
 
     backends.checks = {"search": search_check, "cache": cache_check, "loader": loader_check}
+    mount_mcp(backends)
+    if settings["ui_enabled"]:
+        from .ui import ui_routes
+
+        backends.extra_routes.extend(ui_routes(settings))
     return backends
+
+
+def mount_mcp(backends: Backends) -> None:
+    """The MCP streamable-HTTP endpoint at /mcp, on the same app, port and ToolService."""
+    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.routing import Route
+
+    from .mcp import McpDoor, build_server
+
+    settings, store = backends.settings, backends.store
+
+    def identify(ctx: Any) -> Identity:
+        request = getattr(ctx, "request", None)
+        if request is None:
+            return Identity()
+        client = request.client.host if getattr(request, "client", None) else ""
+        key = key_from(request.headers, request.query_params)
+        user = store.resolve(key) if key else None
+        return user.identity(client) if user is not None else Identity(client=client)
+
+    door = McpDoor(backends.service, identify, direct=bool(settings["mcp_direct"]))
+    hosts = list(settings["allowed_hosts"])
+    if "*" in hosts:
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    else:
+        host_patterns = sorted({h if h.startswith("[") or ":" not in h else f"[{h}]" for h in hosts})
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=[p for h in host_patterns for p in (h, f"{h}:*")],
+            allowed_origins=[
+                *settings["allowed_origins"],
+                *(
+                    f"{scheme}://{h}{port}"
+                    for h in host_patterns
+                    for scheme in ("http", "https")
+                    for port in ("", ":*")
+                ),
+            ],
+        )
+    manager = StreamableHTTPSessionManager(
+        app=build_server(door),
+        security_settings=security,
+        max_request_body_size=int(settings["max_body_bytes"]),
+    )
+    backends.lifespans.append(manager.run)
+    endpoint = McpKeyGate(StreamableHTTPASGIApp(manager), store)
+    backends.extra_routes.append(Route("/mcp", endpoint=endpoint, methods=["GET", "POST", "DELETE"]))
+
+
+class McpKeyGate:
+    """A key that is present but does not resolve gets 401 before the MCP machinery runs."""
+
+    def __init__(self, app: Any, store: Any) -> None:
+        self.app = app
+        self.store = store
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse
+
+        request = Request(scope)
+        key = key_from(request.headers, request.query_params)
+        if key and self.store.resolve(key) is None:
+            await JSONResponse({"error": "unauthorized"}, status_code=401)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> None:
+    """MCP over stdin/stdout for desktop agents: stdout carries only the protocol."""
+    import os
+
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    from ..errors import Unauthorized
+    from .mcp import McpDoor, build_server, new_stdio_session
+
+    configure_logging(settings["log_level"])
+    limiter = None
+    if settings["rate_limit.enabled"]:
+        limiter = MemoryLimiter(int(settings["rate_limit.calls"]), float(settings["rate_limit.window"]))
+    service = ToolService.from_paths(
+        catalog_paths(catalog, settings), settings, limiter=limiter, sessions=MemorySessions()
+    )
+    raw_key = os.environ.get("TOOLRUN_API_KEY", "").strip()
+    if raw_key:
+        user = key_store(settings).resolve(raw_key)
+        if user is None:
+            raise Unauthorized("TOOLRUN_API_KEY is not a valid, unexpired, unrevoked key")
+        identity = user.identity("stdio")
+    else:
+        identity = Identity.operator()
+    door = McpDoor(
+        service, lambda ctx: identity, direct=bool(settings["mcp_direct"]), stdio_session=new_stdio_session()
+    )
+    server = build_server(door)
+    log.info("MCP over stdio as %s, %d tools", identity.username, len(service.list(identity)))
+
+    async def main() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(main)
 
 
 def build_app(settings: Settings, catalog: Sequence[str] | None = None) -> Any:

@@ -1,0 +1,358 @@
+"""The MCP door: `execute`, `search`, `describe_tools`, `whoami` over the one ToolService.
+
+Built on the SDK's low-level server (a catalog loaded at run time needs a per-caller
+`tools/list`). Every call goes through `ToolService.call`, so validation, scoping, the
+per-(user, tool) rate-limit bucket and the metrics are the very ones `POST /tools/{key}` uses.
+
+Identity: over HTTP, the same key sources as the REST routes (X-API-Key, Bearer, ?api-key=);
+no key means anonymous (public tools only); a key that does not resolve is a 401 before the
+MCP machinery runs. Over stdio, the server acts for the user of $TOOLRUN_API_KEY when it is
+set, else for the local operator (every tool, like the CLI).
+
+Sessions (for fn tools' get_session / set_session): a stdio process is one session; a
+handshake-era HTTP client's session is its `Mcp-Session-Id`; a sessionless (2026-07-28)
+client may pass `session` to `execute` to name one. Without any, a call is identity-only.
+Values are stored per (user, session), so one user never sees another's.
+
+Errors come back as results with `is_error=True` and a sentence an agent can act on; nothing
+escapes as an opaque internal error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import secrets
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+
+from .. import __version__
+from ..errors import NotFound, ParamError, RateLimited, ToolFailed, ToolrunError
+from ..formatting import result_json, result_text
+from ..models import Identity, ToolSpec
+from ..service import ToolService
+
+log = logging.getLogger("toolrun.mcp")
+
+INSTRUCTIONS = (
+    "toolrun exposes a catalog of operational tools. Use `search` to find tools (or `describe_tools` "
+    "with known keys to see their parameters), then `execute` with the tool key and its arguments. "
+    "`whoami` shows which user you act as and which tools you may use."
+)
+
+META_TOOLS: dict[str, dict[str, Any]] = {
+    "execute": {
+        "description": (
+            "Run one catalog tool by key with its arguments and return its result. Shell tools that "
+            "exit non-zero return their returncode, stdout and stderr (not an error). Use `search` or "
+            "`describe_tools` first to learn a tool's parameters."
+        ),
+        "schema": {
+            "type": "object",
+            "properties": {
+                "key": {"type": "string", "description": "Tool key, e.g. ops.disk_usage."},
+                "arguments": {
+                    "type": "object",
+                    "description": "Parameter name to value, as `describe_tools` lists them.",
+                    "additionalProperties": True,
+                },
+                "session": {
+                    "type": "string",
+                    "description": "Optional session name for tools that keep session values "
+                    "(only needed by clients without an MCP session).",
+                },
+            },
+            "required": ["key"],
+            "additionalProperties": False,
+        },
+    },
+    "search": {
+        "description": (
+            "Find tools you may call, ranked by relevance to a query over keys, groups, descriptions "
+            "and parameter names. Empty query lists every tool by key. Paginated: pass `next_offset` "
+            "back as `offset` while `has_more` is true."
+        ),
+        "schema": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "Words to look for, e.g. 'disk usage'."},
+                "offset": {"type": "integer", "minimum": 0, "default": 0},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
+            },
+            "additionalProperties": False,
+        },
+    },
+    "describe_tools": {
+        "description": (
+            "Full descriptions of tools by key: parameters (name, type, required, default, description, "
+            "example), return type, description and an example call."
+        ),
+        "schema": {
+            "type": "object",
+            "properties": {
+                "keys": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "Tool keys, e.g. ['ops.disk_usage'].",
+                    "maxItems": 100,
+                }
+            },
+            "required": ["keys"],
+            "additionalProperties": False,
+        },
+    },
+    "whoami": {
+        "description": "Who you are acting as: username, email, groups, and the keys of the tools you may call.",
+        "schema": {"type": "object", "properties": {}, "additionalProperties": False},
+    },
+}
+
+_JSON_TYPES = {
+    "str": "string",
+    "int": "integer",
+    "float": "number",
+    "bool": "boolean",
+    "list": "array",
+    "dict": "object",
+}
+_NAME_OK = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def direct_name(key: str) -> str:
+    """A catalog key as an MCP tool name clients accept (`ops.disk_usage` -> `ops__disk_usage`)."""
+    return _NAME_OK.sub("_", key.replace(".", "__"))[:64]
+
+
+def param_schema(tool: ToolSpec) -> dict[str, Any]:
+    props: dict[str, Any] = {}
+    for p in tool.params:
+        prop: dict[str, Any] = {"type": _JSON_TYPES[p.type]}
+        if p.description:
+            prop["description"] = p.description
+        if p.default is not None:
+            prop["default"] = p.default
+        if p.enum is not None:
+            prop["enum"] = list(p.enum)
+        if p.pattern is not None and p.type == "str":
+            prop["pattern"] = p.pattern
+        if p.example is not None:
+            prop["examples"] = [p.example]
+        props[p.name] = prop
+    return {
+        "type": "object",
+        "properties": props,
+        "required": [p.name for p in tool.params if p.required],
+        "additionalProperties": False,
+    }
+
+
+def _text_result(text: str, structured: dict[str, Any] | None = None, error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        structured_content=structured,
+        is_error=error,
+    )
+
+
+def _error_result(exc: ToolrunError) -> types.CallToolResult:
+    if isinstance(exc, NotFound):
+        hint = f" Did you mean {', '.join(exc.suggestions)}?" if exc.suggestions else ""
+        text = f"No tool {exc.key!r} is available to you.{hint} Use `search` to find tools."
+    elif isinstance(exc, ParamError):
+        text = f"Invalid arguments: {exc}. Use `describe_tools` to see the parameters."
+    elif isinstance(exc, RateLimited):
+        text = f"Rate limited: retry after {exc.retry_after} seconds."
+    elif isinstance(exc, ToolFailed):
+        text = f"The tool failed: {exc.summary}"
+    else:
+        text = exc.summary
+    return _text_result(text, {"error": type(exc).__name__, "message": text}, error=True)
+
+
+class McpDoor:
+    """Handlers for one MCP server; `identify(ctx)` tells who is calling."""
+
+    def __init__(
+        self,
+        service: ToolService,
+        identify: Callable[[Any], Identity],
+        *,
+        direct: bool = False,
+        stdio_session: str | None = None,
+    ) -> None:
+        self.service = service
+        self.identify = identify
+        self.direct = direct
+        self.stdio_session = stdio_session
+        self._direct_keys: dict[str, str] = {}
+        if direct:
+            for key in service.registry.tools:
+                self._direct_keys.setdefault(direct_name(key), key)
+
+    # tools/list
+    def meta_tools(self) -> list[types.Tool]:
+        return [
+            types.Tool(name=name, description=spec["description"], input_schema=spec["schema"])
+            for name, spec in META_TOOLS.items()
+        ]
+
+    async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        tools = self.meta_tools()
+        if self.direct:
+            identity = self.identify(ctx)
+            for tool in self.service.list(identity):
+                name = direct_name(tool.key)
+                if self._direct_keys.get(name) != tool.key:
+                    continue
+                tools.append(
+                    types.Tool(
+                        name=name,
+                        title=tool.key,
+                        description=tool.description or tool.key,
+                        input_schema=param_schema(tool),
+                    )
+                )
+        return types.ListToolsResult(tools=tools)
+
+    def input_schema(self, name: str) -> Mapping[str, Any] | None:
+        if name in META_TOOLS:
+            schema: dict[str, Any] = META_TOOLS[name]["schema"]
+            return schema
+        key = self._direct_keys.get(name)
+        if key is None:
+            return None
+        tool = self.service.registry.tools.get(key)
+        return param_schema(tool) if tool else None
+
+    # tools/call
+    def session_id(self, ctx: Any, explicit: Any) -> str | None:
+        if isinstance(explicit, str) and explicit:
+            return explicit[:200]
+        if self.stdio_session is not None:
+            return self.stdio_session
+        request = getattr(ctx, "request", None)
+        headers = getattr(request, "headers", None)
+        if headers is not None:
+            sid = headers.get("mcp-session-id")
+            if sid:
+                return str(sid)[:200]
+        return None
+
+    async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        args = dict(params.arguments or {})
+        try:
+            identity = self.identify(ctx)
+            if params.name == "execute":
+                return await self.execute(ctx, identity, args)
+            if params.name == "search":
+                return self.search(identity, args)
+            if params.name == "describe_tools":
+                return self.describe(identity, args)
+            if params.name == "whoami":
+                return self.whoami(identity)
+            key = self._direct_keys.get(params.name) if self.direct else None
+            if key is not None:
+                return await self.run(identity, key, args, self.session_id(ctx, None))
+            raise NotFound(params.name)
+        except ToolrunError as exc:
+            return _error_result(exc)
+        except Exception as exc:  # never an opaque internal error
+            log.exception("MCP tool %s failed", params.name)
+            return _error_result(ToolFailed(exc))
+
+    async def execute(self, ctx: Any, identity: Identity, args: dict[str, Any]) -> types.CallToolResult:
+        key = args.get("key")
+        if not isinstance(key, str) or not key:
+            raise ParamError("`key` (a tool key string) is required")
+        arguments = args.get("arguments") or {}
+        if not isinstance(arguments, dict):
+            raise ParamError("`arguments` must be an object of parameter name to value")
+        extra = set(args) - {"key", "arguments", "session"}
+        if extra:
+            raise ParamError(f"unknown field {sorted(extra)[0]!r} (execute takes key, arguments, session)")
+        return await self.run(identity, key, arguments, self.session_id(ctx, args.get("session")))
+
+    async def run(
+        self, identity: Identity, key: str, arguments: dict[str, Any], session_id: str | None
+    ) -> types.CallToolResult:
+        result = await self.service.call(identity, key, arguments, session_id=session_id)
+        structured: dict[str, Any] = {"key": result.key}
+        ex = result.exec
+        if ex is not None:
+            structured.update(
+                ok=result.ok,
+                returncode=ex.returncode,
+                stdout=ex.stdout,
+                stderr=ex.stderr,
+                timed_out=ex.timed_out,
+            )
+            if ex.truncated:
+                structured["truncated"] = True
+        else:
+            structured.update(ok=True, result=result_json(result.value))
+        return _text_result(result_text(result.value), structured)
+
+    def search(self, identity: Identity, args: dict[str, Any]) -> types.CallToolResult:
+        query = args.get("query") or ""
+        if not isinstance(query, str):
+            raise ParamError("`query` must be a string")
+        offset, limit = args.get("offset", 0), args.get("limit", 10)
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise ParamError("`offset` must be an integer >= 0")
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
+            raise ParamError("`limit` must be an integer from 1 to 100")
+        page = self.service.search(identity, query[:500], offset, limit)
+        body = {
+            "query": query,
+            "items": [
+                {"key": t.key, "groups": list(t.groups), "summary": t.summary, "example": t.example} for t in page.items
+            ],
+            "total": page.total,
+            "offset": page.offset,
+            "has_more": page.has_more,
+            "next_offset": page.next_offset,
+        }
+        return _text_result(json.dumps(body, ensure_ascii=False, indent=1), body)
+
+    def describe(self, identity: Identity, args: dict[str, Any]) -> types.CallToolResult:
+        keys = args.get("keys")
+        if isinstance(keys, str):
+            keys = [keys]
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            raise ParamError("`keys` must be a list of tool keys")
+        tools, missing = [], []
+        for key in keys[:100]:
+            try:
+                tools.append(self.service.describe(identity, key).entry())
+            except NotFound:
+                missing.append(key)
+        body = {"tools": tools, "not_found": missing}
+        return _text_result(json.dumps(body, ensure_ascii=False, indent=1), body)
+
+    def whoami(self, identity: Identity) -> types.CallToolResult:
+        body = {
+            "username": identity.username,
+            "email": identity.email,
+            "groups": sorted(identity.groups),
+            "tools": [t.key for t in self.service.list(identity)],
+        }
+        return _text_result(json.dumps(body, ensure_ascii=False, indent=1), body)
+
+
+def build_server(door: McpDoor) -> Server[Any]:
+    return Server(
+        "toolrun",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        get_tool_input_schema=door.input_schema,
+        on_list_tools=door.list_tools,
+        on_call_tool=door.call_tool,
+    )
+
+
+def new_stdio_session() -> str:
+    return "stdio-" + secrets.token_hex(8)
