@@ -116,6 +116,14 @@ class KeyStore(Protocol):
 
     def ping(self) -> None: ...
 
+    async def aresolve(self, key: str) -> User | None: ...
+
+    async def alist_users(self) -> list[User]: ...
+
+    async def alist_keys(self) -> list[KeyRecord]: ...
+
+    async def aping(self) -> None: ...
+
 
 def validate_user_fields(username: str, groups: list[str]) -> None:
     if not USERNAME_RE.match(username):
@@ -235,6 +243,19 @@ class SQLiteKeyStore:
 
     def ping(self) -> None:
         self._conn().execute("SELECT 1").fetchone()
+
+    # The server's async API: a local SQLite lookup takes microseconds, so it runs inline.
+    async def aresolve(self, key: str) -> User | None:
+        return self.resolve(key)
+
+    async def alist_users(self) -> list[User]:
+        return self.list_users()
+
+    async def alist_keys(self) -> list[KeyRecord]:
+        return self.list_keys()
+
+    async def aping(self) -> None:
+        self.ping()
 
 
 def newest_key(records: list[KeyRecord], username: str) -> KeyRecord | None:

@@ -1,5 +1,8 @@
 """Per-(caller, tool) rate limits: a fixed window of `calls` per `window` seconds.
 
+Windows are aligned to the wall clock (window n covers [n*W, (n+1)*W)), so every replica sharing
+Redis agrees on them; `retry_after` is the time left in the current window, rounded up.
+
 One interface, `Limiter.hit(bucket, key) -> retry_after or None`; the in-memory limiter is the
 embedded default, and a Redis one (same interface, atomic across replicas) is used when a
 `redis_url` is set.
@@ -23,21 +26,19 @@ class MemoryLimiter:
     def __init__(self, calls: int, window: float, clock: Callable[[], float] | None = None) -> None:
         self.calls = calls
         self.window = window
-        self._clock = clock or time.monotonic
-        self._buckets: dict[tuple[str, str], tuple[float, int]] = {}
+        self._clock = clock or time.time
+        self._buckets: dict[tuple[str, str], tuple[int, int]] = {}
 
     async def hit(self, bucket: str, key: str) -> float | None:
         now = self._clock()
+        index = int(now // self.window)
         ident = (bucket, key)
-        start, count = self._buckets.get(ident, (now, 0))
-        if now - start >= self.window:
-            start, count = now, 0
+        window, count = self._buckets.get(ident, (index, 0))
+        if window != index:
+            count = 0
         if count >= self.calls:
-            return float(max(1, math.ceil(start + self.window - now)))
-        self._buckets[ident] = (start, count + 1)
+            return float(max(1, math.ceil((index + 1) * self.window - now)))
+        self._buckets[ident] = (index, count + 1)
         if len(self._buckets) > 100_000:
-            self._sweep(now)
+            self._buckets = {k: v for k, v in self._buckets.items() if v[0] == index}
         return None
-
-    def _sweep(self, now: float) -> None:
-        self._buckets = {k: v for k, v in self._buckets.items() if now - v[0] < self.window}

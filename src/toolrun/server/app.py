@@ -182,7 +182,7 @@ class Routes:
         self.body_timeout = float(backends.settings["request_timeout"])
 
     # identity
-    def identify(self, request: Request, mode: str) -> Identity:
+    async def identify(self, request: Request, mode: str) -> Identity:
         client = request.client.host if request.client else ""
         if mode == "anonymous":
             return Identity(client=client)
@@ -190,7 +190,7 @@ class Routes:
         if len(query.getlist("api-key")) > 1:
             raise Unauthorized()
         key = key_from(request.headers, query)
-        user = self.b.store.resolve(key) if key else None
+        user = await self.b.store.aresolve(key) if key else None
         if user is None:
             if mode in ("required", "admin"):
                 raise Unauthorized()
@@ -219,7 +219,7 @@ class Routes:
 
     async def whoami(self, request: Request) -> Response:
         try:
-            identity = self.identify(request, "required")
+            identity = await self.identify(request, "required")
         except ToolrunError as exc:
             return json_error(exc)
         return JSONResponse(
@@ -233,7 +233,7 @@ class Routes:
 
     async def list_tools(self, request: Request) -> Response:
         try:
-            identity = self.identify(request, "optional")
+            identity = await self.identify(request, "optional")
             fmt = (_single(request, "format") or "json").lower()
             if fmt not in ("json", "md", "html"):
                 raise UsageError(f"format must be json, md or html, not {fmt[:20]!r}")
@@ -248,7 +248,7 @@ class Routes:
 
     async def get_tool(self, request: Request) -> Response:
         try:
-            identity = self.identify(request, "optional")
+            identity = await self.identify(request, "optional")
             tool = self.service.describe(identity, request.path_params["key"])
         except ToolrunError as exc:
             return json_error(exc)
@@ -279,7 +279,7 @@ class Routes:
     async def call_tool(self, request: Request) -> Response:
         key = request.path_params["key"]
         try:
-            identity = self.identify(request, "optional")
+            identity = await self.identify(request, "optional")
             self.service.describe(identity, key)
             ctype = request.headers.get("content-type", "")
             body = await self.read_body(request)
@@ -298,12 +298,12 @@ class Routes:
 
     async def users(self, request: Request) -> Response:
         try:
-            self.identify(request, "admin")
+            await self.identify(request, "admin")
             with_keys = _bool_param(request, "keys")
         except ToolrunError as exc:
             return json_error(exc)
-        users = self.b.store.list_users()
-        records = self.b.store.list_keys() if with_keys else []
+        users = await self.b.store.alist_users()
+        records = await self.b.store.alist_keys() if with_keys else []
         body = []
         for user in users:
             item: dict[str, Any] = {
@@ -322,7 +322,7 @@ class Routes:
 
     async def search(self, request: Request) -> Response:
         try:
-            identity = self.identify(request, "optional")
+            identity = await self.identify(request, "optional")
             query = _single(request, "q")
             if query is None:
                 query = _single(request, "query") or ""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 from collections.abc import Mapping, Sequence
@@ -27,23 +26,34 @@ def key_store(settings: Settings) -> Any:
     return SQLiteKeyStore(settings.dirs["data"] / "toolrun.db")
 
 
+def shared_state(settings: Settings, store: Any) -> tuple[Any, Any]:
+    """(limiter or None, session store): in memory, or in Redis when `redis_url` is set."""
+    calls, window = int(settings["rate_limit.calls"]), float(settings["rate_limit.window"])
+    if settings["redis_url"]:
+        from ..redis_store import RedisLimiter, RedisSessions
+
+        limiter: Any = None
+        if settings["rate_limit.enabled"]:
+            limiter = RedisLimiter(store, calls, window, fail_open=bool(settings["rate_limit.fail_open"]))
+        return limiter, RedisSessions(store)
+    return (MemoryLimiter(calls, window) if settings["rate_limit.enabled"] else None), MemorySessions()
+
+
 def build_backends(
     settings: Settings, catalog: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
 ) -> Backends:
     metrics = Metrics()
-    limiter = None
-    if settings["rate_limit.enabled"]:
-        limiter = MemoryLimiter(int(settings["rate_limit.calls"]), float(settings["rate_limit.window"]))
+    store = key_store(settings)
+    limiter, sessions = shared_state(settings, store)
     service = ToolService.from_paths(
         catalog_paths(catalog, settings),
         settings,
         environ=environ,
         limiter=limiter,
         observer=metrics,
-        sessions=MemorySessions(),
+        sessions=sessions,
         max_concurrent=int(settings["max_concurrent_calls"]),
     )
-    store = key_store(settings)
     backends = Backends(service=service, settings=settings, store=store, metrics=metrics)
 
     async def search_check() -> None:
@@ -57,7 +67,7 @@ def build_backends(
     async def loader_check() -> None:
         if service.catalog is None:
             raise RuntimeError("no catalog loaded")
-        await asyncio.to_thread(store.ping)
+        await store.aping()
 
     backends.checks = {"search": search_check, "cache": cache_check, "loader": loader_check}
     mount_mcp(backends)
@@ -79,13 +89,11 @@ def mount_mcp(backends: Backends) -> None:
     settings, store = backends.settings, backends.store
 
     def identify(ctx: Any) -> Identity:
+        # McpKeyGate resolved the caller (asynchronously) and left it in the request's state.
         request = getattr(ctx, "request", None)
-        if request is None:
-            return Identity()
-        client = request.client.host if getattr(request, "client", None) else ""
-        key = key_from(request.headers, request.query_params)
-        user = store.resolve(key) if key else None
-        return user.identity(client) if user is not None else Identity(client=client)
+        state = request.scope.get("state", {}) if request is not None else {}
+        identity = state.get("toolrun_identity")
+        return identity if isinstance(identity, Identity) else Identity()
 
     door = McpDoor(backends.service, identify, direct=bool(settings["mcp_direct"]))
     hosts = list(settings["allowed_hosts"])
@@ -127,11 +135,22 @@ class McpKeyGate:
         from starlette.requests import Request
         from starlette.responses import JSONResponse
 
+        from ..errors import ToolrunError
+        from .app import json_error
+
         request = Request(scope)
+        client = request.client.host if request.client else ""
         key = key_from(request.headers, request.query_params)
-        if key and self.store.resolve(key) is None:
+        try:
+            user = await self.store.aresolve(key) if key else None
+        except ToolrunError as exc:
+            await json_error(exc)(scope, receive, send)
+            return
+        if key and user is None:
             await JSONResponse({"error": "unauthorized"}, status_code=401)(scope, receive, send)
             return
+        identity = user.identity(client) if user is not None else Identity(client=client)
+        scope.setdefault("state", {})["toolrun_identity"] = identity
         await self.app(scope, receive, send)
 
 
@@ -146,15 +165,12 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
     from .mcp import McpDoor, build_server, new_stdio_session
 
     configure_logging(settings["log_level"])
-    limiter = None
-    if settings["rate_limit.enabled"]:
-        limiter = MemoryLimiter(int(settings["rate_limit.calls"]), float(settings["rate_limit.window"]))
-    service = ToolService.from_paths(
-        catalog_paths(catalog, settings), settings, limiter=limiter, sessions=MemorySessions()
-    )
+    store = key_store(settings)
+    limiter, sessions = shared_state(settings, store)
+    service = ToolService.from_paths(catalog_paths(catalog, settings), settings, limiter=limiter, sessions=sessions)
     raw_key = os.environ.get("TOOLRUN_API_KEY", "").strip()
     if raw_key:
-        user = key_store(settings).resolve(raw_key)
+        user = store.resolve(raw_key)
         if user is None:
             raise Unauthorized("TOOLRUN_API_KEY is not a valid, unexpired, unrevoked key")
         identity = user.identity("stdio")

@@ -1,0 +1,293 @@
+"""Shared state in Redis, for several `toolrun serve` replicas: keys, rate-limit buckets, sessions.
+
+Selected by the `redis_url` setting. Layout (every key under ``toolrun:``):
+
+- ``toolrun:user:<name>`` hash (email, groups JSON, created_at); ``toolrun:users`` set of names
+- ``toolrun:key:<prefix>`` hash (username, hash, created_at, expires_at, revoked_at);
+  ``toolrun:keys`` sorted set of prefixes by creation time
+- ``toolrun:rl:<bucket>:<tool>:<window>`` counters, INCR + PEXPIRE in one Lua script (atomic
+  across replicas; windows aligned to the clock, so every replica agrees on them)
+- ``toolrun:session:<sha256(user, session)>`` JSON of the session's values, 24 h TTL
+
+The server uses the asyncio client with short socket timeouts, so a Redis that is down turns into
+a prompt `BackendUnavailable` (503), never a hang; the CLI (`toolrun keys`) uses the sync client.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import redis
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import NoBackoff
+from redis.retry import Retry as SyncRetry
+
+from .auth import KeyRecord, User, hash_key, new_key, now, split_key, validate_user_fields
+from .errors import BackendUnavailable
+
+PREFIX = "toolrun:"
+SESSION_TTL = 24 * 3600
+TIMEOUT = 0.5
+_INCR = """
+local count = redis.call('INCR', KEYS[1])
+if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return count
+"""
+
+
+def _unavailable(exc: Exception) -> BackendUnavailable:
+    return BackendUnavailable(f"shared state (Redis) unavailable: {type(exc).__name__}")
+
+
+def _f(value: Any) -> float | None:
+    if value in (None, b"", ""):
+        return None
+    return float(value)
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value or "")
+
+
+class RedisKeyStore:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._sync: redis.Redis | None = None
+        self._async: aioredis.Redis | None = None
+
+    # clients
+    def sync(self) -> redis.Redis:
+        if self._sync is None:
+            self._sync = redis.Redis.from_url(
+                self.url,
+                socket_timeout=2.0,
+                socket_connect_timeout=2.0,
+                retry=SyncRetry(NoBackoff(), 1),
+                retry_on_error=[redis.ConnectionError],
+            )
+        return self._sync
+
+    def aio(self) -> aioredis.Redis:
+        if self._async is None:
+            # One quick retry on a connection error: after a Redis restart the pool's first
+            # connection is stale, and that should not fail a request.
+            self._async = aioredis.Redis.from_url(
+                self.url,
+                socket_timeout=TIMEOUT,
+                socket_connect_timeout=TIMEOUT,
+                retry=AsyncRetry(NoBackoff(), 1),
+                retry_on_error=[redis.ConnectionError],
+            )
+        return self._async
+
+    # sync API (CLI)
+    def create_key(
+        self, username: str, groups: list[str], email: str = "", expires_in: float | None = None
+    ) -> tuple[str, KeyRecord]:
+        validate_user_fields(username, groups)
+        key, prefix = new_key()
+        created = now()
+        expires = created + expires_in if expires_in is not None else None
+        r = self.sync()
+        try:
+            user_key = f"{PREFIX}user:{username}"
+            existing = r.hgetall(user_key)
+            merged = sorted(set(json.loads(_s(existing.get(b"groups")) or "[]")) | set(groups))
+            pipe = r.pipeline(transaction=True)
+            pipe.hset(
+                user_key,
+                mapping={
+                    "email": email or _s(existing.get(b"email")),
+                    "groups": json.dumps(merged),
+                    "created_at": _s(existing.get(b"created_at")) or repr(created),
+                },
+            )
+            pipe.sadd(f"{PREFIX}users", username)
+            pipe.hset(
+                f"{PREFIX}key:{prefix}",
+                mapping={
+                    "username": username,
+                    "hash": hash_key(key),
+                    "created_at": repr(created),
+                    "expires_at": "" if expires is None else repr(expires),
+                    "revoked_at": "",
+                },
+            )
+            pipe.zadd(f"{PREFIX}keys", {prefix: created})
+            pipe.execute()
+        except redis.RedisError as exc:
+            raise _unavailable(exc) from exc
+        return key, KeyRecord(prefix, username, created, expires, None)
+
+    def resolve(self, key: str) -> User | None:
+        prefix = split_key(key)
+        if prefix is None:
+            return None
+        try:
+            record = self.sync().hgetall(f"{PREFIX}key:{prefix}")
+            user = self.sync().hgetall(f"{PREFIX}user:{_s(record.get(b'username'))}") if record else {}
+        except redis.RedisError as exc:
+            raise _unavailable(exc) from exc
+        return self._check(key, record, user)
+
+    def revoke(self, prefix: str) -> bool:
+        r = self.sync()
+        try:
+            name = f"{PREFIX}key:{prefix}"
+            record = r.hgetall(name)
+            if not record or _s(record.get(b"revoked_at")):
+                return False
+            r.hset(name, "revoked_at", repr(now()))
+            return True
+        except redis.RedisError as exc:
+            raise _unavailable(exc) from exc
+
+    def list_users(self) -> list[User]:
+        r = self.sync()
+        try:
+            names = sorted(_s(n) for n in r.smembers(f"{PREFIX}users"))
+            return [self._user(name, r.hgetall(f"{PREFIX}user:{name}")) for name in names]
+        except redis.RedisError as exc:
+            raise _unavailable(exc) from exc
+
+    def list_keys(self) -> list[KeyRecord]:
+        r = self.sync()
+        try:
+            prefixes = [_s(p) for p in r.zrange(f"{PREFIX}keys", 0, -1)]
+            return [self._record(p, r.hgetall(f"{PREFIX}key:{p}")) for p in prefixes]
+        except redis.RedisError as exc:
+            raise _unavailable(exc) from exc
+
+    def ping(self) -> None:
+        try:
+            self.sync().ping()
+        except redis.RedisError as exc:
+            raise _unavailable(exc) from exc
+
+    # async API (server)
+    async def aresolve(self, key: str) -> User | None:
+        prefix = split_key(key)
+        if prefix is None:
+            return None
+        r = self.aio()
+        try:
+            record = await r.hgetall(f"{PREFIX}key:{prefix}")
+            user = await r.hgetall(f"{PREFIX}user:{_s(record.get(b'username'))}") if record else {}
+        except (redis.RedisError, OSError) as exc:
+            raise _unavailable(exc) from exc
+        return self._check(key, record, user)
+
+    async def alist_users(self) -> list[User]:
+        r = self.aio()
+        try:
+            names = sorted(_s(n) for n in await r.smembers(f"{PREFIX}users"))
+            return [self._user(name, await r.hgetall(f"{PREFIX}user:{name}")) for name in names]
+        except (redis.RedisError, OSError) as exc:
+            raise _unavailable(exc) from exc
+
+    async def alist_keys(self) -> list[KeyRecord]:
+        r = self.aio()
+        try:
+            prefixes = [_s(p) for p in await r.zrange(f"{PREFIX}keys", 0, -1)]
+            return [self._record(p, await r.hgetall(f"{PREFIX}key:{p}")) for p in prefixes]
+        except (redis.RedisError, OSError) as exc:
+            raise _unavailable(exc) from exc
+
+    async def aping(self) -> None:
+        try:
+            await self.aio().ping()
+        except (redis.RedisError, OSError) as exc:
+            raise _unavailable(exc) from exc
+
+    # records
+    def _check(self, key: str, record: Mapping[Any, Any], user: Mapping[Any, Any]) -> User | None:
+        if not record or not user:
+            hmac.compare_digest(hash_key(key), hash_key(key))
+            return None
+        if not hmac.compare_digest(_s(record.get(b"hash")), hash_key(key)):
+            return None
+        expires, revoked = _f(record.get(b"expires_at")), _f(record.get(b"revoked_at"))
+        if revoked is not None or (expires is not None and expires <= now()):
+            return None
+        return self._user(_s(record.get(b"username")), user)
+
+    @staticmethod
+    def _user(name: str, data: Mapping[Any, Any]) -> User:
+        return User(
+            name,
+            _s(data.get(b"email")),
+            tuple(json.loads(_s(data.get(b"groups")) or "[]")),
+            _f(data.get(b"created_at")) or 0.0,
+        )
+
+    @staticmethod
+    def _record(prefix: str, data: Mapping[Any, Any]) -> KeyRecord:
+        return KeyRecord(
+            prefix,
+            _s(data.get(b"username")),
+            _f(data.get(b"created_at")) or 0.0,
+            _f(data.get(b"expires_at")),
+            _f(data.get(b"revoked_at")),
+        )
+
+
+class RedisLimiter:
+    """Fixed windows aligned to the clock; one atomic INCR+PEXPIRE per call."""
+
+    def __init__(self, store: RedisKeyStore, calls: int, window: float, fail_open: bool = False) -> None:
+        self.store = store
+        self.calls = calls
+        self.window = window
+        self.fail_open = fail_open
+        self._script: Any = None
+
+    async def hit(self, bucket: str, key: str) -> float | None:
+        at = time.time()
+        index = int(at // self.window)
+        name = f"{PREFIX}rl:{bucket}:{key}:{index}"
+        try:
+            if self._script is None:
+                self._script = self.store.aio().register_script(_INCR)
+            count = int(await self._script(keys=[name], args=[int(self.window * 1000) + 1000]))
+        except (redis.RedisError, OSError) as exc:
+            if self.fail_open:
+                return None
+            raise _unavailable(exc) from exc
+        if count <= self.calls:
+            return None
+        return float(max(1, math.ceil((index + 1) * self.window - at)))
+
+
+class RedisSessions:
+    def __init__(self, store: RedisKeyStore) -> None:
+        self.store = store
+
+    @staticmethod
+    def _name(sid: str) -> str:
+        return f"{PREFIX}session:{hashlib.sha256(sid.encode('utf-8', 'surrogatepass')).hexdigest()}"
+
+    async def load(self, sid: str) -> dict[str, Any]:
+        try:
+            raw = await self.store.aio().get(self._name(sid))
+        except (redis.RedisError, OSError) as exc:
+            raise _unavailable(exc) from exc
+        if not raw:
+            return {}
+        value = json.loads(raw)
+        return value if isinstance(value, dict) else {}
+
+    async def save(self, sid: str, values: dict[str, Any]) -> None:
+        try:
+            await self.store.aio().set(self._name(sid), json.dumps(values, default=str), ex=SESSION_TTL)
+        except (redis.RedisError, OSError) as exc:
+            raise _unavailable(exc) from exc
+
+    async def ping(self) -> None:
+        await self.store.aping()
