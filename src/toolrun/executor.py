@@ -1,15 +1,29 @@
 """Run a rendered command: `/bin/sh -c` in its own process group, time-boxed, output-capped.
 
 Rules (spec 2.6) and the choices around them:
-- the child gets stdin from /dev/null, or the JSON of the params in stdin mode (written while
-  the output is read, so a child that never reads stdin cannot deadlock us);
-- it never inherits the server's stdout (under stdio MCP that is the protocol stream);
-- stdout and stderr are read incrementally; past `limits.output` bytes the rest is dropped
-  and a visible marker says so;
-- on timeout the whole process group (children and grandchildren) is killed and the result is
-  ``(-1, "", "timeout after <seconds>s")``; after a normal exit any process the tool left
-  behind in its group is killed too, so nothing outlives its call;
-- resource limits are applied by prefixing ``prlimit --cpu=... --`` (no preexec_fn).
+- the child gets stdin from /dev/null, or the JSON of the params in stdin mode; that payload is
+  handed to the pipe transport, which writes it as the child reads and then closes the pipe, so
+  a child that never reads stdin (or exits first) cannot deadlock the call;
+- it never inherits the server's stdin, stdout or stderr (under stdio MCP they are the
+  protocol stream), nor any other descriptor;
+- stdout and stderr are collected as they arrive; past ``limits.output`` bytes (each) the rest
+  is read and dropped, so a flooding child costs no memory, and a visible marker
+  ``[toolrun: stdout truncated: kept N bytes, dropped M]`` ends the text;
+- the call is over when the shell exits; a background child that still holds the pipes gets
+  ``DRAIN_GRACE`` seconds (never past the deadline) to finish writing, then the whole process
+  group is killed: nothing the tool started outlives its call (short of a `setsid` escape);
+- on timeout (the shell has not exited by the deadline) the whole process group (children and
+  grandchildren) is killed and the result is ``(-1, "", "timeout after <seconds>s")``, the
+  seconds written as the shortest number (``0.5``, ``2``); cancelling the call (a client gone,
+  an outer deadline) kills the group the same way;
+- after the kill, the waits for the exit and for the pipes are bounded by ``KILL_WAIT``: a
+  process that escaped the group with `setsid` survives (out of reach) but cannot hold the call;
+- resource limits are applied by prefixing ``prlimit --cpu=... --`` (no preexec_fn, so the
+  fast vfork spawn path stays on).
+
+The exec path is hot: the process is driven by one `SubprocessProtocol` and a few futures
+(no stream readers, no tasks), and on Python 3.11 a loop-agnostic pidfd child watcher replaces
+the default thread-per-child watcher (3.12+ picks pidfd by itself).
 """
 
 from __future__ import annotations
@@ -18,45 +32,116 @@ import asyncio
 import os
 import shutil
 import signal
+import subprocess
 import sys
-import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVarTuple, Unpack, cast
 
 from .models import ExecResult, ResourceLimits
 
-CHUNK = 64 * 1024
 # After the shell exits, how long a background grandchild may keep the pipes open.
 DRAIN_GRACE = 0.2
+# After SIGKILL to the group, how long to wait for the exit and for the pipes to close. Only a
+# process that escaped the group (setsid) can hold a pipe past the kill.
+KILL_WAIT = 1.0
 
-_watcher_loops: set[int] = set()
-
-
-def _use_pidfd_watcher() -> None:
-    """On 3.11 the default child watcher starts a thread per child; pidfd is measurably faster."""
-    if sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open"):
-        return
-    loop = asyncio.get_running_loop()
-    if id(loop) in _watcher_loops:
-        return
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        try:
-            watcher = asyncio.PidfdChildWatcher()
-            watcher.attach_loop(loop)
-            asyncio.set_child_watcher(watcher)
-        except Exception:  # pragma: no cover - kernels without pidfd
-            return
-    _watcher_loops.add(id(loop))
+_DEFAULT_LIMITS = ResourceLimits()
+_Ts = TypeVarTuple("_Ts")
 
 
 def format_seconds(seconds: float) -> str:
-    return f"{seconds:g}"
+    """`2` for 2.0, `0.5` for 0.5: the shortest text that reads back as the same number."""
+    if float(seconds).is_integer():
+        return str(int(seconds))
+    return repr(float(seconds))
+
+
+# -- the child watcher (Python 3.11) -------------------------------------------------------------
+
+
+def _pidfd_watcher() -> Any:
+    """A child watcher that serves every loop (the 3.12 design), or None when not needed."""
+    if sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open"):
+        return None
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except OSError:  # pragma: no cover - kernel without pidfd
+        return None
+
+    class PidfdWatcher(asyncio.AbstractChildWatcher):
+        """Waits on a pidfd in the loop that spawned the child; no threads, no signals.
+
+        The stdlib 3.11 PidfdChildWatcher is bound to one loop, so a second loop (another
+        `asyncio.run`, another thread) would find it inactive; this one is not bound.
+        """
+
+        def __enter__(self) -> PidfdWatcher:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def is_active(self) -> bool:
+            return True
+
+        def close(self) -> None:
+            return None
+
+        def attach_loop(self, loop: Any) -> None:
+            return None
+
+        def add_child_handler(
+            self,
+            pid: int,
+            callback: Callable[[int, int, Unpack[_Ts]], object],
+            *args: *_Ts,
+        ) -> None:
+            loop = asyncio.get_running_loop()
+            pidfd = os.pidfd_open(pid)
+            loop.add_reader(pidfd, self._reap, loop, pid, pidfd, callback, args)
+
+        def remove_child_handler(self, pid: int) -> bool:
+            return True
+
+        @staticmethod
+        def _reap(
+            loop: asyncio.AbstractEventLoop, pid: int, pidfd: int, callback: Callable[..., object], args: Any
+        ) -> None:
+            loop.remove_reader(pidfd)
+            try:
+                _, status = os.waitpid(pid, 0)
+            except ChildProcessError:  # pragma: no cover - reaped elsewhere
+                returncode = 255
+            else:
+                returncode = os.waitstatus_to_exitcode(status)
+            os.close(pidfd)
+            callback(pid, returncode, *args)
+
+    return PidfdWatcher()
+
+
+_WATCHER = _pidfd_watcher()
+
+
+def _use_pidfd_watcher() -> None:
+    """Install the watcher in the current policy (once; again if someone replaced the policy)."""
+    if _WATCHER is None:
+        return
+    policy = asyncio.get_event_loop_policy()
+    try:
+        if policy.get_child_watcher() is not _WATCHER:
+            policy.set_child_watcher(_WATCHER)
+    except NotImplementedError:  # pragma: no cover - a policy without child watchers (uvloop)
+        pass
+
+
+# -- one call ------------------------------------------------------------------------------------
 
 
 class _Sink:
     """Collects up to `cap` bytes of a stream and counts the rest."""
 
-    __slots__ = ("cap", "parts", "size", "dropped")
+    __slots__ = ("cap", "dropped", "parts", "size")
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
@@ -64,19 +149,17 @@ class _Sink:
         self.size = 0
         self.dropped = 0
 
-    async def pump(self, stream: asyncio.StreamReader) -> None:
-        while True:
-            chunk = await stream.read(CHUNK)
-            if not chunk:
-                return
-            room = self.cap - self.size
-            if room > 0:
-                kept = chunk[:room]
-                self.parts.append(kept)
-                self.size += len(kept)
-                self.dropped += len(chunk) - len(kept)
-            else:
-                self.dropped += len(chunk)
+    def add(self, data: bytes) -> None:
+        room = self.cap - self.size
+        if len(data) <= room:
+            self.parts.append(data)
+            self.size += len(data)
+        elif room > 0:
+            self.parts.append(data[:room])
+            self.size = self.cap
+            self.dropped += len(data) - room
+        else:
+            self.dropped += len(data)
 
     def text(self, label: str) -> str:
         text = b"".join(self.parts).decode("utf-8", errors="replace")
@@ -85,9 +168,55 @@ class _Sink:
         return text
 
 
-def _kill_group(pid: int) -> None:
+class _Call(asyncio.SubprocessProtocol):
+    """Collects a child's output; `exited` and `closed` resolve on exit and on EOF of both pipes."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, cap: int) -> None:
+        self.out = _Sink(cap)
+        self.err = _Sink(cap)
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.closed: asyncio.Future[None] = loop.create_future()
+        self.open = 2
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        (self.out if fd == 1 else self.err).add(data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd != 0:
+            self.open -= 1
+            if self.open == 0 and not self.closed.done():
+                self.closed.set_result(None)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+async def _within(loop: asyncio.AbstractEventLoop, fut: asyncio.Future[None], seconds: float) -> bool:
+    """Wait up to `seconds` for `fut` (never cancelling it); True when it is done."""
+    if fut.done():
+        return True
+    if seconds <= 0:
+        return False
+    waiter: asyncio.Future[None] = loop.create_future()
+
+    def wake(_: object = None) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    timer = loop.call_later(seconds, wake)
+    fut.add_done_callback(wake)
     try:
-        os.killpg(pid, signal.SIGKILL)
+        await waiter
+    finally:
+        timer.cancel()
+        fut.remove_done_callback(wake)
+    return fut.done()
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
 
@@ -111,71 +240,61 @@ async def run(
     stdin: bytes | None = None,
     limits: ResourceLimits | None = None,
 ) -> ExecResult:
-    """Run `command` with /bin/sh -c and return its ExecResult (never raises for tool failures)."""
+    """Run `command` with /bin/sh -c and return its ExecResult (never raises for tool failures).
+
+    Raises OSError when the process cannot start (missing cwd, missing prlimit) and ValueError
+    for a NUL byte in the command or the environment.
+    """
     _use_pidfd_watcher()
-    limits = limits or ResourceLimits()
+    limits = limits or _DEFAULT_LIMITS
     argv = ["/bin/sh", "-c", command]
     extra = limits.prlimit_args()
     if extra:
         argv = [_prlimit(), *extra, "--", *argv]
-    proc = await asyncio.create_subprocess_exec(
+    loop = asyncio.get_running_loop()
+    call = _Call(loop, limits.output)
+    transport, _ = await loop.subprocess_exec(
+        lambda: call,
         *argv,
-        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=dict(env),
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
         cwd=cwd,
         start_new_session=True,
-        close_fds=True,
     )
-    out, err = _Sink(limits.output), _Sink(limits.output)
-    assert proc.stdout is not None and proc.stderr is not None
-    readers = [
-        asyncio.ensure_future(out.pump(proc.stdout)),
-        asyncio.ensure_future(err.pump(proc.stderr)),
-    ]
-    feeder = asyncio.ensure_future(_feed(proc, stdin)) if stdin is not None else None
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    pgid = transport.get_pid()
     timed_out = False
     try:
-        try:
-            await asyncio.wait_for(proc.wait(), timeout)
-        except TimeoutError:
+        deadline = loop.time() + timeout
+        if stdin is not None:
+            pipe = cast(asyncio.WriteTransport, transport.get_pipe_transport(0))
+            pipe.write(stdin)  # kept by the transport and written as the child reads
+            pipe.close()  # EOF once written; dropped when the child exits first
+        if not await _within(loop, call.exited, timeout):
             timed_out = True
-        if not timed_out:
-            # The shell is gone; give a background child a moment to release the pipes.
-            remaining = max(0.0, min(DRAIN_GRACE, deadline - loop.time()))
-            done, pending = await asyncio.wait(readers, timeout=remaining)
-            if pending and loop.time() >= deadline:
-                timed_out = True
+        elif not call.closed.done():
+            # The shell is gone; a background child holds the pipes: give it a moment.
+            await _within(loop, call.closed, min(DRAIN_GRACE, deadline - loop.time()))
     finally:
-        _kill_group(proc.pid)
-        if proc.returncode is None:
-            await proc.wait()
-        # Readers finish once every holder of the pipes is dead.
-        await asyncio.wait(readers, timeout=1.0)
-        for task in readers:
-            task.cancel()
-        if feeder is not None:
-            feeder.cancel()
+        _kill_group(pgid)
+        try:
+            # After SIGKILL the exit and the EOFs follow in milliseconds; what is left in the
+            # pipes is still read. The bounds only matter for a process that escaped the group.
+            if await _within(loop, call.exited, KILL_WAIT):
+                await _within(loop, call.closed, KILL_WAIT)
+        finally:
+            if stdin is not None:
+                pipe = cast(asyncio.WriteTransport, transport.get_pipe_transport(0))
+                if pipe.get_write_buffer_size():  # only an escaped process still holds stdin
+                    pipe.abort()
+            transport.close()
     if timed_out:
         return ExecResult(-1, "", f"timeout after {format_seconds(timeout)}s", timed_out=True)
-    rc = proc.returncode if proc.returncode is not None else -1
+    rc = transport.get_returncode()
     return ExecResult(
-        rc, out.text("stdout"), err.text("stderr"), truncated=bool(out.dropped or err.dropped)
+        -1 if rc is None else rc,
+        call.out.text("stdout"),
+        call.err.text("stderr"),
+        truncated=bool(call.out.dropped or call.err.dropped),
     )
-
-
-async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:
-    assert proc.stdin is not None
-    try:
-        proc.stdin.write(data)
-        await proc.stdin.drain()
-    except (BrokenPipeError, ConnectionResetError):
-        pass
-    finally:
-        try:
-            proc.stdin.close()
-        except (BrokenPipeError, ConnectionResetError):  # pragma: no cover
-            pass

@@ -2,14 +2,33 @@
 
 Two entry points: `validate` for JSON values (HTTP, MCP, `k:=json` on the CLI) and
 `parse_cli_args` for `name=value` words typed at a terminal. Every error names the
-parameter and the expected form.
+parameter and the expected form, and every bad input raises ParamError (never another
+exception: huge numbers, deep nesting and undecodable text included).
+
+Coercions (JSON value -> declared type):
+
+=====  =====================================================================================
+str    str as is; int and finite float as their text; bool, null, list, dict rejected
+int    int; a float with no fraction; text of decimal digits (sign and spaces allowed);
+       bool rejected
+float  int or float; numeric text; NaN and infinities rejected (also inside lists and dicts)
+bool   true/false; 0/1; text true/false, yes/no, on/off, 1/0 (any case)
+list   a JSON array (items untouched); on the CLI `name=v` appends one str item per word
+dict   a JSON object with str keys; on the CLI `name={"k": "v"}` is read as JSON
+=====  =====================================================================================
+
+Text anywhere in a value (list items and dict keys included) must not contain NUL bytes or
+lone surrogates: a command cannot carry NUL, and a surrogate cannot be encoded. Absent
+optional params are bound to their default (a fresh copy for lists and dicts) or None.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
+import reprlib
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
@@ -19,7 +38,15 @@ from .models import Param, ToolSpec
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
-_INT = re.compile(r"^[+-]?\d+$")
+_BOOL = _TRUE | _FALSE
+_INT = re.compile(r"^[+-]?[0-9]+$")
+# Python refuses to print ints of more than 4300 digits (and JSON cannot carry them): an int is
+# capped well below that, so every validated value renders and serialises.
+_MAX_INT_BITS = 14_000
+_REPR = reprlib.Repr()
+_REPR.maxstring = 40
+_REPR.maxother = 40
+_REPR.maxlevel = 2
 
 
 def _type_name(value: Any) -> str:
@@ -39,11 +66,18 @@ def _check_text(name: str, text: str) -> None:
         raise ParamError(f"parameter {name!r}: not valid UTF-8 text (lone surrogate)") from None
 
 
+def _check_int(name: str, value: int) -> None:
+    if value.bit_length() > _MAX_INT_BITS:
+        raise ParamError(f"parameter {name!r}: an int of more than 4000 digits is not accepted")
+
+
 def _check_nested(name: str, value: Any, depth: int = 0) -> None:
     if depth > 64:
         raise ParamError(f"parameter {name!r}: nested more than 64 levels deep")
     if isinstance(value, str):
         _check_text(name, value)
+    elif isinstance(value, int):
+        _check_int(name, value)
     elif isinstance(value, float) and not math.isfinite(value):
         raise ParamError(f"parameter {name!r}: {value} is not a finite number")
     elif isinstance(value, list):
@@ -71,6 +105,8 @@ def coerce(param: Param, value: Any) -> Any:
             raise ParamError(f"{expected}, got {_type_name(value)}")
         if isinstance(value, float) and not math.isfinite(value):
             raise ParamError(f"{expected}, got {value}")
+        if isinstance(value, int):
+            _check_int(name, value)
         result: Any = value if isinstance(value, str) else str(value)
         _check_text(name, result)
     elif kind == "int":
@@ -81,14 +117,21 @@ def coerce(param: Param, value: Any) -> Any:
         elif isinstance(value, float) and value.is_integer():
             result = int(value)
         elif isinstance(value, str) and _INT.match(value.strip()):
-            result = int(value.strip())
+            try:
+                result = int(value.strip())
+            except ValueError:  # more than 4300 digits
+                raise ParamError(f"{expected}, got a number of {len(value.strip())} characters") from None
         else:
             raise ParamError(f"{expected}, got {_type_name(value)} {_short(value)}")
+        _check_int(name, result)
     elif kind == "float":
         if isinstance(value, bool):
             raise ParamError(f"{expected}, got bool")
         if isinstance(value, (int, float)):
-            result = float(value)
+            try:
+                result = float(value)
+            except OverflowError:
+                raise ParamError(f"{expected}, got an int too large for a float") from None
         elif isinstance(value, str):
             try:
                 result = float(value.strip())
@@ -97,11 +140,11 @@ def coerce(param: Param, value: Any) -> Any:
         else:
             raise ParamError(f"{expected}, got {_type_name(value)}")
         if not math.isfinite(result):
-            raise ParamError(f"{expected}, got {value!r} (not a finite number)")
+            raise ParamError(f"{expected}, got {_short(value)} (not a finite number)")
     elif kind == "bool":
         if isinstance(value, bool):
             result = value
-        elif isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        elif isinstance(value, str) and value.strip().lower() in _BOOL:
             result = value.strip().lower() in _TRUE
         elif isinstance(value, int) and value in (0, 1):
             result = bool(value)
@@ -122,14 +165,18 @@ def coerce(param: Param, value: Any) -> Any:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    """A short repr for messages: bounded in length and depth, safe for any value."""
+    try:
+        text = _REPR.repr(value)
+    except (ValueError, RecursionError):  # an int too long to print, absurd nesting
+        return f"<{_type_name(value)}>"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _constrain(param: Param, value: Any) -> None:
     name = param.name
     if param.enum is not None and value not in param.enum:
-        choices = ", ".join(repr(c) for c in param.enum)
+        choices = ", ".join(_short(c) for c in param.enum)
         raise ParamError(f"parameter {name!r} must be one of {choices}; got {_short(value)}")
     if param.pattern is not None:
         items = value if isinstance(value, list) else [value]
@@ -143,9 +190,9 @@ def _constrain(param: Param, value: Any) -> None:
             size, what = len(value), "length"
         if size is not None:
             if param.min is not None and size < param.min:
-                raise ParamError(f"parameter {name!r}: {what} {size} is below the minimum {param.min:g}")
+                raise ParamError(f"parameter {name!r}: {what} {_short(size)} is below the minimum {param.min:g}")
             if param.max is not None and size > param.max:
-                raise ParamError(f"parameter {name!r}: {what} {size} is above the maximum {param.max:g}")
+                raise ParamError(f"parameter {name!r}: {what} {_short(size)} is above the maximum {param.max:g}")
 
 
 def validate(tool: ToolSpec, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -161,6 +208,8 @@ def validate(tool: ToolSpec, args: Mapping[str, Any]) -> dict[str, Any]:
             values[param.name] = coerce(param, args[param.name])
         elif param.required:
             raise ParamError(f"missing required parameter {param.name!r} ({param.type}) for {tool.key}")
+        elif isinstance(param.default, (list, dict)):
+            values[param.name] = copy.deepcopy(param.default)  # a call must not change the default
         else:
             values[param.name] = param.default
     return values
@@ -184,17 +233,17 @@ def parse_cli_args(tool: ToolSpec, words: Iterable[str]) -> dict[str, Any]:
         if raw_json:
             try:
                 value: Any = json.loads(text)
-            except ValueError as exc:
-                raise ParamError(f"parameter {name!r}: {text!r} is not valid JSON ({exc})") from None
+            except (ValueError, RecursionError) as exc:
+                raise ParamError(f"parameter {name!r}: {_short(text)} is not valid JSON ({exc})") from None
         elif param.type == "list":
             existing = args.get(name)
             value = [*existing, text] if isinstance(existing, list) else [text]
         elif param.type == "dict":
             try:
                 value = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise ParamError(
-                    f"parameter {name!r} expects dict: write {name}:='{{\"k\": \"v\"}}' (JSON object)"
+                    f'parameter {name!r} expects dict: write {name}:=\'{{"k": "v"}}\' (JSON object)'
                 ) from None
         else:
             value = text

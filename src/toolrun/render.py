@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, nodes
@@ -67,19 +67,21 @@ def environment() -> ImmutableSandboxedEnvironment:
     return _ENV
 
 
-@lru_cache(maxsize=None)
+@cache
 def compiled(source: str) -> Any:
     """Compile a template once per process (on first use)."""
     return _ENV.from_string(source)
 
 
 def render(source: str, variables: dict[str, Any]) -> str:
-    """Render a command template; an undefined variable raises before anything runs."""
+    """Render a command template; an undefined variable raises before anything runs.
+
+    Every failure (undefined variable, sandbox violation, syntax error, a value a filter cannot
+    handle) raises ToolFailed wrapping the Jinja error, so the doors map it like any tool error.
+    """
     try:
         return str(compiled(source).render(variables))
-    except TemplateSyntaxError:
-        raise
-    except Exception as exc:  # UndefinedError, SecurityError, filter errors...
+    except Exception as exc:  # UndefinedError, SecurityError, TemplateSyntaxError, filter errors...
         raise ToolFailed(exc) from exc
 
 
@@ -95,7 +97,7 @@ _SIMPLE_TAG = re.compile(
 class Analysis:
     """What a template uses: its free variables, the unquoted ones, and any syntax error."""
 
-    __slots__ = ("names", "unquoted", "error", "error_line")
+    __slots__ = ("error", "error_line", "names", "unquoted")
 
     def __init__(self) -> None:
         self.names: set[str] = set()
@@ -104,39 +106,57 @@ class Analysis:
         self.error_line = 1
 
 
+# Words Jinja reads as constants or operators, never as variable names.
+_KEYWORDS = frozenset(
+    {
+        *("true", "false", "none", "True", "False", "None"),
+        *("and", "or", "not", "in", "is", "if", "else", "elif", "endif", "for", "endfor", "recursive"),
+        *("block", "set", "macro", "call", "filter", "raw", "with", "without"),
+        *("import", "include", "extends", "from", "as"),
+    }
+)
+
+
 def _analyse_simple(source: str) -> Analysis | None:
-    """Fast path for the common shapes (`{{ x | quote }}`, `{% if x %}`); None means "ask Jinja"."""
+    """Fast path for the common shapes (`{{ x | quote }}`, `{% if x %}`); None means "ask Jinja".
+
+    It accepts only templates Jinja compiles too (balanced if/elif/else/endif, at most one else
+    per if and no elif after it, no keyword used as a name); anything else goes to Jinja.
+    """
     analysis = Analysis()
-    depth = 0
+    seen_else: list[bool] = []  # one entry per open `if`: has its `else` been seen?
     pos = 0
     for match in _SIMPLE_TAG.finditer(source):
         between = source[pos : match.start()]
-        if "{{" in between or "{%" in between or "{#" in between:
-            return None
+        if "{{" in between or "{%" in between or "{#" in between or between.endswith("{"):
+            return None  # `{{{ x }}` lexes as `{{` then `{`: let Jinja say so
         pos = match.end()
         name, filters, if_kw, _neg, if_name, other = match.groups()
         if name:
             chain = [f.strip() for f in filters.split("|") if f.strip()]
-            if any(f not in FILTERS for f in chain):
+            if name in _KEYWORDS or any(f not in FILTERS for f in chain):
                 return None
             analysis.names.add(name)
             if "quote" not in chain:
                 analysis.unquoted.add(name)
         elif if_kw:
+            if if_name in _KEYWORDS:
+                return None
             if if_kw == "if":
-                depth += 1
-            elif depth == 0:
+                seen_else.append(False)
+            elif not seen_else or seen_else[-1]:
                 return None
             analysis.names.add(if_name)
         elif other == "else":
-            if depth == 0:
+            if not seen_else or seen_else[-1]:
                 return None
+            seen_else[-1] = True
         else:
-            if depth == 0:
+            if not seen_else:
                 return None
-            depth -= 1
+            seen_else.pop()
     rest = source[pos:]
-    if depth or "{{" in rest or "{%" in rest or "{#" in rest:
+    if seen_else or "{{" in rest or "{%" in rest or "{#" in rest:
         return None
     return analysis
 

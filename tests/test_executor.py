@@ -1,0 +1,458 @@
+"""executor.run: real /bin/sh processes, their groups, pipes, limits and deadlines (spec 2.6)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+import shlex
+import signal
+import sys
+import threading
+import time
+import tracemalloc
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import require_binary
+from toolrun import executor
+from toolrun.models import ExecResult, ResourceLimits
+
+MiB = 1024 * 1024
+ENV = {"PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"), "LANG": "C.UTF-8"}
+PY = shlex.quote(sys.executable)
+
+
+def run(command: str, *, timeout: float = 5.0, **kwargs: Any) -> ExecResult:
+    return asyncio.run(executor.run(command, timeout=timeout, env=ENV, **kwargs))
+
+
+def unique_seconds() -> str:
+    """A `sleep` duration nothing else on this machine uses: finds our processes by command line."""
+    return f"300.{uuid.uuid4().int % 10**12:012d}"
+
+
+def processes_with(marker: str) -> dict[int, str]:
+    found: dict[int, str] = {}
+    needle = marker.encode()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                cmdline = fh.read()  # empty for a zombie: it holds nothing any more
+        except OSError:
+            continue
+        if needle in cmdline:
+            found[int(entry.name)] = cmdline.replace(b"\0", b" ").decode(errors="replace")
+    return found
+
+
+def assert_none_survive(*markers: str, within: float = 3.0) -> None:
+    """Poll /proc until no process carries a marker (SIGKILLed processes vanish in milliseconds)."""
+    deadline = time.monotonic() + within
+    alive = {}
+    while time.monotonic() < deadline:
+        alive = {pid: cmd for m in markers for pid, cmd in processes_with(m).items()}
+        if not alive:
+            return
+        time.sleep(0.01)
+    for pid in alive:  # leave the machine clean, then fail
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    raise AssertionError(f"processes outlived their call: {alive}")
+
+
+@contextmanager
+def fd_replaced_by_pipe(fd: int) -> Iterator[int]:
+    """Point this process's `fd` at a fresh pipe (a never-ending stdin, or a stdout we can read)."""
+    read_end, write_end = os.pipe()
+    saved = os.dup(fd)
+    os.dup2(read_end if fd == 0 else write_end, fd)  # inheritable, as a server's fds 0-2 are
+    try:
+        yield read_end
+    finally:
+        os.dup2(saved, fd)
+        os.close(saved)
+        os.close(read_end)
+        os.close(write_end)
+
+
+# -- results (spec 2.6.4, 2.6.5) -----------------------------------------------------------------
+
+
+def test_exit_zero_returns_stdout_as_a_string() -> None:
+    result = run("printf 'one\\ntwo'; echo note >&2")
+
+    assert result.value() == "one\ntwo"
+    assert (result.returncode, result.stderr, result.timed_out, result.truncated) == (0, "note\n", False, False)
+
+
+def test_non_zero_exit_returns_returncode_stdout_and_stderr() -> None:
+    assert run("echo out; echo err >&2; exit 3").value() == (3, "out\n", "err\n")
+
+
+def test_a_tool_killed_by_a_signal_returns_a_negative_returncode() -> None:
+    assert run("kill -9 $$").value() == (-9, "", "")
+
+
+def test_timeout_returns_minus_one_empty_stdout_and_the_deadline() -> None:
+    started = time.monotonic()
+    result = run("echo partial; echo noise >&2; sleep 30", timeout=0.3)
+
+    assert result.value() == (-1, "", "timeout after 0.3s")
+    assert result.timed_out
+    assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0.5, "0.5"), (2, "2"), (2.0, "2"), (60.0, "60"), (0.25, "0.25"), (0.1, "0.1"), (3600, "3600"), (1e6, "1000000")],
+)
+def test_timeout_seconds_are_written_as_the_shortest_number(seconds: float, text: str) -> None:
+    assert executor.format_seconds(seconds) == text
+
+
+def test_output_that_is_not_utf8_is_decoded_with_replacement_characters() -> None:
+    assert run("printf '\\377ok'").value() == "\ufffdok"
+
+
+# -- process groups --------------------------------------------------------------------------------
+
+
+def test_timeout_kills_the_whole_process_group_including_grandchildren() -> None:
+    bg, piped, grand, quiet = (unique_seconds() for _ in range(4))
+    command = (
+        f"sh -c 'sleep {grand}; true' & sh -c 'sleep {quiet}; true' >/dev/null 2>&1 & sleep {bg} & sleep {piped} | cat"
+    )
+    started = time.monotonic()
+    result = run(command, timeout=0.3)
+
+    assert result.value() == (-1, "", "timeout after 0.3s")
+    assert time.monotonic() - started < 2.5
+    assert_none_survive(bg, piped, grand, quiet)
+
+
+def test_timeout_kills_the_group_when_limits_wrap_the_shell_in_prlimit() -> None:
+    require_binary("prlimit")
+    marker = unique_seconds()
+    result = run(f"sleep {marker} & sleep {marker}", timeout=0.3, limits=ResourceLimits(cpu=5, open_files=64))
+
+    assert result.timed_out
+    assert_none_survive(marker)
+
+
+def test_a_finished_tool_returns_promptly_and_its_background_child_holding_stdout_dies() -> None:
+    marker = unique_seconds()
+    started = time.monotonic()
+    result = run(f"sleep {marker} & echo hi", timeout=10)
+
+    assert result.value() == "hi\n"
+    assert time.monotonic() - started < 1.5  # the drain grace (0.2 s), not the 10 s deadline
+    assert_none_survive(marker)
+
+
+def test_a_finished_tool_leaves_no_detached_background_child_either() -> None:
+    marker = unique_seconds()
+    started = time.monotonic()
+    result = run(f"sleep {marker} >/dev/null 2>&1 </dev/null & echo hi", timeout=10)
+
+    assert result.value() == "hi\n"
+    assert time.monotonic() - started < 1.5
+    assert_none_survive(marker)
+
+
+def test_a_shell_that_exits_before_its_deadline_is_not_a_timeout_though_a_child_holds_the_pipes() -> None:
+    marker = unique_seconds()
+    result = run(f"sleep {marker} & sleep 0.3; echo hi", timeout=1.0)
+
+    assert result.value() == "hi\n"
+    assert_none_survive(marker)
+
+
+def test_output_a_background_child_writes_soon_after_the_shell_exits_is_kept() -> None:
+    assert run("(sleep 0.01; echo late) & echo early").value() == "early\nlate\n"
+
+
+def open_pipes() -> set[str]:
+    pipes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("pipe:"):
+            pipes.add(target)
+    return pipes
+
+
+def test_a_child_that_escapes_the_group_can_neither_hold_the_call_open_nor_leak_its_pipes() -> None:
+    require_binary("setsid")
+    marker = unique_seconds()
+    pipes_before = open_pipes()
+    started = time.monotonic()
+    try:
+        # Out of the group, holding stdout, stderr and an unread stdin payload.
+        result = run(f"exec 3<&0; setsid sleep {marker} <&3 & echo hi", stdin=b"x" * MiB, timeout=10)
+        elapsed = time.monotonic() - started
+        leaked = open_pipes() - pipes_before
+    finally:
+        for pid in processes_with(marker):  # out of our reach by design: clean up by pid
+            os.kill(pid, signal.SIGKILL)
+
+    assert result.value() == "hi\n"
+    assert elapsed < executor.DRAIN_GRACE + executor.KILL_WAIT + 1.5
+    assert leaked == set()
+
+
+def test_cancelling_a_call_kills_its_process_group() -> None:
+    marker = unique_seconds()
+
+    async def cancelled() -> None:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(executor.run(f"sleep {marker}; true", timeout=30, env=ENV), 0.3)
+
+    asyncio.run(cancelled())
+    assert_none_survive(marker)
+
+
+def test_concurrent_calls_each_get_their_own_output() -> None:
+    async def many() -> list[ExecResult]:
+        return await asyncio.gather(*(executor.run(f"sleep 0.2; echo {i}", timeout=5, env=ENV) for i in range(20)))
+
+    started = time.monotonic()
+    results = asyncio.run(many())
+
+    assert [r.value() for r in results] == [f"{i}\n" for i in range(20)]
+    assert time.monotonic() - started < 3
+
+
+def test_calls_work_from_event_loops_in_other_threads() -> None:
+    outputs: list[Any] = []
+
+    def worker(n: int) -> None:
+        outputs.append(asyncio.run(executor.run(f"echo {n}", timeout=5, env=ENV)).value())
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+
+    assert sorted(outputs) == ["0\n", "1\n", "2\n"]
+    assert run("echo main").value() == "main\n"
+
+
+# -- output caps ---------------------------------------------------------------------------------
+
+
+def test_a_stdout_flood_is_capped_marked_fast_and_costs_no_memory() -> None:
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    tracemalloc.start()
+    started = time.monotonic()
+    try:
+        result = run("yes | head -c 50000000", timeout=30, limits=ResourceLimits(output=MiB))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    elapsed = time.monotonic() - started
+    rss_growth = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) * 1024
+
+    value = result.value()
+    assert isinstance(value, str)
+    assert value[:MiB] == "y\n" * (MiB // 2)
+    assert value[MiB:] == f"\n[toolrun: stdout truncated: kept {MiB} bytes, dropped {50_000_000 - MiB}]\n"
+    assert result.truncated
+    assert elapsed < 10
+    assert peak < 16 * MiB  # Python allocations during the call: about the cap, never the flood
+    assert rss_growth < 60 * MiB
+
+
+def test_a_stderr_flood_is_capped_and_marked_too() -> None:
+    result = run("yes err | head -c 20000000 >&2; echo done", limits=ResourceLimits(output=64 * 1024))
+
+    assert result.value() == "done\n"
+    assert result.stderr.startswith("err\nerr\n")
+    assert result.stderr.endswith(f"\n[toolrun: stderr truncated: kept 65536 bytes, dropped {20_000_000 - 65536}]\n")
+    assert len(result.stderr) < 65536 + 100
+    assert result.truncated
+
+
+@pytest.mark.parametrize(
+    ("cap", "expected"),
+    [
+        (4, "0123\n[toolrun: stdout truncated: kept 4 bytes, dropped 6]\n"),
+        (10, "0123456789"),
+        (11, "0123456789"),
+    ],
+)
+def test_the_cap_keeps_exactly_its_number_of_bytes(cap: int, expected: str) -> None:
+    result = run("printf 0123456789", limits=ResourceLimits(output=cap))
+
+    assert result.value() == expected
+    assert result.truncated is (cap < 10)
+
+
+def test_a_flood_that_never_ends_is_stopped_by_the_deadline() -> None:
+    started = time.monotonic()
+    result = run("yes", timeout=0.3, limits=ResourceLimits(output=64 * 1024))
+
+    assert result.value() == (-1, "", "timeout after 0.3s")
+    assert time.monotonic() - started < 2.5
+
+
+# -- stdin ---------------------------------------------------------------------------------------
+
+
+def test_stdin_mode_delivers_the_payload_on_stdin() -> None:
+    payload = '{"msg": "a b", "n": 3, "tags": ["é", "$x"]}'
+
+    assert run("cat", stdin=payload.encode()).value() == payload
+
+
+def test_a_child_that_never_reads_a_large_stdin_payload_does_not_deadlock() -> None:
+    started = time.monotonic()
+    result = run("sleep 0.1; echo done", stdin=b"x" * (8 * MiB), timeout=10)
+
+    assert result.value() == "done\n"
+    assert time.monotonic() - started < 3
+
+
+def test_a_child_that_exits_without_reading_stdin_does_not_deadlock() -> None:
+    assert run("exit 0", stdin=b"x" * (8 * MiB), timeout=10).value() == ""
+
+
+def test_a_child_that_reads_part_of_stdin_gets_the_start_of_it() -> None:
+    assert run("head -c 5", stdin=b"abcdefgh" * MiB, timeout=10).value() == "abcde"
+
+
+def test_a_child_that_reads_all_of_a_large_payload_gets_every_byte() -> None:
+    assert run("wc -c", stdin=b"x" * (8 * MiB), timeout=10).stdout.strip() == str(8 * MiB)
+
+
+# -- what the child inherits ---------------------------------------------------------------------
+
+
+def test_without_stdin_mode_the_child_reads_end_of_file_not_the_servers_stdin() -> None:
+    with fd_replaced_by_pipe(0):  # a stdin that never ends: inheriting it would hang `cat`
+        result = run("cat; echo end", timeout=3)
+
+    assert result.value() == "end\n"
+
+
+def test_writes_to_dev_fd_1_and_2_go_to_the_result_never_to_the_servers_stdout_or_stderr() -> None:
+    with fd_replaced_by_pipe(1) as server_stdout, fd_replaced_by_pipe(2) as server_stderr:
+        result = run("echo to-fd1 > /dev/fd/1; echo to-fd2 > /dev/fd/2")
+        leaked = b""
+        for fd in (server_stdout, server_stderr):
+            os.set_blocking(fd, False)
+            try:
+                leaked += os.read(fd, 65536)
+            except BlockingIOError:
+                pass
+
+    assert (result.stdout, result.stderr) == ("to-fd1\n", "to-fd2\n")
+    assert b"to-fd" not in leaked
+
+
+def test_the_child_inherits_no_other_descriptor() -> None:
+    read_end, write_end = os.pipe()
+    os.set_inheritable(write_end, True)
+    try:
+        result = run(f"if [ -e /dev/fd/{write_end} ]; then echo leaked; else echo closed; fi")
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+    assert result.value() == "closed\n"
+
+
+def test_the_child_gets_exactly_the_environment_given() -> None:
+    result = asyncio.run(executor.run("env", timeout=5, env={"PATH": ENV["PATH"], "ONLY_THIS": "1"}))
+
+    names = {line.split("=", 1)[0] for line in str(result.value()).splitlines()}
+    assert names - {"PWD"} == {"PATH", "ONLY_THIS"}
+
+
+# -- resource limits (prlimit) -------------------------------------------------------------------
+
+
+def test_cpu_limit_kills_a_busy_loop() -> None:
+    require_binary("prlimit")
+    started = time.monotonic()
+    result = run("while :; do :; done", timeout=30, limits=ResourceLimits(cpu=1))
+
+    assert not result.timed_out
+    assert result.returncode < 0 or result.returncode >= 128  # SIGXCPU/SIGKILL
+    assert time.monotonic() - started < 20
+
+
+def test_memory_limit_makes_a_large_allocation_fail() -> None:
+    require_binary("prlimit")
+    result = run(f"{PY} -c 'x = bytearray(500 * 1024 * 1024)'", timeout=20, limits=ResourceLimits(memory=200 * MiB))
+
+    assert result.returncode != 0
+    assert "MemoryError" in result.stderr
+
+
+def test_memory_limit_leaves_room_for_a_small_allocation() -> None:
+    require_binary("prlimit")
+    result = run(
+        f"{PY} -c 'print(len(bytearray(20 * 1024 * 1024)))'", timeout=20, limits=ResourceLimits(memory=200 * MiB)
+    )
+
+    assert result.value() == f"{20 * MiB}\n"
+
+
+OPEN_64 = "import os; print(len([os.open('/dev/null', os.O_RDONLY) for _ in range(64)]))"
+
+
+def test_open_files_limit_makes_opening_many_descriptors_fail() -> None:
+    require_binary("prlimit")
+    result = run(f"{PY} -c {shlex.quote(OPEN_64)}", timeout=20, limits=ResourceLimits(open_files=16))
+
+    assert result.returncode != 0
+    assert "Too many open files" in result.stderr
+
+
+def test_open_files_limit_leaves_room_below_it() -> None:
+    require_binary("prlimit")
+    result = run(f"{PY} -c {shlex.quote(OPEN_64)}", timeout=20, limits=ResourceLimits(open_files=256))
+
+    assert result.value() == "64\n"
+
+
+def test_file_size_limit_stops_a_large_write(tmp_path: Path) -> None:
+    require_binary("prlimit")
+    result = run("head -c 10000000 /dev/zero > big", cwd=str(tmp_path), limits=ResourceLimits(file_size=MiB))
+
+    assert result.returncode != 0  # SIGXFSZ: 128 + 25
+    assert (tmp_path / "big").stat().st_size <= MiB
+
+
+def test_file_size_limit_allows_a_small_write(tmp_path: Path) -> None:
+    require_binary("prlimit")
+    result = run("head -c 100000 /dev/zero > small && echo ok", cwd=str(tmp_path), limits=ResourceLimits(file_size=MiB))
+
+    assert result.value() == "ok\n"
+    assert (tmp_path / "small").stat().st_size == 100000
+
+
+# -- failures to start ---------------------------------------------------------------------------
+
+
+def test_a_missing_working_directory_raises_oserror(tmp_path: Path) -> None:
+    with pytest.raises(OSError):
+        run("true", cwd=str(tmp_path / "missing"))
+
+
+def test_a_nul_byte_in_the_command_raises_valueerror() -> None:
+    with pytest.raises(ValueError, match="null byte"):
+        run("echo a\0b")
