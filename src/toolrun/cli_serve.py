@@ -152,3 +152,41 @@ def keys_revoke(prefix: Annotated[str, typer.Argument(help="The key's prefix (or
         _err(f"toolrun: no active key with prefix {prefix!r}")
         raise typer.Exit(2)
     _err(f"revoked key {prefix}")
+
+
+@app.command("mcp-config")
+def mcp_config(
+    client: Annotated[str, typer.Option("--client", help="claude-desktop, claude-code or vscode.")] = "claude-desktop",
+    catalog: CatalogOpt = None,
+    url: Annotated[
+        str | None, typer.Option(help="Connect to a running `toolrun serve` at this /mcp URL instead of stdio.")
+    ] = None,
+    api_key: Annotated[
+        bool, typer.Option("--api-key", help="Add a placeholder for an API key (TOOLRUN_API_KEY, or X-API-Key).")
+    ] = False,
+    name: Annotated[str, typer.Option(help="The server's name in the client.")] = "toolrun",
+) -> None:
+    """Print the snippet that connects Claude Desktop, Claude Code or VS Code to toolrun (absolute paths)."""
+    import os
+    from pathlib import Path
+
+    from .errors import ToolrunError
+    from .mcpconfig import WHERE, find_toolrun, mcp_config_snippet
+    from .service import catalog_paths
+
+    try:
+        paths = [] if url else catalog_paths(catalog, _settings())
+    except ToolrunError as exc:
+        _fail(exc)
+    for path in paths:
+        if not Path(path).exists():
+            _err(f"toolrun: warning: catalog {path!r} does not exist (yet)")
+    home = os.environ.get("TOOLRUN_HOME")
+    env = {"TOOLRUN_HOME": os.path.abspath(home)} if home and not url else None
+    try:
+        text = mcp_config_snippet(client, paths, find_toolrun(), name=name, url=url, api_key=api_key, env=env)
+    except ValueError as exc:
+        _err(f"toolrun: {exc}")
+        raise typer.Exit(2) from None
+    sys.stdout.write(text)
+    _err(WHERE[client])

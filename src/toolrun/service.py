@@ -37,16 +37,34 @@ class SessionStore(Protocol):
 
 
 class MemorySessions:
-    """Session values in this process (the embedded default)."""
+    """Session values in this process (the embedded default).
 
-    def __init__(self) -> None:
-        self._data: dict[str, dict[str, Any]] = {}
+    Bounded: sessions idle for `ttl` seconds are dropped, and past `max_sessions` the least
+    recently used one goes first, so named or abandoned sessions cannot grow memory forever.
+    """
+
+    def __init__(self, max_sessions: int = 10_000, ttl: float = 24 * 3600) -> None:
+        from collections import OrderedDict
+
+        self.max_sessions = max_sessions
+        self.ttl = ttl
+        self._data: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
 
     async def load(self, sid: str) -> dict[str, Any]:
-        return dict(self._data.get(sid, {}))
+        entry = self._data.get(sid)
+        if entry is None:
+            return {}
+        if time.monotonic() - entry[0] > self.ttl:
+            del self._data[sid]
+            return {}
+        self._data.move_to_end(sid)
+        return dict(entry[1])
 
     async def save(self, sid: str, values: dict[str, Any]) -> None:
-        self._data[sid] = dict(values)
+        self._data[sid] = (time.monotonic(), dict(values))
+        self._data.move_to_end(sid)
+        while len(self._data) > self.max_sessions:
+            self._data.popitem(last=False)
 
 
 def load_options(settings: Any) -> LoadOptions:

@@ -20,8 +20,10 @@ escapes as an opaque internal error.
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
+import math
 import re
 import secrets
 from collections.abc import Callable, Mapping
@@ -120,6 +122,20 @@ _JSON_TYPES = {
     "dict": "object",
 }
 _NAME_OK = re.compile(r"[^A-Za-z0-9_-]")
+# A param's `min`/`max` bound the value of numbers and the length of text, lists and dicts.
+_BOUNDS = {
+    "int": ("minimum", "maximum"),
+    "float": ("minimum", "maximum"),
+    "str": ("minLength", "maxLength"),
+    "list": ("minItems", "maxItems"),
+    "dict": ("minProperties", "maxProperties"),
+}
+
+
+def _bound(value: float, kind: str, to_int: Callable[[float], int]) -> float | int:
+    if kind in ("str", "list", "dict"):
+        return max(0, to_int(value))  # a length
+    return int(value) if float(value).is_integer() else value
 
 
 def direct_name(key: str) -> str:
@@ -139,6 +155,13 @@ def param_schema(tool: ToolSpec) -> dict[str, Any]:
             prop["enum"] = list(p.enum)
         if p.pattern is not None and p.type == "str":
             prop["pattern"] = p.pattern
+        elif p.pattern is not None and p.type == "list":
+            prop["items"] = {"pattern": p.pattern}
+        low, high = _BOUNDS.get(p.type, ("", ""))
+        if p.min is not None and low:
+            prop[low] = _bound(p.min, p.type, math.ceil)
+        if p.max is not None and high:
+            prop[high] = _bound(p.max, p.type, math.floor)
         if p.example is not None:
             prop["examples"] = [p.example]
         props[p.name] = prop
@@ -255,26 +278,41 @@ class McpDoor:
             if params.name == "whoami":
                 return self.whoami(identity)
             key = self._direct_keys.get(params.name) if self.direct else None
-            if key is not None:
+            tool = self.service.registry.tools.get(key) if key is not None else None
+            if key is not None and tool is not None and identity.can_access(tool):
                 return await self.run(identity, key, args, self.session_id(ctx, None))
-            raise NotFound(params.name)
+            raise self.unknown_name(identity, params.name)
         except ToolrunError as exc:
             return _error_result(exc)
         except Exception as exc:  # never an opaque internal error
             log.exception("MCP tool %s failed", params.name)
             return _error_result(ToolFailed(exc))
 
+    def unknown_name(self, identity: Identity, name: str) -> NotFound:
+        """An MCP tool name that is neither a meta-tool nor a direct tool this caller may see.
+
+        A hidden tool's direct name gets the very answer a made-up name gets."""
+        names = list(META_TOOLS)
+        if self.direct:
+            names += [direct_name(t.key) for t in self.service.list(identity)]
+        return NotFound(name, difflib.get_close_matches(name, names, n=3, cutoff=0.6))
+
     async def execute(self, ctx: Any, identity: Identity, args: dict[str, Any]) -> types.CallToolResult:
         key = args.get("key")
         if not isinstance(key, str) or not key:
             raise ParamError("`key` (a tool key string) is required")
-        arguments = args.get("arguments") or {}
+        arguments = args.get("arguments")
+        if arguments is None:
+            arguments = {}
         if not isinstance(arguments, dict):
             raise ParamError("`arguments` must be an object of parameter name to value")
+        session = args.get("session")
+        if session is not None and not isinstance(session, str):
+            raise ParamError("`session` must be a string naming the session")
         extra = set(args) - {"key", "arguments", "session"}
         if extra:
             raise ParamError(f"unknown field {sorted(extra)[0]!r} (execute takes key, arguments, session)")
-        return await self.run(identity, key, arguments, self.session_id(ctx, args.get("session")))
+        return await self.run(identity, key, arguments, self.session_id(ctx, session))
 
     async def run(
         self, identity: Identity, key: str, arguments: dict[str, Any], session_id: str | None

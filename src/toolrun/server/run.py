@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -146,7 +147,8 @@ class McpKeyGate:
         except ToolrunError as exc:
             await json_error(exc)(scope, receive, send)
             return
-        if key and user is None:
+        if (key and user is None) or len(request.query_params.getlist("api-key")) > 1:
+            # As on the REST routes: an ambiguous ?api-key=a&api-key=b is refused, never half-read.
             await JSONResponse({"error": "unauthorized"}, status_code=401)(scope, receive, send)
             return
         identity = user.identity(client) if user is not None else Identity(client=client)
@@ -155,15 +157,15 @@ class McpKeyGate:
 
 
 def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> None:
-    """MCP over stdin/stdout for desktop agents: stdout carries only the protocol."""
+    """MCP over stdin/stdout for desktop agents: stdout carries only the protocol.
+
+    The key and the catalog are checked before the MCP SDK is imported (it is slow to import),
+    so a misconfigured desktop client gets its error at once."""
     import os
 
-    import anyio
-    from mcp.server.stdio import stdio_server
-
     from ..errors import Unauthorized
-    from .mcp import McpDoor, build_server, new_stdio_session
 
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a closed pipe to a tool's stdin is an error, not our death
     configure_logging(settings["log_level"])
     store = key_store(settings)
     limiter, sessions = shared_state(settings, store)
@@ -176,6 +178,12 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
         identity = user.identity("stdio")
     else:
         identity = Identity.operator()
+
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    from .mcp import McpDoor, build_server, new_stdio_session
+
     door = McpDoor(
         service, lambda ctx: identity, direct=bool(settings["mcp_direct"]), stdio_session=new_stdio_session()
     )
@@ -203,23 +211,107 @@ def configure_logging(level: str) -> None:
     root.propagate = False
 
 
+MAX_HEAD = 64 * 1024  # bytes of one request head (request line and headers); nginx's default is 32 KiB
+
+
+def http_protocol(head_timeout: float) -> Any:
+    """uvicorn's httptools protocol plus what it lacks: a deadline and a size cap for request heads.
+
+    Without them a client that sends half a head holds its connection (and its buffers) forever,
+    and one header can be megabytes long. A head not complete within `head_timeout` seconds
+    (the `request_timeout` setting; the body has its own deadline in the app) gets a 408, one
+    longer than MAX_HEAD bytes a 431, and the connection is closed.
+    """
+    try:
+        import httptools  # noqa: F401
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    except ImportError:  # pragma: no cover - uvicorn's h11 protocol caps heads at 16 KiB by itself
+        return "h11"
+
+    class GuardedHttpToolsProtocol(HttpToolsProtocol):
+        _in_head = True  # between requests (or before the first one) and until the headers are complete
+        _head_bytes = 0
+        _head_begun = False
+        _head_timer: Any = None
+        _events = 0  # heads and messages completed: a chunk that completes one is not counted
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._head_timer = self.loop.call_later(head_timeout, self._head_timed_out)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._stop_head_timer()
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            if self._in_head:
+                room = MAX_HEAD - self._head_bytes
+                if len(data) > room and b"\r\n\r\n" not in data[: max(room, 0) + 4]:
+                    self._refuse(431, "Request Header Fields Too Large", f"request head over {MAX_HEAD} bytes")
+                    return
+            events = self._events
+            super().data_received(data)
+            if self._in_head and self._events == events and not self.transport.is_closing():
+                self._head_bytes += len(data)
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._head_begun = True
+            if self._head_timer is None:
+                self._head_timer = self.loop.call_later(head_timeout, self._head_timed_out)
+
+        def on_headers_complete(self) -> None:
+            self._in_head, self._head_bytes, self._head_begun = False, 0, False
+            self._events += 1
+            self._stop_head_timer()
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            self._in_head, self._head_bytes = True, 0
+            self._events += 1
+            super().on_message_complete()
+
+        def _stop_head_timer(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_timed_out(self) -> None:
+            self._head_timer = None
+            if self._in_head and not self.transport.is_closing():
+                if self._head_begun:
+                    self._refuse(408, "Request Timeout", f"request head not received within {head_timeout:g} seconds")
+                else:
+                    self.transport.close()
+
+        def _refuse(self, status: int, reason: str, message: str) -> None:
+            self._stop_head_timer()
+            body = message.encode()
+            self.transport.write(
+                f"HTTP/1.1 {status} {reason}\r\ncontent-type: text/plain; charset=utf-8\r\n"
+                f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
+                + body
+            )
+            self.transport.close()
+
+    return GuardedHttpToolsProtocol
+
+
 def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
     import uvicorn
 
+    # `toolrun` gives SIGPIPE its default action (for `toolrun list | head`); a server must not die when it
+    # writes into a connection its client has closed: EPIPE stays that connection's error.
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     configure_logging(settings["log_level"])
     app = build_app(settings, catalog)
-    try:
-        import httptools  # noqa: F401
-
-        http = "httptools"
-    except ImportError:  # pragma: no cover
-        http = "h11"
     config = uvicorn.Config(
         app,
         host=settings["host"],
         port=int(settings["port"]),
         loop="asyncio",
-        http=http,
+        http=http_protocol(float(settings["request_timeout"])),
+        ws="none",  # no websocket routes: an upgrade request is plain HTTP
         lifespan="on",
         access_log=False,
         log_config=None,
@@ -229,4 +321,18 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
     )
     server = uvicorn.Server(config)
     log.info("listening on http://%s:%s", settings["host"], settings["port"])
-    server.run()
+    # uvicorn re-raises the signal that stopped it once it has shut down, with the handler that was in place
+    # before it started: with the defaults a SIGTERM'd server would die by that signal after a clean drain.
+    # A no-op handler makes a drained shutdown an ordinary exit (status 0).
+    previous = {sig: signal.signal(sig, _ignore_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        server.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if not server.started:
+        raise SystemExit(1)  # uvicorn logged why (port in use, startup failed)
+
+
+def _ignore_signal(signum: int, frame: Any) -> None:
+    return None

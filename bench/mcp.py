@@ -1,0 +1,165 @@
+"""MCP latency: `execute` of a trivial fn tool over each transport, beside `POST /tools/{key}`.
+
+    .venv/bin/python bench/mcp.py              # 300 timed calls per row after 30 warm-up calls
+    .venv/bin/python bench/mcp.py --calls 1000
+
+Rows (all call `pub.ping`, an fn tool returning "pong", from tests/fixtures/mcp_tools.yaml):
+  - in-process ToolService.call (no transport: the floor every door pays)
+  - MCP over stdio, SDK client, 2026-07-28 and handshake era (a real `toolrun serve --stdio`)
+  - MCP over streamable HTTP at /mcp, SDK client, 2026-07-28 and handshake era (a real
+    `toolrun serve` on loopback)
+  - POST /tools/pub.ping on the same server, httpx with keep-alive (the baseline)
+
+Calls are sequential (one in flight), each timed on its own, all from one asyncio loop; the rows
+are interleaved (round-robin slices) so a load that drifts during the run hits them alike. The
+table gives the median, p90 and min in milliseconds and the median's ratio to POST /tools/{key}.
+The HTTP rows authenticate with an API key (X-API-Key), like a real client. A script, not a
+test: it prints and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+# This file is named mcp.py: keep its directory off the path, or it would shadow the `mcp` package.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
+sys.path.insert(0, str(ROOT / "tests"))
+
+import httpx  # noqa: E402
+
+from fixtures.mcp_support import CATALOG, ServeProcess, mcp_http, mcp_stdio, mint_key  # noqa: E402
+
+KEY = "pub.ping"
+ARGS = {"key": KEY}
+
+
+def summary(samples: list[float]) -> tuple[float, float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered) * 1000, ordered[int(len(ordered) * 0.9)] * 1000, ordered[0] * 1000
+
+
+Call = Callable[[], Awaitable[None]]
+
+
+def mcp_call(client: Any) -> Call:
+    async def one() -> None:
+        result = await client.call_tool("execute", ARGS)
+        assert not result.is_error and result.content[0].text == "pong", result
+
+    return one
+
+
+def in_process_call(home: Path) -> Call:
+    from toolrun.models import Identity
+    from toolrun.service import MemorySessions, ToolService
+    from toolrun.settings import Settings
+
+    service = ToolService.from_paths(
+        [str(CATALOG)], Settings.load(environ={"TOOLRUN_HOME": str(home)}), sessions=MemorySessions()
+    )
+    identity = Identity("bench", groups=frozenset({"admin"}), anonymous=False)
+
+    async def one() -> None:
+        result = await service.call(identity, KEY, {})
+        assert result.value == "pong"
+
+    return one
+
+
+def post_call(http: httpx.AsyncClient) -> Call:
+    async def one() -> None:
+        response = await http.post(f"/tools/{KEY}")
+        assert response.text == "pong", response.text
+
+    return one
+
+
+async def measure(tmp: Path, calls: int, warmup: int, rounds: int) -> dict[str, list[float]]:
+    """Open every client at once, then time the rows round-robin (`rounds` slices each), so a
+    machine whose load drifts during the run penalises every row alike."""
+    home = tmp / "home"
+    key = mint_key(home, "bench", ["admin"])
+    headers = {"X-API-Key": key}
+    with ServeProcess(home, tmp / "serve.log", ["--log-level", "warning"]) as server:
+        async with AsyncExitStack() as stack:
+            errlog = stack.enter_context((tmp / "stdio.log").open("a"))
+            http = await stack.enter_async_context(
+                httpx.AsyncClient(base_url=server.base_url, headers=headers, timeout=60)
+            )
+            rows: dict[str, Call] = {
+                "in-process ToolService.call": in_process_call(home),
+                "MCP stdio, 2026-07-28": mcp_call(
+                    await stack.enter_async_context(mcp_stdio(home, errlog=errlog, mode="2026-07-28"))
+                ),
+                "MCP stdio, handshake era": mcp_call(
+                    await stack.enter_async_context(mcp_stdio(home, errlog=errlog, mode="legacy"))
+                ),
+                "MCP HTTP /mcp, 2026-07-28": mcp_call(
+                    await stack.enter_async_context(mcp_http(server.mcp_url, "2026-07-28", headers))
+                ),
+                "MCP HTTP /mcp, handshake era": mcp_call(
+                    await stack.enter_async_context(mcp_http(server.mcp_url, "legacy", headers))
+                ),
+                BASELINE: post_call(http),
+            }
+            for call in rows.values():
+                for _ in range(warmup):
+                    await call()
+            samples: dict[str, list[float]] = {name: [] for name in rows}
+            per_round = max(1, calls // rounds)
+            while any(len(s) < calls for s in samples.values()):
+                for name, call in rows.items():
+                    for _ in range(min(per_round, calls - len(samples[name]))):
+                        started = time.perf_counter()
+                        await call()
+                        samples[name].append(time.perf_counter() - started)
+            return samples
+
+
+BASELINE = "POST /tools/{key} (httpx keep-alive)"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=300, help="timed calls per row (default 300)")
+    parser.add_argument("--warmup", type=int, default=30, help="untimed calls first (default 30)")
+    parser.add_argument("--rounds", type=int, default=10, help="round-robin slices per row (default 10)")
+    opts = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="toolrun-bench-mcp-") as tmp:
+        rows = asyncio.run(measure(Path(tmp), opts.calls, opts.warmup, opts.rounds))
+
+    baseline = statistics.median(rows[BASELINE]) * 1000
+    print(
+        f"execute of {KEY} (fn tool returning 'pong'): {opts.calls} sequential calls per row after "
+        f"{opts.warmup} warm-up, rows interleaved in {opts.rounds} rounds; load average "
+        + " ".join(f"{x:.1f}" for x in os.getloadavg())
+        + f" on {os.cpu_count()} CPUs"
+    )
+    print()
+    print(
+        f"| {'transport':<38} | {'median ms':>9} | {'p90 ms':>7} | {'min ms':>7} | {'calls/s':>7} |"
+        f" {'vs POST /tools':>14} |"
+    )
+    print(f"|{'-' * 40}|{'-' * 10}:|{'-' * 8}:|{'-' * 8}:|{'-' * 8}:|{'-' * 15}:|")
+    for name, samples in rows.items():
+        median, p90, low = summary(samples)
+        print(
+            f"| {name:<38} | {median:>9.2f} | {p90:>7.2f} | {low:>7.2f} | {1000 / median:>7.0f} |"
+            f" {median / baseline:>13.2f}x |"
+        )
+
+
+if __name__ == "__main__":
+    main()
