@@ -1,0 +1,132 @@
+# toolrun: the two set-up commands are `make demo` and `make test` (see README.md).
+#
+#   make demo         install toolrun into .venv and run it on the bundled example catalog
+#   make test         install everything the tests need (apt, pip, npm), then lint, type-check and test
+#   make ui           build the browser UI (ui/ -> ui-dist/) when its sources changed
+#   make bench        performance figures against bare baselines (bench/README.md)
+#   make completions  regenerate completions/ from the Typer app
+#   make schema       regenerate schema/catalog.schema.json from the catalog models
+#
+# Every target is safe to re-run: installs happen only when something is missing or changed.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
+EXAMPLES := examples/
+
+# apt package -> the command that proves it is installed
+APT_COMMANDS := redis-server:redis-server chromium:chromium prometheus:promtool wrk:wrk \
+	webhook:webhook curl:curl hyperfine:hyperfine nginx:nginx
+
+.PHONY: help demo test lint typecheck pytest ui bench completions schema system-deps python-deps clean
+
+help:
+	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
+
+# -- installation ---------------------------------------------------------------------------------
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Re-installed only when pyproject.toml changes (or the venv is new).
+$(VENV)/.installed-runtime: pyproject.toml | $(BIN)/python
+	$(PIP) install -e .
+	@touch $@
+
+# Test-only packages beyond the [test] extra: hatchling lets the wheel test build offline;
+# schemathesis drives tests/test_openapi_fuzz.py, playwright tests/test_ui_browser.py (with Debian's
+# chromium; never `playwright install`). They belong in the [test] extra of pyproject.toml.
+TEST_EXTRAS := hatchling "schemathesis>=4.32" "playwright>=1.65"
+
+$(VENV)/.installed-test: pyproject.toml Makefile | $(BIN)/python
+	$(PIP) install -e '.[test]' $(TEST_EXTRAS)
+	@touch $@ $(VENV)/.installed-runtime
+
+python-deps: $(VENV)/.installed-test
+
+# System packages for the tests: checked with `command -v` first, so a machine that has them all
+# spends no time here; `apt-get update` runs only when something is missing.
+system-deps:
+	@missing=""; \
+	for pair in $(APT_COMMANDS); do \
+		pkg=$${pair%%:*}; cmd=$${pair#*:}; \
+		if ! command -v "$$cmd" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$$cmd" ]; then missing="$$missing $$pkg"; fi; \
+	done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then \
+		echo "missing system packages:$$missing (install them with apt-get as root)" >&2; exit 1; \
+	fi; \
+	echo "installing system packages:$$missing"; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get update -qq; \
+	apt-get install -y -qq --no-install-recommends $$missing >/dev/null
+
+# -- the two set-up commands ----------------------------------------------------------------------
+
+demo: $(VENV)/.installed-runtime
+	$(BIN)/toolrun list -c $(EXAMPLES)
+	$(BIN)/toolrun describe ops.disk_usage -c $(EXAMPLES)
+	$(BIN)/toolrun call ops.disk_usage path=/var -c $(EXAMPLES)
+	$(BIN)/toolrun validate-catalog $(EXAMPLES)
+	@# TODO(serve): start `toolrun serve -c $(EXAMPLES)` here once the server lands.
+
+# Runs every check even when an earlier one fails, so one run shows all problems; pytest goes last so
+# its summary closes the output, and the exit status is non-zero if any check failed.
+test: system-deps python-deps ui
+	@failed=""; \
+	$(MAKE) --no-print-directory lint || failed="$$failed lint"; \
+	$(MAKE) --no-print-directory typecheck || failed="$$failed mypy"; \
+	$(MAKE) --no-print-directory pytest || failed="$$failed pytest"; \
+	if [ -n "$$failed" ]; then echo "make test: failed:$$failed" >&2; exit 1; fi
+
+lint: python-deps
+	@status=0; \
+	$(BIN)/ruff check src tests bench completions || status=1; \
+	$(BIN)/ruff format --check src tests bench completions || status=1; \
+	exit $$status
+
+typecheck: python-deps
+	$(BIN)/mypy
+
+pytest: python-deps
+	$(BIN)/pytest
+
+# The browser UI: ui/ (an npm project, Node 20) built into ui-dist/, only when its sources changed.
+UI_SOURCES := $(wildcard ui/index.html ui/package.json ui/package-lock.json ui/vite.config.ts ui/tsconfig.json) \
+	$(shell find ui/src ui/public -type f 2>/dev/null)
+
+ifneq ($(wildcard ui/package.json),)
+ui: ui-dist/index.html
+else
+ui:
+endif
+
+ui/node_modules/.package-lock.json: ui/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "npm is missing: install Node.js 20 with npm to build the UI" >&2; exit 1; }
+	cd ui && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+ui-dist/index.html: ui/node_modules/.package-lock.json $(UI_SOURCES)
+	cd ui && npm run build --silent
+	@touch $@
+
+# -- the rest -------------------------------------------------------------------------------------
+
+bench: $(VENV)/.installed-runtime
+	$(BIN)/python bench/core.py
+
+completions: $(VENV)/.installed-runtime
+	$(BIN)/python completions/generate.py
+
+# The generator lives with the catalog models (tests/test_schema.py checks the file for drift).
+schema: $(VENV)/.installed-runtime
+	$(BIN)/python -m toolrun.models > schema/catalog.schema.json.tmp
+	mv schema/catalog.schema.json.tmp schema/catalog.schema.json
+
+clean:
+	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,10 @@
+_toolrun_completion() {
+    local IFS=$'
+'
+    COMPREPLY=( $( env COMP_WORDS="${COMP_WORDS[*]}" \
+                   COMP_CWORD=$COMP_CWORD \
+                   _TOOLRUN_COMPLETE=complete_bash $1 ) )
+    return 0
+}
+
+complete -o default -F _toolrun_completion toolrun

@@ -1,0 +1,1 @@
+complete --command toolrun --no-files --arguments "(env _TOOLRUN_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) toolrun)" --condition "env _TOOLRUN_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) toolrun"

@@ -1,0 +1,97 @@
+"""The docs stay in step with the code: every setting documented, the README's set-up intact, links alive."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from toolrun.settings import SETTINGS, Setting
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+CONFIGURATION = ROOT / "docs" / "configuration.md"
+SETUP_COMMANDS = ("make demo", "make test")
+
+
+def _settings_table() -> dict[str, list[str]]:
+    """Rows of the 'Every setting' table of docs/configuration.md, by setting name."""
+    text = CONFIGURATION.read_text(encoding="utf-8")
+    section = text.split("## Every setting", 1)[1].split("\n## ", 1)[0]
+    rows: dict[str, list[str]] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        match = re.fullmatch(r"`([a-z_.]+)`", cells[0]) if cells else None
+        if match:
+            rows[match.group(1)] = cells
+    return rows
+
+
+@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.name)
+def test_every_setting_is_documented_with_its_environment_variable(setting: Setting) -> None:
+    rows = _settings_table()
+    name, env = setting.name, setting.env
+    assert name in rows, f"setting {name!r} is missing from docs/configuration.md"
+    assert rows[name][1] == f"`{env}`", f"{name}: documented variable {rows[name][1]}, expected `{env}`"
+
+
+@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.name)
+def test_every_documented_default_matches_the_code(setting: Setting) -> None:
+    rows = _settings_table()
+    name, default = setting.name, setting.default
+    assert f"`{json.dumps(default)}`" in rows[name][2], (
+        f"{name}: default in docs is {rows[name][2]}, code has {default!r}"
+    )
+
+
+def test_configuration_doc_names_no_setting_that_does_not_exist() -> None:
+    known = {s.name for s in SETTINGS}
+    assert set(_settings_table()) <= known, sorted(set(_settings_table()) - known)
+
+
+def test_configuration_doc_explains_precedence_and_toolrun_home() -> None:
+    text = CONFIGURATION.read_text(encoding="utf-8")
+    for needle in ("TOOLRUN_HOME", "config.toml", "SVC_CONFIG", "os.pathsep"):
+        assert needle in text, needle
+
+
+def _setup_section() -> str:
+    text = README.read_text(encoding="utf-8")
+    assert "\n## Set-up\n" in text, "README.md lost its '## Set-up' section"
+    return text.split("\n## Set-up\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_readme_setup_is_exactly_the_two_commands() -> None:
+    blocks = re.findall(r"```sh\n(.*?)```", _setup_section(), re.DOTALL)
+    assert blocks, "README.md set-up has no command block"
+    commands = [line.split("#", 1)[0].strip() for line in blocks[0].splitlines() if line.split("#", 1)[0].strip()]
+    assert commands == list(SETUP_COMMANDS)
+
+
+def test_setup_commands_are_makefile_targets_and_ci_runs_the_test_one() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    for target in ("demo", "test"):
+        assert re.search(rf"^{target}:", makefile, re.MULTILINE), f"Makefile has no {target!r} target"
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert ci.startswith("#!/usr/bin/env bash") and "set -euo pipefail" in ci
+    run_lines = [line for line in ci.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert any(re.fullmatch(r"(exec )?make test( </dev/null)?", line.strip()) for line in run_lines), run_lines
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/configuration.md", "bench/README.md"])
+def test_relative_links_point_at_files_that_exist(doc: str) -> None:
+    path = ROOT / doc
+    text = path.read_text(encoding="utf-8")
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue
+        assert (path.parent / target).exists(), f"{doc} links to {target}, which does not exist"
+
+
+def test_changelog_keeps_unreleased_on_top() -> None:
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^## (.+)$", text, re.MULTILINE)
+    assert headings and headings[0] == "[Unreleased]", headings
+    assert "### Added" in text
