@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 import traceback
 from collections.abc import Awaitable, Callable
@@ -20,6 +21,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from starlette.applications import Starlette
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -59,6 +61,7 @@ ROUTE_MODES = {
     "/users": "admin",
 }
 MAX_PAGE = 100
+_INTEGER = re.compile(r"-?[0-9]{1,100}")
 
 
 @dataclass
@@ -116,24 +119,29 @@ def _single(request: Request, name: str) -> str | None:
 
 def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
     raw = _single(request, name)
-    if raw is None or raw == "":
+    if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise UsageError(f"query parameter {name!r} must be an integer, not {raw[:40]!r}") from None
+    if not _INTEGER.fullmatch(raw):  # ASCII digits only: int() would also take " 5", "5_0" and "٥"
+        raise UsageError(f"query parameter {name!r} must be an integer, not {raw[:40]!r}")
+    value = int(raw)
     if not low <= value <= high:
         raise UsageError(f"query parameter {name!r} must be between {low} and {high}")
     return value
 
 
-def _bool_param(request: Request, name: str) -> bool:
+def _choice(request: Request, name: str, choices: tuple[str, ...], default: str) -> str:
+    """An enum query parameter, exactly as documented in /openapi.json (case-sensitive, never empty)."""
     raw = _single(request, name)
-    if raw is None or raw.lower() in ("", "false", "0", "no"):
-        return False
-    if raw.lower() in ("true", "1", "yes"):
-        return True
-    raise UsageError(f"query parameter {name!r} must be true or false, not {raw[:40]!r}")
+    if raw is None:
+        return default
+    if raw not in choices:
+        expected = ", ".join(choices[:-1]) + f" or {choices[-1]}"
+        raise UsageError(f"{name} must be {expected}, not {raw[:20]!r}")
+    return raw
+
+
+def _bool_param(request: Request, name: str) -> bool:
+    return _choice(request, name, ("true", "false"), "false") == "true"
 
 
 def _reject_constant(name: str) -> Any:
@@ -150,8 +158,10 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def parse_json_object(body: bytes) -> dict[str, Any]:
-    """The POST body: empty -> {}, else exactly one JSON object (no NaN, no duplicate keys)."""
-    if not body.strip():
+    """The POST body: empty -> {}, else exactly one JSON object (no NaN, no duplicate keys).
+
+    Only a body of zero bytes counts as empty: whitespace alone is not JSON."""
+    if not body:
         return {}
     try:
         text = body.decode("utf-8")
@@ -170,6 +180,21 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
 
 
 # -- the app --------------------------------------------------------------------------------------
+
+
+class _ToolKey(Convertor[str]):
+    """`{key:toolkey}`: the rest of the path, whatever it holds (`path` stops at a newline)."""
+
+    regex = r"[\s\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("toolkey", _ToolKey())
 
 
 class Routes:
@@ -234,17 +259,31 @@ class Routes:
     async def list_tools(self, request: Request) -> Response:
         try:
             identity = await self.identify(request, "optional")
-            fmt = (_single(request, "format") or "json").lower()
-            if fmt not in ("json", "md", "html"):
-                raise UsageError(f"format must be json, md or html, not {fmt[:20]!r}")
+            fmt = _choice(request, "format", ("json", "md", "html"), "json")
+            paged = _single(request, "offset") is not None or _single(request, "limit") is not None
+            offset = _int_param(request, "offset", 0, 0, 1_000_000)
+            limit = _int_param(request, "limit", MAX_PAGE, 1, MAX_PAGE)
         except ToolrunError as exc:
             return json_error(exc)
         tools = self.service.list(identity)
+        if paged:
+            # Server pagination for the UI's empty box: the body stays the spec 2.1 array and
+            # the page position travels in headers (X-Total-Count, X-Has-More, X-Next-Offset).
+            window = tools[offset : offset + limit]
+            has_more = offset + len(window) < len(tools)
+            headers = {"X-Total-Count": str(len(tools)), "X-Has-More": "true" if has_more else "false"}
+            if has_more:
+                headers["X-Next-Offset"] = str(offset + len(window))
+            tools = window
+        else:
+            headers = {}
         if fmt == "md":
-            return PlainTextResponse(formatting.markdown_page(tools), media_type="text/markdown; charset=utf-8")
+            return PlainTextResponse(
+                formatting.markdown_page(tools), media_type="text/markdown; charset=utf-8", headers=headers
+            )
         if fmt == "html":
-            return HTMLResponse(formatting.html_page(tools))
-        return JSONResponse([t.entry() for t in tools])
+            return HTMLResponse(formatting.html_page(tools), headers=headers)
+        return JSONResponse([t.entry() for t in tools], headers=headers)
 
     async def get_tool(self, request: Request) -> Response:
         try:
@@ -283,7 +322,7 @@ class Routes:
             self.service.describe(identity, key)
             ctype = request.headers.get("content-type", "")
             body = await self.read_body(request)
-            if body.strip() or ctype:
+            if body or ctype:
                 media = ctype.split(";", 1)[0].strip().lower()
                 if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")):
                     raise UnsupportedMediaType(media)
@@ -358,8 +397,9 @@ def create_app(backends: Backends) -> Starlette:
         Route("/readyz", r.readyz, methods=["GET"]),
         Route("/whoami", r.whoami, methods=["GET"]),
         Route("/tools", r.list_tools, methods=["GET"]),
-        Route("/tools/{key:str}", r.get_tool, methods=["GET"]),
-        Route("/tools/{key:str}", r.call_tool, methods=["POST"]),
+        # Any text (slashes and newlines too) is a key: an odd one is an unknown key, with this route's 404.
+        Route("/tools/{key:toolkey}", r.get_tool, methods=["GET"]),
+        Route("/tools/{key:toolkey}", r.call_tool, methods=["POST"]),
         Route("/users", r.users, methods=["GET"]),
         Route("/metrics", r.metrics, methods=["GET"]),
         Route("/search", r.search, methods=["GET"]),

@@ -94,7 +94,13 @@ def _text(description: str) -> dict[str, Any]:
 _ERR = {"$ref": "#/components/schemas/Error"}
 _UNAUTH = _json(_ERR, "Key missing, invalid or expired")
 _BAD = _json(_ERR, "Bad query parameter")
-_KEY_PARAM = {"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}
+# A tool key is `<group>.<name>` (the catalog's GROUP_PATTERN and NAME_PATTERN); anything else is a 404.
+_KEY_PARAM = {
+    "name": "key",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\.[A-Za-z_][A-Za-z0-9_-]*$"},
+}
 _OPTIONAL: list[dict[str, list[str]]] = [{}, {"ApiKeyHeader": []}, {"Bearer": []}, {"ApiKeyQuery": []}]
 _REQUIRED: list[dict[str, list[str]]] = [{"ApiKeyHeader": []}, {"Bearer": []}, {"ApiKeyQuery": []}]
 
@@ -158,11 +164,29 @@ def document() -> dict[str, Any]:
                             "in": "query",
                             "required": False,
                             "schema": {"type": "string", "enum": ["json", "md", "html"], "default": "json"},
-                        }
+                        },
+                        {
+                            "name": "offset",
+                            "in": "query",
+                            "required": False,
+                            "description": "With offset or limit, one page; its position is in the X-* headers.",
+                            "schema": {"type": "integer", "minimum": 0, "maximum": 1000000},
+                        },
+                        {
+                            "name": "limit",
+                            "in": "query",
+                            "required": False,
+                            "schema": {"type": "integer", "minimum": 1, "maximum": 100},
+                        },
                     ],
                     "responses": {
                         "200": {
-                            "description": "The tools",
+                            "description": "The tools (one page when offset or limit is given)",
+                            "headers": {
+                                "X-Total-Count": {"schema": {"type": "string"}},
+                                "X-Has-More": {"schema": {"type": "string", "enum": ["true", "false"]}},
+                                "X-Next-Offset": {"schema": {"type": "string"}},
+                            },
                             "content": {
                                 "application/json": {
                                     "schema": {"type": "array", "items": {"$ref": "#/components/schemas/Tool"}}

@@ -1,0 +1,207 @@
+// The thin client over the toolrun HTTP API (spec 4, 5, 7). Same origin only; the API key
+// travels in the X-API-Key header and never in a URL.
+
+export const PAGE_SIZE = 10;
+const KEY_STORAGE = "toolrun.apiKey";
+
+export type ParamType = "str" | "int" | "float" | "bool" | "list" | "dict";
+
+export interface Param {
+  name: string;
+  type: ParamType | string;
+  required: boolean;
+  default: unknown;
+  description: string;
+  example: unknown;
+}
+
+export interface Tool {
+  key: string;
+  groups: string[];
+  params: Param[];
+  return_type: string;
+  description: string;
+  example: string;
+}
+
+export interface Identity {
+  username: string;
+  email: string;
+  groups: string[];
+  tools: string[];
+}
+
+export interface Page {
+  source: "tools" | "search";
+  query: string;
+  items: Tool[];
+  total: number;
+  offset: number;
+  limit: number;
+  has_more: boolean;
+  next_offset: number | null;
+}
+
+/** A non-2xx answer (or no answer at all: status 0), with the body as the server sent it. */
+export class ApiError extends Error {
+  readonly status: number;
+  readonly body: string;
+  readonly retryAfter: number | null;
+
+  constructor(status: number, body: string, retryAfter: number | null, message?: string) {
+    super(message ?? `HTTP ${status}`);
+    this.status = status;
+    this.body = body;
+    this.retryAfter = retryAfter;
+  }
+}
+
+// -- the stored key ------------------------------------------------------------------------------
+
+export function storedKey(): string {
+  try {
+    return window.localStorage.getItem(KEY_STORAGE) ?? "";
+  } catch {
+    return "";
+  }
+}
+
+export function storeKey(key: string): void {
+  try {
+    if (key) window.localStorage.setItem(KEY_STORAGE, key);
+    else window.localStorage.removeItem(KEY_STORAGE);
+  } catch {
+    /* storage disabled: the key lives for this page only */
+  }
+  memoryKey = key;
+}
+
+export const KEY_STORAGE_NAME = KEY_STORAGE;
+
+let memoryKey = storedKey();
+
+export function currentKey(): string {
+  return memoryKey;
+}
+
+export function setCurrentKey(key: string): void {
+  memoryKey = key;
+}
+
+// -- requests ------------------------------------------------------------------------------------
+
+function retryAfterOf(response: Response, body: string): number | null {
+  const header = response.headers.get("Retry-After");
+  if (header && /^\d+$/.test(header.trim())) return Number(header.trim());
+  const match = /retry after (\d+)/i.exec(body) ?? /(\d+)\s*s(?:econds?)?\b/i.exec(body);
+  return match ? Number(match[1]) : null;
+}
+
+async function request(
+  path: string,
+  init: { method?: string; body?: string; key?: string; signal?: AbortSignal } = {},
+): Promise<Response> {
+  const headers: Record<string, string> = { Accept: "application/json, text/plain;q=0.9, */*;q=0.5" };
+  const key = init.key ?? memoryKey;
+  if (key) headers["X-API-Key"] = key;
+  if (init.body !== undefined) headers["Content-Type"] = "application/json";
+  let response: Response;
+  try {
+    response = await fetch(path, {
+      method: init.method ?? "GET",
+      headers,
+      body: init.body,
+      signal: init.signal,
+      cache: "no-store",
+      credentials: "omit",
+      redirect: "error",
+    });
+  } catch (error) {
+    if (error instanceof DOMException && error.name === "AbortError") throw error;
+    throw new ApiError(0, "", null, "Could not reach the server. Is `toolrun serve` still running?");
+  }
+  if (!response.ok) {
+    const body = await response.text();
+    throw new ApiError(response.status, body, retryAfterOf(response, body));
+  }
+  return response;
+}
+
+async function json<T>(response: Response): Promise<T> {
+  return (await response.json()) as T;
+}
+
+function headerInt(response: Response, name: string): number | null {
+  const value = response.headers.get(name);
+  return value !== null && /^\d+$/.test(value.trim()) ? Number(value.trim()) : null;
+}
+
+/**
+ * The empty search box: GET /tools, a page at a time. The request carries `offset` and `limit`;
+ * a server that pages /tools answers with that slice and `X-Total-Count` / `X-Has-More` /
+ * `X-Next-Offset` headers. A server that answers with the whole array is paged here the same way.
+ */
+export async function listTools(offset: number, signal?: AbortSignal): Promise<Page> {
+  const params = new URLSearchParams({ offset: String(offset), limit: String(PAGE_SIZE) });
+  const response = await request(`/tools?${params}`, { signal });
+  const all = await json<Tool[]>(response);
+  const total = headerInt(response, "X-Total-Count");
+  if (total !== null) {
+    const next = headerInt(response, "X-Next-Offset");
+    const hasMore = (response.headers.get("X-Has-More") ?? "").trim().toLowerCase() === "true";
+    return {
+      source: "tools",
+      query: "",
+      items: all,
+      total,
+      offset,
+      limit: PAGE_SIZE,
+      has_more: hasMore,
+      next_offset: hasMore ? next : null,
+    };
+  }
+  const items = all.slice(offset, offset + PAGE_SIZE);
+  const hasMore = offset + items.length < all.length;
+  return {
+    source: "tools",
+    query: "",
+    items,
+    total: all.length,
+    offset,
+    limit: PAGE_SIZE,
+    has_more: hasMore,
+    next_offset: hasMore ? offset + items.length : null,
+  };
+}
+
+/** A typed query: GET /search, paged by the server. */
+export async function searchTools(query: string, offset: number, signal?: AbortSignal): Promise<Page> {
+  const params = new URLSearchParams({ q: query, offset: String(offset), limit: String(PAGE_SIZE) });
+  const body = await json<Omit<Page, "source">>(await request(`/search?${params}`, { signal }));
+  return { ...body, source: "search" };
+}
+
+export async function getTool(key: string, signal?: AbortSignal): Promise<Tool> {
+  return json<Tool>(await request(`/tools/${encodeURIComponent(key)}`, { signal }));
+}
+
+export async function whoami(key: string): Promise<Identity> {
+  return json<Identity>(await request("/whoami", { key }));
+}
+
+export interface CallResult {
+  status: number;
+  text: string;
+  millis: number;
+}
+
+export async function callTool(key: string, args: Record<string, unknown>, signal?: AbortSignal): Promise<CallResult> {
+  const started = performance.now();
+  const response = await request(`/tools/${encodeURIComponent(key)}`, {
+    method: "POST",
+    body: JSON.stringify(args),
+    signal,
+  });
+  const text = await response.text();
+  return { status: response.status, text, millis: performance.now() - started };
+}

@@ -1,0 +1,125 @@
+// A tool's detail: key, groups, the description rendered as (sanitized) markdown, the example
+// call verbatim, then the call form.
+
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { getTool, type Tool } from "../api";
+import { describeProblem, type Problem } from "../errors";
+import { renderMarkdown } from "../markdown";
+import { CallForm } from "./CallForm";
+import { ArrowLeftIcon } from "./icons";
+
+interface Props {
+  toolKey: string;
+  epoch: number;
+  backHref: string;
+  onBack: (event: MouseEvent) => void;
+}
+
+export function ToolDetail({ toolKey, epoch, backHref, onBack }: Props) {
+  const [tool, setTool] = useState<Tool | null>(null);
+  const [problem, setProblem] = useState<Problem | null>(null);
+  const [loading, setLoading] = useState(true);
+  const heading = useRef<HTMLHeadingElement>(null);
+
+  useEffect(() => {
+    const abort = new AbortController();
+    setLoading(true);
+    setProblem(null);
+    getTool(toolKey, abort.signal)
+      .then((found) => {
+        setTool(found);
+        setLoading(false);
+      })
+      .catch((error: unknown) => {
+        if (error instanceof DOMException && error.name === "AbortError") return;
+        setTool(null);
+        setProblem(describeProblem(error, "load"));
+        setLoading(false);
+      });
+    return () => abort.abort();
+  }, [toolKey, epoch]);
+
+  // Move focus to the heading when a tool is opened (not when the same tool reloads).
+  const focused = useRef<string | null>(null);
+  useEffect(() => {
+    if (loading || focused.current === toolKey) return;
+    focused.current = toolKey;
+    heading.current?.focus({ preventScroll: true });
+    heading.current?.scrollIntoView({ block: "nearest" });
+  }, [loading, toolKey]);
+
+  const description = useMemo(() => (tool ? renderMarkdown(tool.description) : ""), [tool]);
+
+  const back = (
+    <a class="back-link" href={backHref} onClick={onBack}>
+      <ArrowLeftIcon size={14} /> All tools
+    </a>
+  );
+
+  if (loading && !tool) {
+    return (
+      <article class="panel detail" aria-busy="true" aria-label="Loading tool">
+        {back}
+        <div class="skeleton skeleton-title" />
+        <div class="skeleton skeleton-line" />
+        <div class="skeleton skeleton-line short" />
+      </article>
+    );
+  }
+
+  if (problem || !tool) {
+    return (
+      <article class="panel detail" aria-labelledby="detail-heading">
+        {back}
+        <h2 id="detail-heading" class="detail-key" tabIndex={-1} ref={heading}>
+          {toolKey}
+        </h2>
+        <div class="notice notice-error" role="alert">
+          <strong>{problem?.title ?? "Not found"}</strong>
+          {problem?.detail && <span> {problem.detail}</span>}
+        </div>
+      </article>
+    );
+  }
+
+  return (
+    <article class="panel detail" aria-labelledby="detail-heading" data-testid="detail" aria-busy={loading}>
+      {back}
+      <header class="detail-head">
+        <h2 id="detail-heading" class="detail-key" tabIndex={-1} ref={heading}>
+          {tool.key}
+        </h2>
+        <ul class="chips" aria-label="Groups">
+          {tool.groups.map((group) => (
+            <li class="chip" key={group}>
+              {group}
+            </li>
+          ))}
+        </ul>
+      </header>
+      {tool.description.trim() ? (
+        // Sanitized by DOMPurify in renderMarkdown.
+        <div class="prose" data-testid="description" dangerouslySetInnerHTML={{ __html: description }} />
+      ) : (
+        <p class="muted">No description.</p>
+      )}
+      <dl class="facts">
+        <div>
+          <dt>Example</dt>
+          <dd>
+            <pre class="example" data-testid="example">
+              <code>{tool.example}</code>
+            </pre>
+          </dd>
+        </div>
+        <div>
+          <dt>Returns</dt>
+          <dd>
+            <code class="return-type">{tool.return_type}</code>
+          </dd>
+        </div>
+      </dl>
+      <CallForm key={tool.key} tool={tool} />
+    </article>
+  );
+}
