@@ -421,11 +421,6 @@ def test_a_hidden_tool_is_indistinguishable_from_a_nonexistent_one(
     assert execute(service, OLGA, "ops.restart", {"service": "db"}).structured_content["stdout"] == "restarted db"
 
 
-@pytest.mark.xfail(
-    reason="Registry.search picks all-terms candidates before dropping hidden tools, so a hidden tool that "
-    "matches every term suppresses the any-term fallback (fix proposed for registry.py)",
-    strict=True,
-)
 def test_a_search_that_only_a_hidden_tool_fully_matches_answers_as_if_it_did_not_exist(
     service: ToolService, _isolated_home: Path, tmp_path: Path
 ) -> None:

@@ -4,13 +4,18 @@ Load order for one file: read -> YAML (libyaml) -> ``${VAR}`` substitution -> py
 checks (exactly one of exec/curl/fn, defaults of the right type, template syntax, declared and
 used variables, fn imports) -> ToolSpecs. Problems carry ``file:line:col``; line numbers come
 from a node tree composed only when a problem needs one, so a clean load pays nothing for them.
-A file whose tools all loaded cleanly is cached by content hash (plus the hashes of the
-environment values it referenced), so a warm load skips YAML and checks alike.
+A file whose tools loaded without errors is cached by content hash (plus the hashes of the
+environment values and env files it read), so a warm load skips YAML and checks alike.
+
+The format itself is documented in docs/catalog.md; the JSON Schema in schema/ is generated
+from the pydantic models in models.py.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
+import gc
 import hashlib
 import importlib
 import inspect
@@ -19,40 +24,66 @@ import os
 import pickle
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
-
-import yaml
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from . import render
 from .errors import CatalogError, ParamError, Problem
-from .models import (
-    EXEC_RETURN_TYPE,
-    PARAM_TYPES,
-    CatalogFile,
-    Limits,
-    Param,
-    ParamDef,
-    ResourceLimits,
-    RuntimeOptions,
-    ToolDef,
-    ToolSpec,
-)
+from .models import EXEC_RETURN_TYPE, PARAM_TYPES, Param, ResourceLimits, ToolSpec
 
-try:
-    _Loader: Any = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    _Loader = yaml.SafeLoader
+if TYPE_CHECKING:  # the cold path imports these when it runs: a warm load needs neither
+    import yaml
+    from pydantic import ValidationError
 
-CACHE_VERSION = "toolrun-catalog-3"
+    from .schema import CatalogFile, ParamDef, RuntimeOptions, ToolDef
+
+__all__ = [
+    "BASE_ENV",
+    "Catalog",
+    "LoadOptions",
+    "check",
+    "child_env",
+    "example_call",
+    "expand",
+    "load",
+    "parse_env_file",
+    "resolve_fn",
+]
+
+CACHE_VERSION = "toolrun-catalog-5"
 ENV_REF = re.compile(r"\$(\$?)\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TEMPLATE_FIELDS = ("exec", "curl")
+# The child's environment starts from these server variables only (plus what the tool declares).
 BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER", "LOGNAME", "SHELL", "TERM")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
-_SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
+# Names Jinja reads as constants or operators: a param so named could never be referenced.
+RESERVED_NAMES = frozenset(
+    {"true", "false", "none", "True", "False", "None", "and", "or", "not", "in", "is", "if", "else", "loop"}
+)
+_TAG = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
+_FN_ONLY_OPTIONS = ("cwd", "env", "env_file", "env_passthrough", "limits", "stdin")
+
+
+@functools.cache
+def _yaml_loader() -> Any:
+    """libyaml's safe loader that notices duplicate mapping keys (YAML itself keeps the last)."""
+    import yaml
+
+    class YamlLoader(yaml.CSafeLoader):
+        duplicates = False
+
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+            mapping: dict[Any, Any] = super().construct_mapping(node, deep)
+            if len(mapping) != len(node.value):
+                self.duplicates = True  # or a `<<` merge: composing the nodes tells them apart
+            return mapping
+
+    return YamlLoader
 
 
 @dataclass
@@ -72,21 +103,31 @@ class LoadOptions:
     default_timeout: float = 60.0
     max_output: int = 10 * 1024 * 1024
     cache_dir: Path | None = None
-    check: bool = False  # validate-catalog: compose nodes for duplicate YAML keys, never cache
+    check: bool = False  # validate-catalog: exact positions for every finding, never cached
 
 
 # -- files -------------------------------------------------------------------------------------
 
 
 def expand(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """Files named, and the *.yaml / *.yml files of directories named (sorted, not recursive)."""
+    """Files named, and the *.yaml / *.yml files of directories named (sorted, not recursive).
+
+    A file named twice (or also found through its directory) is loaded once.
+    """
     files: list[Path] = []
+    seen: set[Path] = set()
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
-            files.extend(sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file()))
-        else:
-            files.append(path)
+        found = (
+            sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+            if path.is_dir()
+            else [path]
+        )
+        for file in found:
+            real = file.resolve()
+            if real not in seen:
+                seen.add(real)
+                files.append(file)
     return files
 
 
@@ -100,9 +141,7 @@ def load(
     catalog, problems = check(paths, environ, options)
     if any(p.severity == "error" for p in problems):
         if not options.check:
-            # Errors are rare: load again in check mode for exact lines and every finding.
-            from dataclasses import replace
-
+            # Errors are rare: load again in check mode for exact positions and every finding.
             _, problems = check(paths, environ, replace(options, check=True))
         raise CatalogError([p for p in problems if p.severity == "error"] or problems)
     return catalog
@@ -131,7 +170,7 @@ def check(
                     Problem(
                         tool.file,
                         tool.line,
-                        1,
+                        tool.col,
                         tool.key,
                         f"duplicate key {tool.key!r} (first defined at {first.file}:{first.line})",
                     )
@@ -146,7 +185,7 @@ def check(
     return catalog, problems
 
 
-# -- one file -----------------------------------------------------------------------------------
+# -- positions ---------------------------------------------------------------------------------
 
 
 class _Locator:
@@ -155,66 +194,160 @@ class _Locator:
     def __init__(self, text: str) -> None:
         self.text = text
         self._root: yaml.Node | None = None
+        self._lines: list[str] | None = None
         self._failed = False
 
     def root(self) -> yaml.Node | None:
+        import yaml
+
         if self._root is None and not self._failed:
             try:
-                self._root = yaml.compose(self.text, Loader=_Loader)
+                self._root = yaml.compose(self.text, Loader=yaml.CSafeLoader)
             except yaml.YAMLError:
                 self._failed = True
         return self._root
 
-    def node(self, loc: Sequence[Any]) -> tuple[yaml.Node | None, yaml.Node | None]:
-        """(key node, value node) of the deepest part of `loc` found."""
+    def lines(self) -> list[str]:
+        if self._lines is None:
+            self._lines = self.text.splitlines()
+        return self._lines
+
+    def node(self, loc: Sequence[Any]) -> tuple[yaml.Node | None, yaml.Node | None, bool]:
+        """(key node, value node, whether all of `loc` was found) of the deepest part found."""
+        import yaml
+
         node = self.root()
         key_node: yaml.Node | None = None
         for part in loc:
             if isinstance(node, yaml.MappingNode):
-                for k, v in node.value:
+                for k, v in reversed(node.value):  # YAML keeps the last of duplicate keys
                     if k.value == part:
                         key_node, node = k, v
                         break
                 else:
-                    break
+                    return key_node, node, False
             elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
                 key_node, node = None, node.value[part]
             else:
-                break
-        return key_node, node
+                return key_node, node, False
+        return key_node, node, True
 
-    def __call__(self, loc: Sequence[Any], prefer_key: bool = True) -> tuple[int, int]:
-        key_node, node = self.node(loc)
-        target = key_node if (prefer_key and key_node is not None) else node
-        if target is None:
-            return 1, 1
-        return target.start_mark.line + 1, target.start_mark.column + 1
-
-    def template_line(self, loc: Sequence[Any], template_line: int) -> tuple[int, int]:
-        _, node = self.node(loc)
+    @staticmethod
+    def _mark(node: yaml.Node | None) -> tuple[int, int]:
         if node is None:
             return 1, 1
-        line = node.start_mark.line + 1
-        if isinstance(node, yaml.ScalarNode) and node.style in ("|", ">"):
-            line += 1
-        return line + template_line - 1, node.start_mark.column + 1
+        return node.start_mark.line + 1, node.start_mark.column + 1
 
-    def duplicate_keys(self) -> list[tuple[int, int, str]]:
-        found: list[tuple[int, int, str]] = []
-        stack = [self.root()]
+    def key(self, loc: Sequence[Any]) -> tuple[int, int]:
+        """Where the field named by `loc` is written (its key), else the nearest enclosing node."""
+        key_node, node, _ = self.node(loc)
+        return self._mark(key_node if key_node is not None else node)
+
+    def value(self, loc: Sequence[Any]) -> tuple[int, int]:
+        """Where the value at `loc` starts; the nearest enclosing node when it is absent."""
+        key_node, node, found = self.node(loc)
+        if not found and key_node is not None:
+            return self._mark(key_node)
+        return self._mark(node)
+
+    def scalar(self, loc: Sequence[Any], offset: int) -> tuple[int, int]:
+        """The position of character `offset` of the scalar at `loc` (exact for one-line and `|` scalars)."""
+        import yaml
+
+        _, node, _ = self.node(loc)
+        if not isinstance(node, yaml.ScalarNode):
+            return self._mark(node)
+        line0, col0 = node.start_mark.line, node.start_mark.column
+        before = str(node.value)[:offset]
+        nl = before.count("\n")
+        tcol = offset - (before.rfind("\n") + 1)
+        if node.style in ("|", ">"):
+            # The content starts on the line after the indicator, indented.
+            fline0 = line0 + 1 + nl
+            lines = self.lines()
+            text = lines[fline0] if fline0 < len(lines) else ""
+            indent = len(text) - len(text.lstrip(" "))
+            return fline0 + 1, indent + tcol + 1
+        if node.style in ("'", '"'):
+            col0 += 1
+        if nl:
+            return line0 + nl + 1, tcol + 1
+        return line0 + 1, col0 + tcol + 1
+
+    def scalar_line(self, loc: Sequence[Any], line: int) -> tuple[int, int]:
+        """The position of the start of (1-based) line `line` of the scalar at `loc`."""
+        import yaml
+
+        _, node, _ = self.node(loc)
+        if not isinstance(node, yaml.ScalarNode):
+            return self._mark(node)
+        value = str(node.value)
+        offset = 0
+        for _ in range(max(0, line - 1)):
+            nl = value.find("\n", offset)
+            if nl < 0:
+                break
+            offset = nl + 1
+        return self.scalar(loc, offset)
+
+    def find(self, loc: Sequence[Any], finder: Callable[[str], int | None]) -> tuple[int, int] | None:
+        """The position of what `finder` finds in the source text of the value at `loc` (any scalar style)."""
+        _, node, found = self.node(loc)
+        if not found or node is None:
+            return None
+        lines = self.lines()
+        l0, c0 = node.start_mark.line, node.start_mark.column
+        l1, c1 = node.end_mark.line, node.end_mark.column
+        if l0 >= len(lines):
+            return None
+        if l0 == l1:
+            text = lines[l0][c0:c1]
+        else:
+            text = "\n".join([lines[l0][c0:], *lines[l0 + 1 : l1], lines[l1][:c1] if l1 < len(lines) else ""])
+        offset = finder(text)
+        if offset is None or offset < 0:
+            return None
+        before = text[:offset]
+        nl = before.count("\n")
+        if not nl:
+            return l0 + 1, c0 + offset + 1
+        return l0 + nl + 1, offset - before.rfind("\n")
+
+    def duplicate_keys(self) -> list[tuple[int, int, str, tuple[Any, ...]]]:
+        """(line, col, key, path of the mapping) of every repeated key."""
+        import yaml
+
+        found: list[tuple[int, int, str, tuple[Any, ...]]] = []
+        stack: list[tuple[yaml.Node | None, tuple[Any, ...]]] = [(self.root(), ())]
         while stack:
-            node = stack.pop()
+            node, path = stack.pop()
             if isinstance(node, yaml.MappingNode):
                 seen: set[str] = set()
                 for k, v in node.value:
                     if isinstance(k, yaml.ScalarNode):
-                        if k.value in seen:
-                            found.append((k.start_mark.line + 1, k.start_mark.column + 1, k.value))
+                        if k.value in seen and k.value != "<<":
+                            found.append((k.start_mark.line + 1, k.start_mark.column + 1, k.value, path))
                         seen.add(k.value)
-                    stack.append(v)
+                        stack.append((v, (*path, k.value)))
             elif isinstance(node, yaml.SequenceNode):
-                stack.extend(node.value)
+                stack.extend((item, (*path, i)) for i, item in enumerate(node.value))
         return sorted(found)
+
+
+def _find_name(template: str, name: str, unquoted_only: bool = False) -> int | None:
+    """Offset of the first use of `name` inside a `{{ }}` or `{% %}` tag of `template`."""
+    word = re.compile(rf"(?<![\w.'\"]){re.escape(name)}(?![\w'\"])")
+    for tag in _TAG.finditer(template):
+        text = tag.group(0)
+        if unquoted_only and (text.startswith("{%") or "quote" in text):
+            continue
+        match = word.search(text)
+        if match:
+            return tag.start() + match.start()
+    return None
+
+
+# -- one file -----------------------------------------------------------------------------------
 
 
 class _FileLoader:
@@ -226,33 +359,48 @@ class _FileLoader:
         self.problems: list[Problem] = []
         self.used_env: dict[str, str | None] = {}
         self.extra_files: dict[str, str] = {}
-        self.has_fn = False
+        self.substituted: set[tuple[Any, ...]] = set()
+        self.has_refs = True
+        self.cacheable = True  # False once a result depends on something the cache cannot check
         self.locate = _Locator("")
 
     # problems
     def problem(self, loc: Sequence[Any], key: str, message: str, severity: str = "error") -> None:
-        line, col = self.locate(loc)
+        """A problem with the field at `loc` (positioned at its key)."""
+        line, col = self.locate.key(loc)
         self.problems.append(Problem(self.name, line, col, key, message, severity))
 
-    def problem_at(self, line: int, col: int, key: str, message: str, severity: str = "error") -> None:
-        self.problems.append(Problem(self.name, line, col, key, message, severity))
+    def problem_at(self, pos: tuple[int, int], key: str, message: str, severity: str = "error") -> None:
+        self.problems.append(Problem(self.name, pos[0], pos[1], key, message, severity))
+
+    def errors(self) -> int:
+        return sum(1 for p in self.problems if p.severity == "error")
 
     # ${VAR}
     def substitute(self, text: str, loc: tuple[Any, ...], key: str, template: bool) -> str:
         if "${" not in text:
             return text
+        self.substituted.add(loc)
+
+        reported: set[tuple[tuple[Any, ...], str]] = set()
 
         def repl(match: re.Match[str]) -> str:
             escaped, name, default = match.group(1), match.group(2), match.group(3)
             if escaped:
-                return "${" + name + (":-" + default if default is not None else "") + "}"
+                return match.group(0)[1:]  # $${VAR} -> ${VAR}, verbatim
             value = self.environ.get(name)
             self.used_env[name] = value
             if value is None or (default is not None and value == ""):
                 if default is None:
-                    self.problem(
-                        loc, key, f"environment variable {name!r} is not set (write ${{{name}:-default}} for a default)"
-                    )
+                    if (loc, name) not in reported:
+                        reported.add((loc, name))
+                        ref = match.group(0)
+                        pos = self.locate.find(loc, lambda text: text.find(ref)) or self.locate.value(loc)
+                        self.problem_at(
+                            pos,
+                            key,
+                            f"environment variable {name!r} is not set (write ${{{name}:-default}} for a default)",
+                        )
                     return ""
                 value = default
             if template and any(c in value for c in "{}%#"):
@@ -262,105 +410,168 @@ class _FileLoader:
 
         return ENV_REF.sub(repl, text)
 
-    def substitute_tree(self, value: Any, loc: tuple[Any, ...], key: str, template: bool = False) -> Any:
+    def substitute_tree(self, value: Any, loc: tuple[Any, ...], key: str) -> Any:
         if isinstance(value, str):
-            return self.substitute(value, loc, key, template)
+            return self.substitute(value, loc, key, False)
         if isinstance(value, list):
             return [self.substitute_tree(v, (*loc, i), key) for i, v in enumerate(value)]
         if isinstance(value, dict):
-            return {
-                k: self.substitute_tree(v, (*loc, k), key, template=k in TEMPLATE_FIELDS and len(loc) == 2)
-                for k, v in value.items()
-            }
+            return {k: self.substitute_tree(v, (*loc, k), key) for k, v in value.items()}
         return value
 
+    def substitute_tool(self, item: dict[str, Any], loc: tuple[Any, ...], key: str) -> dict[str, Any]:
+        if not self.has_refs:
+            return item
+        out: dict[str, Any] = {}
+        for k, v in item.items():
+            if isinstance(v, str):
+                out[k] = self.substitute(v, (*loc, k), key, k in TEMPLATE_FIELDS) if "${" in v else v
+            else:
+                out[k] = self.substitute_tree(v, (*loc, k), key)
+        return out
+
     # the file
+    def parse(self, text: str) -> tuple[bool, Any]:
+        import yaml
+
+        loader = _yaml_loader()(text)
+        try:
+            data = loader.get_single_data()
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            pos = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+            what = getattr(exc, "problem", None) or str(exc)
+            context = getattr(exc, "context", None)
+            cmark = getattr(exc, "context_mark", None)
+            if context and cmark is not None and (cmark.line, cmark.column) != (pos[0] - 1, pos[1] - 1):
+                context += f" started at line {cmark.line + 1}, column {cmark.column + 1}"
+            self.problem_at(pos, "", f"YAML syntax error: {what}" + (f" ({context})" if context else ""))
+            return False, None
+        finally:
+            loader.dispose()
+        if loader.duplicates:
+            self.report_duplicates(data)
+        return True, data
+
+    def report_duplicates(self, data: Any) -> None:
+        for line, col, name, path in self.locate.duplicate_keys():
+            key = ""
+            if len(path) >= 2 and path[0] == "tools" and isinstance(data, dict):
+                tools = data.get("tools")
+                if isinstance(tools, list) and isinstance(path[1], int) and path[1] < len(tools):
+                    key = self.key_of(tools[path[1]], path[1], data.get("group"))
+            where = ".".join(str(p) for p in path[2:] if not isinstance(p, int)) if key else ""
+            field_name = f"{where}.{name}" if where else name
+            self.problem_at(
+                (line, col), key, f"duplicate field {field_name!r} (YAML would silently keep only the last)"
+            )
+
+    @staticmethod
+    def key_of(item: Any, index: int, file_group: Any) -> str:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            return f"tools[{index}]"
+        group = item.get("group") or file_group
+        return f"{group}.{item['name']}" if isinstance(group, str) else str(item["name"])
+
     def load(self) -> list[ToolSpec]:
+        from pydantic import ValidationError
+
+        from .schema import CatalogFile, ToolDef
+
         try:
             raw = self.path.read_bytes()
         except OSError as exc:
-            self.problem_at(1, 1, "", f"cannot read catalog: {exc.strerror or exc}")
+            self.problem_at((1, 1), "", f"cannot read catalog: {exc.strerror or exc}")
             return []
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            self.problem_at(1, 1, "", f"catalog is not UTF-8 text ({exc.reason} at byte {exc.start})")
+            self.problem_at((1, 1), "", f"catalog is not UTF-8 text ({exc.reason} at byte {exc.start})")
             return []
         self.locate = _Locator(text)
-        try:
-            data = yaml.load(text, Loader=_Loader)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-            what = getattr(exc, "problem", None) or str(exc)
-            context = getattr(exc, "context", None)
-            self.problem_at(line, col, "", f"YAML syntax error: {what}" + (f" ({context})" if context else ""))
+        self.has_refs = "${" in text  # most files reference no variable: skip the walk
+        ok, data = self.parse(text)
+        if not ok:
             return []
-        if self.options.check:
-            for line, col, dup in self.locate.duplicate_keys():
-                self.problem_at(line, col, "", f"duplicate field {dup!r} (YAML keeps only the last)")
         if data is None:
-            self.problem_at(1, 1, "", "catalog file is empty (expected a mapping with `tools:`)", "warning")
+            self.problem_at((1, 1), "", "catalog file is empty (expected a mapping with `tools:`)", "warning")
             return []
         if not isinstance(data, dict):
-            self.problem_at(1, 1, "", f"a catalog file is a mapping with `tools:`, not a {type(data).__name__}")
+            self.problem_at((1, 1), "", f"a catalog file is a mapping with `tools:`, not a {type(data).__name__}")
             return []
         tools_raw = data.get("tools")
-        header = {k: v for k, v in data.items() if k != "tools"}
-        header = self.substitute_tree(header, (), "")
+        header = self.substitute_tree({k: v for k, v in data.items() if k != "tools"}, (), "")
         try:
             head = CatalogFile.model_validate(header)
         except ValidationError as exc:
-            self.report(exc, (), "", CatalogFile)
+            self.report(exc, (), "", CatalogFile, header)
             return []
         if tools_raw is None:
             self.problem(("tools",), "", "no `tools:` list in this file", "warning")
             return []
         if not isinstance(tools_raw, list):
-            self.problem(("tools",), "", "`tools:` must be a list of tool definitions")
+            self.problem_at(self.locate.value(("tools",)), "", "`tools:` must be a list of tool definitions")
             return []
         specs: list[ToolSpec] = []
         for index, item in enumerate(tools_raw):
             loc = ("tools", index)
             if not isinstance(item, dict):
-                self.problem(loc, "", "a tool definition is a mapping (name, exec/curl/fn, params...)")
+                self.problem_at(
+                    self.locate.value(loc), "", "a tool definition is a mapping (name, exec/curl/fn, params...)"
+                )
                 continue
-            key = f"{item.get('group') or head.group or '?'}.{item.get('name', '?')}"
-            item = self.substitute_tree(item, loc, key)
+            key = self.key_of(item, index, head.group)
+            before = self.errors()
+            item = self.substitute_tool(item, loc, key)
             try:
                 tool = ToolDef.model_validate(item)
             except ValidationError as exc:
-                self.report(exc, loc, key, ToolDef)
+                self.report(exc, loc, key, ToolDef, item)
                 continue
             spec = self.build(tool, head, loc)
-            if spec is not None:
+            if spec is not None and self.errors() == before:
                 specs.append(spec)
         return specs
 
-    def report(self, exc: ValidationError, base: tuple[Any, ...], key: str, model: type[Any]) -> None:
+    def report(self, exc: ValidationError, base: tuple[Any, ...], key: str, model: type[Any], data: Any) -> None:
+        seen: set[tuple[Any, ...]] = set()
         for err in exc.errors():
-            loc = (*base, *err["loc"])
+            eloc = _data_loc(err["loc"], data)
+            if eloc in seen:
+                continue  # a value no member of a union accepts: report it once
+            seen.add(eloc)
+            loc = (*base, *eloc)
             kind = err["type"]
-            field_name = err["loc"][-1] if err["loc"] else ""
+            field_name = eloc[-1] if eloc else ""
+            where = ".".join(str(p) for p in eloc if not isinstance(p, int)) or "value"
+            pos = self.locate.value(loc)
             if kind == "extra_forbidden":
-                known = _fields_at(model, err["loc"][:-1])
+                known = _fields_at(model, eloc[:-1])
                 close = difflib.get_close_matches(str(field_name), known, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 message = f"unknown field {field_name!r}{hint}"
+                pos = self.locate.key(loc)
             elif kind == "missing":
                 message = f"missing required field {field_name!r}"
+                pos = self.locate.value(loc[:-1])
             elif kind == "literal_error" and field_name == "type":
                 message = f"unknown param type {err['input']!r} (expected one of {', '.join(PARAM_TYPES)})"
-            elif kind == "string_pattern_mismatch":
-                message = f"{field_name} {err['input']!r} is not a valid name (letters, digits, _ and -)"
+            elif kind == "string_pattern_mismatch" and (field_name in ("name", "group") or where == "groups"):
+                message = f"{where}: {err['input']!r} is not a valid name (letters, digits, _ and -)"
+            elif kind == "string_pattern_mismatch" and err["loc"][-1] == "[key]":
+                message = f"{where.rsplit('.', 1)[0]}: {err['input']!r} is not a variable name"
+                pos = self.locate.key(loc)
+            elif kind == "string_pattern_mismatch" and where == "env_passthrough":
+                message = f"env_passthrough: {err['input']!r} is not a variable name (or a PREFIX_* pattern)"
             else:
-                where = ".".join(str(p) for p in err["loc"] if not isinstance(p, int)) or "value"
                 message = f"{where}: {err['msg']}"
-            self.problem(loc, key, message)
+                if kind not in ("size", "model_type", "dict_type", "list_type") and _is_scalar(err.get("input")):
+                    message += f" (got {err['input']!r})"
+            self.problem_at(pos, key, message)
 
     def build(self, tool: ToolDef, head: CatalogFile, loc: tuple[Any, ...]) -> ToolSpec | None:
         group = tool.group or head.group
-        before = len([p for p in self.problems if p.severity == "error"])
+        before = self.errors()
         if not group:
             self.problem((*loc, "name"), tool.name, "no group: set `group:` at the top of the file or on the tool")
             return None
@@ -368,28 +579,33 @@ class _FileLoader:
         kinds = [k for k in ("exec", "curl", "fn") if getattr(tool, k) is not None]
         if len(kinds) != 1:
             found = " and ".join(kinds) if kinds else "none"
-            self.problem((*loc, "name"), key, f"a tool needs exactly one of exec, curl or fn (found {found})")
+            where = (*loc, kinds[1]) if len(kinds) > 1 else (*loc, "name")
+            self.problem(where, key, f"a tool needs exactly one of exec, curl or fn (found {found})")
             return None
         kind = kinds[0]
         opts = _merge(head.defaults, tool)
-        params = self.build_params(tool, key, loc)
+        params = self.build_params(tool, key, loc, kind)
         return_type = EXEC_RETURN_TYPE
-        source = ""
         description = tool.description
         if kind == "fn":
-            self.has_fn = True
-            fn_info = self.inspect_fn(str(tool.fn), key, (*loc, "fn"), params is None)
+            source = str(tool.fn)
+            ignored = [name for name in _FN_ONLY_OPTIONS if name in tool.model_fields_set]
+            if ignored:
+                self.problem(
+                    (*loc, ignored[0]), key, f"fn tools run in-process and ignore {', '.join(ignored)}", "warning"
+                )
+            fn_info = self.inspect_fn(source, key, (*loc, "fn"), params)
             if fn_info is None:
                 return None
-            inferred, return_type, doc = fn_info
-            if params is None:
-                params = inferred
+            params, return_type, doc = fn_info
             description = description or doc
-            source = str(tool.fn)
         else:
             template = tool.exec if kind == "exec" else tool.curl
             assert template is not None
-            self.check_template(template, params or [], tool.stdin, key, (*loc, kind))
+            if not template.strip():
+                self.problem((*loc, kind), key, f"`{kind}:` is empty")
+                return None
+            self.check_template(template, params or [], tool.stdin, key, loc, kind)
             source = template
             if kind == "curl":
                 source = "curl -s -o - " + template.strip() + (" --json @-" if tool.stdin else "")
@@ -402,12 +618,23 @@ class _FileLoader:
         cwd = None
         if opts.cwd:
             cwd = str((self.path.parent / opts.cwd).resolve())
-            if self.options.check and not Path(cwd).is_dir():
+            if self.options.check and kind != "fn" and not Path(cwd).is_dir():
                 self.problem((*loc, "cwd"), key, f"cwd {opts.cwd!r} is not a directory here", "warning")
-        limits = self.build_limits(opts.limits, key, (*loc, "limits"))
-        if len([p for p in self.problems if p.severity == "error"]) > before:
+        limits = (
+            ResourceLimits(
+                cpu=opts.limits.cpu,
+                memory=opts.limits.memory,
+                open_files=opts.limits.open_files,
+                file_size=opts.limits.file_size,
+                processes=opts.limits.processes,
+                output=opts.limits.output or self.options.max_output,
+            )
+            if opts.limits is not None
+            else ResourceLimits(output=self.options.max_output)
+        )
+        if self.errors() > before:
             return None
-        line, _ = self.locate(loc, prefer_key=False) if self.options.check else (0, 0)
+        line, col = self.locate.value(loc) if self.options.check else (0, 0)
         return ToolSpec(
             key=key,
             name=tool.name,
@@ -427,9 +654,10 @@ class _FileLoader:
             limits=limits,
             file=self.name,
             line=line,
+            col=col,
         )
 
-    def build_params(self, tool: ToolDef, key: str, loc: tuple[Any, ...]) -> list[Param] | None:
+    def build_params(self, tool: ToolDef, key: str, loc: tuple[Any, ...], kind: str) -> list[Param] | None:
         if tool.params is None:
             return None
         params: list[Param] = []
@@ -437,167 +665,242 @@ class _FileLoader:
         for i, pd in enumerate(tool.params):
             ploc = (*loc, "params", i)
             if pd.name in seen:
-                self.problem((*ploc, "name"), key, f"parameter {pd.name!r} is declared twice")
+                self.problem_at(self.locate.value((*ploc, "name")), key, f"parameter {pd.name!r} is declared twice")
                 continue
             seen.add(pd.name)
+            if kind != "fn" and pd.name in RESERVED_NAMES:
+                self.problem_at(
+                    self.locate.value((*ploc, "name")),
+                    key,
+                    f"parameter name {pd.name!r} is a template keyword; choose another name",
+                )
+                continue
             param = _param(pd)
             if pd.pattern is not None:
                 try:
                     re.compile(pd.pattern)
                 except re.error as exc:
-                    self.problem((*ploc, "pattern"), key, f"parameter {pd.name!r}: bad pattern ({exc})")
-                    continue
+                    self.problem_at(
+                        self.locate.value((*ploc, "pattern")), key, f"parameter {pd.name!r}: bad pattern ({exc})"
+                    )
+                    param = replace(param, pattern=None)
+            if pd.min is not None and pd.max is not None and pd.min > pd.max:
+                self.problem_at(
+                    self.locate.value((*ploc, "min")), key, f"parameter {pd.name!r}: min {pd.min:g} > max {pd.max:g}"
+                )
             if pd.required and pd.default is not None:
                 self.problem(
-                    (*ploc, "default"), key, f"parameter {pd.name!r} is required, so its default is never used", "warning"
+                    (*ploc, "default"),
+                    key,
+                    f"parameter {pd.name!r} is required, so its default is never used",
+                    "warning",
                 )
+            if pd.enum is not None:
+                for j, choice in enumerate(pd.enum):
+                    if not _is_type(choice, pd.type):
+                        self.problem_at(
+                            self.locate.value((*ploc, "enum", j)),
+                            key,
+                            f"parameter {pd.name!r}: enum value {choice!r} is not {_a(pd.type)}",
+                        )
+                        break
             for what in ("default", "example"):
                 value = getattr(pd, what)
                 if value is None:
+                    continue
+                vloc = (*ploc, what)
+                lenient = vloc in self.substituted  # ${VAR} text given for an int, say
+                if not lenient and not _is_type(value, pd.type):
+                    self.problem_at(
+                        self.locate.value(vloc),
+                        key,
+                        f"parameter {pd.name!r}: {what} {value!r} is {_a(_type_of(value))}, not {_a(pd.type)}",
+                    )
                     continue
                 try:
                     from .params import coerce
 
                     coerced = coerce(param, value)
                 except ParamError as exc:
-                    self.problem((*ploc, what), key, f"{what} of the wrong type: {exc}")
+                    self.problem_at(self.locate.value(vloc), key, f"parameter {pd.name!r}: bad {what}: {exc}")
                     continue
-                if what == "default" and _loose_type(value) != pd.type and (pd.type, _loose_type(value)) != (
-                    "float",
-                    "int",
-                ):
-                    self.problem((*ploc, what), key, f"default {value!r} is not a {pd.type}")
-                    continue
-                if what == "default":
-                    param = _replace_default(param, coerced)
-            if pd.enum is not None:
-                for choice in pd.enum:
-                    if _loose_type(choice) != pd.type:
-                        self.problem((*ploc, "enum"), key, f"enum value {choice!r} is not a {pd.type}")
-                        break
+                param = replace(param, **{what: coerced})
             params.append(param)
         return params
 
     def check_template(
-        self, template: str, params: list[Param], stdin: bool, key: str, loc: tuple[Any, ...]
+        self, template: str, params: list[Param], stdin: bool, key: str, loc: tuple[Any, ...], kind: str
     ) -> None:
+        tloc = (*loc, kind)
         analysis = render.analyse(template)
         if analysis.error:
-            line, col = self.locate.template_line(loc, analysis.error_line)
-            self.problem_at(line, col, key, f"template error: {analysis.error}")
+            pos = self.locate.scalar_line(tloc, analysis.error_line)
+            self.problem_at(pos, key, f"template error in {kind}: {analysis.error}")
             return
+
+        def where(name: str, unquoted: bool = False) -> tuple[int, int]:
+            # Searching the source text (composing the node tree) happens only once a problem needs it.
+            pos = None
+            if unquoted:
+                pos = self.locate.find(tloc, lambda text: _find_name(text, name, unquoted_only=True))
+            pos = pos or self.locate.find(tloc, lambda text: _find_name(text, name))
+            return pos or self.locate.value(tloc)
+
         declared = {p.name: p for p in params}
-        for name in sorted(analysis.names - set(declared)):
+        jinja_globals = render.environment().globals
+        for name in sorted(analysis.names - set(declared) - set(jinja_globals)):
             close = difflib.get_close_matches(name, list(declared), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            self.problem(loc, key, f"template uses {name!r}, which is not a declared param{hint}")
+            self.problem_at(where(name), key, f"template uses {name!r}, which is not a declared param{hint}")
         if not stdin:
-            for name in declared:
-                if name not in analysis.names:
-                    self.problem(loc, key, f"param {name!r} is declared but never used in the command", "warning")
+            for i, p in enumerate(params):
+                if p.name not in analysis.names:
+                    self.problem_at(
+                        self.locate.value((*loc, "params", i, "name")),
+                        key,
+                        f"param {p.name!r} is declared but never used in {kind}",
+                        "warning",
+                    )
         for name in sorted(analysis.unquoted):
             param = declared.get(name)
             if param is not None and param.type in ("str", "list", "dict"):
-                self.problem(
-                    loc, key, f"param {name!r} ({param.type}) is interpolated without `| quote`", "warning"
+                self.problem_at(
+                    where(name, unquoted=True),
+                    key,
+                    f"param {name!r} ({param.type}) is interpolated without `| quote`",
+                    "warning",
                 )
 
     def inspect_fn(
-        self, target: str, key: str, loc: tuple[Any, ...], infer: bool
+        self, target: str, key: str, loc: tuple[Any, ...], declared: list[Param] | None
     ) -> tuple[list[Param], str, str] | None:
         module_name, sep, attr = target.partition(":")
         if not sep or not module_name or not attr:
-            self.problem(loc, key, f"fn {target!r} must be of the form module:function")
+            self.problem_at(self.locate.value(loc), key, f"fn {target!r} must be of the form module:function")
             return None
         try:
             fn = resolve_fn(target, self.path.parent)
         except Exception as exc:
-            self.problem(loc, key, f"fn {target!r} does not import: {type(exc).__name__}: {exc}")
+            self.problem_at(self.locate.value(loc), key, f"fn {target!r} does not import: {type(exc).__name__}: {exc}")
             return None
         if not callable(fn):
-            self.problem(loc, key, f"fn {target!r} is not callable")
+            self.problem_at(self.locate.value(loc), key, f"fn {target!r} is not callable")
             return None
+        self.track_sources(module_name, fn)
         try:
             sig = inspect.signature(fn)
         except (TypeError, ValueError):
-            return [], "unknown", ""
+            return declared or [], "unknown", inspect.getdoc(fn) or ""
+        hints = _type_hints(fn)
+        doc = inspect.getdoc(fn) or ""
+        return_type = _annotation_text(hints.get("return", sig.return_annotation))
+        accepts_any = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
+        named = {
+            p.name: p
+            for p in sig.parameters.values()
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY)
+        }
+        if declared is not None:
+            ok = True
+            names = {p.name for p in declared}
+            for dp in declared:
+                if dp.name not in named and not accepts_any:
+                    self.problem_at(self.locate.value(loc), key, f"fn {target!r} has no parameter {dp.name!r}")
+                    ok = False
+            for name, p in named.items():
+                if p.default is inspect.Parameter.empty and name not in names:
+                    self.problem_at(
+                        self.locate.value(loc), key, f"fn {target!r} requires {name!r}, which is not a declared param"
+                    )
+                    ok = False
+            return (declared, return_type, doc) if ok else None
         params: list[Param] = []
-        for p in sig.parameters.values():
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                continue
-            ptype = _annotation_type(p.annotation)
-            if infer and ptype is None:
-                self.problem(
-                    loc, key, f"fn parameter {p.name!r} has no str/int/float/bool/list/dict annotation; declare params"
+        for p in named.values():
+            required = p.default is inspect.Parameter.empty
+            ptype = _annotation_type(hints.get(p.name, p.annotation))
+            if ptype is None and not required:
+                ptype = _type_of(p.default) if _type_of(p.default) in PARAM_TYPES else None
+            if ptype is None:
+                self.problem_at(
+                    self.locate.value(loc),
+                    key,
+                    f"fn parameter {p.name!r} has no str/int/float/bool/list/dict annotation: annotate it or "
+                    "declare `params:`",
                 )
                 return None
-            required = p.default is inspect.Parameter.empty
-            params.append(
-                Param(p.name, ptype or "str", required, None if required else p.default, "", None)
-            )
-        doc = inspect.getdoc(fn) or ""
-        return params, _annotation_text(sig.return_annotation), doc
+            default = None if required else _json_safe(p.default)
+            params.append(Param(p.name, ptype, required, default, "", None))
+        return params, return_type, doc
+
+    def track_sources(self, module_name: str, fn: Any) -> None:
+        """Record the files an fn's signature comes from, so the cache notices when they change."""
+        files = {getattr(sys.modules.get(module_name), "__file__", None)}
+        try:
+            files.add(inspect.getsourcefile(fn))
+        except TypeError:  # a builtin or C function
+            files.add(None)
+        for name in files:
+            path = Path(name) if name else None
+            if path is None or path.suffix != ".py" or not path.is_file():
+                self.cacheable = False
+                continue
+            self.extra_files[str(path.resolve())] = hashlib.sha256(path.read_bytes()).hexdigest()
 
     def build_env(self, opts: RuntimeOptions, key: str, loc: tuple[Any, ...]) -> dict[str, str]:
         env: dict[str, str] = {}
         if opts.env_file:
             env_path = (self.path.parent / opts.env_file).resolve()
             try:
-                content = env_path.read_text(encoding="utf-8")
+                data = env_path.read_bytes()
+                content = data.decode("utf-8")
             except (OSError, UnicodeDecodeError) as exc:
-                self.problem((*loc, "env_file"), key, f"cannot read env_file {opts.env_file!r}: {exc}")
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                self.problem((*loc, "env_file"), key, f"cannot read env_file {opts.env_file!r}: {reason}")
             else:
-                self.extra_files[str(env_path)] = hashlib.sha256(content.encode()).hexdigest()
-                env.update(parse_env_file(content))
-        env.update(opts.env or {})
-        for name in env:
-            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
-                self.problem((*loc, "env"), key, f"environment name {name!r} is not valid")
+                self.extra_files[str(env_path)] = hashlib.sha256(data).hexdigest()
+                for name, value in parse_env_file(content).items():
+                    if not ENV_NAME.match(name):
+                        self.problem(
+                            (*loc, "env_file"), key, f"env_file {opts.env_file!r}: {name!r} is not a variable name"
+                        )
+                    env[name] = value
+        for var, setting in (opts.env or {}).items():
+            env[var] = _env_text(setting)
         return env
-
-    def build_limits(self, limits: Limits | None, key: str, loc: tuple[Any, ...]) -> ResourceLimits:
-        if limits is None:
-            return ResourceLimits(output=self.options.max_output)
-        values: dict[str, Any] = {}
-        for name in ("memory", "file_size", "output"):
-            raw = getattr(limits, name)
-            if raw is None:
-                continue
-            size = parse_size(raw)
-            if size is None:
-                self.problem((*loc, name), key, f"limits.{name}: {raw!r} is not a size (bytes, or with K/M/G)")
-                continue
-            values[name] = size
-        return ResourceLimits(
-            cpu=limits.cpu,
-            memory=values.get("memory"),
-            open_files=limits.open_files,
-            file_size=values.get("file_size"),
-            processes=limits.processes,
-            output=values.get("output", self.options.max_output),
-        )
 
 
 def _load_file(path: Path, environ: Mapping[str, str], options: LoadOptions) -> tuple[list[ToolSpec], list[Problem]]:
+    # A load allocates hundreds of thousands of containers and frees none of them: the cyclic
+    # GC would walk them again and again for nothing (it doubles the cost of unpickling).
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _load_file_uncollected(path, environ, options)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _load_file_uncollected(
+    path: Path, environ: Mapping[str, str], options: LoadOptions
+) -> tuple[list[ToolSpec], list[Problem]]:
     cache_file = None
-    raw: bytes | None = None
     if options.cache_dir is not None and not options.check:
         try:
             raw = path.read_bytes()
         except OSError:
             raw = None
         if raw is not None:
-            digest = hashlib.sha256(
-                f"{CACHE_VERSION}\0{path.resolve()}\0{options.default_timeout}\0{options.max_output}\0".encode() + raw
-            ).hexdigest()
+            head = f"{CACHE_VERSION}\0{path}\0{path.resolve()}\0{options.default_timeout}\0{options.max_output}\0"
+            digest = hashlib.sha256(head.encode("utf-8", "surrogatepass") + raw).hexdigest()
             cache_file = options.cache_dir / f"{digest}.pickle"
             cached = _read_cache(cache_file, environ)
             if cached is not None:
-                return cached, []
+                return cached
     loader = _FileLoader(path, environ, options)
     tools = loader.load()
-    if cache_file is not None and not loader.problems and not loader.has_fn:
-        _write_cache(cache_file, tools, loader.used_env, loader.extra_files)
+    if cache_file is not None and not loader.errors() and loader.cacheable:
+        _write_cache(cache_file, tools, loader.problems, loader.used_env, loader.extra_files)
     return tools, loader.problems
 
 
@@ -605,7 +908,7 @@ def _env_digest(value: str | None) -> str:
     return "-" if value is None else hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _read_cache(cache_file: Path, environ: Mapping[str, str]) -> list[ToolSpec] | None:
+def _read_cache(cache_file: Path, environ: Mapping[str, str]) -> tuple[list[ToolSpec], list[Problem]] | None:
     try:
         with cache_file.open("rb") as fh:
             entry = pickle.load(fh)
@@ -619,15 +922,25 @@ def _read_cache(cache_file: Path, environ: Mapping[str, str]) -> list[ToolSpec] 
             if hashlib.sha256(Path(file_name).read_bytes()).hexdigest() != digest:
                 return None
         tools: list[ToolSpec] = entry["tools"]
-        return tools
+        warnings: list[Problem] = entry["warnings"]
+        return tools, warnings
     except Exception:
         return None
 
 
 def _write_cache(
-    cache_file: Path, tools: list[ToolSpec], used_env: dict[str, str | None], files: dict[str, str]
+    cache_file: Path,
+    tools: list[ToolSpec],
+    warnings: list[Problem],
+    used_env: dict[str, str | None],
+    files: dict[str, str],
 ) -> None:
-    entry = {"env": {k: _env_digest(v) for k, v in used_env.items()}, "files": files, "tools": tools}
+    entry = {
+        "env": {k: _env_digest(v) for k, v in used_env.items()},
+        "files": files,
+        "tools": tools,
+        "warnings": warnings,
+    }
     try:
         cache_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tmp = cache_file.with_suffix(f".{os.getpid()}.tmp")
@@ -640,6 +953,29 @@ def _write_cache(
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+
+_UNION_MEMBERS = frozenset({"str", "int", "float", "bool", "list", "dict", "none"})
+
+
+def _data_loc(loc: Sequence[Any], data: Any) -> tuple[Any, ...]:
+    """The part of a pydantic error location that addresses the data (not union member names)."""
+    out: list[Any] = []
+    node = data
+    for part in loc:
+        in_dict = isinstance(node, dict) and part in node
+        if in_dict or (isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)):
+            node = node[part]
+        else:
+            if isinstance(node, dict) and isinstance(part, str) and part not in _UNION_MEMBERS and "[" not in part:
+                out.append(part)  # a missing field
+            break
+        out.append(part)
+    return tuple(out)
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
 
 
 def _fields_at(model: type[Any], loc: Sequence[Any]) -> list[str]:
@@ -663,15 +999,17 @@ def _fields_at(model: type[Any], loc: Sequence[Any]) -> list[str]:
 
 
 def _merge(defaults: RuntimeOptions | None, tool: ToolDef) -> RuntimeOptions:
+    from .schema import Limits, RuntimeOptions
+
     if defaults is None:
         return tool
     env = {**(defaults.env or {}), **(tool.env or {})}
     passthrough = list(dict.fromkeys([*(defaults.env_passthrough or []), *(tool.env_passthrough or [])]))
     limits = defaults.limits
     if tool.limits is not None:
-        base = defaults.limits.model_dump() if defaults.limits else {}
-        limits = Limits(**{**base, **tool.limits.model_dump(exclude_none=True)})
-    return RuntimeOptions(
+        base = defaults.limits.model_dump(exclude_none=True) if defaults.limits else {}
+        limits = Limits.model_validate({**base, **tool.limits.model_dump(exclude_none=True)})
+    return RuntimeOptions.model_construct(
         timeout=tool.timeout if tool.timeout is not None else defaults.timeout,
         cwd=tool.cwd if tool.cwd is not None else defaults.cwd,
         env=env or None,
@@ -697,13 +1035,7 @@ def _param(pd: ParamDef) -> Param:
     )
 
 
-def _replace_default(param: Param, default: Any) -> Param:
-    from dataclasses import replace
-
-    return replace(param, default=default)
-
-
-def _loose_type(value: Any) -> str:
+def _type_of(value: Any) -> str:
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, int):
@@ -719,27 +1051,79 @@ def _loose_type(value: Any) -> str:
     return type(value).__name__
 
 
-_ANNOTATIONS = {"str": "str", "int": "int", "float": "float", "bool": "bool", "list": "list", "dict": "dict"}
+def _is_type(value: Any, kind: str) -> bool:
+    actual = _type_of(value)
+    return actual == kind or (kind == "float" and actual == "int")
+
+
+def _a(word: str) -> str:
+    return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
+
+
+def _env_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, tuple):
+        value = list(value)
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return None
+    return value
+
+
+def _type_hints(fn: Any) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:
+        return {}
+
+
+_ANNOTATIONS = {
+    "str": "str",
+    "int": "int",
+    "float": "float",
+    "bool": "bool",
+    "list": "list",
+    "tuple": "list",
+    "set": "list",
+    "sequence": "list",
+    "dict": "dict",
+    "mapping": "dict",
+}
 
 
 def _annotation_type(annotation: Any) -> str | None:
+    """The param type of an annotation: str/int/float/bool, list[...] and dict[...] (Optional allowed)."""
     if annotation is inspect.Parameter.empty:
         return None
-    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
-    origin = getattr(annotation, "__origin__", None)
-    if origin is not None:
-        text = getattr(origin, "__name__", str(origin))
-    base = str(text).split("[", 1)[0].split("|", 1)[0].strip().lower()
-    base = {"list": "list", "dict": "dict", "sequence": "list", "mapping": "dict"}.get(base, base)
-    return _ANNOTATIONS.get(base)
+    origin = typing.get_origin(annotation)
+    if origin is typing.Union or origin is types.UnionType:
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _annotation_type(members[0]) if len(members) == 1 else None
+    if origin is typing.Literal:
+        kinds = {_type_of(v) for v in typing.get_args(annotation)}
+        return kinds.pop() if len(kinds) == 1 else None
+    target = origin if origin is not None else annotation
+    if isinstance(target, str):  # an annotation that could not be evaluated
+        text = target.split("[", 1)[0].split("|", 1)[0].strip().removeprefix("typing.")
+        return _ANNOTATIONS.get(text.lower())
+    name = getattr(target, "__name__", "")
+    return _ANNOTATIONS.get(name.lower()) if name else None
 
 
 def _annotation_text(annotation: Any) -> str:
     if annotation is inspect.Signature.empty:
         return "unknown"
+    if annotation is None or annotation is type(None):
+        return "None"
     if isinstance(annotation, str):
         return annotation
-    if isinstance(annotation, type):
+    if isinstance(annotation, type) and not typing.get_args(annotation):
         return annotation.__name__
     return str(annotation).replace("typing.", "")
 
@@ -759,7 +1143,11 @@ def resolve_fn(target: str, base_dir: Path | None = None) -> Any:
 
 
 def parse_env_file(content: str) -> dict[str, str]:
-    """KEY=VALUE lines; blank lines and # comments skipped; `export ` and matching quotes stripped."""
+    """KEY=VALUE lines; blank lines and # comments skipped; `export ` and matching quotes stripped.
+
+    Values are taken literally: no variable expansion, no escapes (a value in double quotes may
+    hold `#`, `=` and spaces). Lines without `=` are ignored.
+    """
     env: dict[str, str] = {}
     for line in content.splitlines():
         line = line.strip()
@@ -775,27 +1163,24 @@ def parse_env_file(content: str) -> dict[str, str]:
     return env
 
 
-def parse_size(raw: int | str) -> int | None:
-    if isinstance(raw, int):
-        return raw if raw > 0 else None
-    match = _SIZE.match(raw)
-    if not match:
-        return None
-    number, unit = int(match.group(1)), match.group(2).upper()
-    return number * {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}[unit]
+_PLACEHOLDER: dict[str, Any] = {"str": "text", "int": 1, "float": 1.0, "bool": True, "list": [], "dict": {}}
 
 
-def _example_value(param: Param) -> str:
+def _example_value(param: Param) -> Any:
     for value in (param.example, param.default):
         if value is not None:
-            return repr(value)
-    return f"<{param.type}>"
+            return value
+    if param.enum:
+        return param.enum[0]
+    if param.type in ("int", "float") and param.min is not None:
+        return int(param.min) if param.type == "int" else float(param.min)
+    return _PLACEHOLDER.get(param.type, "text")
 
 
 def example_call(key: str, params: Sequence[Param]) -> str:
-    """`key(param=value, ...)`: required params, and optional ones that have an example."""
+    """`key(param=value, ...)` with Python literals: required params, and optional ones with an example."""
     shown = [p for p in params if p.required or p.example is not None]
-    return f"{key}({', '.join(f'{p.name}={_example_value(p)}' for p in shown)})"
+    return f"{key}({', '.join(f'{p.name}={_example_value(p)!r}' for p in shown)})"
 
 
 def child_env(tool: ToolSpec, environ: Mapping[str, str]) -> dict[str, str]:

@@ -46,11 +46,14 @@ def _err(message: str) -> None:
 
 def _fail(exc: BaseException) -> NoReturn:
     """The one place CLI errors become messages and exit codes."""
-    from .errors import CatalogError, ToolrunError
+    from .errors import CatalogError, ToolFailed, ToolrunError
 
     if isinstance(exc, CatalogError):
         for problem in exc.problems:
             _err(str(problem))
+        raise typer.Exit(exc.exit_code)
+    if isinstance(exc, ToolFailed):
+        _err(f"toolrun: {exc.summary}")
         raise typer.Exit(exc.exit_code)
     if isinstance(exc, ToolrunError):
         _err(f"toolrun: {exc}")
@@ -65,12 +68,19 @@ def _settings(flags: dict[str, Any] | None = None) -> Settings:
 
 
 def _service(catalog: list[str] | None, settings: Settings | None = None, **kwargs: Any) -> ToolService:
-    from .errors import ToolrunError
+    """The one ToolService, on the catalog from --catalog, $SVC_CATALOG, the config file or ./tools.yaml."""
+    from .errors import ToolrunError, UsageError
     from .service import ToolService, catalog_paths
 
     try:
         settings = settings or _settings()
-        return ToolService.from_paths(catalog_paths(catalog, settings), settings, **kwargs)
+        paths = catalog_paths(catalog, settings)
+        if not catalog and not settings["catalog"] and not Path(paths[0]).exists():
+            raise UsageError(
+                "no catalog: pass --catalog FILE, set SVC_CATALOG, set `catalog` in the config file, "
+                "or create ./tools.yaml"
+            )
+        return ToolService.from_paths(paths, settings, **kwargs)
     except ToolrunError as exc:
         _fail(exc)
 
@@ -103,8 +113,8 @@ def list_tools(
 
     table = Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("key", style="cyan", no_wrap=True)
-    table.add_column("groups")
-    table.add_column("description")
+    table.add_column("groups", no_wrap=True)
+    table.add_column("description", no_wrap=True, overflow="ellipsis")
     for tool in tools:
         table.add_row(escape(tool.key), escape(", ".join(tool.groups)), escape(tool.summary))
     Console().print(table)
@@ -136,8 +146,10 @@ def describe(
     from rich.table import Table
 
     console = Console()
-    console.print(f"[bold cyan]{escape(signature(tool))}[/]")
-    console.print(f"groups: {escape(', '.join(tool.groups))}    kind: {tool.kind}    returns: {escape(tool.return_type)}")
+    console.print(f"[bold cyan]{escape(signature(tool))}[/]", soft_wrap=True)
+    console.print(
+        f"groups: {escape(', '.join(tool.groups))}    kind: {tool.kind}    returns: {escape(tool.return_type)}"
+    )
     if tool.description.strip():
         console.print()
         console.print(Markdown(tool.description))
@@ -151,7 +163,7 @@ def describe(
         console.print()
         console.print(table)
     console.print()
-    console.print(f"example: {escape(tool.example)}")
+    console.print(f"example: {escape(tool.example)}", soft_wrap=True)
 
 
 def _exit_code(returncode: int, timed_out: bool) -> int:
@@ -203,9 +215,7 @@ def call(
             if as_json:
                 _print_json(plan)
             else:
-                for name, value in plan.items():
-                    shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-                    sys.stdout.write(f"{name}: {shown}\n")
+                sys.stdout.write(_plan_text(plan))
             return
         result = _run_with_spinner(asyncio, service.call(identity, key, values), key)
     except ToolrunError as exc:
@@ -216,14 +226,20 @@ def call(
 
     ex = result.exec
     if as_json:
-        payload: dict[str, Any] = {"key": result.key, "ok": result.ok, "seconds": round(result.seconds, 6)}
+        payload: dict[str, Any] = {
+            "key": result.key,
+            "ok": result.ok,
+            "result": result_json(result.value),
+            "seconds": round(result.seconds, 6),
+        }
         if ex is not None:
             payload.update(
-                returncode=ex.returncode, stdout=ex.stdout, stderr=ex.stderr, timed_out=ex.timed_out,
+                returncode=ex.returncode,
+                stdout=ex.stdout,
+                stderr=ex.stderr,
+                timed_out=ex.timed_out,
                 truncated=ex.truncated,
             )
-        else:
-            payload["result"] = result_json(result.value)
         _print_json(payload)
         raise typer.Exit(0 if result.ok else _exit_code(ex.returncode if ex else 1, bool(ex and ex.timed_out)))
     if ex is not None and not result.ok:
@@ -235,6 +251,31 @@ def call(
     sys.stdout.write(text)
     if ex is None and text and not text.endswith("\n"):
         sys.stdout.write("\n")
+
+
+def _plan_text(plan: dict[str, Any]) -> str:
+    """`--dry-run` as text: one `name: value` line each; the command last, verbatim."""
+    lines: list[str] = []
+    command = plan.get("command")
+    for name, value in plan.items():
+        if name == "command":
+            continue
+        if name == "env":
+            shown = " ".join(value) + "  (names only; values are never shown)"
+        elif name == "stdin" and value is None:
+            shown = "(none: /dev/null)"
+        elif name == "limits":
+            shown = ", ".join(f"{k}={v}" for k, v in value.items()) or "(none)"
+        elif name == "timeout":
+            shown = f"{value:g}s"
+        else:
+            shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        lines.append(f"{name}: {shown}")
+    text = "\n".join(lines) + "\n"
+    if command is not None:
+        body = command.rstrip("\n")
+        text += f"command:\n{body}\n" if "\n" in body else f"command: {body}\n"
+    return text
 
 
 def _read_text(path: str) -> str:
@@ -278,7 +319,12 @@ def validate_catalog(
     if output not in ("text", "json", "github"):
         _err(f"toolrun: --format must be text, json or github, not {output!r}")
         raise typer.Exit(2)
-    settings = _settings()
+    from .errors import ToolrunError
+
+    try:
+        settings = _settings()
+    except ToolrunError as exc:
+        _fail(exc)
     catalog, problems = check(files, os.environ, LoadOptions(default_timeout=settings["default_timeout"], check=True))
     problems.sort(key=lambda p: (p.file, p.line, p.col))
     failing = [p for p in problems if p.severity == "error" or strict]
@@ -288,28 +334,47 @@ def validate_catalog(
                 "valid": not failing,
                 "tools": len(catalog.tools),
                 "problems": [
-                    {"file": p.file, "line": p.line, "col": p.col, "key": p.key, "severity": p.severity,
-                     "message": p.message}
+                    {
+                        "file": p.file,
+                        "line": p.line,
+                        "col": p.col,
+                        "key": p.key,
+                        "severity": p.severity,
+                        "message": p.message,
+                    }
                     for p in problems
                 ],
             }
         )
-    elif output == "github":
-        for p in problems:
-            level = "error" if p.severity == "error" or strict else "warning"
-            msg = f"{p.key}: {p.message}" if p.key else p.message
-            msg = msg.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-            sys.stdout.write(f"::{level} file={p.file},line={p.line},col={p.col}::{msg}\n")
     else:
         for p in problems:
-            sys.stdout.write(str(p) + "\n")
+            if output == "github":
+                level = "error" if p.severity == "error" or strict else "warning"
+                msg = _gh_escape(f"{p.key}: {p.message}" if p.key else p.message)
+                where = f"file={_gh_escape(p.file, True)},line={p.line},col={p.col}"
+                sys.stdout.write(f"::{level} {where}::{msg}\n")
+            else:
+                sys.stdout.write(str(p) + "\n")
         errors = sum(1 for p in problems if p.severity == "error")
         warnings = len(problems) - errors
         verdict = "invalid" if failing else "valid"
-        _err(f"{verdict}: {len(catalog.tools)} tools, {errors} errors, {warnings} warnings")
+        strictly = " (--strict: warnings fail)" if strict and warnings else ""
+        _err(f"{verdict}: {len(catalog.tools)} tools, {errors} errors, {warnings} warnings{strictly}")
     raise typer.Exit(1 if failing else 0)
+
+
+def _gh_escape(text: str, prop: bool = False) -> str:
+    """GitHub Actions workflow-command escaping (properties also escape `:` and `,`)."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    if prop:
+        text = text.replace(":", "%3A").replace(",", "%2C")
+    return text
 
 
 def main() -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     app()
+
+
+# `serve` and `keys` live in their own module (registered here so --help lists them).
+from . import cli_serve  # noqa: E402, F401

@@ -37,13 +37,15 @@ def result_json(value: Any) -> Any:
 
 
 def _param_sig(p: Param) -> str:
-    text = f"{p.name}: {p.type}"
-    if not p.required:
-        text += f" = {p.default!r}"
-    return text
+    if p.required:
+        return f"{p.name}: {p.type}"
+    if p.default is None:
+        return f"{p.name}: {p.type} | None = None"
+    return f"{p.name}: {p.type} = {p.default!r}"
 
 
 def signature(tool: ToolSpec) -> str:
+    """`key(name: type, opt: type = default, ...) -> return_type`, Python style."""
     return f"{tool.key}({', '.join(_param_sig(p) for p in tool.params)}) -> {tool.return_type}"
 
 
@@ -61,9 +63,8 @@ def markdown(tool: ToolSpec) -> str:
     if tool.params:
         lines += ["| param | type | required | default | description |", "|---|---|---|---|---|"]
         for p in tool.params:
-            lines.append(
-                f"| `{p.name}` | {p.type} | {'yes' if p.required else 'no'} | {_cell(p.default)} | {_cell(p.description)} |"
-            )
+            required = "yes" if p.required else "no"
+            lines.append(f"| `{p.name}` | {p.type} | {required} | {_cell(p.default)} | {_cell(p.description)} |")
         lines.append("")
     lines += [f"Example: `{tool.example}`", ""]
     return "\n".join(lines)
@@ -90,7 +91,7 @@ def html_block(tool: ToolSpec) -> str:
     return (
         f'<section class="tool" id="{e(tool.key, quote=True)}">'
         f"<h3><code>{e(tool.key)}</code></h3>"
-        f"<pre class=\"signature\"><code>{e(signature(tool))}</code></pre>"
+        f'<pre class="signature"><code>{e(signature(tool))}</code></pre>'
         f'<p class="groups">{groups}</p>'
         f'<pre class="description">{e(tool.description.strip())}</pre>'
         f"{table}"

@@ -25,7 +25,8 @@ K1, B = 1.2, 0.75
 
 
 def tokens(text: str) -> list[str]:
-    return [w.lower() for w in _WORD.findall(text)]
+    """Lower-cased words (letters and digits; `_`, `.` and `-` separate words)."""
+    return _WORD.findall(text.lower())
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,18 +50,17 @@ class Registry:
         self.tools: dict[str, ToolSpec] = {t.key: t for t in sorted(tools, key=lambda t: t.key)}
         self._postings: dict[str, dict[str, float]] = defaultdict(dict)
         self._length: dict[str, float] = {}
+        findall = _WORD.findall
         for tool in self.tools.values():
             weights: dict[str, float] = defaultdict(float)
-            for word in tokens(tool.key.replace(".", " ")) + [tool.name.lower(), tool.key.lower()]:
+            key = tool.key.lower()
+            for word in (*findall(key), tool.name.lower(), key):
                 weights[word] += 3.0
-            for group in tool.groups:
-                for word in tokens(group):
-                    weights[word] += 2.0
-            for word in tokens(tool.description):
+            for word in findall(" ".join(tool.groups).lower()):
+                weights[word] += 2.0
+            text = tool.description + " " + " ".join(p.name for p in tool.params)
+            for word in findall(text.lower()):
                 weights[word] += 1.0
-            for param in tool.params:
-                for word in tokens(param.name):
-                    weights[word] += 1.0
             self._length[tool.key] = sum(weights.values()) or 1.0
             for word, weight in weights.items():
                 self._postings[word][tool.key] = weight
@@ -113,9 +113,9 @@ class Registry:
                 norm = tf * (K1 + 1) / (tf + K1 * (1 - B + B * self._length[key] / self._avg))
                 scores[key] += idf * norm
                 hits[key] += 1
-        candidates = [k for k in scores if hits[k] == len(words)] or list(scores)
-        ranked = sorted(
-            (self.tools[k] for k in candidates if identity.can_access(self.tools[k])),
-            key=lambda t: (-scores[t.key], t.key),
-        )
+        # Only the caller's tools decide between all-terms and any-term matching: a hidden tool
+        # must not change the answer (that would reveal that it exists).
+        visible = [k for k in scores if identity.can_access(self.tools[k])]
+        candidates = [k for k in visible if hits[k] == len(words)] or visible
+        ranked = sorted((self.tools[k] for k in candidates), key=lambda t: (-scores[t.key], t.key))
         return Page(ranked[offset : offset + limit], len(ranked), offset, limit)

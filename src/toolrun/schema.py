@@ -1,0 +1,183 @@
+"""The catalog format as pydantic models: what a catalog file may contain, and its JSON Schema.
+
+``schema/catalog.schema.json`` is generated from `CatalogFile`:
+
+    python -m toolrun.schema > schema/catalog.schema.json
+
+and a test fails when the committed file drifts from these models. Only the cold catalog load
+imports this module (pydantic costs ~0.1 s to import and build), so a warm `toolrun call`
+never pays for it. What a loaded catalog becomes is in models.py (plain dataclasses).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic_core import PydanticCustomError
+
+ParamType = Literal["str", "int", "float", "bool", "list", "dict"]
+NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]*$"
+GROUP_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+PASSTHROUGH_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*\*?$"
+SIZE_PATTERN = r"^\s*[0-9]+\s*(?:[KMGTkmgt](?:i?[Bb])?|[Bb])?\s*$"
+_SIZE = re.compile(r"^\s*([0-9]+)\s*(?:([KMGTkmgt])(?:i?[Bb])?|[Bb])?\s*$")
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+SCHEMA_URL = "https://json-schema.org/draft/2020-12/schema"
+
+
+def parse_size(raw: Any) -> int | None:
+    """Bytes from `1048576`, `512K`, `512M`, `2G`, `1T` (binary units; `KB`/`KiB`/`B` suffixes allowed)."""
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw if raw > 0 else None
+    if not isinstance(raw, str):
+        return None
+    match = _SIZE.match(raw)
+    if not match:
+        return None
+    size = int(match.group(1)) * _UNITS[(match.group(2) or "").upper()]
+    return size if size > 0 else None
+
+
+def _size(raw: Any) -> Any:
+    if raw is None:
+        return None
+    size = parse_size(raw)
+    if size is None:
+        raise PydanticCustomError(
+            "size", "{shown} is not a size: give bytes, or a number with K, M, G or T (e.g. 512M)", {"shown": repr(raw)}
+        )
+    return size
+
+
+Size = Annotated[
+    int,
+    BeforeValidator(_size),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 1},
+                {"type": "string", "pattern": SIZE_PATTERN},
+            ]
+        }
+    ),
+]
+EnvValue = str | int | float | bool
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class ParamDef(_Strict):
+    """One declared parameter of a tool."""
+
+    name: str = Field(pattern=NAME_PATTERN, description="Parameter name (a template variable).")
+    type: ParamType = Field("str", description="One of str, int, float, bool, list, dict.")
+    required: bool | None = Field(
+        None, description="Whether the caller must supply it. Default: true unless a default is given."
+    )
+    default: Any = Field(None, description="Value used when the caller omits the parameter.")
+    description: str = Field("", description="Shown in listings and to agents.")
+    example: Any = Field(None, description="Example value, used in the tool's example call.")
+    enum: list[Any] | None = Field(None, description="The only values accepted.")
+    pattern: str | None = Field(
+        None, description="Regular expression the whole str value (or each str list item) must match."
+    )
+    min: float | None = Field(None, description="Smallest int/float accepted, or shortest str/list length.")
+    max: float | None = Field(None, description="Largest int/float accepted, or longest str/list length.")
+
+
+class Limits(_Strict):
+    """OS resource caps for one call, enforced with prlimit(1) on the tool's process tree."""
+
+    cpu: int | None = Field(None, ge=1, description="CPU seconds (RLIMIT_CPU); the process is killed past it.")
+    memory: Size | None = Field(
+        None, description="Address space per process: bytes, or with a K/M/G/T suffix, e.g. 512M (RLIMIT_AS)."
+    )
+    open_files: int | None = Field(None, ge=1, description="Open file descriptors per process (RLIMIT_NOFILE).")
+    file_size: Size | None = Field(
+        None, description="Largest file a process may write: bytes or K/M/G/T (RLIMIT_FSIZE)."
+    )
+    processes: int | None = Field(
+        None, ge=1, description="Processes of the user (RLIMIT_NPROC; not enforced for root)."
+    )
+    output: Size | None = Field(
+        None, description="Bytes kept of stdout and of stderr each (default 10M); the rest is dropped, visibly."
+    )
+
+
+class RuntimeOptions(_Strict):
+    """Options shared by every tool kind; also allowed under a file's `defaults:`."""
+
+    timeout: float | None = Field(None, gt=0, description="Wall-clock deadline in seconds (default 60).")
+    cwd: str | None = Field(None, description="Working directory; relative paths are from the catalog file.")
+    env: dict[Annotated[str, Field(pattern=ENV_NAME_PATTERN)], EnvValue] | None = Field(
+        None, description="Variables set in the tool's environment (numbers and booleans become text)."
+    )
+    env_file: str | None = Field(
+        None, description="A KEY=VALUE file (relative to the catalog file) added to the environment."
+    )
+    env_passthrough: list[Annotated[str, Field(pattern=PASSTHROUGH_PATTERN)]] | None = Field(
+        None, description="Server variables passed through by name; a trailing * matches a prefix (AWS_*)."
+    )
+    limits: Limits | None = Field(None, description="OS resource caps (cpu, memory, open_files, ...).")
+
+
+class ToolDef(RuntimeOptions):
+    """One tool as written in a catalog file."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"oneOf": [{"required": ["exec"]}, {"required": ["curl"]}, {"required": ["fn"]}]}
+    )
+
+    name: str = Field(pattern=NAME_PATTERN, description="Tool name; the key is <group>.<name>.")
+    group: str | None = Field(None, pattern=GROUP_PATTERN, description="Key prefix; default: the file's group.")
+    groups: list[Annotated[str, Field(pattern=GROUP_PATTERN)]] = Field(
+        default_factory=list, description="Extra group tags: callers in any of these groups may use the tool."
+    )
+    public: bool = Field(False, description="Callable by anyone, even without an API key (adds the `public` tag).")
+    description: str = Field("", description="Markdown; the first line is the summary shown in listings.")
+    exec: str | None = Field(None, description="Shell command template, run as /bin/sh -c.")
+    curl: str | None = Field(None, description="Arguments to `curl -s -o -`, a template.")
+    fn: str | None = Field(None, description="A Python callable, `module:function`.")
+    params: list[ParamDef] | None = Field(
+        None, description="Declared parameters (fn tools: inferred from the signature when omitted)."
+    )
+    stdin: bool = Field(False, description="Also send all parameters as one JSON object on stdin.")
+
+
+class CatalogFile(_Strict):
+    """A toolrun catalog file: a default group, runtime defaults and a list of tools."""
+
+    model_config = ConfigDict(title="toolrun catalog")
+
+    schema_: str | None = Field(None, alias="$schema", description="Editors may point this at the JSON Schema.")
+    version: Literal[1] = Field(1, description="Catalog format version (1).")
+    group: str | None = Field(
+        None, pattern=GROUP_PATTERN, description="Default group of the tools: the key prefix, and a group tag."
+    )
+    defaults: RuntimeOptions | None = Field(None, description="Runtime options every tool in this file inherits.")
+    tools: list[ToolDef] = Field(
+        default_factory=list, description="The tools: each needs exactly one of exec, curl, fn."
+    )
+
+
+def catalog_json_schema() -> dict[str, Any]:
+    """The JSON Schema of a catalog file (what schema/catalog.schema.json holds)."""
+    schema = CatalogFile.model_json_schema(by_alias=True, mode="validation")
+    return {"$schema": SCHEMA_URL, **schema}
+
+
+def catalog_json_schema_text() -> str:
+    return json.dumps(catalog_json_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+if __name__ == "__main__":  # python -m toolrun.schema > schema/catalog.schema.json
+    sys.stdout.write(catalog_json_schema_text())
