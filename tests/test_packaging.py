@@ -79,3 +79,27 @@ def test_wheel_contains_every_package_module_and_the_console_script(tmp_path: Pa
         name = path.relative_to(ROOT / "src").as_posix()
         assert name in names, f"{name} missing from the wheel"
     assert "toolrun = toolrun.cli:main" in scripts
+
+
+def test_a_warm_call_never_imports_pydantic_or_the_server_stack(tmp_path: Path) -> None:
+    """`toolrun call` must start fast: on a warm catalog cache nothing heavy is imported."""
+    catalog = tmp_path / "tools.yaml"
+    catalog.write_text(
+        "group: t\ntools:\n  - name: echo\n    exec: printf '%s' {{ msg | quote }}\n    params:\n"
+        "      - name: msg\n        type: str\n",
+        encoding="utf-8",
+    )
+    probe = (
+        "import sys\n"
+        "from toolrun.cli import app\n"
+        "try:\n"
+        f"    app(['call', '-c', {str(catalog)!r}, 't.echo', 'msg=hi'])\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+        "heavy = sorted(m for m in ('pydantic', 'starlette', 'uvicorn', 'mcp', 'rich') if m in sys.modules)\n"
+        "print('HEAVY=' + ','.join(heavy))\n"
+    )
+    first = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert first.stdout.startswith("hi")
+    warm = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert warm.stdout == "hiHEAVY=\n", warm.stdout
