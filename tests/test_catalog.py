@@ -643,3 +643,11 @@ def test_a_generated_catalog_loads_cleanly(tmp_path: Path) -> None:
     cat = load_text(tmp_path, generate_catalog(100))
     assert len(cat) == 100 and not cat.warnings
     assert {t.kind for t in cat.tools.values()} == {"exec", "curl"}
+
+
+def test_a_tool_run_as_an_unknown_user_is_a_load_error(tmp_path: Path) -> None:
+    path = write_catalog(tmp_path, "group: t\ntools:\n  - name: a\n    user: no-such-user-xyz\n    exec: id\n")
+    _, problems = catalog.check([path], {}, LoadOptions(check=True))
+    assert [p.message for p in problems if p.severity == "error"] == [
+        "user 'no-such-user-xyz' does not exist on this machine"
+    ]

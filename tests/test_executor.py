@@ -456,3 +456,33 @@ def test_a_missing_working_directory_raises_oserror(tmp_path: Path) -> None:
 def test_a_nul_byte_in_the_command_raises_valueerror() -> None:
     with pytest.raises(ValueError, match="null byte"):
         run("echo a\0b")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root (CI runs as root)")
+def test_a_fork_heavy_tool_run_as_an_unprivileged_user_is_stopped_by_its_process_limit(tmp_path: Path) -> None:
+    marker = f"sleep 30.{uuid.uuid4().int % 10**6}"
+    command = f"for i in $(seq 200); do {marker} & done; wait; echo all-forked"
+    result = asyncio.run(
+        executor.run(
+            command,
+            timeout=10,
+            env={"PATH": "/usr/bin:/bin"},
+            limits=ResourceLimits(processes=20),
+            user="nobody",
+        )
+    )
+    assert result.returncode != 0 or "all-forked" not in result.stdout
+    assert "fork" in result.stderr.lower()
+    assert_none_survive(marker)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root (CI runs as root)")
+def test_a_tool_with_a_user_runs_with_that_users_identity() -> None:
+    result = asyncio.run(executor.run("id -un", timeout=5, env={"PATH": "/usr/bin:/bin"}, user="nobody"))
+    assert result.value() == "nobody\n"
+
+
+def test_running_as_another_user_without_root_is_a_clear_permission_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 12345)
+    with pytest.raises(PermissionError, match="needs toolrun to run as root"):
+        asyncio.run(executor.run("true", timeout=5, env={}, user="nobody"))

@@ -54,7 +54,7 @@ __all__ = [
     "resolve_fn",
 ]
 
-CACHE_VERSION = "toolrun-catalog-5"
+CACHE_VERSION = "toolrun-catalog-6"
 ENV_REF = re.compile(r"\$(\$?)\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TEMPLATE_FIELDS = ("exec", "curl")
@@ -66,7 +66,7 @@ RESERVED_NAMES = frozenset(
     {"true", "false", "none", "True", "False", "None", "and", "or", "not", "in", "is", "if", "else", "loop"}
 )
 _TAG = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
-_FN_ONLY_OPTIONS = ("cwd", "env", "env_file", "env_passthrough", "limits", "stdin")
+_FN_ONLY_OPTIONS = ("cwd", "env", "env_file", "env_passthrough", "limits", "stdin", "user")
 
 
 @functools.cache
@@ -632,6 +632,13 @@ class _FileLoader:
             if opts.limits is not None
             else ResourceLimits(output=self.options.max_output)
         )
+        if opts.user is not None:
+            import pwd
+
+            try:
+                pwd.getpwnam(opts.user)
+            except KeyError:
+                self.problem((*loc, "user"), key, f"user {opts.user!r} does not exist on this machine")
         if self.errors() > before:
             return None
         line, col = self.locate.value(loc) if self.options.check else (0, 0)
@@ -652,6 +659,7 @@ class _FileLoader:
             env=env,
             env_passthrough=tuple(opts.env_passthrough or ()),
             limits=limits,
+            user=opts.user,
             file=self.name,
             line=line,
             col=col,
@@ -1016,6 +1024,7 @@ def _merge(defaults: RuntimeOptions | None, tool: ToolDef) -> RuntimeOptions:
         env_file=tool.env_file if tool.env_file is not None else defaults.env_file,
         env_passthrough=passthrough or None,
         limits=limits,
+        user=tool.user if tool.user is not None else defaults.user,
     )
 
 
@@ -1193,5 +1202,14 @@ def child_env(tool: ToolSpec, environ: Mapping[str, str]) -> dict[str, str]:
             env.update({k: v for k, v in environ.items() if k.startswith(prefix)})
         elif pattern in environ:
             env[pattern] = environ[pattern]
+    if tool.user is not None:
+        import pwd
+
+        try:
+            entry = pwd.getpwnam(tool.user)
+        except KeyError:
+            pass
+        else:
+            env.update(HOME=entry.pw_dir, USER=entry.pw_name, LOGNAME=entry.pw_name)
     env.update(tool.env)
     return env

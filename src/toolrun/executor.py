@@ -231,6 +231,20 @@ def _prlimit() -> str:
     return _PRLIMIT
 
 
+def _setpriv(user: str) -> list[str]:
+    """argv prefix that drops to `user` (uid, gid and its groups) before the shell starts.
+
+    Raises PermissionError when toolrun is not root and `user` is not the current user.
+    """
+    import pwd
+
+    entry = pwd.getpwnam(user)
+    if os.geteuid() != 0 and entry.pw_uid != os.geteuid():
+        raise PermissionError(f"tool runs as user {user!r}, which needs toolrun to run as root")
+    path = shutil.which("setpriv") or "/usr/bin/setpriv"
+    return [path, f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--init-groups", "--"]
+
+
 async def run(
     command: str,
     *,
@@ -239,6 +253,7 @@ async def run(
     cwd: str | None = None,
     stdin: bytes | None = None,
     limits: ResourceLimits | None = None,
+    user: str | None = None,
 ) -> ExecResult:
     """Run `command` with /bin/sh -c and return its ExecResult (never raises for tool failures).
 
@@ -248,6 +263,8 @@ async def run(
     _use_pidfd_watcher()
     limits = limits or _DEFAULT_LIMITS
     argv = ["/bin/sh", "-c", command]
+    if user is not None:
+        argv = [*_setpriv(user), *argv]
     extra = limits.prlimit_args()
     if extra:
         argv = [_prlimit(), *extra, "--", *argv]

@@ -82,6 +82,7 @@ class ToolSpec:
     env: dict[str, str] = field(default_factory=dict)
     env_passthrough: tuple[str, ...] = ()
     limits: ResourceLimits = field(default_factory=ResourceLimits)
+    user: str | None = None
     file: str = ""
     line: int = 0
     col: int = 0

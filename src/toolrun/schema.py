@@ -128,6 +128,11 @@ class RuntimeOptions(_Strict):
         None, description="Server variables passed through by name; a trailing * matches a prefix (AWS_*)."
     )
     limits: Limits | None = Field(None, description="OS resource caps (cpu, memory, open_files, ...).")
+    user: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$",
+        description="Run the tool as this system user (toolrun must run as root); makes limits.processes bite.",
+    )
 
 
 class ToolDef(RuntimeOptions):

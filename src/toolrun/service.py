@@ -146,6 +146,8 @@ class ToolService:
         plan["stdin"] = json.dumps(values, ensure_ascii=False) if tool.stdin else None
         plan["env"] = sorted(child_env(tool, self.environ))
         plan["cwd"] = tool.cwd or os.getcwd()
+        if tool.user is not None:
+            plan["user"] = tool.user
         plan["limits"] = {
             k: v
             for k, v in {
@@ -218,8 +220,9 @@ class ToolService:
                 cwd=tool.cwd,
                 stdin=stdin,
                 limits=tool.limits,
+                user=tool.user,
             )
-        except (OSError, ValueError) as exc:  # cwd missing, prlimit missing, ...
+        except (OSError, ValueError, KeyError) as exc:  # cwd missing, prlimit missing, user gone, ...
             raise ToolFailed(exc) from exc
         return CallResult(tool.key, result.value(), result, time.perf_counter() - started)
 
