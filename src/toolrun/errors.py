@@ -113,7 +113,7 @@ class NotFound(ToolrunError):
         self.key = key
         self.suggestions = suggestions or []
         hint = f"; did you mean {', '.join(self.suggestions)}?" if self.suggestions else ""
-        super().__init__(f"no tool {key!r}{hint}")
+        super().__init__(f"no tool {key[:200]!r}{hint}")
 
 
 class Unauthorized(ToolrunError):

@@ -11,6 +11,8 @@ flood of made-up keys adds no series.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -38,9 +40,16 @@ class Metrics:
             registry=self.registry,
         )
 
+        # The labelled children, looked up once per (tool, outcome): `labels()` costs more than the update.
+        self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
+
     def observe(self, key: str, outcome: str, seconds: float) -> None:
-        self.calls.labels(key, outcome).inc()
-        self.duration.labels(key).observe(seconds)
+        children = self._children.get((key, outcome))
+        if children is None:
+            children = (self.calls.labels(key, outcome), self.duration.labels(key))
+            self._children[(key, outcome)] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def render(self) -> bytes:
         return bytes(generate_latest(self.registry))

@@ -69,7 +69,7 @@ class RedisKeyStore:
                 self.url,
                 socket_timeout=2.0,
                 socket_connect_timeout=2.0,
-                retry=SyncRetry(NoBackoff(), 1),
+                retry=SyncRetry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
                 retry_on_error=[redis.ConnectionError],
             )
         return self._sync
@@ -77,12 +77,14 @@ class RedisKeyStore:
     def aio(self) -> aioredis.Redis:
         if self._async is None:
             # One quick retry on a connection error: after a Redis restart the pool's first
-            # connection is stale, and that should not fail a request.
+            # connection is stale, and that should not fail a request. Never on a timeout: a Redis
+            # that hangs would double the wait, and a Redis that is only slow may still run the
+            # first INCR, so a retried one would count a call twice.
             self._async = aioredis.Redis.from_url(
                 self.url,
                 socket_timeout=TIMEOUT,
                 socket_connect_timeout=TIMEOUT,
-                retry=AsyncRetry(NoBackoff(), 1),
+                retry=AsyncRetry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
                 retry_on_error=[redis.ConnectionError],
             )
         return self._async

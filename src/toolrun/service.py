@@ -25,6 +25,9 @@ from .models import CallResult, Identity, ToolSpec
 from .ratelimit import Limiter
 from .registry import Page, Registry
 
+# Linux refuses (E2BIG) a single argument of 128 KiB or more, and `sh -c <command>` is one argument.
+MAX_COMMAND = 128 * 1024 - 1
+
 
 class Observer(Protocol):
     def observe(self, key: str, outcome: str, seconds: float) -> None: ...
@@ -211,6 +214,12 @@ class ToolService:
             value = await self._call_fn(identity, tool, values, session_id)
             return CallResult(tool.key, value, None, time.perf_counter() - started)
         command = render.render(tool.source, values)
+        size = len(command.encode("utf-8", "surrogatepass"))
+        if size > MAX_COMMAND:
+            raise ParamError(
+                f"the command rendered from these parameters is {size} bytes, over the {MAX_COMMAND} "
+                "bytes one command line may have: send large values with `stdin: true`"
+            )
         stdin = json.dumps(values, ensure_ascii=False).encode() if tool.stdin else None
         try:
             result = await executor.run(

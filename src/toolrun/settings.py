@@ -43,7 +43,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("rate_limit.fail_open", bool, False, "Allow calls when the shared limiter backend is down."),
     Setting("default_timeout", float, 60.0, "Timeout in seconds of tools that declare none."),
     Setting("max_output", int, 10 * 1024 * 1024, "Bytes of stdout and of stderr kept per call."),
-    Setting("max_concurrent_calls", int, 64, "Tool calls running at once; beyond it calls get 503."),
+    Setting("max_concurrent_calls", int, 256, "Tool calls running at once; beyond it calls get 503."),
     Setting("max_body_bytes", int, 1024 * 1024, "Largest request body accepted (413 beyond)."),
     Setting("request_timeout", float, 30.0, "Seconds a client has to send its request head and body."),
     Setting("shutdown_grace", float, 10.0, "Seconds in-flight calls get to finish on SIGTERM."),
@@ -74,10 +74,11 @@ def paths(environ: Mapping[str, str] | None = None) -> dict[str, Path]:
     }
 
 
-def _parse(setting: Setting, raw: Any, origin: str) -> Any:
+def _parse(setting: Setting, raw: Any, origin: str, text: bool = True) -> Any:
+    """`raw` as the setting's type; `text=False` (a TOML file) takes typed values only: `port = "80"` is an error."""
     kind = setting.type
     try:
-        if isinstance(raw, str):
+        if isinstance(raw, str) and (text or kind is str):
             if kind is bool:
                 low = raw.strip().lower()
                 if low in ("1", "true", "yes", "on"):
@@ -93,9 +94,15 @@ def _parse(setting: Setting, raw: Any, origin: str) -> Any:
             return float(raw)
         if not isinstance(raw, kind) or (kind is int and isinstance(raw, bool)):
             raise ValueError(raw)
+        if isinstance(raw, list) and not all(isinstance(item, str) for item in raw):
+            raise ValueError(raw)
         return raw
     except (ValueError, TypeError):
-        raise UsageError(f"setting {setting.name} from {origin}: expected {kind.__name__}, got {raw!r}") from None
+        raise UsageError(f"setting {setting.name} from {origin}: expected {_expected(kind)}, got {raw!r}") from None
+
+
+def _expected(kind: type) -> str:
+    return "list of strings" if kind is list else kind.__name__
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -148,7 +155,7 @@ class Settings:
         for s in SETTINGS:
             value = s.default
             if s.name in file_values:
-                value = _parse(s, file_values[s.name], str(path))
+                value = _parse(s, file_values[s.name], str(path), text=False)
             if s.env in environ:
                 value = _parse(s, environ[s.env], s.env)
             if flags and flags.get(s.name) not in (None, [], ()):

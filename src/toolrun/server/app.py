@@ -9,12 +9,13 @@ and an access log that never shows an API key.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
 import time
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +23,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -183,7 +184,10 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
 
 
 class _ToolKey(Convertor[str]):
-    """`{key:toolkey}`: the rest of the path, whatever it holds (`path` stops at a newline)."""
+    """`{key:toolkey}`: the rest of the path, whatever it holds (`path` stops at a newline).
+
+    Any text (slashes and newlines too) is a key: an odd one is an unknown key, with the route's own 404.
+    """
 
     regex = r"[\s\S]*"
 
@@ -211,9 +215,11 @@ class Routes:
         client = request.client.host if request.client else ""
         if mode == "anonymous":
             return Identity(client=client)
-        query = request.query_params
-        if len(query.getlist("api-key")) > 1:
-            raise Unauthorized()
+        query: Mapping[str, str] = {}
+        if request.scope.get("query_string"):  # parsing an empty query string costs as much as the rest
+            query = request.query_params
+            if len(request.query_params.getlist("api-key")) > 1:
+                raise Unauthorized()
         key = key_from(request.headers, query)
         user = await self.b.store.aresolve(key) if key else None
         if user is None:
@@ -302,18 +308,19 @@ class Routes:
             except ValueError:
                 raise UsageError("Content-Length is not a number") from None
 
-        async def collect() -> bytes:
-            chunks = bytearray()
-            async for chunk in request.stream():
-                chunks += chunk
-                if len(chunks) > self.max_body:
-                    raise PayloadTooLarge(self.max_body)
-            return bytes(chunks)
-
+        chunks = bytearray()
         try:
-            return await asyncio.wait_for(collect(), self.body_timeout)
+            # asyncio.timeout, not wait_for: no task per request on the hot path.
+            async with asyncio.timeout(self.body_timeout):
+                async for chunk in request.stream():
+                    chunks += chunk
+                    if len(chunks) > self.max_body:
+                        raise PayloadTooLarge(self.max_body)
         except TimeoutError:
             raise RequestTimeout(self.body_timeout) from None
+        except ClientDisconnect:
+            raise UsageError("the client closed the connection before sending the whole body") from None
+        return bytes(chunks)
 
     async def call_tool(self, request: Request) -> Response:
         key = request.path_params["key"]
@@ -393,13 +400,13 @@ class Routes:
 def create_app(backends: Backends) -> Starlette:
     r = Routes(backends)
     routes: list[BaseRoute] = [
+        # Tool calls first: the router tries routes in order, and this is the hot one.
+        Route("/tools/{key:toolkey}", r.call_tool, methods=["POST"]),
         Route("/healthz", r.healthz, methods=["GET"]),
         Route("/readyz", r.readyz, methods=["GET"]),
         Route("/whoami", r.whoami, methods=["GET"]),
         Route("/tools", r.list_tools, methods=["GET"]),
-        # Any text (slashes and newlines too) is a key: an odd one is an unknown key, with this route's 404.
         Route("/tools/{key:toolkey}", r.get_tool, methods=["GET"]),
-        Route("/tools/{key:toolkey}", r.call_tool, methods=["POST"]),
         Route("/users", r.users, methods=["GET"]),
         Route("/metrics", r.metrics, methods=["GET"]),
         Route("/search", r.search, methods=["GET"]),
@@ -421,6 +428,15 @@ def create_app(backends: Backends) -> Starlette:
 
 
 # -- the guard middleware -------------------------------------------------------------------------
+
+
+# Anything shaped like an API key (auth.KEY_RE) keeps only its prefix in a log line: a key sent
+# where no key belongs (`/tools/<key>`, `?x=1;api-key=<key>`) is not recognised by redact_query.
+_KEY_SHAPE = re.compile(r"(trk_[a-z0-9]{10}_)[A-Za-z0-9_-]{20,}")
+
+
+def scrub_keys(text: str) -> str:
+    return _KEY_SHAPE.sub(r"\1[redacted]", text)
 
 
 def redact_query(raw: bytes) -> str:
@@ -457,15 +473,18 @@ class Guard:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        host = headers.get("host", "")
+        host, origin = "", None
+        for name, value in scope["headers"]:  # the two headers the guard reads (names arrive lower-cased)
+            if name == b"host":
+                host = value.decode("latin-1")
+            elif name == b"origin":
+                origin = value.decode("latin-1")
         method = scope["method"]
         status_holder = [0]
 
         async def send_logged(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status_holder[0] = message["status"]
-                origin = headers.get("origin")
                 if origin and origin in self.origins:
                     extra = [(b"access-control-allow-origin", origin.encode()), (b"vary", b"Origin")]
                     message = {**message, "headers": [*message.get("headers", []), *extra]}
@@ -475,7 +494,6 @@ class Guard:
             if not self.any_host and _host_name(host) not in self.hosts:
                 await PlainTextResponse("Invalid host header", status_code=400)(scope, receive, send_logged)
                 return
-            origin = headers.get("origin")
             if origin and method not in ("GET", "HEAD", "OPTIONS") and not self._origin_ok(origin, host, scope):
                 exc = Forbidden(f"cross-origin request from {origin[:100]!r} is not allowed")
                 await PlainTextResponse(exc.summary, status_code=403)(scope, receive, send_logged)
@@ -492,6 +510,18 @@ class Guard:
                 await preflight(scope, receive, send_logged)
                 return
             await self.app(scope, receive, send_logged)
+        except asyncio.CancelledError:
+            # uvicorn cancels the calls still running once `shutdown_grace` is over (each tool's
+            # process group is killed on the way out): answer if nothing was sent yet, and end
+            # quietly rather than with uvicorn's "Exception in ASGI application" traceback.
+            if status_holder[0] == 0:
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await PlainTextResponse(
+                        "ShuttingDown: the server stopped before the call finished; retry",
+                        status_code=503,
+                        headers={"Retry-After": "1", "Connection": "close"},
+                    )(scope, receive, send_logged)
+            log.warning("%s %s cancelled: the server is shutting down", method, scope.get("path", ""))
         finally:
             if access_log.isEnabledFor(logging.INFO):
                 client = scope.get("client") or ("-", 0)
@@ -500,8 +530,8 @@ class Guard:
                     '%s "%s %s%s" %d %.1fms',
                     client[0],
                     method,
-                    path,
-                    redact_query(scope.get("query_string", b"")),
+                    scrub_keys(path),
+                    scrub_keys(redact_query(scope.get("query_string", b""))),
                     status_holder[0],
                     (time.perf_counter() - started) * 1000,
                 )

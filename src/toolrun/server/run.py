@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import sys
@@ -214,6 +215,47 @@ def configure_logging(level: str) -> None:
 MAX_HEAD = 64 * 1024  # bytes of one request head (request line and headers); nginx's default is 32 KiB
 
 
+class _CoalescingTransport:
+    """A connection's transport that sends each response head together with the first body chunk.
+
+    uvicorn writes the head and the body of a response in two `send()` calls; here a head waits for
+    the body written right after it (same loop iteration), so a small response is one system call:
+    about 15% more requests per second on loopback. A head with nothing after it (100 Continue, a
+    streamed response whose body comes later) goes out at the next loop iteration at the latest.
+    """
+
+    __slots__ = ("_flush_handle", "_loop", "_pending", "_transport")
+
+    def __init__(self, transport: Any, loop: Any) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._pending: bytes | None = None
+        self._flush_handle: Any = None
+
+    def write(self, data: bytes) -> None:
+        if self._pending is not None:
+            data, self._pending = self._pending + data, None
+            self._flush_handle.cancel()
+            self._transport.write(data)
+        elif data[:5] == b"HTTP/" and data[-4:] == b"\r\n\r\n":
+            self._pending = data
+            self._flush_handle = self._loop.call_soon(self._flush)
+        else:
+            self._transport.write(data)
+
+    def _flush(self) -> None:
+        if self._pending is not None:
+            data, self._pending = self._pending, None
+            self._transport.write(data)
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 def http_protocol(head_timeout: float) -> Any:
     """uvicorn's httptools protocol plus what it lacks: a deadline and a size cap for request heads.
 
@@ -236,7 +278,8 @@ def http_protocol(head_timeout: float) -> Any:
         _events = 0  # heads and messages completed: a chunk that completes one is not counted
 
         def connection_made(self, transport: Any) -> None:
-            super().connection_made(transport)
+            coalescing: Any = _CoalescingTransport(transport, self.loop)  # duck-types asyncio.Transport
+            super().connection_made(coalescing)
             self._head_timer = self.loop.call_later(head_timeout, self._head_timed_out)
 
         def connection_lost(self, exc: Exception | None) -> None:
@@ -305,13 +348,16 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     configure_logging(settings["log_level"])
     app = build_app(settings, catalog)
+    # Everything loaded so far (the MCP SDK's and pydantic's schemas, the catalog) lives as long as the server:
+    # out of the collector's sight, or every full collection walks all of it again (100+ ms pauses at c=32).
+    gc.collect()
+    gc.freeze()
     config = uvicorn.Config(
         app,
         host=settings["host"],
         port=int(settings["port"]),
         loop="asyncio",
         http=http_protocol(float(settings["request_timeout"])),
-        ws="none",  # no websocket routes: an upgrade request is plain HTTP
         lifespan="on",
         access_log=False,
         log_config=None,

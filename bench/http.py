@@ -1,0 +1,457 @@
+"""HTTP benchmarks: `toolrun serve` against the bare things it competes with (a script, not a test).
+
+    .venv/bin/python bench/http.py                           # everything, about 2.5 minutes on 2 cores
+    .venv/bin/python bench/http.py --duration 1 --rounds 1   # a smoke run, about 30 seconds
+    .venv/bin/python bench/http.py --only exec               # just the exec comparison (or: fn)
+
+Side by side in one run, with wrk (Debian `wrk`) over loopback at concurrency 1, 8 and 32, each
+request a POST with the JSON body {"msg": "hi"} and `Content-Type: application/json`:
+
+  exec: one `/bin/sh -c "printf '%s' hi"` per request
+    toolrun      POST /tools/bench.echo        (exec: printf '%s' {{ msg | quote }})
+    webhook      adnanh/webhook (Debian `webhook`), a hook running the same sh -c command
+    bare         a Starlette route on uvicorn (asyncio loop, httptools) that parses the JSON and spawns
+                 the same command with asyncio's subprocess, Python 3.11's default child watcher
+    bare+pidfd   the same with an `asyncio.PidfdChildWatcher` attached (the best bare variant here)
+  fn: no process
+    toolrun      POST /tools/bench.fn_echo     (a plain `def`, run in the default thread pool)
+    toolrun      POST /tools/bench.afn_echo    (an `async def`, run on the loop)
+    bare         a Starlette route that parses the JSON and returns the value
+
+Printed: requests/s, p50 and p99 latency and the server's own CPU time per request (tool children
+excluded), per server and concurrency; the ratios against the issue's targets (exec >= 0.8x the
+best bare spawn route at every concurrency, >= 0.8x webhook at c=1 and >= 0.65x at c=8 and 32;
+fn >= 0.5x the bare JSON route); each server's resident memory after the run. Everything runs under a temporary TOOLRUN_HOME; the exit status is 0 whether or not
+a target is met (the verdict column says). The machine may be shared: the load average is printed
+before and after; servers are measured interleaved, best of `--rounds`; and CPU per request, which
+other load hardly changes, is printed next to each throughput ratio (baseline CPU / toolrun CPU:
+the throughput ratio a CPU-bound, otherwise idle machine would show).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PYTHON = sys.executable
+TOOLRUN = str(Path(sys.executable).parent / "toolrun")
+CONCURRENCY = (1, 8, 32)
+BODY = '{"msg": "hi"}'
+SH_COMMAND = "printf '%s' "  # + the quoted message: the same command for every server
+
+CATALOG = """\
+version: 1
+group: bench
+tools:
+  - name: echo
+    public: true
+    description: Print the message (one sh -c per call).
+    exec: printf '%s' {{ msg | quote }}
+    params:
+      - name: msg
+        type: str
+  - name: fn_echo
+    public: true
+    fn: bench_fns:echo
+  - name: afn_echo
+    public: true
+    fn: bench_fns:aecho
+"""
+
+FNS = '''\
+def echo(msg: str) -> str:
+    """Return the message (a plain def: toolrun runs it in a worker thread)."""
+    return msg
+
+
+async def aecho(msg: str) -> str:
+    """Return the message (async: toolrun awaits it on the event loop)."""
+    return msg
+'''
+
+WRK_SCRIPT = """\
+wrk.method = "POST"
+wrk.body = '@BODY@'
+wrk.headers["Content-Type"] = "application/json"
+
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    'RESULT {"requests": %d, "duration_us": %d, "p50_us": %d, "p99_us": %d, "errors": %d, "non2xx": %d}\\n',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
+    e.connect + e.read + e.write + e.timeout, e.status))
+end
+""".replace("@BODY@", BODY)
+
+
+# -- the bare baselines (run as `bench/http.py --child KIND --port N`) --------------------------------
+
+
+def child(kind: str, port: int) -> None:
+    import asyncio
+    import shlex
+    import warnings
+    from contextlib import asynccontextmanager
+    from typing import Any
+
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    async def spawn(request: Request) -> PlainTextResponse:
+        data = json.loads(await request.body())
+        command = SH_COMMAND + shlex.quote(str(data["msg"]))
+        proc = await asyncio.create_subprocess_exec(
+            "/bin/sh",
+            "-c",
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        out, _ = await proc.communicate()
+        return PlainTextResponse(out.decode())
+
+    async def echo(request: Request) -> PlainTextResponse:
+        data = json.loads(await request.body())
+        return PlainTextResponse(str(data["msg"]))
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> Any:
+        if kind == "spawn-pidfd":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                watcher = asyncio.PidfdChildWatcher()
+                asyncio.get_event_loop_policy().set_child_watcher(watcher)
+                watcher.attach_loop(asyncio.get_running_loop())
+        yield
+
+    endpoint = echo if kind == "json" else spawn
+    app = Starlette(routes=[Route("/run", endpoint, methods=["POST"])], lifespan=lifespan)
+    uvicorn.run(
+        app, host="127.0.0.1", port=port, loop="asyncio", http="httptools", log_level="warning", access_log=False
+    )
+
+
+# -- servers -------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Server:
+    name: str
+    process: subprocess.Popen[bytes]
+    base: str
+    rss_kb: int = 0
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) the server process has used itself, children excluded."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def rss(self) -> int:
+        """Resident memory (kB) of the server process."""
+        try:
+            for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        except OSError:
+            pass
+        return 0
+
+
+@dataclass
+class Target:
+    server: Server
+    path: str
+    label: str
+    results: dict[int, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return self.server.base + self.path
+
+
+def wait_until_serving(server: Server, path: str, expect: str, deadline: float = 60.0) -> None:
+    import urllib.error
+    import urllib.request
+
+    end = time.monotonic() + deadline
+    last: Exception | None = None
+    while time.monotonic() < end:
+        if server.process.poll() is not None:
+            raise SystemExit(f"{server.name} exited with {server.process.returncode}")
+        request = urllib.request.Request(
+            server.base + path, data=BODY.encode(), headers={"Content-Type": "application/json"}, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:
+                text = response.read().decode()
+            if text.strip() != expect:
+                raise SystemExit(f"{server.name} {path}: expected {expect!r}, got {text!r}")
+            return
+        except (urllib.error.URLError, ConnectionError) as exc:
+            last = exc
+            time.sleep(0.05)
+    raise SystemExit(f"{server.name} did not answer within {deadline}s: {last}")
+
+
+@contextmanager
+def started(name: str, argv: list[str], env: dict[str, str], port: int) -> Iterator[Server]:
+    process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    server = Server(name, process, f"http://127.0.0.1:{port}")
+    try:
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def webhook_hooks(directory: Path) -> Path:
+    hooks = [
+        {
+            "id": "echo",
+            "execute-command": "/bin/sh",
+            "http-methods": ["POST"],
+            "include-command-output-in-response": True,
+            # sh -c 'printf '%s' "$0"' <msg>: the same shell and builtin, with the message from the JSON payload
+            "pass-arguments-to-command": [
+                {"source": "string", "name": "-c"},
+                {"source": "string", "name": SH_COMMAND + '"$0"'},
+                {"source": "payload", "name": "msg"},
+            ],
+        }
+    ]
+    path = directory / "hooks.json"
+    path.write_text(json.dumps(hooks, indent=2))
+    return path
+
+
+# -- wrk -----------------------------------------------------------------------------------------------
+
+
+def run_wrk(url: str, connections: int, seconds: float, script: Path, server: Server | None = None) -> dict[str, float]:
+    """One wrk run; with `server`, also its CPU time per request (robust to other load: stolen time is not ours)."""
+    cpu_before = server.cpu_seconds() if server else 0.0
+    argv = [
+        "wrk",
+        "-t1",
+        f"-c{connections}",
+        f"-d{max(1, round(seconds))}s",
+        "--timeout",
+        "10s",
+        "-s",
+        str(script),
+        url,
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    cpu = (server.cpu_seconds() - cpu_before) if server else 0.0
+    for line in done.stdout.splitlines():
+        if line.startswith("RESULT "):
+            raw = json.loads(line[len("RESULT ") :])
+            return {
+                "rps": raw["requests"] / (raw["duration_us"] / 1e6),
+                "cpu_us": cpu / max(1, raw["requests"]) * 1e6,
+                "p50_ms": raw["p50_us"] / 1000,
+                "p99_ms": raw["p99_us"] / 1000,
+                "errors": raw["errors"],
+                "non2xx": raw["non2xx"],
+            }
+    raise SystemExit(f"wrk failed for {url}:\n{done.stdout}\n{done.stderr}")
+
+
+def measure(targets: list[Target], seconds: float, rounds: int, script: Path) -> None:
+    """Each concurrency in turn, the servers interleaved, `rounds` times; the best round of each counts.
+
+    On a shared machine a burst of someone else's work lands on whichever server is being measured:
+    interleaving spreads it, and the best of the rounds is the figure least disturbed by it."""
+    for target in targets:
+        run_wrk(target.url, 8, 1, script)  # warm-up: imports, caches, connection setup
+    for c in CONCURRENCY:
+        for _ in range(rounds):
+            for target in targets:
+                result = run_wrk(target.url, c, seconds, script, target.server)
+                best = target.results.get(c)
+                if best is None or result["rps"] > best["rps"]:
+                    target.results[c] = result
+        for target in targets:
+            r = target.results[c]
+            flag = "" if not (r["errors"] or r["non2xx"]) else f"  errors={r['errors']:.0f} non2xx={r['non2xx']:.0f}"
+            print(
+                f"  {target.label:<38} c={c:<3} {r['rps']:8.0f} req/s  p50 {r['p50_ms']:6.2f} ms"
+                f"  p99 {r['p99_ms']:7.2f} ms  cpu {r['cpu_us']:5.0f} us/req{flag}",
+                flush=True,
+            )
+    for target in targets:
+        target.server.rss_kb = max(target.server.rss_kb, target.server.rss())
+
+
+# -- report --------------------------------------------------------------------------------------------
+
+
+def table(title: str, targets: list[Target]) -> None:
+    print(f"\n{title}")
+    head = "".join(f"{'c=' + str(c):>26}" for c in CONCURRENCY)
+    print(f"  {'server':<38}{head}")
+    for t in targets:
+        cells = "".join(
+            f"{t.results[c]['rps']:>9.0f}/s {t.results[c]['p50_ms']:5.2f}/{t.results[c]['p99_ms']:6.2f}ms"
+            for c in CONCURRENCY
+        )
+        print(f"  {t.label:<38}{cells}")
+    print(f"  {'':<38}{'(req/s  p50/p99)':>26}")
+
+
+def ratios(label: str, ours: Target, base: Target, targets: dict[int, float]) -> list[bool]:
+    """Throughput ratios against the targets, then the same comparison in server CPU per request."""
+    verdicts = []
+    cells = []
+    cpu_cells = []
+    for c in CONCURRENCY:
+        ratio = ours.results[c]["rps"] / base.results[c]["rps"]
+        ok = ratio >= targets[c]
+        verdicts.append(ok)
+        cells.append(f"c={c}: {ratio:4.2f}x (>= {targets[c]:.2f} {'ok' if ok else 'MISSED'})")
+        mine, theirs = ours.results[c]["cpu_us"], base.results[c]["cpu_us"]
+        cpu_cells.append(f"c={c}: {mine:4.0f} vs {theirs:4.0f} us ({theirs / mine if mine else 0:4.2f}x)")
+    print(f"  {label:<42} " + "   ".join(cells))
+    print(f"  {'  server CPU per request':<42} " + "   ".join(cpu_cells))
+    return verdicts
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+def main() -> None:
+    # This file is named http.py: drop its directory from the path, or `import http.client` (urllib, uvicorn)
+    # would find this script instead of the standard library.
+    here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=float, default=3.0, help="seconds per wrk run (default 3)")
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds; the best counts (default 2)")
+    parser.add_argument("--only", choices=("exec", "fn"), help="run one comparison only")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.port)
+        return
+    for binary in ("wrk", "webhook"):
+        if shutil.which(binary) is None and not Path(f"/usr/bin/{binary}").exists():
+            raise SystemExit(f"{binary} is not installed (apt-get install {binary})")
+
+    began = time.monotonic()
+    print(f"load average before: {loadavg()}  ({os.cpu_count()} CPUs)")
+    with tempfile.TemporaryDirectory(prefix="toolrun-bench-") as tmp, ExitStack() as stack:
+        work = Path(tmp)
+        (work / "bench_fns.py").write_text(FNS)
+        catalog = work / "tools.yaml"
+        catalog.write_text(CATALOG)
+        script = work / "post.lua"
+        script.write_text(WRK_SCRIPT)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SVC_")}
+        env["TOOLRUN_HOME"] = str(work / "home")
+
+        def toolrun() -> Server:
+            port = free_port()
+            argv = [TOOLRUN, "serve", "-c", str(catalog), "--port", str(port), "--log-level", "warning"]
+            return stack.enter_context(started("toolrun", argv, env, port))
+
+        def bare(kind: str) -> Server:
+            port = free_port()
+            argv = [PYTHON, __file__, "--child", kind, "--port", str(port)]
+            return stack.enter_context(started(f"bare {kind}", argv, env, port))
+
+        exec_targets: list[Target] = []
+        fn_targets: list[Target] = []
+        tr = toolrun()
+        wait_until_serving(tr, "/tools/bench.echo", "hi")
+        if args.only in (None, "exec"):
+            port = free_port()
+            argv = ["webhook", "-hooks", str(webhook_hooks(work)), "-ip", "127.0.0.1", "-port", str(port)]
+            wh = stack.enter_context(started("webhook", argv, env, port))
+            wait_until_serving(wh, "/hooks/echo", "hi")
+            spawn, pidfd = bare("spawn"), bare("spawn-pidfd")
+            wait_until_serving(spawn, "/run", "hi")
+            wait_until_serving(pidfd, "/run", "hi")
+            exec_targets = [
+                Target(tr, "/tools/bench.echo", "toolrun POST /tools/bench.echo"),
+                Target(wh, "/hooks/echo", "webhook (Go)"),
+                Target(spawn, "/run", "bare Starlette spawn"),
+                Target(pidfd, "/run", "bare Starlette spawn + pidfd watcher"),
+            ]
+            print("\nexec: one sh -c per request")
+            measure(exec_targets, args.duration, args.rounds, script)
+        if args.only in (None, "fn"):
+            js = bare("json")
+            wait_until_serving(js, "/run", "hi")
+            wait_until_serving(tr, "/tools/bench.fn_echo", "hi")
+            fn_targets = [
+                Target(tr, "/tools/bench.fn_echo", "toolrun fn (def, thread pool)"),
+                Target(tr, "/tools/bench.afn_echo", "toolrun fn (async def)"),
+                Target(js, "/run", "bare Starlette JSON route"),
+            ]
+            print("\nfn: no process")
+            measure(fn_targets, args.duration, args.rounds, script)
+
+        print(f"\nload average after: {loadavg()}")
+        if exec_targets:
+            table("exec route (one sh -c per request)", exec_targets)
+        if fn_targets:
+            table("fn route (no process)", fn_targets)
+
+        print("\nratios (toolrun / baseline, requests per second)")
+        if exec_targets:
+            ours, wh_t, spawn_t, pidfd_t = exec_targets
+            best = max((spawn_t, pidfd_t), key=lambda t: sum(t.results[c]["rps"] for c in CONCURRENCY))
+            ratios(
+                f"exec vs best bare spawn ({best.label.split(' spawn')[1] or 'default'})".replace("( ", "("),
+                ours,
+                best,
+                dict.fromkeys(CONCURRENCY, 0.8),
+            )
+            ratios("exec vs webhook", ours, wh_t, {1: 0.8, 8: 0.65, 32: 0.65})
+        if fn_targets:
+            ratios("fn (def) vs bare JSON route", fn_targets[0], fn_targets[2], dict.fromkeys(CONCURRENCY, 0.5))
+            ratios("fn (async def) vs bare JSON route", fn_targets[1], fn_targets[2], dict.fromkeys(CONCURRENCY, 0.5))
+
+        print("\nresident memory after the run")
+        seen: set[int] = set()
+        for target in exec_targets + fn_targets:
+            server = target.server
+            if server.process.pid in seen:
+                continue
+            seen.add(server.process.pid)
+            print(f"  {server.name:<38} {server.rss_kb / 1024:6.1f} MB")
+    print(f"\ntotal bench time {time.monotonic() - began:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
