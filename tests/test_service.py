@@ -446,3 +446,33 @@ def test_without_a_session_id_values_are_not_persisted(tmp_path: Path, key: str)
 
 def test_without_a_session_store_values_are_not_persisted(service: ToolService) -> None:
     assert [call(service, "ops.counter", who=CARL, session_id="s1") for _ in range(2)] == [1, 1]
+
+
+def test_a_call_beyond_the_concurrency_cap_waits_for_a_slot_then_runs(tmp_path: Path) -> None:
+    loaded = catalog.load(
+        [write_catalog(tmp_path, "group: t\ntools:\n  - name: nap\n    exec: sleep 0.3; echo done\n")]
+    )
+    service = ToolService(loaded, max_concurrent=1, queue_timeout=5.0)
+
+    async def both() -> list[Any]:
+        return await asyncio.gather(
+            service.call(Identity.operator(), "t.nap"), service.call(Identity.operator(), "t.nap")
+        )
+
+    assert [r.value for r in asyncio.run(both())] == ["done\n", "done\n"]
+
+
+def test_a_call_that_cannot_get_a_slot_in_time_is_overloaded(tmp_path: Path) -> None:
+    loaded = catalog.load([write_catalog(tmp_path, "group: t\ntools:\n  - name: nap\n    exec: sleep 1; echo done\n")])
+    service = ToolService(loaded, max_concurrent=1, queue_timeout=0.1)
+
+    async def both() -> list[Any]:
+        return await asyncio.gather(
+            service.call(Identity.operator(), "t.nap"),
+            service.call(Identity.operator(), "t.nap"),
+            return_exceptions=True,
+        )
+
+    first, second = asyncio.run(both())
+    assert first.value == "done\n"
+    assert isinstance(second, Overloaded)

@@ -98,6 +98,7 @@ class ToolService:
         observer: Observer | None = None,
         sessions: SessionStore | None = None,
         max_concurrent: int | None = None,
+        queue_timeout: float = 0.0,
     ) -> None:
         self.catalog = catalog
         self.registry = Registry(catalog.tools.values())
@@ -106,7 +107,11 @@ class ToolService:
         self.observer = observer
         self.sessions = sessions
         self.max_concurrent = max_concurrent
+        self.queue_timeout = queue_timeout
         self.running = 0
+        self.waiting = 0
+        self._freed: asyncio.Event | None = None
+        self._freed_loop: asyncio.AbstractEventLoop | None = None
         self._fns: dict[str, Any] = {}
 
     @classmethod
@@ -187,14 +192,17 @@ class ToolService:
             except ParamError:
                 outcome = "invalid"
                 raise
-            if self.max_concurrent is not None and self.running >= self.max_concurrent:
+            full = self.max_concurrent is not None and self.running >= self.max_concurrent
+            if full and not await self._wait_for_slot():
                 outcome = "overloaded"
-                raise Overloaded(self.max_concurrent)
+                raise Overloaded(self.max_concurrent or 0)
             self.running += 1
             try:
                 result = await self._run(identity, tool, values, session_id)
             finally:
                 self.running -= 1
+                if self._freed is not None and self.waiting:
+                    self._freed.set()
             if result.exec is None:
                 outcome = "ok"
             elif result.exec.timed_out:
@@ -205,6 +213,30 @@ class ToolService:
         finally:
             if self.observer is not None:
                 self.observer.observe(tool.key, outcome, time.perf_counter() - started)
+
+    async def _wait_for_slot(self) -> bool:
+        """Wait up to `queue_timeout` for a free slot; at most `max_concurrent` callers wait."""
+        assert self.max_concurrent is not None
+        if self.queue_timeout <= 0 or self.waiting >= self.max_concurrent:
+            return False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.queue_timeout
+        self.waiting += 1
+        try:
+            while self.running >= self.max_concurrent:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return False
+                if self._freed is None or self._freed.is_set() or self._freed_loop is not loop:
+                    self._freed, self._freed_loop = asyncio.Event(), loop
+                event = self._freed
+                try:
+                    await asyncio.wait_for(event.wait(), remaining)
+                except TimeoutError:
+                    return False
+            return True
+        finally:
+            self.waiting -= 1
 
     async def _run(
         self, identity: Identity, tool: ToolSpec, values: dict[str, Any], session_id: str | None

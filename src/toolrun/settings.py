@@ -44,6 +44,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("default_timeout", float, 60.0, "Timeout in seconds of tools that declare none."),
     Setting("max_output", int, 10 * 1024 * 1024, "Bytes of stdout and of stderr kept per call."),
     Setting("max_concurrent_calls", int, 256, "Tool calls running at once; beyond it calls get 503."),
+    Setting("queue_timeout", float, 2.0, "Seconds a call waits for a free slot before the 503 (0: none)."),
     Setting("max_body_bytes", int, 1024 * 1024, "Largest request body accepted (413 beyond)."),
     Setting("request_timeout", float, 30.0, "Seconds a client has to send its request head and body."),
     Setting("shutdown_grace", float, 10.0, "Seconds in-flight calls get to finish on SIGTERM."),

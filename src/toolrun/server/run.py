@@ -55,6 +55,7 @@ def build_backends(
         observer=metrics,
         sessions=sessions,
         max_concurrent=int(settings["max_concurrent_calls"]),
+        queue_timeout=float(settings["queue_timeout"]),
     )
     backends = Backends(service=service, settings=settings, store=store, metrics=metrics)
 
