@@ -21,8 +21,9 @@ request a POST with the JSON body {"msg": "hi"} and `Content-Type: application/j
 Printed: requests/s, p50 and p99 latency and the server's own CPU time per request (tool children
 excluded), per server and concurrency; the ratios against the issue's targets (exec >= 0.8x the
 best bare spawn route at every concurrency, >= 0.8x webhook at c=1 and >= 0.65x at c=8 and 32;
-fn >= 0.5x the bare JSON route); each server's resident memory after the run. Everything runs under a temporary TOOLRUN_HOME; the exit status is 0 whether or not
-a target is met (the verdict column says). The machine may be shared: the load average is printed
+fn >= 0.5x the bare JSON route); each server's resident memory after the run. Everything runs
+under a temporary TOOLRUN_HOME; the exit status is 0 whether or not a target is met (the verdict
+column says). The machine may be shared: the load average is printed
 before and after; servers are measured interleaved, best of `--rounds`; and CPU per request, which
 other load hardly changes, is printed next to each throughput ratio (baseline CPU / toolrun CPU:
 the throughput ratio a CPU-bound, otherwise idle machine would show).

@@ -358,7 +358,7 @@ def test_500_is_a_type_message_line_or_the_traceback_with_debug(make: Callable[.
 
 
 def test_503_when_max_concurrent_calls_are_all_running(tmp_path: Path) -> None:
-    app, backends = build(tmp_path, {"max_concurrent_calls": 1})
+    app, backends = build(tmp_path, {"max_concurrent_calls": 1, "queue_timeout": 0})
     module = fns()
 
     async def main() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
@@ -380,6 +380,35 @@ def test_503_when_max_concurrent_calls_are_all_running(tmp_path: Path) -> None:
     assert (held.status_code, held.text) == (200, "released")
     assert (after.status_code, after.text) == (200, "hi")
     assert backends.service.running == 0
+
+
+def test_a_call_beyond_the_cap_waits_for_a_free_slot_within_queue_timeout(tmp_path: Path) -> None:
+    app, backends = build(tmp_path, {"max_concurrent_calls": 1, "queue_timeout": 30})
+    module = fns()
+
+    async def parked() -> None:
+        while backends.service.waiting == 0:  # yield to the loop until the second call waits in the queue
+            await asyncio.sleep(0)
+
+    async def main() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
+        module.STARTED = asyncio.Event()
+        module.RELEASE = asyncio.Event()
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as client:
+            first = asyncio.create_task(client.post("/tools/pub.hold", json={}))
+            await asyncio.wait_for(module.STARTED.wait(), 10)
+            queued = asyncio.create_task(client.post("/tools/pub.echo", json={"msg": "queued"}))
+            await asyncio.wait_for(parked(), 10)
+            # The queue holds at most max_concurrent callers: the next one is refused at once.
+            refused = await client.post("/tools/pub.echo", json={"msg": "refused"})
+            module.RELEASE.set()
+            return await first, await queued, refused
+
+    held, queued, refused = asyncio.run(main())
+    assert (held.status_code, held.text) == (200, "released")
+    assert (queued.status_code, queued.text) == (200, "queued")
+    assert_text(refused, 503, "Overloaded: server busy: 1 tool processes already running; retry shortly")
+    assert (backends.service.running, backends.service.waiting) == (0, 0)
 
 
 # -- /readyz 503 ----------------------------------------------------------------------------------------------

@@ -281,12 +281,13 @@ class ToolService:
         ctx = context.CallContext(identity=identity, session=session, persistent=persistent)
         token = context.activate(ctx)
         try:
-            if inspect.iscoroutinefunction(fn):
-                value = await asyncio.wait_for(fn(**values), tool.timeout)
-            else:
-                value = await asyncio.wait_for(
-                    asyncio.get_running_loop().run_in_executor(None, _call_in_context, ctx, fn, values), tool.timeout
-                )
+            # asyncio.timeout, not wait_for: no extra Task per call
+            async with asyncio.timeout(tool.timeout):
+                if inspect.iscoroutinefunction(fn):
+                    value = await fn(**values)
+                else:
+                    loop = asyncio.get_running_loop()
+                    value = await loop.run_in_executor(None, _call_in_context, ctx, fn, values)
         except TimeoutError as exc:
             raise ToolFailed(TimeoutError(f"timeout after {executor.format_seconds(tool.timeout)}s")) from exc
         except ToolrunError:
