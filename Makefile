@@ -69,11 +69,7 @@ system-deps:
 # -- the two set-up commands ----------------------------------------------------------------------
 
 demo: $(VENV)/.installed-runtime
-	$(BIN)/toolrun list -c $(EXAMPLES)
-	$(BIN)/toolrun describe ops.disk_usage -c $(EXAMPLES)
-	$(BIN)/toolrun call ops.disk_usage path=/var -c $(EXAMPLES)
-	$(BIN)/toolrun validate-catalog $(EXAMPLES)
-	@# TODO(serve): start `toolrun serve -c $(EXAMPLES)` here once the server lands.
+	BIN=$(BIN) CATALOG=$(EXAMPLES) bash examples/demo.sh
 
 # Runs every check even when an earlier one fails, so one run shows all problems; pytest goes last so
 # its summary closes the output, and the exit status is non-zero if any check failed.
