@@ -116,3 +116,11 @@ def test_search_never_fails_on_odd_input(registry: Registry) -> None:
     for query in ['disk"', "*", "(", "AND OR NOT", "\x00", "é" * 1000, " ".join(["x"] * 100)]:
         page = registry.search(ADMIN, query, offset=-5, limit=0)
         assert page.offset == 0 and page.limit == 1
+
+
+def test_every_search_term_matches_word_prefixes_so_a_singular_finds_the_plural() -> None:
+    disks = tool("ops.disk_report", description="Report the disks and their usage.")
+    other = tool("ops.uptime", description="How long the machine has been up.")
+    registry = Registry([disks, other])
+    page = registry.search(Identity(groups=frozenset({"admin"}), anonymous=False), "disk usage")
+    assert [t.key for t in page.items] == ["ops.disk_report"]

@@ -2,7 +2,8 @@
 
 Search is an in-memory inverted index built at load (0.1 s for 10,000 tools) and ranked with
 BM25 over weighted fields: key and name (x3), group tags (x2), description and param names (x1).
-Every query term must match (the last one as a prefix, for type-ahead); when that finds nothing,
+Every query term must match, as a word or a word's prefix (`disk` finds `disks`; exact words rank
+first; the last term may be half-typed); when that finds nothing,
 any term may match. Query text is only ever split into words, so no input can make it fail.
 """
 
@@ -104,7 +105,7 @@ class Registry:
             tools = self.visible(identity)
             return Page(tools[offset : offset + limit], len(tools), offset, limit)
         n = len(self._length) or 1
-        per_term = [self._matches(w, prefix=(i == len(words) - 1)) for i, w in enumerate(words)]
+        per_term = [self._matches(w, prefix=True) for w in words]
         scores: dict[str, float] = defaultdict(float)
         hits: dict[str, int] = defaultdict(int)
         for postings in per_term:
