@@ -328,6 +328,11 @@ def http_protocol(head_timeout: float) -> Any:
                 else:
                     self.transport.close()
 
+        def _unsupported_upgrade_warning(self) -> None:
+            # No WebSocket routes here (and ws="none"): refuse an upgrade with a clean 400, whether or not a
+            # WebSocket library happens to be installed, instead of leaving the request unanswered.
+            self._refuse(400, "Bad Request", "upgrade requests (WebSocket) are not supported")
+
         def _refuse(self, status: int, reason: str, message: str) -> None:
             self._stop_head_timer()
             body = message.encode()
@@ -359,6 +364,7 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
         port=int(settings["port"]),
         loop="asyncio",
         http=http_protocol(float(settings["request_timeout"])),
+        ws="none",
         lifespan="on",
         access_log=False,
         log_config=None,
