@@ -82,3 +82,20 @@ def test_html_escapes_every_catalog_string() -> None:
 def test_an_empty_listing_says_so() -> None:
     assert formatting.markdown_page([]) == "_No tools._\n"
     assert "<p>No tools.</p>" in formatting.html_page([])
+
+
+def test_structured_result_shows_an_exec_failure_as_fields_and_an_fn_value_as_result() -> None:
+    from toolrun.formatting import structured_result
+    from toolrun.models import CallResult, ExecResult
+
+    failed = ExecResult(3, "out", "err", truncated=True)
+    assert structured_result(CallResult("t.x", failed.value(), failed)) == {
+        "key": "t.x",
+        "ok": False,
+        "returncode": 3,
+        "stdout": "out",
+        "stderr": "err",
+        "timed_out": False,
+        "truncated": True,
+    }
+    assert structured_result(CallResult("t.f", {"n": 1})) == {"key": "t.f", "ok": True, "result": {"n": 1}}

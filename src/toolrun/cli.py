@@ -297,24 +297,15 @@ def call(
         _fail(exc)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
-    from .formatting import result_json, result_text
+    from .formatting import result_json, result_text, structured_result
 
     ex = result.exec
     if as_json:
-        payload: dict[str, Any] = {
-            "key": result.key,
-            "ok": result.ok,
-            "result": result_json(result.value),
-            "seconds": round(result.seconds, 6),
-        }
+        # The MCP structured form, plus `result` for every kind and the wall time.
+        payload = {**structured_result(result), "seconds": round(result.seconds, 6)}
+        payload.setdefault("result", result_json(result.value))
         if ex is not None:
-            payload.update(
-                returncode=ex.returncode,
-                stdout=ex.stdout,
-                stderr=ex.stderr,
-                timed_out=ex.timed_out,
-                truncated=ex.truncated,
-            )
+            payload["truncated"] = ex.truncated
         _print_json(payload)
         raise typer.Exit(0 if result.ok else _exit_code(ex.returncode if ex else 1, bool(ex and ex.timed_out)))
     if ex is not None and not result.ok:

@@ -6,7 +6,7 @@ import html
 import json
 from typing import Any
 
-from .models import Param, ToolSpec
+from .models import CallResult, Param, ToolSpec
 
 
 def result_text(value: Any) -> str:
@@ -34,6 +34,23 @@ def result_json(value: Any) -> Any:
     except (TypeError, ValueError):
         return result_text(value)
     return value
+
+
+def structured_result(result: CallResult) -> dict[str, Any]:
+    """A call result as one JSON object (MCP structured content, `toolrun call --json`).
+
+    fn tools: `{key, ok, result}`; exec and curl tools: `{key, ok, returncode, stdout, stderr,
+    timed_out}`, plus `truncated: true` when output was capped.
+    """
+    payload: dict[str, Any] = {"key": result.key, "ok": result.ok}
+    ex = result.exec
+    if ex is None:
+        payload["result"] = result_json(result.value)
+        return payload
+    payload.update(returncode=ex.returncode, stdout=ex.stdout, stderr=ex.stderr, timed_out=ex.timed_out)
+    if ex.truncated:
+        payload["truncated"] = True
+    return payload
 
 
 def _param_sig(p: Param) -> str:

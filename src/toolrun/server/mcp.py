@@ -34,7 +34,7 @@ from mcp.server.lowlevel import Server
 
 from .. import __version__
 from ..errors import NotFound, ParamError, RateLimited, ToolFailed, ToolrunError
-from ..formatting import result_json, result_text
+from ..formatting import result_text, structured_result
 from ..models import Identity, ToolSpec
 from ..service import ToolService
 
@@ -318,21 +318,7 @@ class McpDoor:
         self, identity: Identity, key: str, arguments: dict[str, Any], session_id: str | None
     ) -> types.CallToolResult:
         result = await self.service.call(identity, key, arguments, session_id=session_id)
-        structured: dict[str, Any] = {"key": result.key}
-        ex = result.exec
-        if ex is not None:
-            structured.update(
-                ok=result.ok,
-                returncode=ex.returncode,
-                stdout=ex.stdout,
-                stderr=ex.stderr,
-                timed_out=ex.timed_out,
-            )
-            if ex.truncated:
-                structured["truncated"] = True
-        else:
-            structured.update(ok=True, result=result_json(result.value))
-        return _text_result(result_text(result.value), structured)
+        return _text_result(result_text(result.value), structured_result(result))
 
     def search(self, identity: Identity, args: dict[str, Any]) -> types.CallToolResult:
         query = args.get("query") or ""
