@@ -54,6 +54,14 @@ def new_key() -> tuple[str, str]:
     return f"trk_{prefix}_{secrets.token_urlsafe(32)}", prefix
 
 
+def mint(username: str, groups: list[str], expires_in: float | None) -> tuple[str, str, float, float | None]:
+    """Check a new key's owner and groups; return (key, prefix, created_at, expires_at)."""
+    validate_user_fields(username, groups)
+    key, prefix = new_key()
+    created = now()
+    return key, prefix, created, (created + expires_in if expires_in is not None else None)
+
+
 def split_key(key: str) -> str | None:
     """The prefix of a well-formed key, or None."""
     match = KEY_RE.match(key)
@@ -165,10 +173,7 @@ class SQLiteKeyStore:
     def create_key(
         self, username: str, groups: list[str], email: str = "", expires_in: float | None = None
     ) -> tuple[str, KeyRecord]:
-        validate_user_fields(username, groups)
-        key, prefix = new_key()
-        created = now()
-        expires = created + expires_in if expires_in is not None else None
+        key, prefix, created, expires = mint(username, groups, expires_in)
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:

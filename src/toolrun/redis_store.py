@@ -29,7 +29,7 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry as SyncRetry
 
-from .auth import KeyRecord, User, hash_key, new_key, now, split_key, validate_user_fields
+from .auth import KeyRecord, User, hash_key, mint, now, split_key
 from .errors import BackendUnavailable
 
 PREFIX = "toolrun:"
@@ -93,10 +93,7 @@ class RedisKeyStore:
     def create_key(
         self, username: str, groups: list[str], email: str = "", expires_in: float | None = None
     ) -> tuple[str, KeyRecord]:
-        validate_user_fields(username, groups)
-        key, prefix = new_key()
-        created = now()
-        expires = created + expires_in if expires_in is not None else None
+        key, prefix, created, expires = mint(username, groups, expires_in)
         r = self.sync()
         try:
             user_key = f"{PREFIX}user:{username}"
