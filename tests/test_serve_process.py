@@ -193,7 +193,7 @@ def test_serve_answers_over_loopback_and_exits_0_on_sigterm(start: object, tmp_p
         assert (ignored.status_code, ignored.text) == (200, "ignored")
     # `toolrun` sets SIGPIPE to its default action for shell pipes (`toolrun list | head`). A server must
     # ignore it: else a reply written into a connection its client already closed (wrk does that to its
-    # connections at the end of every run: bench/http.py) kills the whole process with status 141.
+    # connections at the end of every run: bench/http_routes.py) kills the whole process with status 141.
     assert sigpipe_ignored(served.process.pid)
     assert served.stop() == 0
     log = served.stderr()

@@ -1,8 +1,8 @@
 """HTTP benchmarks: `toolrun serve` against the bare things it competes with (a script, not a test).
 
-    .venv/bin/python bench/http.py                           # everything, about 2.5 minutes on 2 cores
-    .venv/bin/python bench/http.py --duration 1 --rounds 1   # a smoke run, about 30 seconds
-    .venv/bin/python bench/http.py --only exec               # just the exec comparison (or: fn)
+    .venv/bin/python bench/http_routes.py                           # everything, about 2.5 minutes on 2 cores
+    .venv/bin/python bench/http_routes.py --duration 1 --rounds 1   # a smoke run, about 30 seconds
+    .venv/bin/python bench/http_routes.py --only exec               # just the exec comparison (or: fn)
 
 Side by side in one run, with wrk (Debian `wrk`) over loopback at concurrency 1, 8 and 32, each
 request a POST with the JSON body {"msg": "hi"} and `Content-Type: application/json`:
@@ -96,7 +96,7 @@ end
 """.replace("@BODY@", BODY)
 
 
-# -- the bare baselines (run as `bench/http.py --child KIND --port N`) --------------------------------
+# -- the bare baselines (run as `bench/http_routes.py --child KIND --port N`) --------------------------------
 
 
 def child(kind: str, port: int) -> None:
