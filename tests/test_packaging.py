@@ -39,9 +39,8 @@ def test_console_script_help_lists_every_core_command() -> None:
 def test_help_does_not_import_the_server_stack() -> None:
     probe = (
         "import sys\n"
-        "sys.argv = ['toolrun', '--help']\n"
-        "from toolrun.cli import main\n"
-        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "from toolrun.cli import app\n"
+        "try:\n    app(['--help'])\nexcept SystemExit:\n    pass\n"
         "heavy = sorted(m for m in ('starlette', 'uvicorn', 'mcp') if m in sys.modules)\n"
         "print('HEAVY=' + ','.join(heavy), file=sys.stderr)\n"
     )
@@ -103,3 +102,20 @@ def test_a_warm_call_never_imports_pydantic_or_the_server_stack(tmp_path: Path) 
     assert first.stdout.startswith("hi")
     warm = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert warm.stdout == "hiHEAVY=\n", warm.stdout
+
+
+def test_the_console_script_keeps_exit_codes_and_flushes_output_when_it_skips_teardown(tmp_path: Path) -> None:
+    catalog = tmp_path / "tools.yaml"
+    catalog.write_text(
+        "group: t\ntools:\n  - name: big\n    exec: yes x | head -c 300000; exit 3\n",
+        encoding="utf-8",
+    )
+    toolrun = Path(sys.executable).parent / "toolrun"
+    done = subprocess.run(
+        [str(toolrun), "call", "-c", str(catalog), "t.big"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 3
+    assert done.stdout == "x\n" * 150000
+    missing = subprocess.run([str(toolrun), "call", "-c", str(catalog), "t.nope"], capture_output=True, text=True)
+    assert missing.returncode == 2
+    assert "no tool 't.nope'" in missing.stderr

@@ -186,13 +186,16 @@ def list_tools(
     from rich.markup import escape
     from rich.table import Table
 
+    # Keys and groups are never cut; only the description gives way on a narrow terminal, and a
+    # pipe gets whole lines (rich would otherwise assume 80 columns).
     table = Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column("key", style="cyan", no_wrap=True)
-    table.add_column("groups", no_wrap=True)
+    table.add_column("key", style="cyan", no_wrap=True, min_width=max((len(t.key) for t in tools), default=3))
+    groups = [", ".join(t.groups) for t in tools]
+    table.add_column("groups", no_wrap=True, min_width=max((len(g) for g in groups), default=6))
     table.add_column("description", no_wrap=True, overflow="ellipsis")
-    for tool in tools:
-        table.add_row(escape(tool.key), escape(", ".join(tool.groups)), escape(tool.summary))
-    Console().print(table)
+    for tool, tags in zip(tools, groups, strict=True):
+        table.add_row(escape(tool.key), escape(tags), escape(tool.summary))
+    Console(width=None if sys.stdout.isatty() else 100_000).print(table)
     if not tools:
         _err("no tools" + (f" in group {group!r}" if group else ""))
 
@@ -437,9 +440,37 @@ def _gh_escape(text: str, prop: bool = False) -> str:
     return text
 
 
+def _exit_status(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    sys.stderr.write(f"{code}\n")
+    return 1
+
+
 def main() -> None:
+    """The console script: run the command, flush, and leave without interpreter teardown.
+
+    Tearing down the modules a command imported (typer, jinja2, asyncio, the server stack) costs
+    tens of milliseconds, a quarter of a `toolrun call`, and a worker thread of a timed-out fn tool
+    would even hold the exit up. Everything a command writes is flushed first; an unexpected
+    exception still ends the normal way, with its traceback.
+    """
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    app()
+    try:
+        app()
+        status = 0
+    except SystemExit as exc:
+        status = _exit_status(exc.code)
+    except KeyboardInterrupt:
+        status = 130
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
 
 
 # `serve` and `keys` live in their own module (registered here so --help lists them).
