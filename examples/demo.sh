@@ -15,8 +15,10 @@ step toolrun validate-catalog --strict "$CATALOG";        "$BIN/toolrun" validat
 PORT=$("$BIN/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 URL="http://127.0.0.1:$PORT"
 KEY=$("$BIN/toolrun" keys create demo -g ops 2>/dev/null)
-step toolrun serve -c "$CATALOG" --port "$PORT" --ui
-"$BIN/toolrun" serve -c "$CATALOG" --port "$PORT" --ui --log-level warning &
+UI=()
+[ -f ui-dist/index.html ] && UI=(--ui)   # `make ui` builds it (needs Node); the demo does not need it
+step toolrun serve -c "$CATALOG" --port "$PORT" "${UI[@]}"
+"$BIN/toolrun" serve -c "$CATALOG" --port "$PORT" "${UI[@]}" --log-level warning &
 SERVER=$!
 trap 'kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null || true' EXIT
 for _ in $(seq 100); do curl -sf "$URL/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
@@ -27,5 +29,5 @@ curl -s -X POST "$URL/tools/ops.echo" -H 'Content-Type: application/json' -d '{"
 step curl "$URL/whoami" -H "X-API-Key: trk_…"
 curl -s "$URL/whoami" -H "X-API-Key: $KEY"; echo
 step curl "$URL/metrics" "| grep svc_tool_calls_total"; curl -s "$URL/metrics" | grep '^svc_tool_calls_total'
-printf '\nThe server is stopping now. Keep one running with:\n  %s/toolrun serve -c %s --ui   # then open %s/ui\n' \
+printf '\nThe server is stopping now. Keep one running with:\n  %s/toolrun serve -c %s --ui   # after `make ui`; then open %s/ui\n' \
   "$BIN" "$CATALOG" "http://127.0.0.1:8080"
