@@ -16,6 +16,7 @@ request a POST with the JSON body {"msg": "hi"} and `Content-Type: application/j
   fn: no process
     toolrun      POST /tools/bench.fn_echo     (a plain `def`, run in the default thread pool)
     toolrun      POST /tools/bench.afn_echo    (an `async def`, run on the loop)
+    toolrun      POST /tools/bench.ifn_echo    (the plain `def` with `inline: true`, called on the loop)
     bare         a Starlette route that parses the JSON and returns the value
 
 Printed: requests/s, p50 and p99 latency and the server's own CPU time per request (tool children
@@ -68,6 +69,10 @@ tools:
   - name: afn_echo
     public: true
     fn: bench_fns:aecho
+  - name: ifn_echo
+    public: true
+    fn: bench_fns:echo
+    inline: true
 """
 
 FNS = '''\
@@ -418,6 +423,7 @@ def main() -> None:
                 Target(tr, "/tools/bench.fn_echo", "toolrun fn (def, thread pool)"),
                 Target(tr, "/tools/bench.afn_echo", "toolrun fn (async def)"),
                 Target(js, "/run", "bare Starlette JSON route"),
+                Target(tr, "/tools/bench.ifn_echo", "toolrun fn (def, inline: true)"),
             ]
             print("\nfn: no process")
             measure(fn_targets, args.duration, args.rounds, script)
@@ -442,6 +448,7 @@ def main() -> None:
         if fn_targets:
             ratios("fn (def) vs bare JSON route", fn_targets[0], fn_targets[2], dict.fromkeys(CONCURRENCY, 0.5))
             ratios("fn (async def) vs bare JSON route", fn_targets[1], fn_targets[2], dict.fromkeys(CONCURRENCY, 0.5))
+            ratios("fn (def, inline) vs bare JSON route", fn_targets[3], fn_targets[2], dict.fromkeys(CONCURRENCY, 0.5))
 
         print("\nresident memory after the run")
         seen: set[int] = set()

@@ -476,3 +476,24 @@ def test_a_call_that_cannot_get_a_slot_in_time_is_overloaded(tmp_path: Path) -> 
     first, second = asyncio.run(both())
     assert first.value == "done\n"
     assert isinstance(second, Overloaded)
+
+
+def test_an_inline_fn_runs_on_the_event_loop_thread_and_a_plain_one_in_a_worker(tmp_path: Path) -> None:
+    (tmp_path / "where_fns.py").write_text(
+        "import threading\n\ndef where() -> str:\n    return threading.current_thread().name\n", encoding="utf-8"
+    )
+    text = (
+        "group: t\ntools:\n"
+        "  - name: inline\n    fn: where_fns:where\n    inline: true\n"
+        "  - name: thread\n    fn: where_fns:where\n"
+    )
+    service = ToolService(catalog.load([write_catalog(tmp_path, text)]))
+
+    async def both() -> tuple[Any, Any]:
+        inline = await service.call(Identity.operator(), "t.inline")
+        thread = await service.call(Identity.operator(), "t.thread")
+        return inline.value, thread.value
+
+    inline, thread = asyncio.run(both())
+    assert inline == "MainThread"
+    assert thread != "MainThread"

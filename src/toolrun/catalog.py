@@ -54,7 +54,7 @@ __all__ = [
     "resolve_fn",
 ]
 
-CACHE_VERSION = "toolrun-catalog-6"
+CACHE_VERSION = "toolrun-catalog-7"
 ENV_REF = re.compile(r"\$(\$?)\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TEMPLATE_FIELDS = ("exec", "curl")
@@ -602,6 +602,8 @@ class _FileLoader:
         else:
             template = tool.exec if kind == "exec" else tool.curl
             assert template is not None
+            if tool.inline:
+                self.problem((*loc, "inline"), key, "`inline` applies to fn tools only; ignored", "warning")
             if not template.strip():
                 self.problem((*loc, kind), key, f"`{kind}:` is empty")
                 return None
@@ -654,6 +656,7 @@ class _FileLoader:
             example=example_call(key, params),
             source=source,
             stdin=tool.stdin,
+            inline=tool.inline,
             timeout=opts.timeout or self.options.default_timeout,
             cwd=cwd,
             env=env,

@@ -77,6 +77,7 @@ class ToolSpec:
     example: str
     source: str = ""  # the command template (exec/curl) or module:function (fn)
     stdin: bool = False
+    inline: bool = False
     timeout: float = 60.0
     cwd: str | None = None
     env: dict[str, str] = field(default_factory=dict)

@@ -156,6 +156,11 @@ class ToolDef(RuntimeOptions):
         None, description="Declared parameters (fn tools: inferred from the signature when omitted)."
     )
     stdin: bool = Field(False, description="Also send all parameters as one JSON object on stdin.")
+    inline: bool = Field(
+        False,
+        description="fn tools: call a plain `def` on the event loop instead of a worker thread (only for "
+        "quick functions that never block).",
+    )
 
 
 class CatalogFile(_Strict):
