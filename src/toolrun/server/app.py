@@ -201,6 +201,32 @@ class _ToolKey(Convertor[str]):
 register_url_convertor("toolkey", _ToolKey())
 
 
+async def resolve_identity(store: KeyStore, request: Request, mode: str) -> Identity:
+    """Who is calling, per the auth mode (spec 5), for every HTTP door (REST routes and /mcp).
+
+    Modes: anonymous, optional, required, admin, and `keyed` (/mcp): like optional, but a key that
+    is given must resolve. Raises Unauthorized; a key store that is down raises BackendUnavailable.
+    """
+    client = request.client.host if request.client else ""
+    if mode == "anonymous":
+        return Identity(client=client)
+    query: Mapping[str, str] = {}
+    if request.scope.get("query_string"):  # parsing an empty query string costs as much as the rest
+        query = request.query_params
+        if len(request.query_params.getlist("api-key")) > 1:
+            raise Unauthorized()  # an ambiguous ?api-key=a&api-key=b is refused, never half-read
+    key = key_from(request.headers, query)
+    user = await store.aresolve(key) if key else None
+    if user is None:
+        if mode in ("required", "admin") or (mode == "keyed" and key):
+            raise Unauthorized()
+        return Identity(client=client)
+    identity = user.identity(client)
+    if mode == "admin" and not identity.is_admin:
+        raise Unauthorized()
+    return identity
+
+
 class Routes:
     def __init__(self, backends: Backends) -> None:
         self.b = backends
@@ -212,24 +238,7 @@ class Routes:
 
     # identity
     async def identify(self, request: Request, mode: str) -> Identity:
-        client = request.client.host if request.client else ""
-        if mode == "anonymous":
-            return Identity(client=client)
-        query: Mapping[str, str] = {}
-        if request.scope.get("query_string"):  # parsing an empty query string costs as much as the rest
-            query = request.query_params
-            if len(request.query_params.getlist("api-key")) > 1:
-                raise Unauthorized()
-        key = key_from(request.headers, query)
-        user = await self.b.store.aresolve(key) if key else None
-        if user is None:
-            if mode in ("required", "admin"):
-                raise Unauthorized()
-            return Identity(client=client)
-        identity = user.identity(client)
-        if mode == "admin" and not identity.is_admin:
-            raise Unauthorized()
-        return identity
+        return await resolve_identity(self.b.store, request, mode)
 
     # routes
     async def healthz(self, request: Request) -> Response:

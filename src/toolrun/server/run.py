@@ -9,7 +9,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..auth import SQLiteKeyStore, key_from
+from ..auth import SQLiteKeyStore
 from ..metrics import Metrics
 from ..models import Identity
 from ..ratelimit import MemoryLimiter
@@ -136,24 +136,15 @@ class McpKeyGate:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         from starlette.requests import Request
-        from starlette.responses import JSONResponse
 
         from ..errors import ToolrunError
-        from .app import json_error
+        from .app import json_error, resolve_identity
 
-        request = Request(scope)
-        client = request.client.host if request.client else ""
-        key = key_from(request.headers, request.query_params)
         try:
-            user = await self.store.aresolve(key) if key else None
+            identity = await resolve_identity(self.store, Request(scope), "keyed")
         except ToolrunError as exc:
             await json_error(exc)(scope, receive, send)
             return
-        if (key and user is None) or len(request.query_params.getlist("api-key")) > 1:
-            # As on the REST routes: an ambiguous ?api-key=a&api-key=b is refused, never half-read.
-            await JSONResponse({"error": "unauthorized"}, status_code=401)(scope, receive, send)
-            return
-        identity = user.identity(client) if user is not None else Identity(client=client)
         scope.setdefault("state", {})["toolrun_identity"] = identity
         await self.app(scope, receive, send)
 
