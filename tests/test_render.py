@@ -265,3 +265,49 @@ def test_the_fast_analysis_agrees_with_jinja_whenever_it_answers(template: str) 
     assert full.error is None
     render.environment().from_string(template)  # compiles
     assert (fast.names, fast.unquoted) == (full.names, full.unquoted)
+
+
+PLAIN_FRAGMENT = st.one_of(
+    st.sampled_from(["ls ", " -- ", "'", '"', "$x", ";", "\n", "\r\n", "{", "}", "%", "#", "-", "}}", "{ {"]),
+    st.builds(
+        str.format,
+        st.sampled_from(["{{{{ {} }}}}", "{{{{{}|quote}}}}", "{{{{ {} | quote }}}}", "{{{{ {}|upper }}}}"]),
+        st.sampled_from(["a", "b", "path", "missing", "true", "none", "range", "self", "loop", "namespace"]),
+    ),
+)
+VALUE = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    PARAM_TEXT,
+    st.lists(PARAM_TEXT, max_size=3),
+    st.dictionaries(st.sampled_from(["k", "é"]), st.integers(), max_size=2),
+)
+
+
+def _outcome(render_call: Any) -> tuple[str, str]:
+    try:
+        return "ok", render_call()
+    except Exception as exc:
+        error = exc.__cause__ if isinstance(exc, ToolFailed) else exc
+        return type(error).__name__, str(error)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(PLAIN_FRAGMENT, max_size=10).map("".join),
+    st.fixed_dictionaries({}, optional={"a": VALUE, "b": VALUE, "path": VALUE, "range": VALUE}),
+)
+def test_plain_templates_render_without_jinja_exactly_as_jinja_does(template: str, values: dict[str, Any]) -> None:
+    """`{{ name }}` / `{{ name | quote }}` templates skip Jinja at call time; the text (or the error) is the same."""
+    fast = _outcome(lambda: render.render(template, values))
+    jinja = _outcome(lambda: str(render.compiled(template).render(values)))
+    assert fast == jinja
+
+
+def test_the_common_template_shapes_take_the_plain_path() -> None:
+    assert render._plain_parts("printf '%s' {{ msg | quote }}") == ("printf '%s' ", ("msg", True))
+    assert render._plain_parts("ls {{path}} {{ n }}") == ("ls ", ("path", False), " ", ("n", False))
+    for jinja_only in ("{% if a %}x{% endif %}", "{{ a | upper }}", "{{ range }}", "a\r\nb {{ x }}", "{{- a }}"):
+        assert render._plain_parts(jinja_only) is None

@@ -22,7 +22,7 @@ import shlex
 from functools import cache
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateSyntaxError, nodes
+from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .errors import ToolFailed
@@ -79,10 +79,56 @@ def render(source: str, variables: dict[str, Any]) -> str:
     Every failure (undefined variable, sandbox violation, syntax error, a value a filter cannot
     handle) raises ToolFailed wrapping the Jinja error, so the doors map it like any tool error.
     """
+    parts = _plain_parts(source)
     try:
-        return str(compiled(source).render(variables))
+        if parts is None:
+            return str(compiled(source).render(variables))
+        out = []
+        for part in parts:
+            if isinstance(part, str):
+                out.append(part)
+            elif part[0] not in variables:
+                raise UndefinedError(f"{part[0]!r} is undefined")
+            else:
+                out.append(quote(variables[part[0]]) if part[1] else _text(variables[part[0]]))
+        return "".join(out)
     except Exception as exc:  # UndefinedError, SecurityError, TemplateSyntaxError, filter errors...
         raise ToolFailed(exc) from exc
+
+
+# `{{ name }}` and `{{ name | quote }}`: the shape of most command templates.
+_PLAIN_TAG = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*(\|\s*quote\s*)?\}\}")
+# Names that Jinja resolves by itself when the variables lack them (globals, template specials).
+_SPECIAL_NAMES = frozenset({"self", "loop", "caller", "varargs", "kwargs", "super"})
+
+
+@cache
+def _plain_parts(source: str) -> tuple[str | tuple[str, bool], ...] | None:
+    """A template made only of text, `{{ name }}` and `{{ name | quote }}`, as parts rendered without Jinja:
+    text, or (name, quoted). None for anything else (Jinja renders it).
+
+    It renders exactly as Jinja would (tests/test_render.py checks the two against each other)."""
+    if "\r" in source:  # Jinja normalises newlines in template text
+        return None
+    parts: list[str | tuple[str, bool]] = []
+    pos = 0
+    for match in _PLAIN_TAG.finditer(source):
+        between = source[pos : match.start()]
+        if "{{" in between or "{%" in between or "{#" in between or between.endswith("{"):
+            return None
+        name = match.group(1)
+        if name in _KEYWORDS or name in _SPECIAL_NAMES or name in _ENV.globals:
+            return None
+        if between:
+            parts.append(between)
+        parts.append((name, match.group(2) is not None))
+        pos = match.end()
+    rest = source[pos:]
+    if "{{" in rest or "{%" in rest or "{#" in rest:
+        return None
+    if rest:
+        parts.append(rest)
+    return tuple(parts)
 
 
 # -- load-time analysis --------------------------------------------------------------------------

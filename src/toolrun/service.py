@@ -112,7 +112,9 @@ class ToolService:
         self.waiting = 0
         self._freed: asyncio.Event | None = None
         self._freed_loop: asyncio.AbstractEventLoop | None = None
-        self._fns: dict[str, Any] = {}
+        self._fns: dict[str, tuple[Any, bool]] = {}  # key -> (function, is it async)
+        # Each tool's child environment, built on its first call: the server's environment is read once.
+        self._envs: dict[str, dict[str, str]] = {}
 
     @classmethod
     def from_paths(
@@ -253,11 +255,14 @@ class ToolService:
                 "bytes one command line may have: send large values with `stdin: true`"
             )
         stdin = json.dumps(values, ensure_ascii=False).encode() if tool.stdin else None
+        env = self._envs.get(tool.key)
+        if env is None:
+            env = self._envs[tool.key] = child_env(tool, self.environ)
         try:
             result = await executor.run(
                 command,
                 timeout=tool.timeout,
-                env=child_env(tool, self.environ),
+                env=env,
                 cwd=tool.cwd,
                 stdin=stdin,
                 limits=tool.limits,
@@ -268,28 +273,30 @@ class ToolService:
         return CallResult(tool.key, result.value(), result, time.perf_counter() - started)
 
     async def _call_fn(self, identity: Identity, tool: ToolSpec, values: dict[str, Any], session_id: str | None) -> Any:
-        fn = self._fns.get(tool.key)
-        if fn is None:
+        entry = self._fns.get(tool.key)
+        if entry is None:
             try:
                 fn = resolve_fn(tool.source, __import__("pathlib").Path(tool.file).parent if tool.file else None)
             except Exception as exc:
                 raise ToolFailed(exc) from exc
-            self._fns[tool.key] = fn
+            entry = self._fns[tool.key] = (fn, inspect.iscoroutinefunction(fn))
+        fn, is_async = entry
         persistent = session_id is not None and self.sessions is not None
         sid = f"{identity.bucket}\x1f{session_id}"
         session = await self.sessions.load(sid) if persistent and self.sessions else {}
         ctx = context.CallContext(identity=identity, session=session, persistent=persistent)
         token = context.activate(ctx)
         try:
-            # asyncio.timeout, not wait_for: no extra Task per call
-            async with asyncio.timeout(tool.timeout):
-                if inspect.iscoroutinefunction(fn):
-                    value = await fn(**values)
-                elif tool.inline:
-                    value = fn(**values)  # the catalog vouches that it is quick and never blocks
-                else:
-                    loop = asyncio.get_running_loop()
-                    value = await loop.run_in_executor(None, _call_in_context, ctx, fn, values)
+            if tool.inline and not is_async:
+                value = fn(**values)  # the catalog vouches that it is quick and never blocks: no deadline to keep
+            else:
+                # asyncio.timeout, not wait_for: no extra Task per call
+                async with asyncio.timeout(tool.timeout):
+                    if is_async:
+                        value = await fn(**values)
+                    else:
+                        loop = asyncio.get_running_loop()
+                        value = await loop.run_in_executor(None, _call_in_context, ctx, fn, values)
         except TimeoutError as exc:
             raise ToolFailed(TimeoutError(f"timeout after {executor.format_seconds(tool.timeout)}s")) from exc
         except ToolrunError:

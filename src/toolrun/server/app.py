@@ -1,9 +1,9 @@
 """The HTTP door: Starlette routes over the one ToolService.
 
 Auth modes (spec 5) are declared per route in ROUTE_MODES and applied by `identify`; every
-error becomes a response in one place (`json_error` for JSON routes, `text_error` for
-POST /tools/{key}); `Guard` is one pure-ASGI middleware for Host/Origin checks, optional CORS
-and an access log that never shows an API key.
+error becomes a response in one place (`json_error` for JSON routes, `_error_text` for
+POST /tools/{key}, which the plain-ASGI `ToolCall` serves); `Guard` is one pure-ASGI
+middleware for Host/Origin checks, optional CORS and an access log that never shows an API key.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from urllib.parse import parse_qsl, urlencode
 
 from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
-from starlette.requests import ClientDisconnect, Request
+from starlette.datastructures import QueryParams
+from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -91,13 +92,12 @@ def json_error(exc: ToolrunError) -> JSONResponse:
     return JSONResponse(body, status_code=exc.http_status, headers=_retry_headers(exc))
 
 
-def text_error(exc: ToolrunError, debug: bool) -> PlainTextResponse:
+def _error_text(exc: ToolrunError, debug: bool) -> str:
+    """`Type: message`, or the traceback when DEBUG is on."""
     if debug:
         original = exc.original if isinstance(exc, ToolFailed) else exc
-        text = "".join(traceback.format_exception(original))
-    else:
-        text = exc.summary
-    return PlainTextResponse(text, status_code=exc.http_status, headers=_retry_headers(exc))
+        return "".join(traceback.format_exception(original))
+    return exc.summary
 
 
 def _retry_headers(exc: ToolrunError) -> dict[str, str]:
@@ -158,6 +158,9 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_no_duplicates)
+
+
 def parse_json_object(body: bytes) -> dict[str, Any]:
     """The POST body: empty -> {}, else exactly one JSON object (no NaN, no duplicate keys).
 
@@ -169,7 +172,7 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise UsageError(f"body is not UTF-8 ({exc.reason} at byte {exc.start})") from None
     try:
-        data = json.loads(text.lstrip("\ufeff"), parse_constant=_reject_constant, object_pairs_hook=_no_duplicates)
+        data = _DECODER.decode(text.lstrip("\ufeff"))
     except RecursionError:
         raise UsageError("malformed JSON: nested too deeply") from None
     except ValueError as exc:
@@ -207,15 +210,26 @@ async def resolve_identity(store: KeyStore, request: Request, mode: str) -> Iden
     Modes: anonymous, optional, required, admin, and `keyed` (/mcp): like optional, but a key that
     is given must resolve. Raises Unauthorized; a key store that is down raises BackendUnavailable.
     """
-    client = request.client.host if request.client else ""
+    return await identity_from_scope(store, request.scope, mode)
+
+
+async def identity_from_scope(store: KeyStore, scope: Scope, mode: str) -> Identity:
+    """`resolve_identity` on the raw ASGI scope (the hot path builds no Request or Headers)."""
+    peer = scope.get("client")
+    client = peer[0] if peer else ""
     if mode == "anonymous":
         return Identity(client=client)
+    headers: dict[str, str] = {}
+    for name, value in scope["headers"]:  # names arrive lower-cased; the first occurrence counts
+        if (name == b"x-api-key" or name == b"authorization") and name.decode() not in headers:
+            headers[name.decode()] = value.decode("latin-1")
     query: Mapping[str, str] = {}
-    if request.scope.get("query_string"):  # parsing an empty query string costs as much as the rest
-        query = request.query_params
-        if len(request.query_params.getlist("api-key")) > 1:
+    if scope.get("query_string"):  # parsing an empty query string costs as much as the rest
+        params = QueryParams(scope["query_string"])
+        if len(params.getlist("api-key")) > 1:
             raise Unauthorized()  # an ambiguous ?api-key=a&api-key=b is refused, never half-read
-    key = key_from(request.headers, query)
+        query = params
+    key = key_from(headers, query)
     user = await store.aresolve(key) if key else None
     if user is None:
         if mode in ("required", "admin") or (mode == "keyed" and key):
@@ -227,14 +241,103 @@ async def resolve_identity(store: KeyStore, request: Request, mode: str) -> Iden
     return identity
 
 
+def _is_json_media(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+class ToolCall:
+    """`POST /tools/{key}` as a plain ASGI app: the hot route, with no Request, Response or router.
+
+    `Guard` hands it every POST under /tools/ directly; the router holds it too (for an app
+    built without the guard). Every answer is plain text: the result, or the error table's text.
+    """
+
+    def __init__(self, backends: Backends) -> None:
+        self.service = backends.service
+        self.store = backends.store
+        self.debug = bool(backends.settings["debug"])
+        self.max_body = int(backends.settings["max_body_bytes"])
+        self.body_timeout = float(backends.settings["request_timeout"])
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.handle(scope, receive, send)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> int:
+        """Answer the call; returns the status sent."""
+        key = scope["path"][len("/tools/") :]
+        content_type, length = "", None
+        for name, value in scope["headers"]:
+            if name == b"content-type":
+                content_type = value.decode("latin-1")
+            elif name == b"content-length":
+                length = value
+        headers: list[tuple[bytes, bytes]] = []
+        try:
+            identity = await identity_from_scope(self.store, scope, "optional")
+            self.service.describe(identity, key)
+            body = await self.read_body(receive, length)
+            if (body or content_type) and not _is_json_media(content_type):
+                raise UnsupportedMediaType(content_type.split(";", 1)[0].strip().lower())
+            args = parse_json_object(body)
+            result = await self.service.call(identity, key, args)
+            status, text = 200, formatting.result_text(result.value)
+        except ToolrunError as exc:
+            status, text = exc.http_status, _error_text(exc, self.debug)
+            headers = [(k.lower().encode(), v.encode()) for k, v in _retry_headers(exc).items()]
+        except Exception as exc:
+            log.exception("unexpected error calling %s", key)
+            failed = ToolFailed(exc)
+            status, text = failed.http_status, _error_text(failed, self.debug)
+        data = text.encode("utf-8", "surrogateescape")
+        headers += [(b"content-length", str(len(data)).encode()), (b"content-type", b"text/plain; charset=utf-8")]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": data})
+        return status
+
+    async def read_body(self, receive: Receive, length: bytes | None) -> bytes:
+        if length is not None:
+            try:
+                if int(length) > self.max_body:
+                    raise PayloadTooLarge(self.max_body)
+            except ValueError:
+                raise UsageError("Content-Length is not a number") from None
+        # uvicorn's receive() returns at once when the whole body has arrived (the common case: a small
+        # body comes in the packet of the head); only a body still on its way needs the deadline.
+        cycle = getattr(receive, "__self__", None)
+        if getattr(cycle, "more_body", True) is False:
+            return await self._read(receive)
+        try:
+            # asyncio.timeout, not wait_for: no task per request.
+            async with asyncio.timeout(self.body_timeout):
+                return await self._read(receive)
+        except TimeoutError:
+            raise RequestTimeout(self.body_timeout) from None
+
+    async def _read(self, receive: Receive) -> bytes:
+        message = await receive()
+        if message["type"] == "http.request" and not message.get("more_body", False):
+            body = message.get("body", b"")
+            if len(body) > self.max_body:
+                raise PayloadTooLarge(self.max_body)
+            return bytes(body)
+        chunks = bytearray()
+        while True:
+            if message["type"] != "http.request":
+                raise UsageError("the client closed the connection before sending the whole body")
+            chunks += message.get("body", b"")
+            if len(chunks) > self.max_body:
+                raise PayloadTooLarge(self.max_body)
+            if not message.get("more_body", False):
+                return bytes(chunks)
+            message = await receive()
+
+
 class Routes:
     def __init__(self, backends: Backends) -> None:
         self.b = backends
         self.service = backends.service
         self.settings = backends.settings
-        self.debug = bool(backends.settings["debug"])
-        self.max_body = int(backends.settings["max_body_bytes"])
-        self.body_timeout = float(backends.settings["request_timeout"])
 
     # identity
     async def identify(self, request: Request, mode: str) -> Identity:
@@ -308,49 +411,6 @@ class Routes:
             return json_error(exc)
         return JSONResponse(tool.entry())
 
-    async def read_body(self, request: Request) -> bytes:
-        length = request.headers.get("content-length")
-        if length is not None:
-            try:
-                if int(length) > self.max_body:
-                    raise PayloadTooLarge(self.max_body)
-            except ValueError:
-                raise UsageError("Content-Length is not a number") from None
-
-        chunks = bytearray()
-        try:
-            # asyncio.timeout, not wait_for: no task per request on the hot path.
-            async with asyncio.timeout(self.body_timeout):
-                async for chunk in request.stream():
-                    chunks += chunk
-                    if len(chunks) > self.max_body:
-                        raise PayloadTooLarge(self.max_body)
-        except TimeoutError:
-            raise RequestTimeout(self.body_timeout) from None
-        except ClientDisconnect:
-            raise UsageError("the client closed the connection before sending the whole body") from None
-        return bytes(chunks)
-
-    async def call_tool(self, request: Request) -> Response:
-        key = request.path_params["key"]
-        try:
-            identity = await self.identify(request, "optional")
-            self.service.describe(identity, key)
-            ctype = request.headers.get("content-type", "")
-            body = await self.read_body(request)
-            if body or ctype:
-                media = ctype.split(";", 1)[0].strip().lower()
-                if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")):
-                    raise UnsupportedMediaType(media)
-            args = parse_json_object(body)
-            result = await self.service.call(identity, key, args)
-        except ToolrunError as exc:
-            return text_error(exc, self.debug)
-        except Exception as exc:
-            log.exception("unexpected error calling %s", key)
-            return text_error(ToolFailed(exc), self.debug)
-        return PlainTextResponse(formatting.result_text(result.value))
-
     async def users(self, request: Request) -> Response:
         try:
             await self.identify(request, "admin")
@@ -408,9 +468,10 @@ class Routes:
 
 def create_app(backends: Backends) -> Starlette:
     r = Routes(backends)
+    tool_call = ToolCall(backends)
     routes: list[BaseRoute] = [
         # Tool calls first: the router tries routes in order, and this is the hot one.
-        Route("/tools/{key:toolkey}", r.call_tool, methods=["POST"]),
+        Route("/tools/{key:toolkey}", tool_call, methods=["POST"]),
         Route("/healthz", r.healthz, methods=["GET"]),
         Route("/readyz", r.readyz, methods=["GET"]),
         Route("/whoami", r.whoami, methods=["GET"]),
@@ -433,6 +494,7 @@ def create_app(backends: Backends) -> Starlette:
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.backends = backends
+    app.state.tool_call = tool_call
     return app
 
 
@@ -471,8 +533,11 @@ def _host_name(host: str) -> str:
 class Guard:
     """Host check (DNS rebinding), Origin check on unsafe methods, optional CORS, access log."""
 
-    def __init__(self, app: ASGIApp, allowed_hosts: list[str], allowed_origins: list[str]) -> None:
+    def __init__(
+        self, app: ASGIApp, allowed_hosts: list[str], allowed_origins: list[str], tool_call: ToolCall | None = None
+    ) -> None:
         self.app = app
+        self.tool_call = tool_call
         self.any_host = "*" in allowed_hosts
         self.hosts = {h.lower() for h in allowed_hosts}
         self.origins = set(allowed_origins)
@@ -506,6 +571,16 @@ class Guard:
             if origin and method not in ("GET", "HEAD", "OPTIONS") and not self._origin_ok(origin, host, scope):
                 exc = Forbidden(f"cross-origin request from {origin[:100]!r} is not allowed")
                 await PlainTextResponse(exc.summary, status_code=403)(scope, receive, send_logged)
+                return
+            if (
+                method == "POST"
+                and origin is None
+                and self.tool_call is not None
+                and scope["path"].startswith("/tools/")
+                and not scope.get("root_path")
+            ):
+                # The hot route, straight to its handler: no router, no wrapped send (no CORS to add).
+                status_holder[0] = await self.tool_call.handle(scope, receive, send)
                 return
             if method == "OPTIONS" and origin and origin in self.origins:
                 preflight = Response(
@@ -553,4 +628,5 @@ class Guard:
 
 
 def guarded(app: ASGIApp, settings: Settings) -> ASGIApp:
-    return Guard(app, list(settings["allowed_hosts"]), list(settings["allowed_origins"]))
+    tool_call = getattr(getattr(app, "state", None), "tool_call", None)
+    return Guard(app, list(settings["allowed_hosts"]), list(settings["allowed_origins"]), tool_call)
