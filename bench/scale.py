@@ -185,7 +185,7 @@ def run_http(args: argparse.Namespace, base: Path) -> list[dict[str, Any]]:
     def measure(label: str, url: str, key: str, replicas: list[ToolrunServer]) -> None:
         script = base / f"wrk-{len(rows)}.lua"
         script.write_text(WRK_SCRIPT % key, encoding="utf-8")
-        wrk(url + "/tools/bench.echo", script, args.warmup)  # warm: connections, caches, the pidfd watcher
+        wrk(url + "/tools/bench.echo", script, args.warmup)  # warm: connections, caches
         figures = wrk(url + "/tools/bench.echo", script, args.seconds)
         figures["label"] = label
         figures["rss_mib"] = [round(r.rss_kib() / 1024, 1) for r in replicas]
