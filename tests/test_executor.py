@@ -223,6 +223,44 @@ def test_cancelling_a_call_kills_its_process_group() -> None:
     assert_none_survive(marker)
 
 
+def test_without_pidfd_a_worker_thread_waits_for_the_exit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernels before 5.3 (and other Unixes) have no pidfd: the exit is awaited in a thread, same results."""
+    monkeypatch.setattr(executor, "_HAS_PIDFD", False)
+    marker = unique_seconds()
+
+    assert run("echo out; echo err >&2; exit 3").value() == (3, "out\n", "err\n")
+    assert run(f"sleep {marker}", timeout=0.3).value() == (-1, "", "timeout after 0.3s")
+    assert_none_survive(marker)
+
+
+def test_a_finished_call_leaves_no_zombie_and_no_open_descriptor() -> None:
+    before = set(os.listdir("/proc/self/fd"))
+
+    async def many() -> list[ExecResult]:
+        return await asyncio.gather(
+            *(executor.run("echo hi", timeout=5, env=ENV, stdin=b"{}") for _ in range(20)),
+            executor.run("sleep 5", timeout=0.2, env=ENV),
+        )
+
+    asyncio.run(many())
+    assert set(os.listdir("/proc/self/fd")) == before
+    assert zombie_children() == []  # every child was reaped by its call
+
+
+def zombie_children() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = dict(line.split(":\t", 1) for line in (entry / "status").read_text().splitlines() if ":\t" in line)
+        except OSError:
+            continue
+        if status.get("PPid", "").strip() == str(os.getpid()) and status.get("State", "").startswith("Z"):
+            found.append(int(entry.name))
+    return found
+
+
 def test_concurrent_calls_each_get_their_own_output() -> None:
     async def many() -> list[ExecResult]:
         return await asyncio.gather(*(executor.run(f"sleep 0.2; echo {i}", timeout=5, env=ENV) for i in range(20)))

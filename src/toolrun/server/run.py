@@ -135,13 +135,11 @@ class McpKeyGate:
         self.store = store
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        from starlette.requests import Request
-
         from ..errors import ToolrunError
-        from .app import json_error, resolve_identity
+        from .app import identity_from_scope, json_error
 
         try:
-            identity = await resolve_identity(self.store, Request(scope), "keyed")
+            identity = await identity_from_scope(self.store, scope, "keyed")
         except ToolrunError as exc:
             await json_error(exc)(scope, receive, send)
             return
