@@ -243,7 +243,7 @@ def test_a_finished_call_leaves_no_zombie_and_no_open_descriptor() -> None:
         )
 
     asyncio.run(many())
-    assert set(os.listdir("/proc/self/fd")) == before
+    assert set(os.listdir("/proc/self/fd")) - before == set()  # (an earlier test's leftovers may close meanwhile)
     assert zombie_children() == []  # every child was reaped by its call
 
 

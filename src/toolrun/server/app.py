@@ -289,7 +289,7 @@ class ToolCall:
             log.exception("unexpected error calling %s", key)
             failed = ToolFailed(exc)
             status, text = failed.http_status, _error_text(failed, self.debug)
-        data = text.encode("utf-8", "surrogateescape")
+        data = text.encode("utf-8", "replace")  # a lone surrogate from an fn tool becomes "?", not a 500
         headers += [(b"content-length", str(len(data)).encode()), (b"content-type", b"text/plain; charset=utf-8")]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": data})
