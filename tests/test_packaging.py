@@ -81,7 +81,9 @@ def test_wheel_contains_every_package_module_and_the_console_script(tmp_path: Pa
 
 
 def test_a_warm_call_never_imports_pydantic_or_the_server_stack(tmp_path: Path) -> None:
-    """`toolrun call` must start fast: on a warm catalog cache nothing heavy is imported."""
+    """`toolrun call` must start fast: on a warm catalog cache nothing heavy is imported.
+
+    Not even Jinja: a template of plain `{{ name | quote }}` tags renders without it."""
     catalog = tmp_path / "tools.yaml"
     catalog.write_text(
         "group: t\ntools:\n  - name: echo\n    exec: printf '%s' {{ msg | quote }}\n    params:\n"
@@ -95,7 +97,7 @@ def test_a_warm_call_never_imports_pydantic_or_the_server_stack(tmp_path: Path) 
         f"    app(['call', '-c', {str(catalog)!r}, 't.echo', 'msg=hi'])\n"
         "except SystemExit as exc:\n"
         "    assert not exc.code, exc.code\n"
-        "heavy = sorted(m for m in ('pydantic', 'starlette', 'uvicorn', 'mcp', 'rich') if m in sys.modules)\n"
+        "heavy = sorted(m for m in ('pydantic', 'starlette', 'uvicorn', 'mcp', 'rich', 'jinja2') if m in sys.modules)\n"
         "print('HEAVY=' + ','.join(heavy))\n"
     )
     first = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)

@@ -311,3 +311,7 @@ def test_the_common_template_shapes_take_the_plain_path() -> None:
     assert render._plain_parts("ls {{path}} {{ n }}") == ("ls ", ("path", False), " ", ("n", False))
     for jinja_only in ("{% if a %}x{% endif %}", "{{ a | upper }}", "{{ range }}", "a\r\nb {{ x }}", "{{- a }}"):
         assert render._plain_parts(jinja_only) is None
+
+
+def test_the_globals_list_matches_jinjas_own() -> None:
+    assert set(render.environment().globals) == render.JINJA_GLOBALS

@@ -758,7 +758,7 @@ class _FileLoader:
             return pos or self.locate.value(tloc)
 
         declared = {p.name: p for p in params}
-        jinja_globals = render.environment().globals
+        jinja_globals = render.JINJA_GLOBALS
         for name in sorted(analysis.names - set(declared) - set(jinja_globals)):
             close = difflib.get_close_matches(name, list(declared), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""

@@ -20,12 +20,17 @@ import json
 import re
 import shlex
 from functools import cache
-from typing import Any
-
-from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, nodes
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from typing import TYPE_CHECKING, Any
 
 from .errors import ToolFailed
+
+if TYPE_CHECKING:
+    from jinja2 import nodes
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+# Jinja is imported on first need (about 25 ms): a catalog of plain templates, with a warm cache, never needs it.
+# The names Jinja resolves by itself (its default globals); tests/test_render.py keeps this in step with Jinja.
+JINJA_GLOBALS = frozenset({"range", "dict", "lipsum", "cycler", "joiner", "namespace"})
 
 
 def _text(value: Any) -> str:
@@ -53,24 +58,31 @@ def _finalize(value: Any) -> Any:
     return _text(value)
 
 
-_ENV = ImmutableSandboxedEnvironment(
-    undefined=StrictUndefined,
-    autoescape=False,
-    keep_trailing_newline=True,
-    finalize=_finalize,
-)
-_ENV.filters["quote"] = quote
-FILTERS = frozenset(_ENV.filters)
-
-
+@cache
 def environment() -> ImmutableSandboxedEnvironment:
-    return _ENV
+    """The one sandboxed Jinja environment: strict undefined, no autoescape, the `quote` filter."""
+    from jinja2 import StrictUndefined
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(
+        undefined=StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        finalize=_finalize,
+    )
+    env.filters["quote"] = quote
+    return env
+
+
+@cache
+def filter_names() -> frozenset[str]:
+    return frozenset(environment().filters)
 
 
 @cache
 def compiled(source: str) -> Any:
     """Compile a template once per process (on first use)."""
-    return _ENV.from_string(source)
+    return environment().from_string(source)
 
 
 def render(source: str, variables: dict[str, Any]) -> str:
@@ -88,6 +100,8 @@ def render(source: str, variables: dict[str, Any]) -> str:
             if isinstance(part, str):
                 out.append(part)
             elif part[0] not in variables:
+                from jinja2 import UndefinedError
+
                 raise UndefinedError(f"{part[0]!r} is undefined")
             else:
                 out.append(quote(variables[part[0]]) if part[1] else _text(variables[part[0]]))
@@ -117,7 +131,7 @@ def _plain_parts(source: str) -> tuple[str | tuple[str, bool], ...] | None:
         if "{{" in between or "{%" in between or "{#" in between or between.endswith("{"):
             return None
         name = match.group(1)
-        if name in _KEYWORDS or name in _SPECIAL_NAMES or name in _ENV.globals:
+        if name in _KEYWORDS or name in _SPECIAL_NAMES or name in JINJA_GLOBALS:
             return None
         if between:
             parts.append(between)
@@ -180,7 +194,7 @@ def _analyse_simple(source: str) -> Analysis | None:
         name, filters, if_kw, _neg, if_name, other = match.groups()
         if name:
             chain = [f.strip() for f in filters.split("|") if f.strip()]
-            if name in _KEYWORDS or any(f not in FILTERS for f in chain):
+            if name in _KEYWORDS or any(f != "quote" and f not in filter_names() for f in chain):
                 return None
             analysis.names.add(name)
             if "quote" not in chain:
@@ -209,6 +223,8 @@ def _analyse_simple(source: str) -> Analysis | None:
 
 def _walk_unquoted(node: nodes.Node, out: set[str]) -> None:
     """Names that reach an Output node without passing through `quote`."""
+    from jinja2 import nodes
+
     if isinstance(node, nodes.Filter) and node.name == "quote":
         return
     if isinstance(node, nodes.Name) and node.ctx == "load":
@@ -223,9 +239,12 @@ def analyse(source: str) -> Analysis:
     simple = _analyse_simple(source)
     if simple is not None:
         return simple
+    from jinja2 import TemplateSyntaxError, nodes
+
+    env = environment()
     analysis = Analysis()
     try:
-        tree = _ENV.parse(source)
+        tree = env.parse(source)
     except TemplateSyntaxError as exc:
         analysis.error = exc.message or "template syntax error"
         analysis.error_line = exc.lineno or 1
@@ -233,12 +252,12 @@ def analyse(source: str) -> Analysis:
     from jinja2 import meta
 
     for flt in tree.find_all(nodes.Filter):
-        if flt.name not in FILTERS:
+        if flt.name not in filter_names():
             analysis.error = f"no filter named {flt.name!r}"
             analysis.error_line = flt.lineno
             return analysis
     for test in tree.find_all(nodes.Test):
-        if test.name not in _ENV.tests:
+        if test.name not in env.tests:
             analysis.error = f"no test named {test.name!r}"
             analysis.error_line = test.lineno
             return analysis
