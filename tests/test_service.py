@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -497,3 +499,32 @@ def test_an_inline_fn_runs_on_the_event_loop_thread_and_a_plain_one_in_a_worker(
     inline, thread = asyncio.run(both())
     assert inline == "MainThread"
     assert thread != "MainThread"
+
+
+def test_plain_functions_share_at_most_max_workers_threads_and_run_side_by_side() -> None:
+    from toolrun import service as service_module
+
+    workers = service_module._Workers(3)
+    threads: set[int] = set()
+
+    def job(i: int) -> int:
+        threads.add(threading.get_ident())
+        time.sleep(0.1)
+        return i
+
+    def boom() -> None:
+        raise ValueError("bad input")
+
+    async def main() -> tuple[list[int], float]:
+        loop = asyncio.get_running_loop()
+        started = time.monotonic()
+        results = await asyncio.gather(*(workers.run(loop, job, i) for i in range(12)))
+        took = time.monotonic() - started
+        with pytest.raises(ValueError, match="bad input"):
+            await workers.run(loop, boom)
+        return list(results), took
+
+    results, took = asyncio.run(main())
+    assert results == list(range(12))
+    assert len(threads) == 3  # never more than max_workers, and all of them used
+    assert took < 1.0  # 12 x 0.1 s one at a time would be 1.2 s; 3 side by side take about 0.4 s
