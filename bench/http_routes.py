@@ -1,6 +1,6 @@
 """HTTP benchmarks: `toolrun serve` against the bare things it competes with (a script, not a test).
 
-    .venv/bin/python bench/http_routes.py                           # everything, about 2.5 minutes on 2 cores
+    .venv/bin/python bench/http_routes.py                           # everything, about 3 minutes on 2 cores
     .venv/bin/python bench/http_routes.py --duration 1 --rounds 1   # a smoke run, about 30 seconds
     .venv/bin/python bench/http_routes.py --only exec               # just the exec comparison (or: fn)
 
@@ -374,8 +374,8 @@ def main() -> None:
     here = Path(__file__).resolve().parent
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=float, default=3.0, help="seconds per wrk run (default 3)")
-    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds; the best counts (default 2)")
+    parser.add_argument("--duration", type=float, default=2.0, help="seconds per wrk run (default 2)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the best counts (default 3)")
     parser.add_argument("--only", choices=("exec", "fn"), help="run one comparison only")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
