@@ -400,3 +400,25 @@ def test_the_console_script_runs_disk_usage_on_the_example_catalog(tmp_path: Pat
     size, path = proc.stdout.rstrip("\n").split("\t")
     assert path == str(tmp_path) and size[-1] in "KM"
     assert proc.stderr == ""
+
+
+def test_a_stdin_tool_that_exits_without_reading_does_not_kill_toolrun_call(tmp_path: Path) -> None:
+    """The console script restores SIGPIPE's default action; writing a payload nobody reads must still be EPIPE."""
+    catalog = write_catalog(
+        tmp_path,
+        "group: t\ntools:\n  - name: ignore\n    exec: printf done\n    stdin: true\n"
+        "    params:\n      - {name: data, type: str}\n",
+    )
+    payload = tmp_path / "in.json"
+    payload.write_text(json.dumps({"data": "x" * 3_000_000}), encoding="utf-8")
+    toolrun = Path(sys.executable).parent / "toolrun"
+    env = {**os.environ, "TOOLRUN_HOME": str(tmp_path / "home")}
+    for _ in range(3):  # the child usually exits before the 3 MB are written; each run is a chance
+        done = subprocess.run(
+            [str(toolrun), "call", "-c", str(catalog), "t.ignore", "--input", str(payload)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
+        assert (done.returncode, done.stdout) == (0, "done"), done.stderr

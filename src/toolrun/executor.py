@@ -192,7 +192,7 @@ class _Child:
         assert self.stdin is not None
         try:
             while self.pending:
-                self.pending = self.pending[os.write(self.stdin, self.pending) :]
+                self.pending = self.pending[_write(self.stdin, self.pending) :]
         except BlockingIOError:
             self.loop.add_writer(self.stdin, self._writable)  # the same callback again: harmless
             return
@@ -217,6 +217,26 @@ class _Child:
     def returncode(self) -> int:
         rc = self.proc.returncode if self.proc is not None else None
         return -1 if rc is None else rc
+
+
+def _write(fd: int, data: memoryview) -> int:
+    """`os.write` to a pipe whose reader may be gone: EPIPE, never death by SIGPIPE.
+
+    The CLI gives SIGPIPE its default action (so `toolrun list | head` ends quietly); a tool that
+    exits without reading its stdin must not kill `toolrun call` with it. The signal is blocked in
+    this thread for the write, and one the write raised is taken off before it is unblocked.
+    """
+    if signal.getsignal(signal.SIGPIPE) != signal.SIG_DFL:
+        return os.write(fd, data)
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
+    try:
+        return os.write(fd, data)
+    except BrokenPipeError:
+        if signal.SIGPIPE not in blocked:
+            signal.sigtimedwait({signal.SIGPIPE}, 0)
+        raise
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 async def _within(loop: asyncio.AbstractEventLoop, fut: asyncio.Future[None], seconds: float) -> bool:
