@@ -266,12 +266,14 @@ class ToolCall:
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> int:
         """Answer the call; returns the status sent."""
         key = scope["path"][len("/tools/") :]
-        content_type, length = "", None
-        for name, value in scope["headers"]:
-            if name == b"content-type":
+        content_type: str | None = None
+        length: bytes | None = None
+        for name, value in scope["headers"]:  # the first occurrence counts, as everywhere else
+            if name == b"content-type" and content_type is None:
                 content_type = value.decode("latin-1")
-            elif name == b"content-length":
+            elif name == b"content-length" and length is None:
                 length = value
+        content_type = content_type or ""
         headers: list[tuple[bytes, bytes]] = []
         try:
             identity = await identity_from_scope(self.store, scope, "optional")
@@ -303,7 +305,8 @@ class ToolCall:
             except ValueError:
                 raise UsageError("Content-Length is not a number") from None
         # uvicorn's receive() returns at once when the whole body has arrived (the common case: a small
-        # body comes in the packet of the head); only a body still on its way needs the deadline.
+        # body comes in the packet of the head); only a body still on its way needs the deadline. (`more_body`
+        # is uvicorn's request cycle's own flag; any other server, or a later uvicorn without it, gets the deadline.)
         cycle = getattr(receive, "__self__", None)
         if getattr(cycle, "more_body", True) is False:
             return await self._read(receive)
@@ -315,14 +318,9 @@ class ToolCall:
             raise RequestTimeout(self.body_timeout) from None
 
     async def _read(self, receive: Receive) -> bytes:
-        message = await receive()
-        if message["type"] == "http.request" and not message.get("more_body", False):
-            body = message.get("body", b"")
-            if len(body) > self.max_body:
-                raise PayloadTooLarge(self.max_body)
-            return bytes(body)
         chunks = bytearray()
         while True:
+            message = await receive()
             if message["type"] != "http.request":
                 raise UsageError("the client closed the connection before sending the whole body")
             chunks += message.get("body", b"")
@@ -330,7 +328,6 @@ class ToolCall:
                 raise PayloadTooLarge(self.max_body)
             if not message.get("more_body", False):
                 return bytes(chunks)
-            message = await receive()
 
 
 class Routes:
