@@ -486,9 +486,12 @@ def test_file_size_limit_allows_a_small_write(tmp_path: Path) -> None:
 # -- failures to start ---------------------------------------------------------------------------
 
 
-def test_a_missing_working_directory_raises_oserror(tmp_path: Path) -> None:
-    with pytest.raises(OSError):
-        run("true", cwd=str(tmp_path / "missing"))
+def test_a_missing_working_directory_raises_oserror_and_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    before = set(os.listdir("/proc/self/fd"))
+    for stdin in (None, b"{}"):
+        with pytest.raises(OSError):
+            run("true", cwd=str(tmp_path / "missing"), stdin=stdin)
+    assert set(os.listdir("/proc/self/fd")) - before == set()
 
 
 def test_a_nul_byte_in_the_command_raises_valueerror() -> None:

@@ -111,10 +111,16 @@ class _Child:
 
     def start(self, argv: list[str], env: Mapping[str, str], cwd: str | None, stdin: bytes | None) -> int:
         """Spawn the child in a new session (its pid is its process group); returns the pid."""
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        in_r, in_w = os.pipe() if stdin is not None else (subprocess.DEVNULL, -1)
+        opened: list[int] = []  # closed again if anything below fails (EMFILE, a missing cwd, ...)
         try:
+            out_r, out_w = os.pipe()
+            opened += (out_r, out_w)
+            err_r, err_w = os.pipe()
+            opened += (err_r, err_w)
+            in_r, in_w = subprocess.DEVNULL, -1
+            if stdin is not None:
+                in_r, in_w = os.pipe()
+                opened += (in_r, in_w)
             self.proc = subprocess.Popen(
                 argv,
                 stdin=in_r,
@@ -125,14 +131,12 @@ class _Child:
                 start_new_session=True,
             )
         except BaseException:
-            for fd in (out_r, err_r, in_w):
-                if fd >= 0:
-                    os.close(fd)
+            for fd in opened:
+                os.close(fd)
             raise
-        finally:
-            for fd in (out_w, err_w, in_r):
-                if fd >= 0:
-                    os.close(fd)
+        for fd in (out_w, err_w, in_r):  # the child's ends: it has its own copies now
+            if fd >= 0:
+                os.close(fd)
         for fd, sink in ((out_r, self.out), (err_r, self.err)):
             os.set_blocking(fd, False)
             self.readers[fd] = sink
