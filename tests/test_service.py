@@ -528,3 +528,28 @@ def test_plain_functions_share_at_most_max_workers_threads_and_run_side_by_side(
     assert results == list(range(12))
     assert len(threads) == 3  # never more than max_workers, and all of them used
     assert took < 1.0  # 12 x 0.1 s one at a time would be 1.2 s; 3 side by side take about 0.4 s
+
+
+def test_a_function_calling_sys_exit_fails_its_call_whichever_way_it_runs(tmp_path: Path) -> None:
+    (tmp_path / "exit_fns.py").write_text(
+        "import sys\n\ndef leave() -> str:\n    sys.exit(3)\n\nasync def aleave() -> str:\n    sys.exit(4)\n",
+        encoding="utf-8",
+    )
+    text = (
+        "group: t\ntools:\n"
+        "  - name: thread\n    fn: exit_fns:leave\n"
+        "  - name: inline\n    fn: exit_fns:leave\n    inline: true\n"
+        "  - name: async\n    fn: exit_fns:aleave\n"
+    )
+    service = ToolService(catalog.load([write_catalog(tmp_path, text)]))
+
+    async def all_three() -> list[Any]:
+        return [await _failure(service, key) for key in ("t.thread", "t.inline", "t.async")]
+
+    assert asyncio.run(all_three()) == ["SystemExit: 3", "SystemExit: 3", "SystemExit: 4"]
+
+
+async def _failure(service: ToolService, key: str) -> str:
+    with pytest.raises(ToolFailed) as caught:
+        await service.call(Identity.operator(), key)
+    return caught.value.summary

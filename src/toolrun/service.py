@@ -300,7 +300,7 @@ class ToolService:
             raise ToolFailed(TimeoutError(f"timeout after {executor.format_seconds(tool.timeout)}s")) from exc
         except ToolrunError:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # a function calling sys.exit() fails its call, not the server
             raise ToolFailed(exc) from exc
         finally:
             context.deactivate(token)
@@ -319,10 +319,14 @@ class _Workers:
     """
 
     def __init__(self, max_workers: int) -> None:
+        self.max_workers = max_workers
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)  # a forked child starts with no threads
+
+    def _reset(self) -> None:
         import queue
         import threading
 
-        self.max_workers = max_workers
         self._queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self._idle = threading.Semaphore(0)
         self._lock = threading.Lock()
