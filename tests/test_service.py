@@ -553,3 +553,29 @@ async def _failure(service: ToolService, key: str) -> str:
     with pytest.raises(ToolFailed) as caught:
         await service.call(Identity.operator(), key)
     return caught.value.summary
+
+
+def test_a_plain_function_whose_call_timed_out_while_queued_never_runs() -> None:
+    """A call that gave up waiting for a worker must not run later (its side effects would surprise everyone)."""
+    from toolrun import service as service_module
+
+    workers = service_module._Workers(1)
+    ran: list[str] = []
+
+    def slow() -> None:
+        time.sleep(0.3)
+        ran.append("slow")
+
+    def side_effect() -> None:
+        ran.append("side effect")
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        first = workers.run(loop, slow)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(workers.run(loop, side_effect), 0.05)
+        await first
+        await workers.run(loop, lambda: None)  # the queue has been worked through
+
+    asyncio.run(main())
+    assert ran == ["slow"]

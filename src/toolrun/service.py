@@ -347,6 +347,10 @@ class _Workers:
     def _work(self) -> None:
         while True:
             loop, future, fn, args = self._queue.get()
+            if future.cancelled():  # its caller gave up (timeout) while it waited: it never runs
+                del loop, future, fn, args
+                self._idle.release()
+                continue
             try:
                 result, error = fn(*args), None
             except BaseException as exc:  # handed to the caller, whatever it is
