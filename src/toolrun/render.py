@@ -110,6 +110,13 @@ def render(source: str, variables: dict[str, Any]) -> str:
         raise ToolFailed(exc) from exc
 
 
+def _stray_tag(text: str, before_tag: bool = False) -> bool:
+    """Template text that still opens a tag the fast scanners did not match: Jinja must decide.
+
+    Right before a matched tag, a trailing `{` counts too: `{{{ x }}` lexes as `{{` then `{`."""
+    return "{{" in text or "{%" in text or "{#" in text or (before_tag and text.endswith("{"))
+
+
 # `{{ name }}` and `{{ name | quote }}`: the shape of most command templates.
 _PLAIN_TAG = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*(\|\s*quote\s*)?\}\}")
 # Names that Jinja resolves by itself when the variables lack them (globals, template specials).
@@ -128,7 +135,7 @@ def _plain_parts(source: str) -> tuple[str | tuple[str, bool], ...] | None:
     pos = 0
     for match in _PLAIN_TAG.finditer(source):
         between = source[pos : match.start()]
-        if "{{" in between or "{%" in between or "{#" in between or between.endswith("{"):
+        if _stray_tag(between, before_tag=True):
             return None
         name = match.group(1)
         if name in _KEYWORDS or name in _SPECIAL_NAMES or name in JINJA_GLOBALS:
@@ -138,7 +145,7 @@ def _plain_parts(source: str) -> tuple[str | tuple[str, bool], ...] | None:
         parts.append((name, match.group(2) is not None))
         pos = match.end()
     rest = source[pos:]
-    if "{{" in rest or "{%" in rest or "{#" in rest:
+    if _stray_tag(rest):
         return None
     if rest:
         parts.append(rest)
@@ -188,8 +195,8 @@ def _analyse_simple(source: str) -> Analysis | None:
     pos = 0
     for match in _SIMPLE_TAG.finditer(source):
         between = source[pos : match.start()]
-        if "{{" in between or "{%" in between or "{#" in between or between.endswith("{"):
-            return None  # `{{{ x }}` lexes as `{{` then `{`: let Jinja say so
+        if _stray_tag(between, before_tag=True):
+            return None
         pos = match.end()
         name, filters, if_kw, _neg, if_name, other = match.groups()
         if name:
@@ -216,7 +223,7 @@ def _analyse_simple(source: str) -> Analysis | None:
                 return None
             seen_else.pop()
     rest = source[pos:]
-    if seen_else or "{{" in rest or "{%" in rest or "{#" in rest:
+    if seen_else or _stray_tag(rest):
         return None
     return analysis
 
