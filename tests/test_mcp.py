@@ -425,7 +425,7 @@ def test_a_search_that_only_a_hidden_tool_fully_matches_answers_as_if_it_did_not
     service: ToolService, _isolated_home: Path, tmp_path: Path
 ) -> None:
     without = service_without(_isolated_home, tmp_path / "without", "ops.restart")
-    query = {"query": "restart a"}  # ops.restart matches both words; public tools only `a...`
+    query = {"query": "restart message"}  # ops.restart matches `restart`; a public tool `message`
     expected = call(without, ANON, "search", query).structured_content
     assert expected["items"] != []
     assert call(service, ANON, "search", query).structured_content == expected

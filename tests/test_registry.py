@@ -124,3 +124,22 @@ def test_every_search_term_matches_word_prefixes_so_a_singular_finds_the_plural(
     registry = Registry([disks, other])
     page = registry.search(Identity(groups=frozenset({"admin"}), anonymous=False), "disk usage")
     assert [t.key for t in page.items] == ["ops.disk_report"]
+
+
+def test_search_matches_other_inflections_of_a_word(registry: Registry) -> None:
+    assert [t.key for t in registry.search(ADMIN, "restarting services").items] == ["ops.restart"]
+    assert [t.key for t in registry.search(ADMIN, "backups").items] == ["db.backup"]
+
+
+def test_search_forgives_one_typo_in_a_word(registry: Registry) -> None:
+    assert [t.key for t in registry.search(ADMIN, "restrat").items] == ["ops.restart"]
+    assert [t.key for t in registry.search(ADMIN, "dsik usage").items][0] == "ops.disk_usage"
+
+
+def test_a_query_phrased_as_a_task_drops_its_function_words(registry: Registry) -> None:
+    assert [t.key for t in registry.search(ADMIN, "how do I restart the service?").items] == ["ops.restart"]
+
+
+def test_search_knows_common_synonyms(registry: Registry) -> None:
+    assert [t.key for t in registry.search(ADMIN, "reboot").items] == ["ops.restart"]
+    assert [t.key for t in registry.search(ADMIN, "show the files of a folder").items][0] == "files.list_dir"

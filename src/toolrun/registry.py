@@ -1,33 +1,30 @@
 """Tools by key, who may see them, and ranked search over what a caller may see.
 
-Search is an in-memory inverted index built at load (0.1 s for 10,000 tools) and ranked with
-BM25 over weighted fields: key and name (x3), group tags (x2), description and param names (x1).
-Every query term must match, as a word or a word's prefix (`disk` finds `disks`; exact words rank
-first; the last term may be half-typed); when that finds nothing,
-any term may match. Query text is only ever split into words, so no input can make it fail.
+Visibility is decided by two things only: a tool's `public` flag and its groups. So callers fall
+into few distinct *views* of the catalog: anonymous (public tools), each combination of catalog
+groups a caller holds, and admin (every tool). Each view gets its own search index
+(textsearch.Index), built on the first search from that view and kept with the catalog (a new
+catalog is a new Registry): document counts, word statistics and the vocabulary that prefixes
+and typos expand into all come from the tools that view shows, never from hidden ones.
 """
 
 from __future__ import annotations
 
-import bisect
 import difflib
-import math
-import re
-from collections import defaultdict
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .errors import NotFound
 from .models import Identity, ToolSpec
+from .textsearch import Analyzed, Index, analyze, query_words, words
 
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
-MAX_QUERY_TERMS = 16
-K1, B = 1.2, 0.75
+MAX_VIEWS = 32  # search indexes kept at once (least recently used first out)
+tokens = words  # older name, kept for callers
 
-
-def tokens(text: str) -> list[str]:
-    """Lower-cased words (letters and digits; `_`, `.` and `-` separate words)."""
-    return _WORD.findall(text.lower())
+ViewKey = tuple[str, ...]
+ADMIN_VIEW: ViewKey = ("\x00admin",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,33 +46,34 @@ class Page:
 class Registry:
     def __init__(self, tools: Iterable[ToolSpec]) -> None:
         self.tools: dict[str, ToolSpec] = {t.key: t for t in sorted(tools, key=lambda t: t.key)}
-        self._postings: dict[str, dict[str, float]] = defaultdict(dict)
-        self._length: dict[str, float] = {}
-        findall = _WORD.findall
-        for tool in self.tools.values():
-            weights: dict[str, float] = defaultdict(float)
-            key = tool.key.lower()
-            for word in (*findall(key), tool.name.lower(), key):
-                weights[word] += 3.0
-            for word in findall(" ".join(tool.groups).lower()):
-                weights[word] += 2.0
-            text = tool.description + " " + " ".join(p.name for p in tool.params)
-            for word in findall(text.lower()):
-                weights[word] += 1.0
-            self._length[tool.key] = sum(weights.values()) or 1.0
-            for word, weight in weights.items():
-                self._postings[word][tool.key] = weight
-        self._terms = sorted(self._postings)
-        self._avg = (sum(self._length.values()) / len(self._length)) if self._length else 1.0
+        self._groups = frozenset(g for t in self.tools.values() for g in t.groups)
+        self._analyzed: dict[str, Analyzed] = {}
+        self._visible: dict[ViewKey, list[ToolSpec]] = {}
+        self._indexes: OrderedDict[ViewKey, Index] = OrderedDict()
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self.tools)
 
+    def view_key(self, identity: Identity) -> ViewKey:
+        """Callers with equal keys see exactly the same tools."""
+        if identity.is_admin:
+            return ADMIN_VIEW
+        return tuple(sorted(identity.groups & self._groups))
+
     def visible(self, identity: Identity) -> list[ToolSpec]:
         """Tools the caller may see, sorted by key."""
-        if identity.is_admin:
-            return list(self.tools.values())
-        return [t for t in self.tools.values() if identity.can_access(t)]
+        view = self.view_key(identity)
+        tools = self._visible.get(view)
+        if tools is None:
+            if view == ADMIN_VIEW:
+                tools = list(self.tools.values())
+            else:
+                tools = [t for t in self.tools.values() if identity.can_access(t)]
+            if len(self._visible) >= 4 * MAX_VIEWS:
+                self._visible.clear()
+            self._visible[view] = tools
+        return list(tools)
 
     def get(self, identity: Identity, key: str) -> ToolSpec:
         """The tool, or NotFound: an unknown key and a hidden one are indistinguishable."""
@@ -85,38 +83,32 @@ class Registry:
         visible = [t.key for t in self.visible(identity)]
         raise NotFound(key, difflib.get_close_matches(key, visible, n=3, cutoff=0.6))
 
-    def _matches(self, term: str, prefix: bool) -> dict[str, float]:
-        if not prefix:
-            return self._postings.get(term, {})
-        merged: dict[str, float] = {}
-        start = bisect.bisect_left(self._terms, term)
-        for word in self._terms[start : start + 200]:
-            if not word.startswith(term):
-                break
-            for key, weight in self._postings[word].items():
-                merged[key] = max(merged.get(key, 0.0), weight * (1.0 if word == term else 0.8))
-        return merged
+    def index(self, identity: Identity) -> Index:
+        """The search index over exactly the tools this caller may see."""
+        view = self.view_key(identity)
+        with self._lock:
+            index = self._indexes.get(view)
+            if index is not None:
+                self._indexes.move_to_end(view)
+                return index
+            tools = self.visible(identity)
+            analyzed = []
+            for tool in tools:
+                a = self._analyzed.get(tool.key)
+                if a is None:
+                    a = self._analyzed[tool.key] = analyze(tool)
+                analyzed.append(a)
+            index = self._indexes[view] = Index(tools, analyzed)
+            while len(self._indexes) > MAX_VIEWS:
+                self._indexes.popitem(last=False)
+            return index
 
     def search(self, identity: Identity, query: str, offset: int = 0, limit: int = 10) -> Page:
         """A page of the caller's tools ranked for `query` (all of them, by key, when it is blank)."""
         offset, limit = max(0, offset), max(1, limit)
-        words = list(dict.fromkeys(tokens(query)))[:MAX_QUERY_TERMS]
-        if not words:
+        terms = query_words(query)
+        if not terms:
             tools = self.visible(identity)
             return Page(tools[offset : offset + limit], len(tools), offset, limit)
-        n = len(self._length) or 1
-        per_term = [self._matches(w, prefix=True) for w in words]
-        scores: dict[str, float] = defaultdict(float)
-        hits: dict[str, int] = defaultdict(int)
-        for postings in per_term:
-            idf = math.log(1 + (n - len(postings) + 0.5) / (len(postings) + 0.5))
-            for key, tf in postings.items():
-                norm = tf * (K1 + 1) / (tf + K1 * (1 - B + B * self._length[key] / self._avg))
-                scores[key] += idf * norm
-                hits[key] += 1
-        # Only the caller's tools decide between all-terms and any-term matching: a hidden tool
-        # must not change the answer (that would reveal that it exists).
-        visible = [k for k in scores if identity.can_access(self.tools[k])]
-        candidates = [k for k in visible if hits[k] == len(words)] or visible
-        ranked = sorted((self.tools[k] for k in candidates), key=lambda t: (-scores[t.key], t.key))
-        return Page(ranked[offset : offset + limit], len(ranked), offset, limit)
+        items, total = self.index(identity).top(terms, offset, limit)
+        return Page(items, total, offset, limit)

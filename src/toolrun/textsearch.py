@@ -1,0 +1,291 @@
+"""Ranked lexical search over one set of tools: the index a caller's view of the catalog gets.
+
+An `Index` is built over exactly the tools one caller may see (registry.py keeps one per view),
+so every ranking input (document count, average length, each word's document frequency, the
+vocabulary that prefixes and typos expand into) comes from visible tools only: a hidden tool
+cannot change the order, the totals or the expansions of anyone's search.
+
+Analysis: text is split into lower-cased words (letters and digits; `_`, `.`, `-` separate) and
+each word is reduced to its stem (`restarts`, `restarting`, `restarted` -> `restart`). Fields
+are weighted: key, name and title x3, keywords x2.5, groups x2, param names x1.5, description
+x1, param descriptions x0.5. Scores are BM25 (k1 1.2, b 0.75).
+
+A query word matches, best first: its stem (x1), a word it begins (x0.8: `disk` finds `disks`,
+a half-typed last word works), a word one edit away when nothing else matches (x0.6: a typo;
+two edits for words of eight letters or more), and the synonyms of a small built-in table
+(x0.7). Common function words (`the`, `how`, `why`, ...) are dropped when other words remain.
+Tools matching every remaining word come first and alone; when no tool matches them all, tools
+matching any of them are ranked, each score scaled by the share of words it matched.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from bisect import bisect_left
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .models import ToolSpec
+from .stem import stem
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+MAX_QUERY_TERMS = 16
+K1, B = 1.2, 0.75
+PREFIX_WORDS = 40  # words one prefix may expand into (the most frequent first)
+
+_STOP = (
+    "a an and are as at be by can could do does for from how i in into is it its me my of on or our "
+    "out please should so that the their them then there these this those to tool tools us want was "
+    "we what when where which who why will with would you your find"
+)
+STOP_WORDS = frozenset(_STOP.split(" "))
+
+# Words that name the same action or thing in operations work, both ways. Authors add their own
+# with a tool's `keywords:`; this table only covers the verbs and nouns almost every catalog uses.
+_SYNONYM_GROUPS = (
+    "delete remove erase purge drop",
+    "list show enumerate",
+    "stop kill terminate halt",
+    "start launch boot",
+    "restart reboot bounce reload",
+    "check verify test validate inspect",
+    "size usage space",
+    "find search lookup locate",
+    "fetch get retrieve download read",
+    "upload push put send",
+    "create make add new",
+    "update modify change edit set",
+    "log logs journal",
+    "error errors failure failures",
+    "slow latency performance",
+    "memory ram mem",
+    "cpu processor load",
+    "process processes proc",
+    "certificate cert tls ssl",
+    "database db",
+    "container docker",
+    "directory folder dir",
+    "file files",
+    "user account",
+    "password credential secret",
+    "backup snapshot",
+    "disk storage volume",
+    "network net",
+    "expire expiry expiration",
+)
+
+
+def _synonyms() -> dict[str, tuple[str, ...]]:
+    table: dict[str, set[str]] = {}
+    for line in _SYNONYM_GROUPS:
+        stems = {stem(w) for w in line.split()}
+        for s in stems:
+            table.setdefault(s, set()).update(stems - {s})
+    return {k: tuple(sorted(v)) for k, v in table.items()}
+
+
+SYNONYMS = _synonyms()
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased words (letters and digits; `_`, `.` and `-` separate words)."""
+    return _WORD.findall(text.lower())
+
+
+def query_words(query: str) -> list[str]:
+    """The words a query searches for: deduplicated, function words dropped unless nothing else remains."""
+    found = list(dict.fromkeys(words(query)))
+    content = [w for w in found if w not in STOP_WORDS]
+    return (content or found)[:MAX_QUERY_TERMS]
+
+
+_STEMS: dict[str, str] = {}
+
+
+def cached_stem(word: str) -> str:
+    found = _STEMS.get(word)
+    if found is None:
+        found = stem(word)
+        if len(_STEMS) < 200_000:
+            _STEMS[word] = found
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Analyzed:
+    """One tool's weighted stems and raw words: computed from the tool alone, shared by every view."""
+
+    weights: dict[str, float]
+    length: float
+    raw: frozenset[str]
+
+
+def analyze(tool: ToolSpec) -> Analyzed:
+    weights: dict[str, float] = {}
+    raw: set[str] = set()
+
+    def add(text: str, weight: float) -> None:
+        for word in _WORD.findall(text.lower()):
+            raw.add(word)
+            s = cached_stem(word)
+            weights[s] = weights.get(s, 0.0) + weight
+
+    add(tool.key, 3.0)
+    add(tool.name, 3.0)
+    add(getattr(tool, "title", "") or "", 3.0)
+    add(" ".join(getattr(tool, "keywords", ()) or ()), 2.5)
+    add(" ".join(tool.groups), 2.0)
+    add(" ".join(p.name for p in tool.params), 1.5)
+    add(tool.description, 1.0)
+    add(" ".join(p.description for p in tool.params), 0.5)
+    return Analyzed(weights, sum(weights.values()) or 1.0, frozenset(raw))
+
+
+def _distance(a: str, b: str, bound: int) -> int:
+    """Optimal string alignment distance (adjacent swaps count one), or bound + 1 when it exceeds bound."""
+    if abs(len(a) - len(b)) > bound:
+        return bound + 1
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            cost = 0 if ca == cb else 1
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        if min(cur) > bound:
+            return bound + 1
+        prev2, prev = prev, cur
+    return prev[-1]
+
+
+def _deletes(word: str) -> set[str]:
+    return {word[:i] + word[i + 1 :] for i in range(len(word))}
+
+
+class Index:
+    """BM25 over a fixed list of tools (sorted by key); built once, read by many searches."""
+
+    def __init__(self, tools: Sequence[ToolSpec], analyzed: Sequence[Analyzed]) -> None:
+        self.tools = list(tools)
+        n = len(self.tools)
+        avg = (sum(a.length for a in analyzed) / n) if n else 1.0
+        postings: dict[str, dict[int, float]] = {}
+        raw_to_stems: dict[str, str] = {}
+        for doc, a in enumerate(analyzed):
+            lnorm = K1 * (1 - B + B * a.length / avg)
+            for s, tf in a.weights.items():
+                postings.setdefault(s, {})[doc] = tf * (K1 + 1) / (tf + lnorm)
+            for word in a.raw:
+                raw_to_stems[word] = _STEMS.get(word) or cached_stem(word)
+        # Each posting holds the word's whole BM25 contribution (idf x normalised frequency).
+        for p in postings.values():
+            idf = math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5))
+            for doc in p:
+                p[doc] *= idf
+        self.postings = postings
+        self.raw_to_stem = raw_to_stems
+        self.raw_sorted = sorted(raw_to_stems)
+        self._typo: dict[str, list[str]] | None = None
+        self._cache: OrderedDict[tuple[str, ...], tuple[list[int], int]] = OrderedDict()
+
+    # -- expansion of one query word into weighted stems ---------------------------------------------
+
+    def _typo_index(self) -> dict[str, list[str]]:
+        if self._typo is None:
+            table: dict[str, list[str]] = {}
+            for word in self.raw_sorted:
+                if len(word) < 4 or word.isdigit():
+                    continue
+                table.setdefault(word, []).append(word)
+                for d in _deletes(word):
+                    table.setdefault(d, []).append(word)
+            self._typo = table
+        return self._typo
+
+    def expand(self, word: str) -> dict[str, float]:
+        """The stems one query word stands for, each with the factor its matches are scored at."""
+        found: dict[str, float] = {}
+        own = cached_stem(word)
+        if own in self.postings:
+            found[own] = 1.0
+        if len(word) >= 2:
+            start = bisect_left(self.raw_sorted, word)
+            stems: set[str] = set()
+            for raw in self.raw_sorted[start : start + 4 * PREFIX_WORDS]:
+                if not raw.startswith(word):
+                    break
+                stems.add(self.raw_to_stem[raw])
+            stems.discard(own)
+            ranked = sorted(stems, key=lambda s: (-len(self.postings[s]), s))[:PREFIX_WORDS]
+            for s in ranked:
+                found.setdefault(s, 0.8)
+        if not found and len(word) >= 4 and not word.isdigit():
+            bound = 2 if len(word) >= 8 else 1
+            table = self._typo_index()
+            candidates: set[str] = set(table.get(word, ()))
+            for d in _deletes(word):
+                candidates.update(table.get(d, ()))
+            for raw in candidates:
+                if _distance(word, raw, bound) <= bound:
+                    found.setdefault(self.raw_to_stem[raw], 0.6)
+        for base in [own, *[s for s, f in found.items() if f == 0.8][:3]]:
+            for syn in SYNONYMS.get(base, ()):
+                if syn in self.postings:
+                    found.setdefault(syn, 0.7)
+        return found
+
+    # -- ranking -------------------------------------------------------------------------------------
+
+    def _term(self, word: str) -> dict[int, float]:
+        """Each document's best score for one query word over the stems it expands into."""
+        expansion = sorted(self.expand(word).items(), key=lambda sf: (-sf[1], -len(self.postings[sf[0]])))
+        if not expansion:
+            return {}
+        first, factor = expansion[0]
+        best = dict(self.postings[first]) if factor == 1.0 else {d: v * factor for d, v in self.postings[first].items()}
+        for s, factor in expansion[1:]:
+            get = best.get
+            for doc, value in self.postings[s].items():
+                value *= factor
+                if value > get(doc, 0.0):
+                    best[doc] = value
+        return best
+
+    def rank(self, query: Iterable[str]) -> tuple[list[int], int]:
+        """Document numbers ranked for the query words, and how many matched."""
+        terms = tuple(query)
+        cached = self._cache.get(terms)
+        if cached is not None:
+            self._cache.move_to_end(terms)
+            return cached
+        bests = [self._term(word) for word in terms]
+        common = set(bests[0]).intersection(*bests[1:]) if len(bests) > 1 else None
+        final: dict[int, float]
+        if common is None:
+            final = bests[0]
+        elif common:
+            final = {d: sum(b[d] for b in bests) for d in common}
+        else:  # no tool has every word: any word, scaled by the share of words matched
+            scores: dict[int, float] = {}
+            hits: dict[int, int] = {}
+            for best in bests:
+                for doc, value in best.items():
+                    scores[doc] = scores.get(doc, 0.0) + value
+                    hits[doc] = hits.get(doc, 0) + 1
+            share = len(terms) ** 2
+            final = {d: v * hits[d] * hits[d] / share for d, v in scores.items()}
+        ranked = sorted(final)  # ties by document number, that is by key (the sort below is stable)
+        ranked.sort(key=final.__getitem__, reverse=True)
+        result = (ranked, len(ranked))
+        self._cache[terms] = result
+        if len(self._cache) > 512:
+            self._cache.popitem(last=False)
+        return result
+
+    def top(self, query: Sequence[str], offset: int, limit: int) -> tuple[list[ToolSpec], int]:
+        ranked, total = self.rank(query)
+        return [self.tools[d] for d in ranked[offset : offset + limit]], total
