@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import re
 import sys
+import typing
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,8 +18,9 @@ from catalog_gen import generate_catalog
 from conftest import EXAMPLES, write_catalog
 from toolrun import catalog, render
 from toolrun.catalog import LoadOptions, child_env, load
-from toolrun.errors import CatalogError
-from toolrun.models import EXEC_RETURN_TYPE, Identity, ToolSpec
+from toolrun.catalog import cache as catalog_cache
+from toolrun.errors import CatalogError, Problem
+from toolrun.models import EXEC_RETURN_TYPE, Identity, Param, ToolSpec
 from toolrun.service import ToolService
 
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/op", "LANG": "C.UTF-8"}
@@ -637,6 +641,66 @@ def test_a_builtin_fn_makes_its_file_uncacheable(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     load([path], ENV, LoadOptions(cache_dir=cache))
     assert not cache.exists() or not list(cache.iterdir())
+
+
+def _layout(*fields: tuple[str, type]) -> type:
+    return dataclasses.make_dataclass("Param", fields, frozen=True, slots=True)
+
+
+def test_the_cache_key_follows_the_version_and_every_field_of_the_cached_records() -> None:
+    base = _layout(("name", str), ("type", str), ("required", bool))
+    key = catalog_cache.records_key([base], "1.0")
+    assert catalog_cache.records_key([base], "1.0") == key
+    assert catalog_cache.records_key([base], "1.1") != key
+    changed = [
+        _layout(("name", str), ("kind", str), ("type", str), ("required", bool)),  # a field inserted
+        _layout(("name", str), ("kind", str), ("required", bool)),  # a field renamed
+        _layout(("name", str), ("type", str), ("required", int)),  # a field retyped
+        _layout(("name", str), ("required", bool), ("type", str)),  # fields reordered
+        _layout(("name", str), ("type", str)),  # a field removed
+    ]
+    assert len({catalog_cache.records_key([c], "1.0") for c in changed} | {key}) == len(changed) + 1
+
+
+def test_every_record_class_a_cache_entry_holds_is_in_the_key() -> None:
+    reachable: set[type] = set()
+    todo: list[Any] = [ToolSpec, Problem]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, type) and dataclasses.is_dataclass(item):
+            if item in reachable:
+                continue
+            reachable.add(item)
+            todo.extend(typing.get_type_hints(item).values())
+        else:
+            todo.extend(typing.get_args(item))
+    assert reachable == set(catalog_cache.CACHED_RECORDS)
+
+
+def test_an_entry_written_for_other_record_fields_is_never_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_catalog(tmp_path, "group: ops\ntools:\n  - name: a\n    exec: echo {{ n }}\n    params: [{name: n}]\n")
+    options = LoadOptions(cache_dir=tmp_path / "cache")
+    load([path], ENV, options)  # the entry the older code wrote
+    # The newer code's Param has one more field: read back by position, every value after it
+    # would land one field off (the type in `required`, say).
+    newer = _layout(*((f.name, f.type) for f in dataclasses.fields(Param)), ("hidden", bool))
+    records = tuple(newer if r is Param else r for r in catalog_cache.CACHED_RECORDS)
+    monkeypatch.setattr(catalog_cache, "CACHED_RECORDS", records)
+    catalog_cache.cache_key.cache_clear()
+    monkeypatch.setattr(catalog_cache, "cache_key", functools.cache(catalog_cache.cache_key.__wrapped__))
+    parsed: list[Path] = []
+    real_load = catalog._FileLoader.load
+
+    def counting_load(self: Any) -> list[ToolSpec]:
+        parsed.append(self.path)
+        return real_load(self)
+
+    monkeypatch.setattr(catalog._FileLoader, "load", counting_load)
+    assert load([path], ENV, options).tools["ops.a"].params[0].required is True
+    assert parsed == [path]
+    assert len(list((tmp_path / "cache").iterdir())) == 2  # the old entry is left alone, not read
 
 
 def test_a_generated_catalog_loads_cleanly(tmp_path: Path) -> None:

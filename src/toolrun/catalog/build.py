@@ -1,0 +1,161 @@
+"""One validated tool definition -> a ToolSpec: kind, defaults merged, groups, limits, example."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..models import EXEC_RETURN_TYPE, Param, ResourceLimits, ToolSpec
+from .envfiles import EnvMixin
+from .fn import FnMixin
+from .paramdefs import ParamsMixin
+from .templates import TemplateMixin
+
+if TYPE_CHECKING:
+    from ..schema import CatalogFile, RuntimeOptions, ToolDef
+
+_FN_ONLY_OPTIONS = ("cwd", "env", "env_file", "env_passthrough", "limits", "stdin", "user")
+
+
+class BuildMixin(ParamsMixin, TemplateMixin, FnMixin, EnvMixin):
+    def build(self, tool: ToolDef, head: CatalogFile, loc: tuple[Any, ...]) -> ToolSpec | None:
+        group = tool.group or head.group
+        before = self.errors()
+        if not group:
+            self.problem((*loc, "name"), tool.name, "no group: set `group:` at the top of the file or on the tool")
+            return None
+        key = f"{group}.{tool.name}"
+        kinds = [k for k in ("exec", "curl", "fn") if getattr(tool, k) is not None]
+        if len(kinds) != 1:
+            found = " and ".join(kinds) if kinds else "none"
+            where = (*loc, kinds[1]) if len(kinds) > 1 else (*loc, "name")
+            self.problem(where, key, f"a tool needs exactly one of exec, curl or fn (found {found})")
+            return None
+        kind = kinds[0]
+        opts = _merge(head.defaults, tool)
+        params = self.build_params(tool, key, loc, kind)
+        return_type = EXEC_RETURN_TYPE
+        description = tool.description
+        if kind == "fn":
+            source = str(tool.fn)
+            ignored = [name for name in _FN_ONLY_OPTIONS if name in tool.model_fields_set]
+            if ignored:
+                self.problem(
+                    (*loc, ignored[0]), key, f"fn tools run in-process and ignore {', '.join(ignored)}", "warning"
+                )
+            fn_info = self.inspect_fn(source, key, (*loc, "fn"), params)
+            if fn_info is None:
+                return None
+            params, return_type, doc = fn_info
+            description = description or doc
+        else:
+            template = tool.exec if kind == "exec" else tool.curl
+            assert template is not None
+            if tool.inline:
+                self.problem((*loc, "inline"), key, "`inline` applies to fn tools only; ignored", "warning")
+            if not template.strip():
+                self.problem((*loc, kind), key, f"`{kind}:` is empty")
+                return None
+            self.check_template(template, params or [], tool.stdin, key, loc, kind)
+            source = template
+            if kind == "curl":
+                source = "curl -s -o - " + template.strip() + (" --json @-" if tool.stdin else "")
+        params = params or []
+        groups = [group, *[g for g in tool.groups if g != group]]
+        public = tool.public or "public" in groups
+        if public and "public" not in groups:
+            groups.append("public")
+        env = self.build_env(opts, key, loc)
+        cwd = None
+        if opts.cwd:
+            cwd = str((self.path.parent / opts.cwd).resolve())
+            if self.options.check and kind != "fn" and not Path(cwd).is_dir():
+                self.problem((*loc, "cwd"), key, f"cwd {opts.cwd!r} is not a directory here", "warning")
+        limits = (
+            ResourceLimits(
+                cpu=opts.limits.cpu,
+                memory=opts.limits.memory,
+                open_files=opts.limits.open_files,
+                file_size=opts.limits.file_size,
+                processes=opts.limits.processes,
+                output=opts.limits.output or self.options.max_output,
+            )
+            if opts.limits is not None
+            else ResourceLimits(output=self.options.max_output)
+        )
+        if opts.user is not None:
+            import pwd
+
+            try:
+                pwd.getpwnam(opts.user)
+            except KeyError:
+                self.problem((*loc, "user"), key, f"user {opts.user!r} does not exist on this machine")
+        if self.errors() > before:
+            return None
+        line, col = self.locate.value(loc) if self.options.check else (0, 0)
+        return ToolSpec(
+            key=key,
+            name=tool.name,
+            kind=kind,  # type: ignore[arg-type]
+            groups=tuple(dict.fromkeys(groups)),
+            public=public,
+            description=description,
+            params=tuple(params),
+            return_type=return_type,
+            example=example_call(key, params),
+            source=source,
+            stdin=tool.stdin,
+            inline=tool.inline,
+            timeout=opts.timeout or self.options.default_timeout,
+            cwd=cwd,
+            env=env,
+            env_passthrough=tuple(opts.env_passthrough or ()),
+            limits=limits,
+            user=opts.user,
+            file=self.name,
+            line=line,
+            col=col,
+        )
+
+
+def _merge(defaults: RuntimeOptions | None, tool: ToolDef) -> RuntimeOptions:
+    from ..schema import Limits, RuntimeOptions
+
+    if defaults is None:
+        return tool
+    env = {**(defaults.env or {}), **(tool.env or {})}
+    passthrough = list(dict.fromkeys([*(defaults.env_passthrough or []), *(tool.env_passthrough or [])]))
+    limits = defaults.limits
+    if tool.limits is not None:
+        base = defaults.limits.model_dump(exclude_none=True) if defaults.limits else {}
+        limits = Limits.model_validate({**base, **tool.limits.model_dump(exclude_none=True)})
+    return RuntimeOptions.model_construct(
+        timeout=tool.timeout if tool.timeout is not None else defaults.timeout,
+        cwd=tool.cwd if tool.cwd is not None else defaults.cwd,
+        env=env or None,
+        env_file=tool.env_file if tool.env_file is not None else defaults.env_file,
+        env_passthrough=passthrough or None,
+        limits=limits,
+        user=tool.user if tool.user is not None else defaults.user,
+    )
+
+
+_PLACEHOLDER: dict[str, Any] = {"str": "text", "int": 1, "float": 1.0, "bool": True, "list": [], "dict": {}}
+
+
+def _example_value(param: Param) -> Any:
+    for value in (param.example, param.default):
+        if value is not None:
+            return value
+    if param.enum:
+        return param.enum[0]
+    if param.type in ("int", "float") and param.min is not None:
+        return int(param.min) if param.type == "int" else float(param.min)
+    return _PLACEHOLDER.get(param.type, "text")
+
+
+def example_call(key: str, params: Sequence[Param]) -> str:
+    """`key(param=value, ...)` with Python literals: required params, and optional ones with an example."""
+    shown = [p for p in params if p.required or p.example is not None]
+    return f"{key}({', '.join(f'{p.name}={_example_value(p)!r}' for p in shown)})"

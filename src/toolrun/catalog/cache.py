@@ -1,0 +1,123 @@
+"""The warm-load cache: one pickle per catalog file, keyed by content, options and record layout."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import gc
+import hashlib
+import os
+import pickle
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..errors import Problem
+from ..models import Param, ResourceLimits, ToolSpec
+from .loader import _FileLoader
+from .options import LoadOptions
+
+# Every record class a cache entry pickles. A slots dataclass unpickles its values by position, so
+# an entry written by code whose classes had other fields would load with its values shifted into
+# the wrong fields: the key covers each class's field names and types (and the version), and such
+# an entry is never found. A record class added to ToolSpec or Problem belongs here (a test checks).
+CACHED_RECORDS: tuple[type[Any], ...] = (ToolSpec, Param, ResourceLimits, Problem)
+
+
+def records_key(records: Sequence[type[Any]], version: str) -> str:
+    """A digest of the version and every field (name and annotation, in order) of `records`."""
+    parts = [f"toolrun {version}"]
+    for cls in records:
+        layout = ",".join(f"{f.name}:{f.type}" for f in dataclasses.fields(cls))
+        parts.append(f"{cls.__module__}.{cls.__qualname__}({layout})")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+@functools.cache
+def cache_key() -> str:
+    """The cache key part that changes with the code: the package version and the record layouts."""
+    return records_key(CACHED_RECORDS, __version__)
+
+
+def _load_file(path: Path, environ: Mapping[str, str], options: LoadOptions) -> tuple[list[ToolSpec], list[Problem]]:
+    # A load allocates hundreds of thousands of containers and frees none of them: the cyclic
+    # GC would walk them again and again for nothing (it doubles the cost of unpickling).
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _load_file_uncollected(path, environ, options)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _load_file_uncollected(
+    path: Path, environ: Mapping[str, str], options: LoadOptions
+) -> tuple[list[ToolSpec], list[Problem]]:
+    cache_file = None
+    if options.cache_dir is not None and not options.check:
+        try:
+            raw = path.read_bytes()
+        except OSError:
+            raw = None
+        if raw is not None:
+            head = f"{cache_key()}\0{path}\0{path.resolve()}\0{options.default_timeout}\0{options.max_output}\0"
+            digest = hashlib.sha256(head.encode("utf-8", "surrogatepass") + raw).hexdigest()
+            cache_file = options.cache_dir / f"{digest}.pickle"
+            cached = _read_cache(cache_file, environ)
+            if cached is not None:
+                return cached
+    loader = _FileLoader(path, environ, options)
+    tools = loader.load()
+    if cache_file is not None and not loader.errors() and loader.cacheable:
+        _write_cache(cache_file, tools, loader.problems, loader.used_env, loader.extra_files)
+    return tools, loader.problems
+
+
+def _env_digest(value: str | None) -> str:
+    return "-" if value is None else hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _read_cache(cache_file: Path, environ: Mapping[str, str]) -> tuple[list[ToolSpec], list[Problem]] | None:
+    try:
+        with cache_file.open("rb") as fh:
+            entry = pickle.load(fh)
+    except Exception:
+        return None
+    try:
+        for name, digest in entry["env"].items():
+            if _env_digest(environ.get(name)) != digest:
+                return None
+        for file_name, digest in entry["files"].items():
+            if hashlib.sha256(Path(file_name).read_bytes()).hexdigest() != digest:
+                return None
+        tools: list[ToolSpec] = entry["tools"]
+        warnings: list[Problem] = entry["warnings"]
+        return tools, warnings
+    except Exception:
+        return None
+
+
+def _write_cache(
+    cache_file: Path,
+    tools: list[ToolSpec],
+    warnings: list[Problem],
+    used_env: dict[str, str | None],
+    files: dict[str, str],
+) -> None:
+    entry = {
+        "env": {k: _env_digest(v) for k, v in used_env.items()},
+        "files": files,
+        "tools": tools,
+        "warnings": warnings,
+    }
+    try:
+        cache_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = cache_file.with_suffix(f".{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            pickle.dump(entry, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, cache_file)
+    except OSError:
+        pass  # a cache that cannot be written is only a slower next start
