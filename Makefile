@@ -2,7 +2,7 @@
 #
 #   make demo         install toolrun into .venv and run it on the bundled example catalog
 #   make test         install everything the tests need (apt, pip, npm), then lint, type-check and test
-#   make ui           build the browser UI (ui/ -> ui-dist/) when its sources changed
+#   make ui           rebuild the browser UI (ui/ -> ui-dist/, committed) when its sources changed
 #   make bench        performance figures against bare baselines (bench/README.md)
 #   make completions  regenerate completions/ from the Typer app
 #   make schema       regenerate schema/catalog.schema.json from the catalog models
@@ -23,7 +23,7 @@ EXAMPLES := examples/
 APT_COMMANDS := redis-server:redis-server chromium:chromium prometheus:promtool wrk:wrk \
 	webhook:webhook curl:curl hyperfine:hyperfine nginx:nginx
 
-.PHONY: help demo test lint typecheck pytest ui bench completions schema system-deps python-deps clean
+.PHONY: help demo test lint typecheck pytest ui ui-lint bench completions schema system-deps python-deps clean
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -76,6 +76,7 @@ demo: $(VENV)/.installed-runtime
 test: system-deps python-deps ui
 	@failed=""; \
 	$(MAKE) --no-print-directory lint || failed="$$failed lint"; \
+	$(MAKE) --no-print-directory ui-lint || failed="$$failed ui-lint"; \
 	$(MAKE) --no-print-directory typecheck || failed="$$failed mypy"; \
 	$(MAKE) --no-print-directory pytest || failed="$$failed pytest"; \
 	if [ -n "$$failed" ]; then echo "make test: failed:$$failed" >&2; exit 1; fi
@@ -92,23 +93,25 @@ typecheck: python-deps
 pytest: python-deps
 	$(BIN)/pytest
 
-# The browser UI: ui/ (an npm project, Node 20) built into ui-dist/, only when its sources changed.
-UI_SOURCES := $(wildcard ui/index.html ui/package.json ui/package-lock.json ui/vite.config.ts ui/tsconfig.json) \
-	$(shell find ui/src ui/public -type f 2>/dev/null)
-
-ifneq ($(wildcard ui/package.json),)
-ui: ui-dist/index.html
-else
+# The browser UI: ui/ (an npm project, Node 20) built into ui-dist/. ui-dist/ is committed, so a
+# pip-installed toolrun serves /ui without Node.js; the build records the fingerprint of the sources
+# it came from (ui-dist/.source-hash), and this target rebuilds only when ui/ no longer matches it
+# (no npm needed when it does). Commit ui-dist/ together with the ui/ change (tests/test_ui.py fails
+# when they drift apart).
 ui:
+ifneq ($(wildcard ui/package.json),)
+	@if $(PYTHON) ui/source_hash.py --check 2>/dev/null; then exit 0; fi; \
+	$(MAKE) --no-print-directory ui/node_modules/.package-lock.json; \
+	cd ui && npm run build --silent
 endif
+
+# ESLint (typescript-eslint and the React hooks rules) and tsc over the UI sources.
+ui-lint: ui/node_modules/.package-lock.json
+	cd ui && npm run --silent typecheck && npm run --silent lint
 
 ui/node_modules/.package-lock.json: ui/package-lock.json
 	@command -v npm >/dev/null 2>&1 || { echo "npm is missing: install Node.js 20 with npm to build the UI" >&2; exit 1; }
 	cd ui && npm ci --no-audit --no-fund --loglevel=error
-	@touch $@
-
-ui-dist/index.html: ui/node_modules/.package-lock.json $(UI_SOURCES)
-	cd ui && npm run build --silent
 	@touch $@
 
 # -- the rest -------------------------------------------------------------------------------------

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import re
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -121,3 +128,106 @@ def test_the_console_script_keeps_exit_codes_and_flushes_output_when_it_skips_te
     missing = subprocess.run([str(toolrun), "call", "-c", str(catalog), "t.nope"], capture_output=True, text=True)
     assert missing.returncode == 2
     assert "no tool 't.nope'" in missing.stderr
+
+
+def _path_without_node() -> str:
+    """$PATH minus every directory holding npm or node, plus the interpreter's own directory."""
+    keep = [Path(sys.executable).parent.as_posix()]
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        if entry and not any((Path(entry) / tool).exists() for tool in ("npm", "node", "npx")):
+            keep.append(entry)
+    return os.pathsep.join(keep)
+
+
+def _fresh_clone(into: Path) -> Path:
+    """The files git tracks in this checkout (as they are in the work tree): what a fresh clone
+    holds, without the git-ignored node_modules/, .venv/ or a locally built ui-dist/ that git does
+    not know about."""
+    git = shutil.which("git")
+    if git is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    listed = subprocess.run(
+        [git, "-C", str(ROOT), "ls-files", "-z"], capture_output=True, timeout=30, check=True
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            target = into / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return into
+
+
+@pytest.mark.timeout(150)
+def test_a_wheel_built_from_a_fresh_clone_without_node_serves_the_ui(tmp_path: Path) -> None:
+    """A user who installs toolrun (`pip install .`, `pipx install git+...`) gets the browser UI with
+    no Node.js anywhere: the build comes from the committed ui-dist/. Built with npm and node off
+    PATH, installed into a directory of its own, then a real `toolrun serve --ui` from that install
+    serves the page and every file it references."""
+    clone = _fresh_clone(tmp_path / "clone")
+    path = _path_without_node()
+    assert shutil.which("npm", path=path) is None and shutil.which("node", path=path) is None
+    env = {**os.environ, "PATH": path}
+    env.pop("TOOLRUN_UI_DIST", None)
+    args = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "-q"]
+    if importlib.util.find_spec("hatchling") is not None:
+        args.append("--no-build-isolation")
+    done = subprocess.run(
+        [*args, "-w", str(tmp_path / "dist"), str(clone)],
+        capture_output=True, text=True, timeout=120, check=False, env=env, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (wheel,) = (tmp_path / "dist").glob("toolrun-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    assert "toolrun/ui-dist/index.html" in names, sorted(n for n in names if "ui" in n)
+    assert not [n for n in names if n.startswith("ui-dist/")]
+
+    site = tmp_path / "site"
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--disable-pip-version-check", "-q",
+         "--target", str(site), str(wheel)],
+        capture_output=True, text=True, timeout=120, check=False, env=env, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    home = tmp_path / "home"
+    home.mkdir()
+    probe = "import toolrun, sys; print(toolrun.__file__); sys.argv[0] = 'toolrun'; toolrun.cli.main()"
+    serve_env = {k: v for k, v in env.items() if not k.startswith("SVC_")}
+    serve_env.update({"PYTHONPATH": str(site), "TOOLRUN_HOME": str(home), "PYTHONUNBUFFERED": "1"})
+    log = tmp_path / "serve.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-c", "import toolrun.cli; " + probe, "serve", "--ui", "-c", str(ROOT / "examples"),
+             "--port", str(port)],
+            cwd=tmp_path, env=serve_env, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, log.read_text()
+            try:
+                with urllib.request.urlopen(base + "/healthz", timeout=1):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+        with urllib.request.urlopen(base + "/ui/", timeout=5) as response:
+            index = response.read().decode()
+        refs = re.findall(r'(?:src|href)="/ui/([^"]+)"', index)
+        assert any(ref.endswith(".js") for ref in refs) and any(ref.endswith(".css") for ref in refs), index
+        for ref in refs:
+            with urllib.request.urlopen(f"{base}/ui/{ref}", timeout=5) as response:
+                assert response.status == 200 and response.read(), ref
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=10)
+    output = log.read_text()
+    assert output.splitlines()[0] == str(site / "toolrun" / "__init__.py"), output
+    assert f"serving the browser UI at /ui from {site / 'toolrun' / 'ui-dist'}" in output, output

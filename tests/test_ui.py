@@ -271,3 +271,48 @@ def test_the_environment_override_is_the_only_candidate(tmp_path: Path) -> None:
     assert ui.find_dist({ui.ENV_VAR: str(tmp_path)}) is None
     (tmp_path / "index.html").write_text(INDEX, encoding="utf-8")
     assert ui.find_dist({ui.ENV_VAR: str(tmp_path)}) == tmp_path.resolve()
+
+
+# -- the committed build ----------------------------------------------------------------------------------
+
+COMMITTED = ROOT / "ui-dist"
+
+
+def _source_hash_module() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ui_source_hash", ROOT / "ui" / "source_hash.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_ui_dist_is_the_build_of_the_ui_sources() -> None:
+    """ui-dist/ ships in the wheel, so it must be the build of ui/ as committed. The build stamps the
+    fingerprint of its sources into ui-dist/.source-hash; any change under ui/ without a rebuild
+    (or a rebuild left uncommitted) shows up here."""
+    stamp = COMMITTED / ".source-hash"
+    assert stamp.is_file(), "ui-dist/.source-hash is missing: run `make ui` and commit ui-dist/"
+    current = _source_hash_module().source_hash(ROOT / "ui")
+    assert stamp.read_text(encoding="utf-8").strip() == current, (
+        "ui-dist/ is stale: ui/ changed since it was built. Run `make ui` and commit ui-dist/ with the change."
+    )
+
+
+def test_the_committed_build_holds_exactly_the_files_its_page_needs() -> None:
+    """Every file index.html references is there, and no asset of an older build is left behind
+    (it would ship in every wheel)."""
+    import re
+
+    index = (COMMITTED / "index.html").read_text(encoding="utf-8")
+    referenced = set(re.findall(r'(?:src|href)="/ui/([^"]+)"', index))
+    assert any(ref.startswith("assets/") and ref.endswith(".js") for ref in referenced), index
+    for ref in referenced:
+        assert (COMMITTED / ref).is_file(), f"ui-dist/{ref} is missing: run `make ui`"
+    bundles = "".join((COMMITTED / ref).read_text(encoding="utf-8") for ref in referenced if ref.startswith("assets/"))
+    for asset in (COMMITTED / "assets").iterdir():
+        name = f"assets/{asset.name}"
+        assert name in referenced or asset.name in bundles, (
+            f"ui-dist/{name} belongs to no page: an older build's file. Run `make ui` and `git add -A ui-dist`."
+        )

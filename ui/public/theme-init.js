@@ -1,9 +1,9 @@
 // Runs before the first paint: the saved theme, else the system preference.
 (function () {
-  var theme = null;
+  var theme;
   try {
     theme = window.localStorage.getItem("toolrun.theme");
-  } catch (e) {
+  } catch {
     theme = null;
   }
   if (theme !== "light" && theme !== "dark") {

@@ -5,7 +5,7 @@ Where the built app is looked for, first match wins (a directory holding index.h
 1. ``$TOOLRUN_UI_DIST`` when set (a deployer's own build, or a test's empty directory); nothing else
    is tried then;
 2. the copy packaged in the wheel, ``toolrun/ui-dist`` (pyproject's hatch config puts it there);
-3. the checkout's ``ui-dist/`` (editable installs: ``cd ui && npm ci && npm run build``).
+3. the checkout's ``ui-dist/`` (committed; editable installs read it, ``make ui`` rebuilds it).
 
 Enabled but never built: /ui answers 404 and one warning is logged when the routes are built
 (at startup); startup does not fail (spec 4.1.2).
@@ -76,8 +76,8 @@ MEDIA_TYPES = {
 }
 
 NOT_BUILT = (
-    "The toolrun UI is enabled but was never built. Build it with `cd ui && npm ci && npm run build` "
-    "(see docs/ui.md), then restart the server."
+    "The toolrun UI is enabled but was never built (no ui-dist found). Reinstall toolrun, or rebuild it "
+    "with `make ui` in a checkout (see docs/ui.md), then restart the server."
 )
 
 
@@ -194,7 +194,7 @@ def ui_routes(settings: Any = None, environ: Mapping[str, str] | None = None) ->
         tried = ", ".join(str(p) for p in dist_candidates(environ))
         log.warning(
             "ui_enabled is true but the UI was never built (no index.html in %s): /ui answers 404. "
-            "Build it with `cd ui && npm ci && npm run build`.",
+            "Reinstall toolrun, or rebuild it with `make ui` in a checkout.",
             tried,
         )
         return not_built_routes()

@@ -36,11 +36,14 @@ export function ToolList({ route, epoch, onQuery, onOffset, onOpen, searchRef }:
     setText((current) => (current.trim() === route.query ? current : route.query));
   }, [route.query]);
 
-  // Debounce typing into the route (which triggers the fetch below).
+  // Debounce typing into the route (which triggers the fetch below). Only typing restarts the
+  // timer; the route and the callback are read when it fires.
+  const latest = useRef({ query: route.query, onQuery });
+  latest.current = { query: route.query, onQuery };
   useEffect(() => {
     const query = text.trim();
-    if (query === route.query) return undefined;
-    const timer = window.setTimeout(() => onQuery(query), DEBOUNCE_MS);
+    if (query === latest.current.query) return undefined;
+    const timer = window.setTimeout(() => latest.current.onQuery(query), DEBOUNCE_MS);
     return () => window.clearTimeout(timer);
   }, [text]);
 
@@ -73,7 +76,7 @@ export function ToolList({ route, epoch, onQuery, onOffset, onOpen, searchRef }:
     paging.current = null;
   }, [loading, page]);
 
-  const items = page?.items ?? [];
+  const items = useMemo(() => page?.items ?? [], [page]);
   const groups = useMemo(() => {
     const all = new Set<string>(filters);
     for (const tool of items) for (const group of tool.groups) all.add(group);
