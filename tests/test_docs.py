@@ -95,3 +95,33 @@ def test_changelog_keeps_unreleased_on_top() -> None:
     headings = re.findall(r"^## (.+)$", text, re.MULTILINE)
     assert headings and headings[0] == "[Unreleased]", headings
     assert "### Added" in text
+
+
+# Users have the docs, not the design spec: a doc states each rule itself. These catch "spec 2.6",
+# "spec section 4.1", "§ 3", "the spec's DEBUG", "where the spec was silent".
+SPEC_CITATION = re.compile(
+    r"\bspec(?:ification)?\s+(?:section\s+)?\d|\bspec(?:ification)?\s+section\b|\bthe\s+spec(?:ification)?\b|§\s*\d",
+    re.IGNORECASE,
+)
+USER_DOCS = sorted(
+    {README, ROOT / "CHANGELOG.md", ROOT / "bench" / "README.md"}
+    | set((ROOT / "docs").rglob("*.md"))
+    | set((ROOT / "examples").rglob("*.md"))
+)
+
+
+@pytest.mark.parametrize("doc", USER_DOCS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_user_docs_state_rules_instead_of_citing_a_spec(doc: Path) -> None:
+    hits = [
+        f"{doc.relative_to(ROOT)}:{number}: {line.strip()}"
+        for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1)
+        if SPEC_CITATION.search(line)
+    ]
+    assert not hits, "users do not have the spec; state the rule itself:\n" + "\n".join(hits)
+
+
+def test_the_spec_citation_check_catches_the_usual_forms() -> None:
+    for text in ("follows spec 2.6", "spec section 4.1", "(the spec's DEBUG)", "where the spec was silent", "§ 2"):
+        assert SPEC_CITATION.search(text), text
+    for text in ("the OpenAPI document", "a per-tool request schema", "inspect the output"):
+        assert not SPEC_CITATION.search(text), text
