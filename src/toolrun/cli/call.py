@@ -1,0 +1,142 @@
+"""`toolrun call`: parse the arguments, call the tool, print the result verbatim."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from .common import CatalogOpt, JsonOpt, _fail, _operator, _print_json, _service, app
+
+
+def _exit_code(returncode: int, timed_out: bool) -> int:
+    if timed_out:
+        return 124
+    if returncode < 0:
+        return 128 + (-returncode)
+    return min(returncode, 255)
+
+
+@app.command()
+def call(
+    key: Annotated[str, typer.Argument(help="Tool key, e.g. ops.disk_usage.")],
+    args: Annotated[
+        list[str] | None,
+        typer.Argument(help="name=value (coerced to the declared type) or name:=<json>.", show_default=False),
+    ] = None,
+    catalog: CatalogOpt = None,
+    input_file: Annotated[
+        str | None,
+        typer.Option("--input", "-i", help="Read all arguments as one JSON object from a file, or - for stdin."),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would run, and run nothing.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Call a tool. The result goes to stdout verbatim; a failed command exits with its own code."""
+    import asyncio
+
+    from ..errors import ToolrunError, UsageError
+    from ..params import parse_cli_args
+
+    service = _service(catalog)
+    identity = _operator()
+    try:
+        tool = service.describe(identity, key)
+        values: dict[str, Any] = {}
+        if input_file is not None:
+            text = sys.stdin.read() if input_file == "-" else _read_text(input_file)
+            try:
+                loaded = json.loads(text) if text.strip() else {}
+            except ValueError as exc:
+                raise UsageError(f"--input: not valid JSON ({exc})") from None
+            if not isinstance(loaded, dict):
+                raise UsageError("--input: expected a JSON object of parameter name to value")
+            values.update(loaded)
+        values.update(parse_cli_args(tool, args or []))
+        if dry_run:
+            plan = service.plan(identity, key, values)
+            if as_json:
+                _print_json(plan)
+            else:
+                sys.stdout.write(_plan_text(plan))
+            return
+        result = _run_with_spinner(asyncio, service.call(identity, key, values), key)
+    except ToolrunError as exc:
+        _fail(exc)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    from ..formatting import result_json, result_text, structured_result
+
+    ex = result.exec
+    if as_json:
+        # The MCP structured form, plus `result` for every kind and the wall time.
+        payload = {**structured_result(result), "seconds": round(result.seconds, 6)}
+        payload.setdefault("result", result_json(result.value))
+        if ex is not None:
+            payload["truncated"] = ex.truncated
+        _print_json(payload)
+        raise typer.Exit(0 if result.ok else _exit_code(ex.returncode if ex else 1, bool(ex and ex.timed_out)))
+    if ex is not None and not result.ok:
+        sys.stdout.write(ex.stdout)
+        sys.stdout.flush()
+        sys.stderr.write(ex.stderr if ex.stderr.endswith("\n") or not ex.stderr else ex.stderr + "\n")
+        raise typer.Exit(_exit_code(ex.returncode, ex.timed_out))
+    text = result_text(result.value)
+    sys.stdout.write(text)
+    if ex is None and text and not text.endswith("\n"):
+        sys.stdout.write("\n")
+
+
+def _plan_text(plan: dict[str, Any]) -> str:
+    """`--dry-run` as text: one `name: value` line each; the command last, verbatim."""
+    lines: list[str] = []
+    command = plan.get("command")
+    for name, value in plan.items():
+        if name == "command":
+            continue
+        if name == "env":
+            shown = " ".join(value) + "  (names only; values are never shown)"
+        elif name == "stdin" and value is None:
+            shown = "(none: /dev/null)"
+        elif name == "limits":
+            shown = ", ".join(f"{k}={v}" for k, v in value.items()) or "(none)"
+        elif name == "timeout":
+            shown = f"{value:g}s"
+        else:
+            shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        lines.append(f"{name}: {shown}")
+    text = "\n".join(lines) + "\n"
+    if command is not None:
+        body = command.rstrip("\n")
+        text += f"command:\n{body}\n" if "\n" in body else f"command: {body}\n"
+    return text
+
+
+def _read_text(path: str) -> str:
+    from ..errors import UsageError
+
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--input {path}: {exc}") from None
+
+
+def _run_with_spinner(asyncio: Any, coro: Any, key: str) -> Any:
+    if not sys.stderr.isatty():
+        return asyncio.run(coro)
+
+    async def with_spinner() -> Any:
+        task = asyncio.ensure_future(coro)
+        done, _ = await asyncio.wait({task}, timeout=0.5)
+        if done:
+            return task.result()
+        from rich.console import Console
+        from rich.markup import escape
+
+        with Console(stderr=True).status(f"running {escape(key)}…"):
+            return await task
+
+    return asyncio.run(with_spinner())

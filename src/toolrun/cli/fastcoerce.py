@@ -1,0 +1,77 @@
+"""Typer option coercion without pydantic (a patch of Typer internals)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _install_fast_coercion() -> None:
+    """Coerce plain str/int/float/bool/list[str] options without pydantic.
+
+    Typer 0.29 builds a pydantic TypeAdapter for every non-flag parameter, which imports pydantic
+    and costs ~70-120 ms per command; our options are all plain scalars or lists of strings, so a
+    tiny coercion does the same job. Any other annotation (or a Typer without this hook) falls
+    back to Typer's own machinery, so a Typer upgrade can only make us slower, never wrong.
+    """
+    try:
+        from dataclasses import dataclass as _dataclass
+        from types import NoneType, UnionType
+        from typing import Union, get_args, get_origin
+
+        from typer import core as typer_core
+        from typer._click.exceptions import BadParameter
+        from typer._coercion import RuntimeParam
+    except Exception:  # pragma: no cover - a Typer without these internals
+        return
+    original = getattr(typer_core._TyperParameter, "get_runtime_param", None)
+    if original is None:  # pragma: no cover
+        return
+
+    def simple(annotation: Any) -> tuple[type, bool] | None:
+        if get_origin(annotation) in (Union, UnionType):
+            args = [a for a in get_args(annotation) if a is not NoneType]
+            if len(args) != 1:
+                return None
+            annotation = args[0]
+        if annotation in (str, int, float, bool):
+            return annotation, False
+        if get_origin(annotation) is list and get_args(annotation) == (str,):
+            return str, True
+        return None
+
+    @_dataclass(frozen=True)
+    class FastParam(RuntimeParam):
+        kind: type = str
+        many: bool = False
+
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            if self.many:
+                return [str(v) for v in value]
+            if isinstance(value, self.kind) and not (self.kind is int and isinstance(value, bool)):
+                return value
+            if self.kind is bool:
+                text = str(value).strip().lower()
+                if text in ("1", "true", "yes", "on", "y", "t"):
+                    return True
+                if text in ("0", "false", "no", "off", "n", "f"):
+                    return False
+            else:
+                try:
+                    return self.kind(value)
+                except (TypeError, ValueError):
+                    pass
+            raise BadParameter(f"{value!r} is not a valid {self.kind.__name__}.", ctx=ctx, param=param)
+
+    def get_runtime_param(self: Any) -> Any:
+        if self._runtime_param is None:
+            desc = self.type_descriptor
+            info = desc.parameter_info
+            found = simple(desc.annotation)
+            plain = getattr(info, "min", None) is None and getattr(info, "max", None) is None
+            if found is not None and plain and not desc.is_choice and not desc.is_file and not desc.is_path:
+                self._runtime_param = FastParam(
+                    parameter_info=info, annotation=desc.annotation, kind=found[0], many=found[1]
+                )
+        return original(self)
+
+    setattr(typer_core._TyperParameter, "get_runtime_param", get_runtime_param)  # noqa: B010

@@ -1,0 +1,107 @@
+"""`toolrun keys`: create, list and revoke API keys."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from .common import JsonOpt, _err, _fail, _settings, app
+
+keys_app = typer.Typer(help="Create, list and revoke API keys (users are created with their first key).")
+app.add_typer(keys_app, name="keys")
+
+
+def _store() -> Any:
+    from ..server.run import key_store
+
+    return key_store(_settings())
+
+
+@keys_app.command("create")
+def keys_create(
+    username: Annotated[str, typer.Argument(help="The user the key belongs to (created if new).")],
+    group: Annotated[
+        list[str] | None, typer.Option("--group", "-g", help="Group of the user (repeatable); `admin` for admins.")
+    ] = None,
+    email: Annotated[str, typer.Option(help="The user's email.")] = "",
+    expires: Annotated[str | None, typer.Option(help="Lifetime, e.g. 30d, 12h (default: never).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Create a key and print it once: it is stored hashed and cannot be shown again."""
+    from ..auth import iso, parse_duration
+    from ..errors import ToolrunError
+
+    try:
+        lifetime = parse_duration(expires) if expires else None
+        key, record = _store().create_key(username, group or [], email, lifetime)
+    except ToolrunError as exc:
+        _fail(exc)
+    if as_json:
+        sys.stdout.write(
+            json.dumps(
+                {"key": key, "prefix": record.prefix, "username": username, "expires_at": iso(record.expires_at)}
+            )
+            + "\n"
+        )
+        return
+    sys.stdout.write(key + "\n")
+    _err(
+        f"created key {record.prefix} for {username}"
+        + (f", expires {iso(record.expires_at)}" if record.expires_at else "")
+        + ". It is shown only this once."
+    )
+
+
+@keys_app.command("list")
+def keys_list(as_json: JsonOpt = False) -> None:
+    """List keys: prefix, user, groups, created, expires, state."""
+    from ..auth import iso
+
+    store = _store()
+    groups = {u.username: list(u.groups) for u in store.list_users()}
+    rows = [
+        {
+            "prefix": r.prefix,
+            "username": r.username,
+            "groups": groups.get(r.username, []),
+            "created_at": iso(r.created_at),
+            "expires_at": iso(r.expires_at),
+            "state": r.state(),
+        }
+        for r in store.list_keys()
+    ]
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold")
+    for col in ("prefix", "user", "groups", "created", "expires", "state"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(
+            row["prefix"],
+            escape(row["username"]),
+            escape(", ".join(row["groups"])),
+            row["created_at"] or "",
+            row["expires_at"] or "never",
+            row["state"],
+        )
+    Console().print(table)
+
+
+@keys_app.command("revoke")
+def keys_revoke(prefix: Annotated[str, typer.Argument(help="The key's prefix (or the whole key).")]) -> None:
+    """Revoke a key at once, on every server sharing the store."""
+    from ..auth import split_key
+
+    prefix = split_key(prefix) or prefix
+    if not _store().revoke(prefix):
+        _err(f"toolrun: no active key with prefix {prefix!r}")
+        raise typer.Exit(2)
+    _err(f"revoked key {prefix}")

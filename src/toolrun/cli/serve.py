@@ -1,0 +1,95 @@
+"""`toolrun serve` and `toolrun mcp-config`: start a server, or connect an MCP client to one.
+
+The server stack is imported inside `serve` only, so other commands never pay for it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from .common import CatalogOpt, _err, _fail, _settings, app
+
+
+@app.command()
+def serve(
+    catalog: CatalogOpt = None,
+    host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default 8080).")] = None,
+    ui: Annotated[bool | None, typer.Option("--ui/--no-ui", help="Serve the browser UI at /ui.")] = None,
+    debug: Annotated[bool | None, typer.Option("--debug/--no-debug", help="Tracebacks in error bodies.")] = None,
+    rate_limit: Annotated[
+        bool | None, typer.Option("--rate-limit/--no-rate-limit", help="Per (user, tool) rate limits.")
+    ] = None,
+    log_level: Annotated[str | None, typer.Option(help="debug, info, warning or error.")] = None,
+    stdio: Annotated[
+        bool, typer.Option("--stdio", help="Speak MCP over stdin/stdout (for desktop agents) instead of HTTP.")
+    ] = False,
+    mcp_direct: Annotated[
+        bool | None, typer.Option("--mcp-direct/--no-mcp-direct", help="MCP also lists each tool as its own tool.")
+    ] = None,
+) -> None:
+    """Serve the catalog over HTTP (REST, MCP at /mcp, /metrics, /search, /ui) on one host and port."""
+    from ..errors import ToolrunError
+
+    flags: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "ui_enabled": ui,
+        "debug": debug,
+        "rate_limit.enabled": rate_limit,
+        "log_level": log_level,
+        "mcp_direct": mcp_direct,
+    }
+    try:
+        settings = _settings(flags)
+        if stdio:
+            from ..server.run import serve_stdio
+
+            serve_stdio(settings, catalog)
+            return
+        from ..server.run import serve as run_server
+
+        run_server(settings, catalog)
+    except ToolrunError as exc:
+        _fail(exc)
+
+
+@app.command("mcp-config")
+def mcp_config(
+    client: Annotated[str, typer.Option("--client", help="claude-desktop, claude-code or vscode.")] = "claude-desktop",
+    catalog: CatalogOpt = None,
+    url: Annotated[
+        str | None, typer.Option(help="Connect to a running `toolrun serve` at this /mcp URL instead of stdio.")
+    ] = None,
+    api_key: Annotated[
+        bool, typer.Option("--api-key", help="Add a placeholder for an API key (TOOLRUN_API_KEY, or X-API-Key).")
+    ] = False,
+    name: Annotated[str, typer.Option(help="The server's name in the client.")] = "toolrun",
+) -> None:
+    """Print the snippet that connects Claude Desktop, Claude Code or VS Code to toolrun (absolute paths)."""
+
+    from ..errors import ToolrunError
+    from ..mcpconfig import WHERE, find_toolrun, mcp_config_snippet
+    from ..service import catalog_paths
+
+    try:
+        paths = [] if url else catalog_paths(catalog, _settings())
+    except ToolrunError as exc:
+        _fail(exc)
+    for path in paths:
+        if not Path(path).exists():
+            _err(f"toolrun: warning: catalog {path!r} does not exist (yet)")
+    home = os.environ.get("TOOLRUN_HOME")
+    env = {"TOOLRUN_HOME": os.path.abspath(home)} if home and not url else None
+    try:
+        text = mcp_config_snippet(client, paths, find_toolrun(), name=name, url=url, api_key=api_key, env=env)
+    except ValueError as exc:
+        _err(f"toolrun: {exc}")
+        raise typer.Exit(2) from None
+    sys.stdout.write(text)
+    _err(WHERE[client])
