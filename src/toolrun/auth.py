@@ -118,6 +118,8 @@ class KeyStore(Protocol):
 
     def revoke(self, prefix: str) -> bool: ...
 
+    def inspect(self, key: str) -> tuple[KeyRecord, User] | None: ...
+
     def list_users(self) -> list[User]: ...
 
     def list_keys(self) -> list[KeyRecord]: ...
@@ -221,6 +223,25 @@ class SQLiteKeyStore:
         if revoked is not None or (expires is not None and expires <= now()):
             return None
         return User(username, email, tuple(json.loads(groups)), created)
+
+    def inspect(self, key: str) -> tuple[KeyRecord, User] | None:
+        """The record and owner of `key` whatever its state (revoked and expired too); None if unknown."""
+        prefix = split_key(key)
+        if prefix is None:
+            return None
+        row = (
+            self._conn()
+            .execute(
+                "SELECT k.hash, k.created_at, k.expires_at, k.revoked_at, u.username, u.email, u.groups_json, "
+                "u.created_at FROM keys k JOIN users u ON u.username = k.username WHERE k.prefix=?",
+                (prefix,),
+            )
+            .fetchone()
+        )
+        if row is None or not hmac.compare_digest(row[0], hash_key(key)):
+            return None
+        record = KeyRecord(prefix, row[4], row[1], row[2], row[3])
+        return record, User(row[4], row[5], tuple(json.loads(row[6])), row[7])
 
     def revoke(self, prefix: str) -> bool:
         cur = self._conn().execute(

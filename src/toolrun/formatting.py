@@ -53,6 +53,19 @@ def structured_result(result: CallResult) -> dict[str, Any]:
     return payload
 
 
+def call_payload(result: CallResult) -> dict[str, Any]:
+    """`toolrun call --json`, and `POST /tools/{key}` asked for JSON: the structured result plus
+    `result` for every kind, the wall time in `seconds`, and for fn tools `text`, the result as
+    the plain-text answer would give it."""
+    payload = {**structured_result(result), "seconds": round(result.seconds, 6)}
+    payload.setdefault("result", result_json(result.value))
+    if result.exec is not None:
+        payload["truncated"] = result.exec.truncated
+    else:
+        payload["text"] = result_text(result.value)
+    return payload
+
+
 def _param_sig(p: Param) -> str:
     if p.required:
         return f"{p.name}: {p.type}"
@@ -123,3 +136,11 @@ def html_page(tools: list[ToolSpec]) -> str:
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>toolrun tools</title></head>'
         f"<body>\n{body}\n</body></html>\n"
     )
+
+
+def gh_escape(text: str, prop: bool = False) -> str:
+    """GitHub Actions workflow-command escaping (properties also escape `:` and `,`)."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    if prop:
+        text = text.replace(":", "%3A").replace(",", "%2C")
+    return text

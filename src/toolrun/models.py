@@ -43,6 +43,31 @@ class Param:
 
 
 @dataclass(frozen=True, slots=True)
+class Expect:
+    """What an example call should give (every field set must hold; none set: exit code 0)."""
+
+    exit_code: int | None = None  # the exit code `toolrun call` would end with (124 on timeout)
+    stdout: str | None = None  # the whole output (stdout, or an fn tool's result as text), exactly
+    stdout_matches: str | None = None  # a regular expression found somewhere in the output
+    stderr_matches: str | None = None
+    json: dict[str, Any] | None = None  # dotted path -> value, in the output parsed as JSON
+    error: str | None = None  # the call must fail before running, with a message matching this
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """One `examples:` entry of a tool: arguments and what to expect (`toolrun test` runs it)."""
+
+    args: dict[str, Any]
+    expect: Expect = Expect()
+    name: str = ""
+    timeout: float | None = None  # a deadline for this example, shorter than the tool's own
+    safe: bool | None = None  # false: never run without --all; true: run even on a destructive tool
+    line: int = 0
+    col: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class ResourceLimits:
     cpu: int | None = None
     memory: int | None = None
@@ -84,6 +109,7 @@ class ToolSpec:
     env_passthrough: tuple[str, ...] = ()
     limits: ResourceLimits = field(default_factory=ResourceLimits)
     user: str | None = None
+    examples: tuple[Example, ...] = ()
     file: str = ""
     line: int = 0
     col: int = 0

@@ -42,3 +42,10 @@ class MemoryLimiter:
         if len(self._buckets) > 100_000:
             self._buckets = {k: v for k, v in self._buckets.items() if v[0] == index}
         return None
+
+    async def peek(self, bucket: str, key: str) -> tuple[int, float]:
+        """(calls counted in the current window, seconds until it resets), counting nothing."""
+        now = self._clock()
+        index = int(now // self.window)
+        window, count = self._buckets.get((bucket, key), (index, 0))
+        return (count if window == index else 0), (index + 1) * self.window - now

@@ -136,6 +136,20 @@ class RedisKeyStore:
             raise _unavailable(exc) from exc
         return self._check(key, record, user)
 
+    def inspect(self, key: str) -> tuple[KeyRecord, User] | None:
+        """The record and owner of `key` whatever its state (revoked and expired too); None if unknown."""
+        prefix = split_key(key)
+        if prefix is None:
+            return None
+        try:
+            record = self.sync().hgetall(f"{PREFIX}key:{prefix}")
+            user = self.sync().hgetall(f"{PREFIX}user:{_s(record.get(b'username'))}") if record else {}
+        except redis.RedisError as exc:
+            raise _unavailable(exc) from exc
+        if not record or not user or not hmac.compare_digest(_s(record.get(b"hash")), hash_key(key)):
+            return None
+        return self._record(prefix, record), self._user(_s(record.get(b"username")), user)
+
     def revoke(self, prefix: str) -> bool:
         r = self.sync()
         try:
@@ -262,6 +276,16 @@ class RedisLimiter:
         if count <= self.calls:
             return None
         return float(max(1, math.ceil((index + 1) * self.window - at)))
+
+    async def peek(self, bucket: str, key: str) -> tuple[int, float]:
+        """(calls counted in the current window, seconds until it resets), counting nothing."""
+        at = time.time()
+        index = int(at // self.window)
+        try:
+            raw = await self.store.aio().get(f"{PREFIX}rl:{bucket}:{key}:{index}")
+        except (redis.RedisError, OSError) as exc:
+            raise _unavailable(exc) from exc
+        return int(raw or 0), (index + 1) * self.window - at
 
 
 class RedisSessions:

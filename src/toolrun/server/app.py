@@ -100,6 +100,20 @@ def _error_text(exc: ToolrunError, debug: bool) -> str:
     return exc.summary
 
 
+def _error_object(exc: ToolrunError, text: str) -> dict[str, Any]:
+    """A POST /tools/{key} error asked for as JSON: `{error, type}` (the plain text's two halves)."""
+    kind = type(exc.original).__name__ if isinstance(exc, ToolFailed) else type(exc).__name__
+    message = text if text != exc.summary else (str(exc.original) if isinstance(exc, ToolFailed) else str(exc))
+    body: dict[str, Any] = {"error": message, "type": kind}
+    if isinstance(exc, RateLimited):
+        body["retry_after"] = exc.retry_after
+    return body
+
+
+def _json_text(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False)
+
+
 def _retry_headers(exc: ToolrunError) -> dict[str, str]:
     if isinstance(exc, RateLimited):
         return {"Retry-After": str(exc.retry_after)}
@@ -268,12 +282,18 @@ class ToolCall:
         key = scope["path"][len("/tools/") :]
         content_type: str | None = None
         length: bytes | None = None
+        accept: bytes | None = None
         for name, value in scope["headers"]:  # the first occurrence counts, as everywhere else
             if name == b"content-type" and content_type is None:
                 content_type = value.decode("latin-1")
             elif name == b"content-length" and length is None:
                 length = value
+            elif name == b"accept" and accept is None:
+                accept = value
         content_type = content_type or ""
+        # `Accept: application/json` (without text/plain) asks for the structured result and JSON
+        # errors; every other client, browsers' */* included, gets the plain text of the spec.
+        as_json = accept is not None and b"application/json" in accept and b"text/plain" not in accept
         headers: list[tuple[bytes, bytes]] = []
         try:
             identity = await identity_from_scope(self.store, scope, "optional")
@@ -283,16 +303,24 @@ class ToolCall:
                 raise UnsupportedMediaType(content_type.split(";", 1)[0].strip().lower())
             args = parse_json_object(body)
             result = await self.service.call(identity, key, args)
-            status, text = 200, formatting.result_text(result.value)
+            if as_json:
+                status, text = 200, _json_text(formatting.call_payload(result))
+            else:
+                status, text = 200, formatting.result_text(result.value)
         except ToolrunError as exc:
             status, text = exc.http_status, _error_text(exc, self.debug)
             headers = [(k.lower().encode(), v.encode()) for k, v in _retry_headers(exc).items()]
+            if as_json:
+                text = _json_text(_error_object(exc, text))
         except Exception as exc:
             log.exception("unexpected error calling %s", key)
             failed = ToolFailed(exc)
             status, text = failed.http_status, _error_text(failed, self.debug)
+            if as_json:
+                text = _json_text(_error_object(failed, text))
         data = text.encode("utf-8", "replace")  # a lone surrogate from an fn tool becomes "?", not a 500
-        headers += [(b"content-length", str(len(data)).encode()), (b"content-type", b"text/plain; charset=utf-8")]
+        media = b"application/json" if as_json else b"text/plain; charset=utf-8"
+        headers += [(b"content-length", str(len(data)).encode()), (b"content-type", media)]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": data})
         return status

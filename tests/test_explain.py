@@ -1,0 +1,150 @@
+"""Access explanations: the one core function, on a real SQLite key store and the real limiter."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import write_catalog
+from toolrun.auth import SQLiteKeyStore
+from toolrun.catalog import LoadOptions, load
+from toolrun.explain import explain, explain_text, key_report, key_report_text
+from toolrun.models import ToolSpec
+from toolrun.ratelimit import MemoryLimiter
+
+CATALOG = """\
+group: ops
+tools:
+  - {name: disk, exec: df}
+  - {name: status, exec: uptime, public: true}
+  - {name: deploy, exec: "true", groups: [deployers]}
+"""
+
+
+class Limits:
+    """The three rate-limit settings explain reads."""
+
+    def __init__(self, enabled: bool = True, calls: int = 3, window: int = 60) -> None:
+        self.values: dict[str, Any] = {
+            "rate_limit.enabled": enabled,
+            "rate_limit.calls": calls,
+            "rate_limit.window": window,
+        }
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+
+@pytest.fixture
+def tools(tmp_path: Path) -> dict[str, ToolSpec]:
+    return load([write_catalog(tmp_path, CATALOG)], os.environ, LoadOptions()).tools
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SQLiteKeyStore:
+    return SQLiteKeyStore(tmp_path / "keys.db")
+
+
+def ask(tools: dict[str, ToolSpec], store: SQLiteKeyStore, user: str, key: str, **kw: Any) -> dict[str, Any]:
+    return asyncio.run(explain(tool_key=key, tool=tools.get(key), username=user, store=store, **kw))
+
+
+def test_a_matching_group_makes_a_tool_visible_and_names_the_match(tools: Any, store: SQLiteKeyStore) -> None:
+    store.create_key("alice", ["ops", "dev"])
+    answer = ask(tools, store, "alice", "ops.disk")
+    assert answer["visible"] and answer["callable"]
+    assert answer["matched"] == [{"group": "ops", "tag": "ops"}]
+    assert answer["reasons"] == ["alice's group 'ops' matches tag 'ops' of ops.disk"]
+    assert answer["keys"][0]["state"] == "active"
+    text = explain_text(answer)
+    assert text.startswith("ops.disk for alice: visible and callable\n  because alice's group 'ops' matches tag 'ops'")
+
+
+def test_no_matching_group_lists_both_sides(tools: Any, store: SQLiteKeyStore) -> None:
+    store.create_key("alice", ["ops"])
+    answer = ask(tools, store, "alice", "ops.deploy")
+    # ops.deploy carries the file's group `ops` too: alice sees it through that tag
+    assert answer["visible"]
+    store.create_key("bob", ["dev"])
+    answer = ask(tools, store, "bob", "ops.deploy")
+    assert not answer["visible"] and not answer["callable"]
+    assert answer["reasons"] == [
+        "none of bob's groups (dev) is a tag of ops.deploy (ops, deployers), and it is not public"
+    ]
+
+
+def test_public_tools_are_visible_to_anyone_and_unknown_tools_to_nobody(tools: Any, store: SQLiteKeyStore) -> None:
+    answer = ask(tools, store, "-", "ops.status")
+    assert answer["visible"] and answer["tool"]["public"]
+    assert "ops.status is public: anyone may see and call it, with or without a key" in answer["reasons"]
+    answer = ask(tools, store, "nobody", "ops.disk")
+    assert not answer["visible"]
+    assert answer["reasons"][0] == "no user 'nobody' in the key store: such a caller is anonymous, public tools only"
+    answer = ask(tools, store, "-", "ops.nope")
+    assert not answer["visible"] and answer["tool"]["exists"] is False
+    assert "no tool 'ops.nope' in the catalog" in answer["reasons"][-1]
+
+
+def test_admins_see_everything(tools: Any, store: SQLiteKeyStore) -> None:
+    store.create_key("root", ["admin"])
+    answer = ask(tools, store, "root", "ops.deploy")
+    assert answer["visible"]
+    assert answer["reasons"] == ["root is in group admin: admins see every tool"]
+
+
+def test_a_user_whose_keys_are_revoked_or_expired_is_anonymous(tools: Any, store: SQLiteKeyStore) -> None:
+    _, record = store.create_key("carol", ["ops"])
+    store.revoke(record.prefix)
+    store.create_key("carol", ["ops"], expires_in=-1)
+    answer = ask(tools, store, "carol", "ops.disk")
+    assert not answer["visible"]
+    assert sorted(k["state"] for k in answer["keys"]) == ["expired", "revoked"]
+    assert answer["reasons"][0].startswith("carol has no active key (")
+    assert "but without an active key that is not used" in answer["reasons"][1]
+    assert ask(tools, store, "carol", "ops.status")["visible"]
+
+
+def test_the_rate_limit_bucket_is_read_without_counting_a_call(tools: Any, store: SQLiteKeyStore) -> None:
+    store.create_key("alice", ["ops"])
+    limiter = MemoryLimiter(3, 60)
+    for _ in range(2):
+        assert asyncio.run(limiter.hit("user:alice", "ops.disk")) is None
+    answer = ask(tools, store, "alice", "ops.disk", limiter=limiter, settings=Limits())
+    rate = answer["rate_limit"]
+    assert (rate["used"], rate["remaining"], rate["calls"]) == (2, 1, 3)
+    assert 0 < rate["resets_in"] <= 60
+    again = ask(tools, store, "alice", "ops.disk", limiter=limiter, settings=Limits())
+    assert again["rate_limit"]["used"] == 2  # explaining counted nothing
+    asyncio.run(limiter.hit("user:alice", "ops.disk"))
+    full = ask(tools, store, "alice", "ops.disk", limiter=limiter, settings=Limits())
+    assert full["visible"] and not full["callable"]
+    assert full["reasons"][-1].startswith("rate limit reached: 3 of 3 calls; resets in ")
+    assert "visible, but not callable right now" in explain_text(full)
+    off = ask(tools, store, "alice", "ops.disk", limiter=None, settings=Limits(enabled=False))
+    assert off["rate_limit"] == {"enabled": False}
+    remote = ask(tools, store, "alice", "ops.disk", limiter=None, settings=Limits())
+    assert "GET /whoami?explain=TOOL" in remote["rate_limit"]["note"]
+
+
+def test_key_report_says_whose_key_and_what_it_may_call(tools: Any, store: SQLiteKeyStore) -> None:
+    key, _ = store.create_key("alice", ["deployers"], email="a@example.com")
+    found = store.inspect(key)
+    assert found is not None
+    report = key_report(*found, list(tools.values()))
+    assert report["username"] == "alice" and report["valid"]
+    assert report["tools"] == ["ops.deploy", "ops.status"]
+    text = key_report_text(report)
+    assert "belongs to alice <a@example.com>, groups: deployers" in text
+    assert "may call (2): ops.deploy, ops.status" in text
+    store.revoke(found[0].prefix)
+    revoked = store.inspect(key)
+    assert revoked is not None
+    report = key_report(*revoked, list(tools.values()))
+    assert not report["valid"] and report["key"]["state"] == "revoked"
+    assert report["tools"] == ["ops.status"]
+    assert store.inspect(key[:-1] + ("A" if key[-1] != "A" else "B")) is None
+    assert store.inspect("not-a-key") is None

@@ -1,0 +1,154 @@
+"""The remote CLI's client, and POST /tools/{key} answering JSON, against a real `toolrun serve`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conftest import write_catalog
+from helpers_servers import JSON, ToolrunServer, create_key
+from toolrun.errors import NotFound, ParamError, RateLimited, ToolFailed, Unauthorized
+from toolrun.remote import Remote, RemoteError
+
+CATALOG = """\
+group: demo
+tools:
+  - name: echo
+    public: true
+    description: "Print **text**."
+    exec: printf '%s' {{ text | quote }}
+    params:
+      - {name: text, type: str, description: What to print}
+      - {name: times, type: int, default: 1}
+  - name: fail
+    public: true
+    exec: "echo out; echo err >&2; exit 7"
+  - name: slow
+    public: true
+    exec: sleep 5
+    timeout: 0.3
+  - name: add
+    public: true
+    fn: remote_fns:add
+    params:
+      - {name: a, type: int}
+      - {name: b, type: int}
+  - name: boom
+    public: true
+    fn: remote_fns:divide
+    params:
+      - {name: a, type: int}
+      - {name: b, type: int}
+  - name: secret
+    exec: echo hidden
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToolrunServer]:
+    tmp = tmp_path_factory.mktemp("remote")
+    catalog = write_catalog(tmp, CATALOG)
+    (tmp / "remote_fns.py").write_text(
+        "def add(a: int, b: int) -> int:\n    return a + b\n\n\n"
+        "def divide(a: int, b: int) -> float:\n    return a / b\n"
+    )
+    with ToolrunServer(tmp / "server", catalog, {"SVC_RATE_LIMIT_ENABLED": True, "SVC_RATE_LIMIT_CALLS": 5}) as srv:
+        srv.start()
+        yield srv
+
+
+def test_post_with_accept_json_gives_the_structured_result(server: ToolrunServer) -> None:
+    headers = {**JSON, "accept": "application/json"}
+    answer = httpx.post(server.url + "/tools/demo.fail", headers=headers, content=b"{}")
+    assert answer.status_code == 200
+    assert answer.headers["content-type"] == "application/json"
+    body = answer.json()
+    assert (body["returncode"], body["stdout"], body["stderr"], body["timed_out"]) == (7, "out\n", "err\n", False)
+    assert body["ok"] is False and body["key"] == "demo.fail" and body["seconds"] > 0
+    plain = httpx.post(server.url + "/tools/demo.fail", headers=JSON, content=b"{}")
+    assert plain.headers["content-type"].startswith("text/plain")
+    assert plain.text == "(7, 'out\\n', 'err\\n')"
+    browser = httpx.post(server.url + "/tools/demo.fail", headers={**JSON, "accept": "*/*"}, content=b"{}")
+    assert browser.text == plain.text
+
+
+def test_post_with_accept_json_gives_json_errors_with_the_same_status(server: ToolrunServer) -> None:
+    headers = {**JSON, "accept": "application/json"}
+    answer = httpx.post(server.url + "/tools/demo.echo", headers=headers, content=b'{"nope": 1}')
+    assert answer.status_code == 400
+    assert answer.json() == {
+        "error": "unknown parameter 'nope' for demo.echo (accepted: text, times)",
+        "type": "ParamError",
+    }
+    missing = httpx.post(server.url + "/tools/demo.secret", headers=headers, content=b"{}")
+    assert missing.status_code == 404 and missing.json()["type"] == "NotFound"
+
+
+def test_remote_list_describe_and_search(server: ToolrunServer) -> None:
+    remote = Remote(server.url)
+    assert [t.key for t in remote.list()] == ["demo.add", "demo.boom", "demo.echo", "demo.fail", "demo.slow"]
+    echo = remote.describe("demo.echo")
+    assert [p.name for p in echo.params] == ["text", "times"]
+    assert echo.params[1].type == "int" and echo.params[1].default == 1
+    assert echo.kind == "exec" and remote.describe("demo.add").kind == "fn"
+    page = remote.search("print text")
+    assert page["tools"][0].key == "demo.echo"
+    with pytest.raises(NotFound) as caught:
+        remote.describe("demo.secret")
+    assert str(caught.value) == "not found on the server"
+
+
+def test_remote_call_results_carry_exit_codes_and_timeouts(server: ToolrunServer) -> None:
+    remote = Remote(server.url)
+    result, payload = remote.call("demo.echo", {"text": "hi"})
+    assert result.ok and result.value == "hi" and payload["stdout"] == "hi"
+    failed, _ = remote.call("demo.fail", {})
+    assert failed.exec is not None and (failed.exec.returncode, failed.exec.stderr) == (7, "err\n")
+    slow, _ = remote.call("demo.slow", {})
+    assert slow.exec is not None and slow.exec.timed_out and slow.exec.returncode == -1
+    added, payload = remote.call("demo.add", {"a": 2, "b": 3})
+    assert added.value == "5" and payload["result"] == 5
+
+
+def test_remote_errors_are_the_local_error_classes_with_the_servers_message(server: ToolrunServer) -> None:
+    remote = Remote(server.url)
+    with pytest.raises(ParamError) as param:
+        remote.call("demo.echo", {"times": "x", "text": "a"})
+    assert str(param.value).startswith("parameter 'times'")
+    with pytest.raises(ToolFailed) as failed:
+        remote.call("demo.boom", {"a": 1, "b": 0})
+    assert failed.value.summary == "ZeroDivisionError: division by zero"
+    with pytest.raises(NotFound):
+        remote.call("demo.secret", {})
+    refused = Remote(server.url, "trk_aaaaaaaaaa_" + "x" * 43)
+    assert [t.key for t in refused.list()] == [t.key for t in remote.list()]  # a refused key is no key
+    with pytest.raises(Unauthorized, match="the server refused the API key"):
+        refused.describe("demo.secret")
+    with pytest.raises(RemoteError, match="cannot reach"):
+        Remote("http://127.0.0.1:9").list()
+
+
+def test_an_api_key_reaches_the_users_tools_and_the_rate_limit_maps_to_429(server: ToolrunServer) -> None:
+    key = create_key(server.env, "alice", "demo")
+    remote = Remote(server.url, key)
+    assert "demo.secret" in [t.key for t in remote.list()]
+    outcomes: list[Any] = []
+    with pytest.raises(RateLimited) as limited:
+        for _ in range(10):
+            outcomes.append(remote.call("demo.secret", {}))
+    assert len(outcomes) == 5
+    assert limited.value.retry_after >= 1
+    assert "rate limit exceeded" in str(limited.value)
+
+
+def test_remote_url_must_be_http(tmp_path: Path) -> None:
+    from toolrun.errors import UsageError
+
+    with pytest.raises(UsageError, match="expected http://host:port"):
+        Remote("ftp://example.com")
+    assert json.dumps({"ok": True})
