@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import Problem
-from ..models import Param, ResourceLimits, ToolSpec
+from ..models import Example, Expect, Param, ResourceLimits, ToolSpec
 from .loader import _FileLoader
 from .options import LoadOptions
 
@@ -22,7 +22,7 @@ from .options import LoadOptions
 # an entry written by code whose classes had other fields would load with its values shifted into
 # the wrong fields: the key covers each class's field names and types (and the version), and such
 # an entry is never found. A record class added to ToolSpec or Problem belongs here (a test checks).
-CACHED_RECORDS: tuple[type[Any], ...] = (ToolSpec, Param, ResourceLimits, Problem)
+CACHED_RECORDS: tuple[type[Any], ...] = (ToolSpec, Param, ResourceLimits, Example, Expect, Problem)
 
 
 def records_key(records: Sequence[type[Any]], version: str) -> str:
