@@ -221,8 +221,10 @@ register_url_convertor("toolkey", _ToolKey())
 async def resolve_identity(store: KeyStore, request: Request, mode: str) -> Identity:
     """Who is calling, per the auth mode (spec 5), for every HTTP door (REST routes and /mcp).
 
-    Modes: anonymous, optional, required, admin, and `keyed` (/mcp): like optional, but a key that
-    is given must resolve. Raises Unauthorized; a key store that is down raises BackendUnavailable.
+    Modes: anonymous, optional, required, admin (`keyed`, the /mcp route's name, is optional). On
+    every mode but anonymous a key that is given must resolve: an invalid, expired or revoked key
+    is a 401, never an anonymous call. Raises Unauthorized; a key store that is down raises
+    BackendUnavailable.
     """
     return await identity_from_scope(store, request.scope, mode)
 
@@ -246,7 +248,7 @@ async def identity_from_scope(store: KeyStore, scope: Scope, mode: str) -> Ident
     key = key_from(headers, query)
     user = await store.aresolve(key) if key else None
     if user is None:
-        if mode in ("required", "admin") or (mode == "keyed" and key):
+        if key or mode in ("required", "admin"):
             raise Unauthorized()
         return Identity(client=client)
     identity = user.identity(client)
@@ -295,6 +297,7 @@ class ToolCall:
         # errors; every other client, browsers' */* included, gets the plain text of the spec.
         as_json = accept is not None and b"application/json" in accept and b"text/plain" not in accept
         headers: list[tuple[bytes, bytes]] = []
+        media = b"text/plain; charset=utf-8"
         try:
             identity = await identity_from_scope(self.store, scope, "optional")
             self.service.describe(identity, key)
@@ -307,6 +310,8 @@ class ToolCall:
                 status, text = 200, _json_text(formatting.call_payload(result))
             else:
                 status, text = 200, formatting.result_text(result.value)
+        except Unauthorized as exc:  # the same JSON body as on every other route
+            status, text, media = exc.http_status, '{"error": "unauthorized"}', b"application/json"
         except ToolrunError as exc:
             status, text = exc.http_status, _error_text(exc, self.debug)
             headers = [(k.lower().encode(), v.encode()) for k, v in _retry_headers(exc).items()]
@@ -319,7 +324,8 @@ class ToolCall:
             if as_json:
                 text = _json_text(_error_object(failed, text))
         data = text.encode("utf-8", "replace")  # a lone surrogate from an fn tool becomes "?", not a 500
-        media = b"application/json" if as_json else b"text/plain; charset=utf-8"
+        if as_json:
+            media = b"application/json"
         headers += [(b"content-length", str(len(data)).encode()), (b"content-type", media)]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": data})
