@@ -9,12 +9,15 @@ the two in step.
 
 from __future__ import annotations
 
+import ipaddress
+import math
 import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from .errors import UsageError
 
@@ -55,6 +58,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("mcp_direct", bool, False, "MCP also lists each catalog tool as its own tool."),
     Setting("catalog_cache", bool, True, "Cache parsed catalogs by content hash in the cache dir."),
     Setting("log_level", str, "info", "Logging level: debug, info, warning, error."),
+    Setting("log_format", str, "text", "Log lines as `text` or `json` (one JSON object per line)."),
+    Setting(
+        "forwarded_allow_ips",
+        list,
+        [],
+        "Proxy addresses (IPs or CIDRs, `*` for any) whose X-Forwarded-For/-Proto are trusted; none by default.",
+    ),
+    Setting("metrics_token", str, "", "When set, /metrics requires `Authorization: Bearer <token>`."),
+    Setting("metrics_allow_ips", list, [], "When set, /metrics answers only these client addresses (IPs or CIDRs)."),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -100,6 +112,80 @@ def _parse(setting: Setting, raw: Any, origin: str, text: bool = True) -> Any:
         return raw
     except (ValueError, TypeError):
         raise UsageError(f"setting {setting.name} from {origin}: expected {_expected(kind)}, got {raw!r}") from None
+
+
+def _finite(low: float, high: float, low_open: bool = False) -> Any:
+    def ok(value: Any) -> bool:
+        return math.isfinite(value) and (value > low if low_open else value >= low) and value <= high
+
+    return ok
+
+
+_DAY = 24 * 3600.0
+# Settings whose type alone does not make them safe: (check, the accepted range as users read it).
+# A zero window divides by zero, a zero timeout fails every call, zero concurrency refuses every call.
+RANGES: dict[str, tuple[Any, str]] = {
+    "port": (_finite(0, 65535), "an integer from 0 to 65535"),
+    "rate_limit.calls": (_finite(1, 1e9), "an integer >= 1"),
+    "rate_limit.window": (_finite(1, 365 * _DAY), "whole seconds >= 1"),
+    "default_timeout": (_finite(0, 365 * _DAY, low_open=True), "seconds > 0"),
+    "max_output": (_finite(1, 2**40), "bytes >= 1"),
+    "max_concurrent_calls": (_finite(1, 1e6), "an integer from 1 to 1000000"),
+    "queue_timeout": (_finite(0, _DAY), "seconds from 0 (no waiting) to 86400"),
+    "max_body_bytes": (_finite(1, 2**40), "bytes >= 1"),
+    "request_timeout": (_finite(0, _DAY, low_open=True), "seconds > 0"),
+    "shutdown_grace": (_finite(0, _DAY), "seconds >= 0"),
+    "readiness_timeout": (_finite(0, 3600, low_open=True), "seconds > 0 (at most 3600)"),
+    "log_level": (lambda v: v.strip().lower() in ("debug", "info", "warning", "error"), "debug, info, warning, error"),
+    "log_format": (lambda v: v.strip().lower() in ("text", "json"), "text or json"),
+}
+
+
+def check_redis_url(url: str) -> str | None:
+    """Why `url` is not a Redis URL toolrun can use, or None when it is fine."""
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # raises ValueError for a port that is not a number in range
+    except ValueError as exc:
+        return str(exc)
+    if parts.scheme in ("redis", "rediss"):
+        if not parts.hostname:
+            return "no host name"
+        db = parts.path.strip("/")
+        if db and not db.isdigit():
+            return f"the database {db!r} is not a number"
+        return None
+    if parts.scheme == "unix":
+        return None if parts.path else "no socket path"
+    return f"scheme {parts.scheme + ':' if parts.scheme else '(none)'} is not redis:, rediss: or unix:"
+
+
+def _check(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
+    """Refuse, in one line naming the setting and the accepted range, a value that would start a broken server."""
+    for name, (ok, expected) in RANGES.items():
+        value = values[name]
+        if not ok(value):
+            raise UsageError(f"setting {name} from {origins[name]}: expected {expected}, got {value!r}")
+    url = values["redis_url"]
+    if url:
+        why = check_redis_url(url)
+        if why is not None:
+            # The URL may hold a password: name the problem, not the URL.
+            raise UsageError(
+                f"setting redis_url from {origins['redis_url']}: expected a redis://[:password@]host[:port][/db], "
+                f"rediss://... or unix:///path URL ({why})"
+            )
+    for name in ("forwarded_allow_ips", "metrics_allow_ips"):
+        for item in values[name]:
+            if item == "*" and name == "forwarded_allow_ips":
+                continue
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise UsageError(
+                    f"setting {name} from {origins[name]}: expected IP addresses or CIDR networks"
+                    f"{' (or *)' if name == 'forwarded_allow_ips' else ''}, got {item!r}"
+                ) from None
 
 
 def _expected(kind: type) -> str:
@@ -153,13 +239,15 @@ class Settings:
             if unknown:
                 raise UsageError(f"config file {path}: unknown setting {unknown[0]!r}")
         values: dict[str, Any] = {}
+        origins: dict[str, str] = {}
         for s in SETTINGS:
-            value = s.default
+            value, origins[s.name] = s.default, "the default"
             if s.name in file_values:
-                value = _parse(s, file_values[s.name], str(path), text=False)
+                value, origins[s.name] = _parse(s, file_values[s.name], str(path), text=False), str(path)
             if s.env in environ:
-                value = _parse(s, environ[s.env], s.env)
+                value, origins[s.name] = _parse(s, environ[s.env], s.env), s.env
             if flags and flags.get(s.name) not in (None, [], ()):
-                value = _parse(s, flags[s.name], "command line")
+                value, origins[s.name] = _parse(s, flags[s.name], "command line"), "the command line"
             values[s.name] = value
+        _check(values, origins)
         return cls(values, dirs)

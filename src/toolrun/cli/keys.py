@@ -59,9 +59,14 @@ def keys_create(
 def keys_list(as_json: JsonOpt = False) -> None:
     """List keys: prefix, user, groups, created, expires, state."""
     from ..auth import iso
+    from ..errors import ToolrunError
 
-    store = _store()
-    groups = {u.username: list(u.groups) for u in store.list_users()}
+    try:
+        store = _store()
+        groups = {u.username: list(u.groups) for u in store.list_users()}
+        records = store.list_keys()
+    except ToolrunError as exc:
+        _fail(exc)
     rows = [
         {
             "prefix": r.prefix,
@@ -71,7 +76,7 @@ def keys_list(as_json: JsonOpt = False) -> None:
             "expires_at": iso(r.expires_at),
             "state": r.state(),
         }
-        for r in store.list_keys()
+        for r in records
     ]
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
@@ -99,9 +104,14 @@ def keys_list(as_json: JsonOpt = False) -> None:
 def keys_revoke(prefix: Annotated[str, typer.Argument(help="The key's prefix (or the whole key).")]) -> None:
     """Revoke a key at once, on every server sharing the store."""
     from ..auth import split_key
+    from ..errors import ToolrunError
 
     prefix = split_key(prefix) or prefix
-    if not _store().revoke(prefix):
+    try:
+        revoked = _store().revoke(prefix)
+    except ToolrunError as exc:
+        _fail(exc)
+    if not revoked:
         _err(f"toolrun: no active key with prefix {prefix!r}")
         raise typer.Exit(2)
     _err(f"revoked key {prefix}")

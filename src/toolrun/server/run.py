@@ -5,11 +5,11 @@ from __future__ import annotations
 import gc
 import logging
 import signal
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..auth import SQLiteKeyStore
+from ..errors import UsageError
 from ..metrics import Metrics
 from ..models import Identity
 from ..ratelimit import MemoryLimiter
@@ -22,8 +22,14 @@ log = logging.getLogger("toolrun.server")
 
 def key_store(settings: Settings) -> Any:
     if settings["redis_url"]:
-        from ..redis_store import RedisKeyStore  # type: ignore[import-not-found,unused-ignore]
-
+        try:
+            from ..redis_store import RedisKeyStore  # type: ignore[import-not-found,unused-ignore]
+        except ImportError as exc:
+            if (exc.name or "").split(".")[0] != "redis":
+                raise
+            raise UsageError(
+                "setting redis_url needs the redis package, which is not installed: pip install 'toolrun[redis]'"
+            ) from None
         return RedisKeyStore(settings["redis_url"])
     return SQLiteKeyStore(settings.dirs["data"] / "toolrun.db")
 
@@ -157,7 +163,7 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
     from ..errors import Unauthorized
 
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a closed pipe to a tool's stdin is an error, not our death
-    configure_logging(settings["log_level"])
+    configure_logging(settings["log_level"], settings["log_format"])
     store = key_store(settings)
     limiter, sessions = shared_state(settings, store)
     service = ToolService.from_paths(catalog_paths(catalog, settings), settings, limiter=limiter, sessions=sessions)
@@ -193,13 +199,20 @@ def build_app(settings: Settings, catalog: Sequence[str] | None = None) -> Any:
     return guarded(create_app(backends), settings)
 
 
-def configure_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger("toolrun")
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    root.propagate = False
+def configure_logging(level: str, fmt: str = "text") -> None:
+    """toolrun's loggers at `level`; everything else (uvicorn, asyncio) at warning or above; one format for all.
+
+    Every line goes through `logs.TextFormatter` (control characters escaped) or `logs.JsonFormatter`."""
+    from ..logs import handler as log_handler
+
+    out = log_handler(fmt)
+    ours = logging.getLogger("toolrun")
+    ours.handlers[:] = [out]
+    ours.setLevel(level.upper())
+    ours.propagate = False
+    root = logging.getLogger()
+    root.handlers[:] = [out]
+    root.setLevel(max(logging.WARNING, logging.getLevelName(level.upper())))
 
 
 MAX_HEAD = 64 * 1024  # bytes of one request head (request line and headers); nginx's default is 32 KiB
@@ -341,7 +354,7 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
     # `toolrun` gives SIGPIPE its default action (for `toolrun list | head`); a server must not die when it
     # writes into a connection its client has closed: EPIPE stays that connection's error.
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    configure_logging(settings["log_level"])
+    configure_logging(settings["log_level"], settings["log_format"])
     app = build_app(settings, catalog)
     # Everything loaded so far (the MCP SDK's and pydantic's schemas, the catalog) lives as long as the server:
     # out of the collector's sight, or every full collection walks all of it again (100+ ms pauses at c=32).
@@ -358,6 +371,10 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
         access_log=False,
         log_config=None,
         server_header=False,
+        # X-Forwarded-For/-Proto only from the configured proxies (none by default): uvicorn's own default
+        # trusts any loopback peer, so a local client could pick its address (and its rate-limit bucket).
+        proxy_headers=bool(settings["forwarded_allow_ips"]),
+        forwarded_allow_ips=list(settings["forwarded_allow_ips"]) or None,
         timeout_graceful_shutdown=max(1, round(float(settings["shutdown_grace"]))),
         timeout_keep_alive=5,
     )

@@ -1,0 +1,99 @@
+"""Log lines nobody can forge: text with every control character escaped, or one JSON object per line.
+
+A request path, a header or a tool key can carry `%0A` / `%0D`; written raw, it would end the
+line and start a forged, well-formed one. `TextFormatter` escapes control characters (C0, DEL,
+C1, U+2028/U+2029) in the message as `\\n`, `\\r`, `\\t`, `\\xNN`, `\\uNNNN`; a traceback keeps its
+line breaks but every line of it is indented, so none can pass for a log line of its own.
+
+`JsonFormatter` writes `{"ts", "level", "logger", "message", ...}` per line (ASCII only, so no
+character can break the line), plus the record's `fields` dict when it has one: the access log
+(and any other structured log, such as an audit log) passes its fields with
+``log.info(text, extra={"fields": {...}})`` and gets them as top-level keys.
+
+`handler(level, fmt)` builds the stderr handler every toolrun process uses.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+import time
+from typing import Any
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_one(match: re.Match[str]) -> str:
+    char = match.group()
+    named = _NAMED.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def escape(text: str) -> str:
+    """`text` on one line: every control character written as an escape sequence."""
+    return _CONTROL.sub(_escape_one, text) if _CONTROL.search(text) else text
+
+
+def _block(text: str) -> str:
+    """A traceback or stack: its lines kept, each indented and escaped."""
+    return "\n".join("    " + escape(line) for line in text.splitlines())
+
+
+class TextFormatter(logging.Formatter):
+    """`%(asctime)s %(levelname)s %(name)s: %(message)s`, the message on one line."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.message = escape(record.getMessage())
+        if self.usesTime():
+            record.asctime = self.formatTime(record, self.datefmt)
+        line = self.formatMessage(record)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            line += "\n" + _block(record.exc_text)
+        if record.stack_info:
+            line += "\n" + _block(self.formatStack(record.stack_info))
+        return line
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line; a record's `fields` dict becomes top-level keys."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        data: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            for key, value in fields.items():
+                data.setdefault(str(key), value)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            data["exc"] = record.exc_text
+        if record.stack_info:
+            data["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(data, ensure_ascii=True, default=str)
+
+
+def formatter(fmt: str) -> logging.Formatter:
+    """The formatter of the `log_format` setting: `text` or `json`."""
+    return JsonFormatter() if fmt.strip().lower() == "json" else TextFormatter()
+
+
+def handler(fmt: str = "text") -> logging.Handler:
+    out = logging.StreamHandler(sys.stderr)
+    out.setFormatter(formatter(fmt))
+    return out
