@@ -44,7 +44,7 @@ def raw(port: int, data: bytes, timeout: float = 10.0) -> bytes:
 # -- item 2: log forging ---------------------------------------------------------------------------------------
 
 
-FORGED = "127.0.0.1 \"GET /admin/delete-everything HTTP/1.1\" 200 0.1ms"
+FORGED = '127.0.0.1 "GET /admin/delete-everything HTTP/1.1" 200 0.1ms'
 
 
 @pytest.mark.parametrize("fmt", ["text", "json"])
