@@ -1,104 +1,35 @@
-// The call form: one field per declared param (native inputs for str/int/float/bool, tag chips
-// for list, key/value rows for dict, one "Edit list/dict params as JSON" toggle), then
-// POST /tools/{key} and the result.
+// The call form: one field per declared param (a small component per param type, in fields/),
+// one "Edit list/dict params as JSON" switch, then POST /tools/{key} and the result.
 
 import { useEffect, useRef, useState } from "preact/hooks";
 import { callTool, type Param, type Tool } from "../api";
 import { describeProblem } from "../errors";
-import { displayResult, parseLoose, scalarText, showLoose } from "../format";
-import { ChipInput } from "./ChipInput";
-import { KeyValueEditor, newRow, type Row } from "./KeyValueEditor";
+import { displayResult } from "../format";
+import { fieldId, type FieldState, initialFields, kindOf, ParamField, readField } from "./fields";
 import { formatMillis, type Outcome, ResultPanel } from "./ResultPanel";
 import { PlayIcon } from "./icons";
 
-interface Field {
-  text: string;
-  checked: boolean;
-  touched: boolean;
-  chips: string[];
-  draft: string;
-  rows: Row[];
-  json: string;
-  error: string;
-}
+const isComplex = (p: Param) => kindOf(p).json !== undefined;
 
-const isComplex = (p: Param) => p.type === "list" || p.type === "dict";
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-function initialField(param: Param): Field {
-  const d = param.default;
-  const field: Field = {
-    text: "",
-    checked: false,
-    touched: false,
-    chips: [],
-    draft: "",
-    rows: [],
-    json: "",
-    error: "",
-  };
-  switch (param.type) {
-    case "bool":
-      field.checked = d === true;
-      break;
-    case "list":
-      field.chips = Array.isArray(d) ? d.map(showLoose) : [];
-      break;
-    case "dict":
-      field.rows = isPlainObject(d) ? Object.entries(d).map(([k, v]) => newRow(k, showLoose(v))) : [];
-      if (field.rows.length === 0) field.rows = [newRow()];
-      break;
-    default:
-      field.text = scalarText(d);
+/** The arguments the form holds now, and the fields that cannot be read. */
+export function collectArgs(
+  params: Param[],
+  fields: Record<string, FieldState>,
+  json: boolean,
+): { args: Record<string, unknown>; errors: Record<string, string> } {
+  const args: Record<string, unknown> = {};
+  const errors: Record<string, string> = {};
+  for (const param of params) {
+    const read = readField(param, fields[param.name]!, json);
+    if (read === null) continue;
+    if ("error" in read) errors[param.name] = read.error;
+    else args[param.name] = read.value;
   }
-  return field;
+  return { args, errors };
 }
-
-function isEmptyDefault(d: unknown): boolean {
-  return d === null || d === undefined || (Array.isArray(d) && d.length === 0) || (isPlainObject(d) && Object.keys(d).length === 0);
-}
-
-/** The value of a list/dict field in widget mode; errors as strings. */
-function complexValue(param: Param, field: Field): { value?: unknown; error?: string } {
-  if (param.type === "list") {
-    const items = [...field.chips, ...(field.draft.trim() ? [field.draft.trim()] : [])];
-    return { value: items.map(parseLoose) };
-  }
-  const result: Record<string, unknown> = {};
-  for (const row of field.rows) {
-    if (row.key === "" && row.value.trim() === "") continue;
-    if (row.key === "") return { error: `An entry with value ${JSON.stringify(row.value)} has no key.` };
-    if (Object.hasOwn(result, row.key)) return { error: `The key ${JSON.stringify(row.key)} appears twice.` };
-    result[row.key] = parseLoose(row.value);
-  }
-  return { value: result };
-}
-
-/** The visual required mark; assistive tech gets aria-required on the input instead. */
-function RequiredMark() {
-  return (
-    <span class="required" title="required" aria-hidden="true">
-      *
-    </span>
-  );
-}
-
-function fieldId(tool: Tool, param: Param): string {
-  return `p-${tool.key.replace(/[^A-Za-z0-9_-]/g, "_")}-${param.name}`;
-}
-
-const EXAMPLE_HINT: Record<string, string> = {
-  list: "Enter or comma adds an item.",
-  dict: "",
-};
 
 export function CallForm({ tool }: { tool: Tool }) {
-  const [fields, setFields] = useState<Record<string, Field>>(() =>
-    Object.fromEntries(tool.params.map((p) => [p.name, initialField(p)])),
-  );
+  const [fields, setFields] = useState<Record<string, FieldState>>(() => initialFields(tool.params));
   const [jsonMode, setJsonMode] = useState(false);
   const [toggleError, setToggleError] = useState("");
   const [running, setRunning] = useState(false);
@@ -106,7 +37,7 @@ export function CallForm({ tool }: { tool: Tool }) {
   const [outcome, setOutcome] = useState<Outcome | null>(null);
   const controller = useRef<AbortController | null>(null);
   const resultRef = useRef<HTMLDivElement>(null);
-  const hasComplex = tool.params.some(isComplex);
+  const complex = tool.params.filter(isComplex);
 
   useEffect(() => () => controller.current?.abort(), []);
 
@@ -118,115 +49,32 @@ export function CallForm({ tool }: { tool: Tool }) {
     return () => window.clearInterval(timer);
   }, [running]);
 
-  const patch = (name: string, change: Partial<Field>) =>
-    setFields((current) => ({ ...current, [name]: { ...current[name]!, ...change, error: change.error ?? "" } }));
+  const change = (name: string, state: unknown) =>
+    setFields((current) => ({ ...current, [name]: { state, error: "" } }));
+
+  const focusField = (name: string) => {
+    const param = tool.params.find((p) => p.name === name);
+    if (param) document.getElementById(fieldId(tool.key, param))?.focus();
+  };
 
   const toggleJson = (on: boolean) => {
     setToggleError("");
-    if (on) {
-      const next = { ...fields };
-      for (const param of tool.params.filter(isComplex)) {
-        const field = next[param.name]!;
-        const { value, error } = complexValue(param, field);
-        const empty = error === undefined && isEmptyDefault(value) && isEmptyDefault(param.default);
-        next[param.name] = {
-          ...field,
-          chips: param.type === "list" && field.draft.trim() ? [...field.chips, field.draft.trim()] : field.chips,
-          draft: "",
-          json: error !== undefined ? "" : empty ? "" : JSON.stringify(value, null, 2),
-          error: error ?? "",
-        };
-      }
-      setFields(next);
-      setJsonMode(true);
-      return;
-    }
     const next = { ...fields };
     let failed = "";
-    for (const param of tool.params.filter(isComplex)) {
+    for (const param of complex) {
+      const convert = kindOf(param).json!;
       const field = next[param.name]!;
-      const text = field.json.trim();
-      let value: unknown = param.type === "list" ? [] : {};
-      if (text !== "") {
-        try {
-          value = JSON.parse(text);
-        } catch {
-          next[param.name] = { ...field, error: "Not valid JSON: fix it to switch back to the editor." };
-          failed ||= param.name;
-          continue;
-        }
-      }
-      if (param.type === "list") {
-        if (!Array.isArray(value)) {
-          next[param.name] = { ...field, error: "Must be a JSON array to edit as chips." };
-          failed ||= param.name;
-          continue;
-        }
-        next[param.name] = { ...field, chips: value.map(showLoose), draft: "", error: "" };
-      } else {
-        if (!isPlainObject(value)) {
-          next[param.name] = { ...field, error: "Must be a JSON object to edit as rows." };
-          failed ||= param.name;
-          continue;
-        }
-        const rows = Object.entries(value).map(([k, v]) => newRow(k, showLoose(v)));
-        next[param.name] = { ...field, rows: rows.length ? rows : [newRow()], error: "" };
-      }
+      const done = on ? convert.toJson(param, field.state) : convert.fromJson(param, field.state);
+      next[param.name] = { state: done.state, error: done.error ?? "" };
+      if (done.error && !on) failed ||= param.name;
     }
     setFields(next);
     if (failed) {
       setToggleError(`Fix the JSON of ${failed} first.`);
-      const param = tool.params.find((p) => p.name === failed)!;
-      document.getElementById(fieldId(tool, param))?.focus();
+      focusField(failed);
       return;
     }
-    setJsonMode(false);
-  };
-
-  const collect = (): { args: Record<string, unknown>; errors: Record<string, string> } => {
-    const args: Record<string, unknown> = {};
-    const errors: Record<string, string> = {};
-    for (const param of tool.params) {
-      const field = fields[param.name]!;
-      switch (param.type) {
-        case "str":
-          if (field.text !== "") args[param.name] = field.text;
-          break;
-        case "int":
-        case "float": {
-          const text = field.text.trim();
-          if (text === "") break;
-          const number = Number(text);
-          if (!Number.isFinite(number)) errors[param.name] = "Enter a number.";
-          else args[param.name] = number;
-          break;
-        }
-        case "bool":
-          if (param.required || field.touched || param.default !== null) args[param.name] = field.checked;
-          break;
-        case "list":
-        case "dict": {
-          if (jsonMode) {
-            const text = field.json.trim();
-            if (text === "") break;
-            try {
-              args[param.name] = JSON.parse(text);
-            } catch (error) {
-              errors[param.name] = `Not valid JSON (${error instanceof Error ? error.message : "parse error"}).`;
-            }
-            break;
-          }
-          const { value, error } = complexValue(param, field);
-          if (error !== undefined) errors[param.name] = error;
-          else if (!(isEmptyDefault(value) && isEmptyDefault(param.default))) args[param.name] = value;
-          break;
-        }
-        default:
-          // A type this UI does not know: the text is sent as typed, JSON when it parses.
-          if (field.text.trim() !== "") args[param.name] = parseLoose(field.text);
-      }
-    }
-    return { args, errors };
+    setJsonMode(on);
   };
 
   const submit = async (event?: Event) => {
@@ -236,14 +84,14 @@ export function CallForm({ tool }: { tool: Tool }) {
     if (!jsonMode) {
       setFields((current) => {
         const next = { ...current };
-        for (const param of tool.params.filter((p) => p.type === "list")) {
-          const f = next[param.name]!;
-          if (f.draft.trim()) next[param.name] = { ...f, chips: [...f.chips, f.draft.trim()], draft: "" };
+        for (const param of complex) {
+          const field = next[param.name]!;
+          next[param.name] = { ...field, state: kindOf(param).json!.settle(field.state) };
         }
         return next;
       });
     }
-    const { args, errors } = collect();
+    const { args, errors } = collectArgs(tool.params, fields, jsonMode);
     if (Object.keys(errors).length > 0) {
       setFields((current) => {
         const next = { ...current };
@@ -251,7 +99,7 @@ export function CallForm({ tool }: { tool: Tool }) {
         return next;
       });
       const first = tool.params.find((p) => errors[p.name]);
-      if (first) document.getElementById(fieldId(tool, first))?.focus();
+      if (first) focusField(first.name);
       return;
     }
     controller.current?.abort();
@@ -284,7 +132,7 @@ export function CallForm({ tool }: { tool: Tool }) {
   };
 
   const reset = () => {
-    setFields(Object.fromEntries(tool.params.map((p) => [p.name, initialField(p)])));
+    setFields(initialFields(tool.params));
     setJsonMode(false);
     setToggleError("");
     setOutcome(null);
@@ -302,7 +150,7 @@ export function CallForm({ tool }: { tool: Tool }) {
     >
       <div class="section-head">
         <h3 id="call-heading">Call</h3>
-        {hasComplex && (
+        {complex.length > 0 && (
           <label class="switch">
             <input
               type="checkbox"
@@ -323,133 +171,17 @@ export function CallForm({ tool }: { tool: Tool }) {
         </p>
       )}
       {tool.params.length === 0 && <p class="muted">This tool takes no parameters.</p>}
-      {tool.params.map((param) => {
-        const id = fieldId(tool, param);
-        const field = fields[param.name]!;
-        const helpId = `${id}-help`;
-        const errorId = `${id}-error`;
-        const describedBy = [param.description || EXAMPLE_HINT[param.type] ? helpId : "", field.error ? errorId : ""]
-          .filter(Boolean)
-          .join(" ") || undefined;
-        const invalid = field.error !== "";
-        const example = param.example !== null && param.example !== undefined ? param.example : null;
-        const placeholder = example === null ? "" : `e.g. ${typeof example === "string" ? example : JSON.stringify(example)}`;
-        const labelFor = param.type === "dict" && !jsonMode ? undefined : id;
-        const LabelTag = labelFor ? "label" : "span";
-        return (
-          <div class={`field field-${param.type}`} key={param.name} data-param={param.name}>
-            {param.type !== "bool" && (
-              <div class="field-label-row">
-                <LabelTag class="field-label" id={`${id}-label`} {...(labelFor ? { for: labelFor } : {})}>
-                  <span class="param-name">{param.name}</span>
-                  {!labelFor && param.required && <span class="sr-only"> (required)</span>}
-                </LabelTag>
-                {param.required && <RequiredMark />}
-                <span class="type-badge">{param.type}</span>
-              </div>
-            )}
-            {(param.type === "str" || !["int", "float", "bool", "list", "dict"].includes(param.type)) && (
-              <input
-                id={id}
-                class="input"
-                type="text"
-                value={field.text}
-                placeholder={placeholder}
-                autocomplete="off"
-                spellcheck={false}
-                aria-required={param.required ? "true" : undefined}
-                aria-invalid={invalid ? "true" : undefined}
-                aria-describedby={describedBy}
-                onInput={(event) => patch(param.name, { text: (event.currentTarget as HTMLInputElement).value })}
-              />
-            )}
-            {(param.type === "int" || param.type === "float") && (
-              <input
-                id={id}
-                class="input input-number"
-                type="number"
-                inputMode={param.type === "int" ? "numeric" : "decimal"}
-                step={param.type === "int" ? "1" : "any"}
-                value={field.text}
-                placeholder={placeholder}
-                aria-required={param.required ? "true" : undefined}
-                aria-invalid={invalid ? "true" : undefined}
-                aria-describedby={describedBy}
-                onInput={(event) => patch(param.name, { text: (event.currentTarget as HTMLInputElement).value })}
-              />
-            )}
-            {param.type === "bool" && (
-              <div class="checkbox-row">
-                <input
-                  id={id}
-                  type="checkbox"
-                  class="checkbox"
-                  checked={field.checked}
-                  aria-required={param.required ? "true" : undefined}
-                  aria-describedby={describedBy}
-                  onChange={(event) =>
-                    patch(param.name, { checked: (event.currentTarget as HTMLInputElement).checked, touched: true })
-                  }
-                />
-                <label class="field-label" for={id} id={`${id}-label`}>
-                  <span class="param-name">{param.name}</span>
-                </label>
-                {param.required && <RequiredMark />}
-                <span class="type-badge">bool</span>
-              </div>
-            )}
-            {isComplex(param) && jsonMode && (
-              <textarea
-                id={id}
-                class="input textarea mono"
-                rows={Math.min(10, Math.max(3, field.json.split("\n").length))}
-                value={field.json}
-                spellcheck={false}
-                placeholder={param.type === "list" ? '["item", 2]' : '{"key": "value"}'}
-                aria-required={param.required ? "true" : undefined}
-                aria-invalid={invalid ? "true" : undefined}
-                aria-describedby={describedBy}
-                onInput={(event) => patch(param.name, { json: (event.currentTarget as HTMLTextAreaElement).value })}
-              />
-            )}
-            {param.type === "list" && !jsonMode && (
-              <ChipInput
-                id={id}
-                chips={field.chips}
-                draft={field.draft}
-                required={param.required}
-                describedBy={describedBy}
-                invalid={invalid}
-                placeholder={placeholder || "Type an item, press Enter"}
-                onChange={(chips, draft) => patch(param.name, { chips, draft })}
-              />
-            )}
-            {param.type === "dict" && !jsonMode && (
-              <KeyValueEditor
-                id={id}
-                name={param.name}
-                rows={field.rows}
-                describedBy={describedBy}
-                invalid={invalid}
-                onChange={(rows) => patch(param.name, { rows })}
-              />
-            )}
-            {(param.description || EXAMPLE_HINT[param.type]) && (
-              <p class="field-help" id={helpId}>
-                {param.description}
-                {param.description && EXAMPLE_HINT[param.type] && !jsonMode ? " " : ""}
-                {!jsonMode && EXAMPLE_HINT[param.type]}
-              </p>
-            )}
-            {field.error && (
-              <p class="field-error" id={errorId}>
-                {field.error}
-              </p>
-            )}
-          </div>
-        );
-      })}
-      {hasComplex && !jsonMode && (
+      {tool.params.map((param) => (
+        <ParamField
+          key={param.name}
+          toolKey={tool.key}
+          param={param}
+          field={fields[param.name]!}
+          json={jsonMode}
+          onChange={(state) => change(param.name, state)}
+        />
+      ))}
+      {complex.length > 0 && !jsonMode && (
         <p class="form-note">
           List items and dict values are read as JSON when they parse (<code>4</code>, <code>true</code>,{" "}
           <code>"4"</code>) and as text otherwise.
