@@ -185,7 +185,12 @@ def test_search_ranks_a_key_match_above_a_description_match(service: ToolService
     result = call(service, ANON, "search", {"query": "echo"})
     assert result.is_error is False
     body = result.structured_content
-    assert json.loads(text_of(result)) == body
+    # The text is one line per tool, `key(param: type ...) - summary`, then where the page is.
+    assert text_of(result) == (
+        "pub.echo(msg: str) - Print a message back.\n"
+        "pub.count(n: int [0..100]) - Echo an integer between 0 and 100.\n"
+        "[1-2 of 2]"
+    )
     assert [item["key"] for item in body["items"]] == ["pub.echo", "pub.count"]
     assert body["items"][1] == {
         "key": "pub.count",
@@ -248,6 +253,7 @@ def test_describe_tools_returns_spec_entries_for_the_given_keys(service: ToolSer
     assert count["return_type"] == "str | (int, str, str)"
     assert count["params"] == [
         {"name": "n", "type": "int", "required": True, "default": None, "description": "", "example": None}
+        | {"min": 0, "max": 100}  # the declared constraints
     ]
     assert restart["key"] == "ops.restart"
     assert restart["groups"] == ["ops"]
@@ -278,8 +284,13 @@ def test_whoami_returns_the_identity_record_with_the_callers_tool_keys(
 ) -> None:
     result = call(service, identity, "whoami", {})
     assert result.is_error is False
-    assert result.structured_content == expected
-    assert json.loads(text_of(result)) == expected
+    assert result.structured_content == expected  # the fields of GET /whoami
+    # The text an agent reads is short: who, groups, how many tools (search lists them).
+    who = expected["username"] or "anonymous"
+    if expected["email"]:
+        who += f" <{expected['email']}>"
+    groups = ", ".join(expected["groups"]) or "none"
+    assert text_of(result) == f"{who}; groups: {groups}; {len(expected['tools'])} tools (list them with `search`)"
 
 
 # -- errors an agent can act on -----------------------------------------------------------------------
@@ -312,7 +323,8 @@ def test_bad_arguments_are_an_error_result_naming_the_parameter(
     text = text_of(result)
     assert text.startswith("Invalid arguments: ")
     assert named in text
-    assert "describe_tools" in text
+    # The answer carries the fix: the tool's signature with its constraints.
+    assert text.endswith(". Call it as pub.count(n: int [0..100])")
     assert result.structured_content["error"] == "ParamError"
 
 
@@ -632,3 +644,33 @@ def test_find_toolrun_prefers_the_running_script_then_the_one_beside_python(tmp_
     assert find_toolrun("/opt/venv/bin/toolrun", "/usr/bin/python3") == "/opt/venv/bin/toolrun"
     (tmp_path / "toolrun").touch()
     assert find_toolrun("/usr/lib/python3/pytest", str(tmp_path / "python")) == str(tmp_path / "toolrun")
+
+
+# -- a context budget -------------------------------------------------------------------------------
+
+
+def test_meta_tool_schema_examples_name_a_tool_the_caller_may_see(service: ToolService) -> None:
+    async def body(client: Any) -> Any:
+        return {t.name: t for t in (await client.list_tools()).tools}
+
+    for identity in (ANON, OLGA):
+        tools = run(service, identity, body)
+        example = tools["execute"].input_schema["properties"]["key"]["description"]
+        shown = example.removeprefix("Tool key, e.g. ").removesuffix(".")
+        assert shown in [t.key for t in service.list(identity)]
+        assert "ops.disk_usage" not in json.dumps([t.model_dump() for t in tools.values()])
+    # An anonymous caller's schemas never name a hidden tool.
+    anon = json.dumps([t.model_dump() for t in run(service, ANON, body).values()])
+    assert not any(key in anon for key in ALL_KEYS if key not in PUBLIC_KEYS)
+
+
+def test_describe_tools_text_is_a_signature_with_constraints_then_the_details(service: ToolService) -> None:
+    result = call(service, ANON, "describe_tools", {"keys": ["pub.count", "nope.x"]})
+    assert text_of(result) == (
+        "pub.count(n: int [0..100])\n"
+        "Echo an integer between 0 and 100.\n"
+        "returns: str | (int, str, str)\n"
+        "example: pub.count(n=0)\n\n"
+        "Not found: nope.x. Use `search` to find tools."
+    )
+    assert result.structured_content["tools"][0]["params"][0]["max"] == 100

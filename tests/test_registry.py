@@ -133,7 +133,7 @@ def test_search_matches_other_inflections_of_a_word(registry: Registry) -> None:
 
 def test_search_forgives_one_typo_in_a_word(registry: Registry) -> None:
     assert [t.key for t in registry.search(ADMIN, "restrat").items] == ["ops.restart"]
-    assert [t.key for t in registry.search(ADMIN, "dsik usage").items][0] == "ops.disk_usage"
+    assert registry.search(ADMIN, "dsik usage").items[0].key == "ops.disk_usage"
 
 
 def test_a_query_phrased_as_a_task_drops_its_function_words(registry: Registry) -> None:
@@ -142,4 +142,4 @@ def test_a_query_phrased_as_a_task_drops_its_function_words(registry: Registry) 
 
 def test_search_knows_common_synonyms(registry: Registry) -> None:
     assert [t.key for t in registry.search(ADMIN, "reboot").items] == ["ops.restart"]
-    assert [t.key for t in registry.search(ADMIN, "show the files of a folder").items][0] == "files.list_dir"
+    assert registry.search(ADMIN, "show the files of a folder").items[0].key == "files.list_dir"

@@ -74,7 +74,11 @@ class UsageError(ToolrunError):
 
 
 class ParamError(UsageError):
-    """A parameter is missing, unknown or invalid; the message names it."""
+    """A parameter is missing, unknown or invalid; the message names it.
+
+    `signature` is the tool's call signature when the error came from validating a call."""
+
+    signature: str = ""
 
 
 class PayloadTooLarge(UsageError):

@@ -144,3 +144,56 @@ def gh_escape(text: str, prop: bool = False) -> str:
     if prop:
         text = text.replace(":", "%3A").replace(",", "%2C")
     return text
+
+
+# -- compact text for agents (MCP text content): every token counts --------------------------------
+
+
+def compact_json(value: Any) -> str:
+    """JSON without indentation or spaces after separators."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def search_text(items: list[ToolSpec], total: int, offset: int, next_offset: int | None) -> str:
+    """One line per tool, `key(param: type = default, ...) - summary`, then where the page is."""
+    from .paramtypes import signature
+
+    lines = [f"{signature(t)} - {t.summary}" if t.summary else signature(t) for t in items]
+    if not items:
+        lines.append("No tools match." if total == 0 else f"No tools at offset {offset} (total {total}).")
+    else:
+        tail = f"{offset + 1}-{offset + len(items)} of {total}"
+        lines.append(f"[{tail}; next_offset={next_offset}]" if next_offset is not None else f"[{tail}]")
+    return "\n".join(lines)
+
+
+def describe_text(tool: ToolSpec) -> str:
+    """A tool for an agent: signature, description, each param's description, hints, an example."""
+    from .paramtypes import signature
+
+    lines = [signature(tool)]
+    if tool.description.strip():
+        lines.append(tool.description.strip())
+    lines += [f"- {p.name}: {p.description.strip()}" for p in tool.params if p.description.strip()]
+    hints = annotation_words(tool)
+    if hints:
+        lines.append(f"hints: {hints}")
+    lines.append(f"returns: {tool.return_type}")
+    lines.append(f"example: {tool.example}")
+    return "\n".join(lines)
+
+
+def annotation_words(tool: ToolSpec) -> str:
+    """The declared behaviour hints as words (`read-only, idempotent`), '' when none is declared."""
+    entry = tool.annotations
+    words = []
+    for field, yes, no in (
+        ("read_only", "read-only", "writes"),
+        ("destructive", "destructive", "not destructive"),
+        ("idempotent", "idempotent", "not idempotent"),
+        ("open_world", "open world", "closed world"),
+    ):
+        value = entry.get(field)
+        if value is not None:
+            words.append(yes if value else no)
+    return ", ".join(words)

@@ -31,7 +31,10 @@ class Param:
     max: float | None = None
 
     def entry(self) -> dict[str, Any]:
-        """The Param object of spec 2.2 (`example` falls back to the default when none is declared)."""
+        """The Param object (`example` falls back to the default when none is declared), plus the
+        constraints `enum`, `pattern`, `min`, `max` that are declared."""
+        from .paramtypes import constraints
+
         return {
             "name": self.name,
             "type": self.type,
@@ -39,6 +42,7 @@ class Param:
             "default": self.default,
             "description": self.description,
             "example": self.example if self.example is not None else self.default,
+            **constraints(self),
         }
 
 
@@ -113,10 +117,15 @@ class ToolSpec:
     file: str = ""
     line: int = 0
     col: int = 0
+    # Behaviour hints the catalog declares (only those set): title, read_only, destructive,
+    # idempotent, open_world. MCP direct mode sends them as the tool's `annotations`.
+    annotations: dict[str, Any] = field(default_factory=dict)
+    keywords: tuple[str, ...] = ()  # words people use for this tool that its text lacks (search only)
 
     def entry(self) -> dict[str, Any]:
-        """The tool entry of spec 2.1."""
-        return {
+        """The tool entry: key, groups, params, return_type, description, example; then
+        `annotations` and `keywords` when the catalog declares them."""
+        entry: dict[str, Any] = {
             "key": self.key,
             "groups": list(self.groups),
             "params": [p.entry() for p in self.params],
@@ -124,6 +133,11 @@ class ToolSpec:
             "description": self.description,
             "example": self.example,
         }
+        if self.annotations:
+            entry["annotations"] = dict(self.annotations)
+        if self.keywords:
+            entry["keywords"] = list(self.keywords)
+        return entry
 
     @property
     def summary(self) -> str:

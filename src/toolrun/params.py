@@ -12,7 +12,7 @@ str    str as is; int and finite float as their text; bool, null, list, dict rej
 int    int; a float with no fraction; text of decimal digits (sign and spaces allowed);
        bool rejected
 float  int or float; numeric text; NaN and infinities rejected (also inside lists and dicts)
-bool   true/false; 0/1; text true/false, yes/no, on/off, 1/0 (any case)
+bool   true/false; 0/1; text true/false, yes/no, on/off, y/n, t/f, 1/0 (any case)
 list   a JSON array (items untouched); on the CLI `name=v` appends one str item per word
 dict   a JSON object with str keys; on the CLI `name={"k": "v"}` is read as JSON
 =====  =====================================================================================
@@ -35,10 +35,8 @@ from typing import Any
 
 from .errors import ParamError
 from .models import Param, ToolSpec
+from .paramtypes import TYPES, parse_bool, signature, type_of
 
-_TRUE = {"true", "1", "yes", "on"}
-_FALSE = {"false", "0", "no", "off"}
-_BOOL = _TRUE | _FALSE
 _INT = re.compile(r"^[+-]?[0-9]+$")
 # Python refuses to print ints of more than 4300 digits (and JSON cannot carry them): an int is
 # capped well below that, so every validated value renders and serialises.
@@ -50,11 +48,7 @@ _REPR.maxlevel = 2
 
 
 def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {bool: "bool", int: "int", float: "float", str: "str", list: "list", dict: "dict"}.get(
-        type(value), type(value).__name__
-    )
+    return type_of(value)
 
 
 def _check_text(name: str, text: str) -> None:
@@ -144,8 +138,8 @@ def coerce(param: Param, value: Any) -> Any:
     elif kind == "bool":
         if isinstance(value, bool):
             result = value
-        elif isinstance(value, str) and value.strip().lower() in _BOOL:
-            result = value.strip().lower() in _TRUE
+        elif isinstance(value, str) and parse_bool(value) is not None:
+            result = parse_bool(value)
         elif isinstance(value, int) and value in (0, 1):
             result = bool(value)
         else:
@@ -184,10 +178,11 @@ def _constrain(param: Param, value: Any) -> None:
             if isinstance(item, str) and not _regex(param.pattern).fullmatch(item):
                 raise ParamError(f"parameter {name!r}: {_short(item)} does not match {param.pattern!r}")
     if param.min is not None or param.max is not None:
-        size = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-        what = "value"
-        if isinstance(value, (str, list, dict)):
-            size, what = len(value), "length"
+        kind = TYPES[param.type]
+        what = kind.noun
+        size = len(value) if kind.bounds_length and isinstance(value, (str, list, dict)) else value
+        if isinstance(size, bool) or not isinstance(size, (int, float)):
+            size = None
         if size is not None:
             if param.min is not None and size < param.min:
                 raise ParamError(f"parameter {name!r}: {what} {_short(size)} is below the minimum {param.min:g}")
@@ -196,7 +191,17 @@ def _constrain(param: Param, value: Any) -> None:
 
 
 def validate(tool: ToolSpec, args: Mapping[str, Any]) -> dict[str, Any]:
-    """Return every declared param: supplied values coerced, defaults filled, absent optional = None."""
+    """Return every declared param: supplied values coerced, defaults filled, absent optional = None.
+
+    A ParamError carries the tool's signature (`exc.signature`), so a door can show how to call it."""
+    try:
+        return _validate(tool, args)
+    except ParamError as exc:
+        exc.signature = signature(tool)
+        raise
+
+
+def _validate(tool: ToolSpec, args: Mapping[str, Any]) -> dict[str, Any]:
     declared = {p.name: p for p in tool.params}
     unknown = [k for k in args if k not in declared]
     if unknown:

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import UsageError
+from .paramtypes import parse_bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +94,12 @@ def _parse(setting: Setting, raw: Any, origin: str, text: bool = True) -> Any:
     try:
         if isinstance(raw, str) and (text or kind is str):
             if kind is bool:
-                low = raw.strip().lower()
-                if low in ("1", "true", "yes", "on"):
-                    return True
-                if low in ("0", "false", "no", "off", ""):
+                if not raw.strip():
                     return False
-                raise ValueError(raw)
+                word = parse_bool(raw)  # the words tool params and the CLI accept
+                if word is None:
+                    raise ValueError(raw)
+                return word
             if kind is list:
                 sep = os.pathsep if setting.name == "catalog" else ","
                 return [part.strip() for part in raw.split(sep) if part.strip()]

@@ -134,8 +134,8 @@ def analyze(tool: ToolSpec) -> Analyzed:
 
     add(tool.key, 3.0)
     add(tool.name, 3.0)
-    add(getattr(tool, "title", "") or "", 3.0)
-    add(" ".join(getattr(tool, "keywords", ()) or ()), 2.5)
+    add(str(tool.annotations.get("title") or ""), 3.0)
+    add(" ".join(tool.keywords), 2.5)
     add(" ".join(tool.groups), 2.0)
     add(" ".join(p.name for p in tool.params), 1.5)
     add(tool.description, 1.0)

@@ -21,6 +21,8 @@ def _install_fast_coercion() -> None:
         from typer import core as typer_core
         from typer._click.exceptions import BadParameter
         from typer._coercion import RuntimeParam
+
+        from ..paramtypes import parse_bool
     except Exception:  # pragma: no cover - a Typer without these internals
         return
     original = getattr(typer_core._TyperParameter, "get_runtime_param", None)
@@ -50,11 +52,9 @@ def _install_fast_coercion() -> None:
             if isinstance(value, self.kind) and not (self.kind is int and isinstance(value, bool)):
                 return value
             if self.kind is bool:
-                text = str(value).strip().lower()
-                if text in ("1", "true", "yes", "on", "y", "t"):
-                    return True
-                if text in ("0", "false", "no", "off", "n", "f"):
-                    return False
+                word = parse_bool(str(value))  # the words tool params and settings accept
+                if word is not None:
+                    return word
             else:
                 try:
                     return self.kind(value)

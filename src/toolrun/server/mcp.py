@@ -21,9 +21,7 @@ escapes as an opaque internal error.
 from __future__ import annotations
 
 import difflib
-import json
 import logging
-import math
 import re
 import secrets
 from collections.abc import Callable, Mapping
@@ -34,108 +32,80 @@ from mcp.server.lowlevel import Server
 
 from .. import __version__
 from ..errors import NotFound, ParamError, RateLimited, ToolFailed, ToolrunError
-from ..formatting import result_text, structured_result
+from ..formatting import describe_text, result_text, search_text, structured_result
 from ..models import Identity, ToolSpec
+from ..paramtypes import request_schema
 from ..service import ToolService
 
 log = logging.getLogger("toolrun.mcp")
 
 INSTRUCTIONS = (
-    "toolrun exposes a catalog of operational tools. Use `search` to find tools (or `describe_tools` "
-    "with known keys to see their parameters), then `execute` with the tool key and its arguments. "
-    "`whoami` shows which user you act as and which tools you may use."
+    "toolrun runs catalog tools. `search` finds them (one line each: key(params) - summary), "
+    "`describe_tools` gives details and limits, `execute` runs one by key with its arguments."
 )
+EXAMPLE_KEY = "group.tool"  # in schemas when the caller sees no tool to take an example from
 
-META_TOOLS: dict[str, dict[str, Any]] = {
-    "execute": {
-        "description": (
-            "Run one catalog tool by key with its arguments and return its result. Shell tools that "
-            "exit non-zero return their returncode, stdout and stderr (not an error). Use `search` or "
-            "`describe_tools` first to learn a tool's parameters."
-        ),
-        "schema": {
-            "type": "object",
-            "properties": {
-                "key": {"type": "string", "description": "Tool key, e.g. ops.disk_usage."},
-                "arguments": {
-                    "type": "object",
-                    "description": "Parameter name to value, as `describe_tools` lists them.",
-                    "additionalProperties": True,
-                },
-                "session": {
-                    "type": "string",
-                    "description": "Optional session name for tools that keep session values "
-                    "(only needed by clients without an MCP session).",
-                },
-            },
-            "required": ["key"],
-            "additionalProperties": False,
-        },
-    },
-    "search": {
-        "description": (
-            "Find tools you may call, ranked by relevance to a query over keys, groups, descriptions "
-            "and parameter names. Empty query lists every tool by key. Paginated: pass `next_offset` "
-            "back as `offset` while `has_more` is true."
-        ),
-        "schema": {
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "Words to look for, e.g. 'disk usage'."},
-                "offset": {"type": "integer", "minimum": 0, "default": 0},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
-            },
-            "additionalProperties": False,
-        },
-    },
-    "describe_tools": {
-        "description": (
-            "Full descriptions of tools by key: parameters (name, type, required, default, description, "
-            "example), return type, description and an example call."
-        ),
-        "schema": {
-            "type": "object",
-            "properties": {
-                "keys": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "description": "Tool keys, e.g. ['ops.disk_usage'].",
-                    "maxItems": 100,
-                }
-            },
-            "required": ["keys"],
-            "additionalProperties": False,
-        },
-    },
-    "whoami": {
-        "description": "Who you are acting as: username, email, groups, and the keys of the tools you may call.",
-        "schema": {"type": "object", "properties": {}, "additionalProperties": False},
-    },
-}
 
-_JSON_TYPES = {
-    "str": "string",
-    "int": "integer",
-    "float": "number",
-    "bool": "boolean",
-    "list": "array",
-    "dict": "object",
-}
+def meta_tools(example: str = EXAMPLE_KEY, words: str = "disk usage") -> dict[str, dict[str, Any]]:
+    """The four meta-tools; `example` (a key) and `words` (a query) come from the caller's catalog."""
+    return {
+        "execute": {
+            "description": (
+                "Run a tool by key with its arguments. A shell tool that exits non-zero returns "
+                "[returncode, stdout, stderr], not an error."
+            ),
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "key": {"type": "string", "description": f"Tool key, e.g. {example}."},
+                    "arguments": {"type": "object", "description": "Param name to value."},
+                    "session": {"type": "string", "description": "Session name (clients without MCP sessions)."},
+                },
+                "required": ["key"],
+                "additionalProperties": False,
+            },
+        },
+        "search": {
+            "description": (
+                "Find tools you may call by words, a task or a param name. Empty query: all, by key. "
+                "Pages: pass next_offset as offset."
+            ),
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": f"e.g. {words!r}."},
+                    "offset": {"type": "integer", "minimum": 0, "default": 0},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
+                },
+                "additionalProperties": False,
+            },
+        },
+        "describe_tools": {
+            "description": "Params (types, defaults, limits), hints and an example call of tools, by key.",
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "keys": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": f"e.g. [{example!r}].",
+                        "maxItems": 100,
+                    }
+                },
+                "required": ["keys"],
+                "additionalProperties": False,
+            },
+        },
+        "whoami": {
+            "description": "Your user, groups and how many tools you may call.",
+            "schema": {"type": "object", "properties": {}, "additionalProperties": False},
+        },
+    }
+
+
+META_TOOLS = meta_tools()
+
 _NAME_OK = re.compile(r"[^A-Za-z0-9_-]")
-# A param's `min`/`max` bound the value of numbers and the length of text, lists and dicts.
-_BOUNDS = {
-    "int": ("minimum", "maximum"),
-    "float": ("minimum", "maximum"),
-    "str": ("minLength", "maxLength"),
-    "list": ("minItems", "maxItems"),
-    "dict": ("minProperties", "maxProperties"),
-}
-
-
-def _bound(value: float, kind: str, to_int: Callable[[float], int]) -> float | int:
-    if kind in ("str", "list", "dict"):
-        return max(0, to_int(value))  # a length
-    return int(value) if float(value).is_integer() else value
 
 
 def direct_name(key: str) -> str:
@@ -144,33 +114,23 @@ def direct_name(key: str) -> str:
 
 
 def param_schema(tool: ToolSpec) -> dict[str, Any]:
-    props: dict[str, Any] = {}
-    for p in tool.params:
-        prop: dict[str, Any] = {"type": _JSON_TYPES[p.type]}
-        if p.description:
-            prop["description"] = p.description
-        if p.default is not None:
-            prop["default"] = p.default
-        if p.enum is not None:
-            prop["enum"] = list(p.enum)
-        if p.pattern is not None and p.type == "str":
-            prop["pattern"] = p.pattern
-        elif p.pattern is not None and p.type == "list":
-            prop["items"] = {"pattern": p.pattern}
-        low, high = _BOUNDS.get(p.type, ("", ""))
-        if p.min is not None and low:
-            prop[low] = _bound(p.min, p.type, math.ceil)
-        if p.max is not None and high:
-            prop[high] = _bound(p.max, p.type, math.floor)
-        if p.example is not None:
-            prop["examples"] = [p.example]
-        props[p.name] = prop
-    return {
-        "type": "object",
-        "properties": props,
-        "required": [p.name for p in tool.params if p.required],
-        "additionalProperties": False,
-    }
+    return request_schema(tool)
+
+
+_HINTS = {
+    "title": "title",
+    "read_only": "read_only_hint",
+    "destructive": "destructive_hint",
+    "idempotent": "idempotent_hint",
+    "open_world": "open_world_hint",
+}
+
+
+def mcp_annotations(tool: ToolSpec) -> types.ToolAnnotations | None:
+    """The catalog's behaviour hints as MCP tool annotations (readOnlyHint, ...), None when none is declared."""
+    if not tool.annotations:
+        return None
+    return types.ToolAnnotations(**{_HINTS[k]: v for k, v in tool.annotations.items() if k in _HINTS})
 
 
 def _text_result(text: str, structured: dict[str, Any] | None = None, error: bool = False) -> types.CallToolResult:
@@ -185,6 +145,8 @@ def _error_result(exc: ToolrunError) -> types.CallToolResult:
     if isinstance(exc, NotFound):
         hint = f" Did you mean {', '.join(exc.suggestions)}?" if exc.suggestions else ""
         text = f"No tool {exc.key!r} is available to you.{hint} Use `search` to find tools."
+    elif isinstance(exc, ParamError) and exc.signature:
+        text = f"Invalid arguments: {exc}. Call it as {exc.signature}"
     elif isinstance(exc, ParamError):
         text = f"Invalid arguments: {exc}. Use `describe_tools` to see the parameters."
     elif isinstance(exc, RateLimited):
@@ -217,16 +179,24 @@ class McpDoor:
                 self._direct_keys.setdefault(direct_name(key), key)
 
     # tools/list
-    def meta_tools(self) -> list[types.Tool]:
+    def meta_tools(self, identity: Identity | None = None) -> list[types.Tool]:
+        """The meta-tools, their examples taken from a tool the caller may see (none: a neutral key)."""
+        specs = META_TOOLS
+        if identity is not None:
+            visible = self.service.list(identity)
+            if visible:
+                pick = next((t for t in visible if t.params), visible[0])
+                words = " ".join(pick.name.replace("-", "_").split("_")[:2])
+                specs = meta_tools(pick.key, words)
         return [
             types.Tool(name=name, description=spec["description"], input_schema=spec["schema"])
-            for name, spec in META_TOOLS.items()
+            for name, spec in specs.items()
         ]
 
     async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
-        tools = self.meta_tools()
+        identity = self.identify(ctx)
+        tools = self.meta_tools(identity)
         if self.direct:
-            identity = self.identify(ctx)
             for tool in self.service.list(identity):
                 name = direct_name(tool.key)
                 if self._direct_keys.get(name) != tool.key:
@@ -237,6 +207,7 @@ class McpDoor:
                         title=tool.key,
                         description=tool.description or tool.key,
                         input_schema=param_schema(tool),
+                        annotations=mcp_annotations(tool),
                     )
                 )
         return types.ListToolsResult(tools=tools)
@@ -340,7 +311,7 @@ class McpDoor:
             "has_more": page.has_more,
             "next_offset": page.next_offset,
         }
-        return _text_result(json.dumps(body, ensure_ascii=False, indent=1), body)
+        return _text_result(search_text(page.items, page.total, page.offset, page.next_offset), body)
 
     def describe(self, identity: Identity, args: dict[str, Any]) -> types.CallToolResult:
         keys = args.get("keys")
@@ -351,20 +322,29 @@ class McpDoor:
         tools, missing = [], []
         for key in keys[:100]:
             try:
-                tools.append(self.service.describe(identity, key).entry())
+                tools.append(self.service.describe(identity, key))
             except NotFound:
                 missing.append(key)
-        body = {"tools": tools, "not_found": missing}
-        return _text_result(json.dumps(body, ensure_ascii=False, indent=1), body)
+        body = {"tools": [t.entry() for t in tools], "not_found": missing}
+        parts = [describe_text(t) for t in tools]
+        if missing:
+            parts.append(f"Not found: {', '.join(missing)}. Use `search` to find tools.")
+        return _text_result("\n\n".join(parts), body)
 
     def whoami(self, identity: Identity) -> types.CallToolResult:
+        tools = [t.key for t in self.service.list(identity)]
         body = {
             "username": identity.username,
             "email": identity.email,
             "groups": sorted(identity.groups),
-            "tools": [t.key for t in self.service.list(identity)],
+            "tools": tools,  # the identity record of GET /whoami, for programs; the text has the count
         }
-        return _text_result(json.dumps(body, ensure_ascii=False, indent=1), body)
+        who = identity.username or "anonymous"
+        if identity.email:
+            who += f" <{identity.email}>"
+        groups = ", ".join(sorted(identity.groups)) or "none"
+        text = f"{who}; groups: {groups}; {len(tools)} tools (list them with `search`)"
+        return _text_result(text, body)
 
 
 def build_server(door: McpDoor) -> Server[Any]:
