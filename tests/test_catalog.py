@@ -257,7 +257,9 @@ def test_every_example_tool_entry_follows_the_spec(tmp_path: Path) -> None:
         if tool.kind != "fn":
             assert entry["return_type"] == "str | (int, str, str)"
         for param in entry["params"]:
-            assert list(param) == ["name", "type", "required", "default", "description", "example"]
+            # The spec's fields in order, then only the constraints that are declared.
+            assert list(param)[:6] == ["name", "type", "required", "default", "description", "example"]
+            assert set(list(param)[6:]) <= {"enum", "pattern", "min", "max", "secret"}
     assert cat.tools["ops.disk_usage"].params[0].name == "path"
 
 
