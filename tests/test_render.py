@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from toolrun import executor, render
 from toolrun.catalog import Catalog
-from toolrun.errors import ToolFailed
+from toolrun.errors import ToolFailed, UndefinedVariable
 from toolrun.models import EXEC_RETURN_TYPE, Identity, Param, ToolSpec
 from toolrun.service import ToolService
 
@@ -145,11 +145,31 @@ def test_the_same_tool_with_every_variable_defined_does_run(tmp_path: Path) -> N
 def test_if_block_works_when_an_optional_param_is_absent() -> None:
     template = "ls{% if depth %} --depth={{ depth }}{% else %} -s{% endif %} {{ path | quote }}"
 
-    assert render.render(template, {"depth": None, "path": "/a b"}) == "ls -s '/a b'"
+    assert render.render(template, {"path": "/a b"}) == "ls -s '/a b'"
     assert render.render(template, {"depth": 2, "path": "/"}) == "ls --depth=2 /"
 
 
-def test_an_absent_optional_param_reaches_the_template_as_none_through_the_service() -> None:
+@pytest.mark.parametrize(
+    "template",
+    [
+        "[{{ ghost }}]",
+        "[{{ ghost | quote }}]",
+        "[{{ ghost | upper }}]",
+        "[{{ 'x' ~ ghost }}]",
+        "{% for g in ghost %}{% endfor %}",
+    ],
+)
+def test_an_absent_variable_raises_whatever_the_expression(template: str) -> None:
+    with pytest.raises(UndefinedVariable, match="'ghost' is undefined"):
+        render.render(template, {})
+
+
+def test_guards_of_an_absent_variable_work() -> None:
+    template = "{% if ghost %}a{% endif %}{% if ghost is defined %}b{% endif %}{% if not ghost %}c{% endif %}"
+    assert render.render(template + "{{ ghost | default('d') }}", {}) == "cd"
+
+
+def test_an_absent_optional_param_is_false_in_a_guard_through_the_service() -> None:
     tool = exec_tool(
         "echo x{% if flag %}-flag{% endif %}{% if not name %}-anon{% endif %}",
         Param("flag", "bool", False),

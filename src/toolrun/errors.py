@@ -14,6 +14,7 @@
     ├── Overloaded                exit 75, HTTP 503: too many tool processes already running
     ├── BackendUnavailable        exit 69, HTTP 503: a shared backend (Redis) does not answer
     └── ToolFailed                exit 1, HTTP 500: the tool itself raised (fn tools, render errors)
+        └── UndefinedVariable     exit 2, HTTP 500: the template used a variable that was not provided
 
 The doors (CLI, HTTP, MCP) map these in one place each, reading ``exit_code`` and
 ``http_status`` from the class; nothing else decides a status.
@@ -160,3 +161,13 @@ class ToolFailed(ToolrunError):
     @property
     def summary(self) -> str:
         return f"{type(self.original).__name__}: {self.original}"
+
+
+class UndefinedVariable(ToolFailed):
+    """A command template used a variable the call did not provide (nothing was spawned).
+
+    Exit 2 on the CLI: the caller left out a value the template needs, like a missing param.
+    Over HTTP it stays a 500: the catalog's template, not the request, is what is wrong.
+    """
+
+    exit_code = 2

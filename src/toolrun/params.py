@@ -19,7 +19,10 @@ dict   a JSON object with str keys; on the CLI `name={"k": "v"}` is read as JSON
 
 Text anywhere in a value (list items and dict keys included) must not contain NUL bytes or
 lone surrogates: a command cannot carry NUL, and a surrogate cannot be encoded. Absent
-optional params are bound to their default (a fresh copy for lists and dicts) or None.
+optional params are bound to their default (a fresh copy for lists and dicts). One without a
+default is *not provided*: left out of the values of an exec or curl tool (undefined in its
+template, absent from its stdin JSON), and None for an fn tool (a Python function needs an
+argument for each parameter it declares).
 """
 
 from __future__ import annotations
@@ -191,7 +194,8 @@ def _constrain(param: Param, value: Any) -> None:
 
 
 def validate(tool: ToolSpec, args: Mapping[str, Any]) -> dict[str, Any]:
-    """Return every declared param: supplied values coerced, defaults filled, absent optional = None.
+    """Supplied values coerced and defaults filled; an absent optional param without a default is
+    left out (None for an fn tool).
 
     A ParamError carries the tool's signature (`exc.signature`), so a door can show how to call it."""
     try:
@@ -208,6 +212,7 @@ def _validate(tool: ToolSpec, args: Mapping[str, Any]) -> dict[str, Any]:
         allowed = ", ".join(declared) or "none"
         raise ParamError(f"unknown parameter {unknown[0]!r} for {tool.key} (accepted: {allowed})")
     values: dict[str, Any] = {}
+    fn = tool.kind == "fn"
     for param in tool.params:
         if param.name in args and args[param.name] is not None:
             values[param.name] = coerce(param, args[param.name])
@@ -215,7 +220,7 @@ def _validate(tool: ToolSpec, args: Mapping[str, Any]) -> dict[str, Any]:
             raise ParamError(f"missing required parameter {param.name!r} ({param.type}) for {tool.key}")
         elif isinstance(param.default, (list, dict)):
             values[param.name] = copy.deepcopy(param.default)  # a call must not change the default
-        else:
+        elif param.default is not None or fn:
             values[param.name] = param.default
     return values
 

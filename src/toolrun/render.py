@@ -9,9 +9,15 @@ str        as is                       POSIX-quoted (``shlex.quote``)
 int/float  ``str(v)``                  quoted text of ``str(v)``
 bool       ``true`` / ``false``        ``true`` / ``false``
 None       empty string                ``''``
+absent     raises UndefinedVariable    raises UndefinedVariable
 list       compact JSON                each item quoted, joined by one space
 dict       compact JSON                the compact JSON, quoted as one word
 =========  ==========================  ======================================
+
+A variable the call did not provide (an optional param without a default that the caller left
+out) is *undefined*: rendering it raises `UndefinedVariable` before anything runs, with or without
+`quote`; no empty string is ever substituted. A guard still works: an undefined value is false
+(`{% if x %}`), `x is defined` is false and `x | default(...)` gives the default.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import shlex
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from .errors import ToolFailed
+from .errors import ToolFailed, UndefinedVariable
 
 if TYPE_CHECKING:
     from jinja2 import nodes
@@ -58,14 +64,39 @@ def _finalize(value: Any) -> Any:
     return _text(value)
 
 
+def undefined_message(name: str) -> str:
+    """The message of an undefined variable, the same on the plain and the Jinja path."""
+    return f"{name!r} is undefined: the call did not provide it and it has no default"
+
+
+@cache
+def _not_provided() -> type[Any]:
+    """Jinja's strict undefined, except that it is false: `{% if x %}` guards an absent value."""
+    from jinja2 import StrictUndefined
+    from jinja2.utils import missing
+
+    class NotProvided(StrictUndefined):
+        __slots__ = ()
+
+        def __bool__(self) -> bool:
+            return False
+
+        @property
+        def _undefined_message(self) -> str:
+            if self._undefined_hint is None and self._undefined_obj is missing:
+                return undefined_message(str(self._undefined_name))
+            return str(super()._undefined_message)
+
+    return NotProvided
+
+
 @cache
 def environment() -> ImmutableSandboxedEnvironment:
     """The one sandboxed Jinja environment: strict undefined, no autoescape, the `quote` filter."""
-    from jinja2 import StrictUndefined
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     env = ImmutableSandboxedEnvironment(
-        undefined=StrictUndefined,
+        undefined=_not_provided(),
         autoescape=False,
         keep_trailing_newline=True,
         finalize=_finalize,
@@ -88,8 +119,9 @@ def compiled(source: str) -> Any:
 def render(source: str, variables: dict[str, Any]) -> str:
     """Render a command template; an undefined variable raises before anything runs.
 
-    Every failure (undefined variable, sandbox violation, syntax error, a value a filter cannot
-    handle) raises ToolFailed wrapping the Jinja error, so the doors map it like any tool error.
+    Every failure (sandbox violation, syntax error, a value a filter cannot handle) raises
+    ToolFailed wrapping the Jinja error, so the doors map it like any tool error; an undefined
+    variable raises its subclass UndefinedVariable.
     """
     parts = _plain_parts(source)
     try:
@@ -102,12 +134,14 @@ def render(source: str, variables: dict[str, Any]) -> str:
             elif part[0] not in variables:
                 from jinja2 import UndefinedError
 
-                raise UndefinedError(f"{part[0]!r} is undefined")
+                raise UndefinedError(undefined_message(part[0]))
             else:
                 out.append(quote(variables[part[0]]) if part[1] else _text(variables[part[0]]))
         return "".join(out)
     except Exception as exc:  # UndefinedError, SecurityError, TemplateSyntaxError, filter errors...
-        raise ToolFailed(exc) from exc
+        from jinja2 import UndefinedError
+
+        raise (UndefinedVariable if isinstance(exc, UndefinedError) else ToolFailed)(exc) from exc
 
 
 def _stray_tag(text: str, before_tag: bool = False) -> bool:
