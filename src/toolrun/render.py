@@ -78,7 +78,7 @@ def _not_provided() -> type[Any]:
     class NotProvided(StrictUndefined):
         __slots__ = ()
 
-        def __bool__(self) -> bool:
+        def __bool__(self) -> bool:  # type: ignore[override]
             return False
 
         @property
