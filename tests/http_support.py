@@ -144,7 +144,7 @@ class Server:
     backends: Backends
 
     def key(self, username: str, groups: list[str] | None = None, **kwargs: Any) -> str:
-        key, _ = self.backends.store.create_key(username, groups or [], **kwargs)
+        key, _ = self.backends.access.create_key(username, groups or [], **kwargs)
         return key
 
 

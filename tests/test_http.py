@@ -127,7 +127,7 @@ def test_whoami_without_a_key_is_401(server: Server) -> None:
 
 
 def test_whoami_gives_the_same_401_for_missing_invalid_expired_and_revoked_keys(server: Server) -> None:
-    store = server.backends.store
+    store = server.backends.access
     good = server.key("alice", ["ops"])
     expired = server.key("bob", ["ops"], expires_in=-1.0)
     revoked, record = store.create_key("carol", ["ops"])
@@ -154,9 +154,9 @@ def test_whoami_gives_the_same_401_for_missing_invalid_expired_and_revoked_keys(
 
 
 def test_a_key_stops_working_the_moment_it_is_revoked(server: Server) -> None:
-    key, record = server.backends.store.create_key("alice", [])
+    key, record = server.backends.access.create_key("alice", [])
     assert server.client.get("/whoami", headers={"X-API-Key": key}).status_code == 200
-    server.backends.store.revoke(record.prefix)
+    server.backends.access.revoke(record.prefix)
     assert server.client.get("/whoami", headers={"X-API-Key": key}).status_code == 401
 
 
@@ -214,7 +214,7 @@ def test_optional_routes_refuse_a_key_that_does_not_resolve_instead_of_calling_a
     # revoked key used to run the call in an anonymous bucket, silently.
     expired = server.key("erin", [], expires_in=0.001)
     revoked = server.key("rita", [])
-    server.backends.store.revoke(revoked.split("_")[1])
+    server.backends.access.revoke(revoked.split("_")[1])
     time.sleep(0.01)  # let the 1 ms key expire
     for bad in ("garbage", expired, revoked):
         for method, path in [("GET", "/tools"), ("GET", "/tools/pub.echo"), ("GET", "/search?q=echo")]:
@@ -545,7 +545,7 @@ def test_users_is_admin_only(server: Server) -> None:
 
 
 def test_users_with_keys_true_adds_key_metadata_and_never_the_hash_or_the_key(server: Server) -> None:
-    alice_key, alice_record = server.backends.store.create_key("alice", ["ops"], expires_in=3600)
+    alice_key, alice_record = server.backends.access.create_key("alice", ["ops"], expires_in=3600)
     admin = server.key("root", ["admin"])
     response = server.client.get("/users", params={"keys": "true"}, headers={"X-API-Key": admin})
     assert response.status_code == 200

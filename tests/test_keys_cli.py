@@ -130,3 +130,53 @@ def test_keys_revoke_of_an_unknown_prefix_exits_2() -> None:
     result = runner.invoke(app, ["keys", "revoke", "nosuchpref"])
     assert result.exit_code == 2
     assert "no active key with prefix 'nosuchpref'" in result.stderr
+
+
+def test_toolrun_keys_never_imports_the_server_stack(tmp_path: Path) -> None:
+    """`toolrun keys` opens the key store through toolrun.access, not through the server's wiring."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SVC_")} | {"TOOLRUN_HOME": str(tmp_path)}
+    code = "import sys; sys.argv = ['toolrun', 'keys', 'list', '--json']; from toolrun.cli import main; main()"
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == []
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time")}
+    assert "toolrun.access" in imported
+    assert not {m for m in imported if m.split(".")[0] in ("starlette", "uvicorn", "mcp", "prometheus_client")}
+    assert not {m for m in imported if m.startswith("toolrun.server")}
+
+
+def test_access_identifies_a_caller_per_mode(tmp_path: Path) -> None:
+    import asyncio
+
+    import pytest
+
+    from toolrun.access import Access
+    from toolrun.auth import SQLiteKeyStore
+    from toolrun.errors import Unauthorized
+
+    access = Access(SQLiteKeyStore(tmp_path / "keys.db"))
+    user_key, _ = access.create_key("ann", ["ops"])
+    admin_key, _ = access.create_key("root", ["admin"])
+    assert (asyncio.run(access.identify(user_key, "anonymous", "10.0.0.1"))).anonymous
+    assert (asyncio.run(access.identify(None, "optional", "10.0.0.1"))).bucket == "anon:10.0.0.1"
+    assert (asyncio.run(access.identify(user_key, "optional"))).username == "ann"
+    assert (asyncio.run(access.identify(None, "keyed"))).anonymous
+    for key, mode in (
+        (None, "required"),
+        ("trk_bogus", "keyed"),
+        ("trk_bogus", "optional"),
+        (user_key, "admin"),
+        ("trk_bogus", "required"),
+    ):
+        with pytest.raises(Unauthorized):
+            asyncio.run(access.identify(key, mode))
+    assert (asyncio.run(access.identify(admin_key, "admin"))).is_admin
+    assert access.identify_now(user_key, "required", "stdio").groups == frozenset({"ops"})
+    assert [row["username"] for row in access.key_rows()] == ["ann", "root"]
+    assert [u["username"] for u in asyncio.run(access.users(with_keys=True))] == ["ann", "root"]

@@ -128,7 +128,7 @@ class Server:
         return self.log.read_text(encoding="utf-8", errors="replace")
 
     def store(self) -> Any:
-        from toolrun.server.run import key_store
+        from toolrun.access import key_store
         from toolrun.settings import Settings
 
         return key_store(Settings.load(environ={"TOOLRUN_HOME": str(self.home)}))

@@ -16,7 +16,7 @@ import json
 import os
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import context, executor, params, render
 from .catalog import Catalog, LoadOptions, child_env, load, resolve_fn
@@ -24,6 +24,11 @@ from .errors import Overloaded, ParamError, RateLimited, ToolFailed, ToolrunErro
 from .models import CallResult, Identity, ToolSpec
 from .ratelimit import Limiter
 from .registry import Page, Registry
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from .access import Access
 
 # Linux refuses (E2BIG) a single argument of 128 KiB or more, and `sh -c <command>` is one argument.
 MAX_COMMAND = 128 * 1024 - 1
@@ -94,6 +99,7 @@ class ToolService:
         catalog: Catalog,
         *,
         environ: Mapping[str, str] | None = None,
+        access: Access | None = None,
         limiter: Limiter | None = None,
         observer: Observer | None = None,
         sessions: SessionStore | None = None,
@@ -103,6 +109,7 @@ class ToolService:
         self.catalog = catalog
         self.registry = Registry(catalog.tools.values())
         self.environ = os.environ if environ is None else environ
+        self.access = access
         self.limiter = limiter
         self.observer = observer
         self.sessions = sessions
@@ -137,6 +144,45 @@ class ToolService:
 
     def search(self, identity: Identity, query: str, offset: int = 0, limit: int = 10) -> Page:
         return self.registry.search(identity, query, offset, limit)
+
+    def visible(self, identity: Identity, key: str) -> ToolSpec | None:
+        """The tool `key` if this caller may see it, else None (unknown and hidden look alike)."""
+        tool = self.registry.tools.get(key)
+        return tool if tool is not None and identity.can_access(tool) else None
+
+    def lookup(self, key: str) -> ToolSpec | None:
+        """The tool `key` whoever asks: only for what is never shown to a caller (an argument schema
+        checked before the scoped call itself)."""
+        return self.registry.tools.get(key)
+
+    def tool_keys(self) -> tuple[str, ...]:
+        """Every tool key, sorted (a door naming tools its own way maps the names once)."""
+        return tuple(self.registry.tools)
+
+    def __len__(self) -> int:
+        return len(self.registry)
+
+    def readiness_checks(self) -> dict[str, Callable[[], Awaitable[None]]]:
+        """The checks behind /readyz, by name; each raises when its part cannot serve.
+
+        search: a search over the whole catalog (builds the index if it was not built yet);
+        cache: the session store answers (Redis with a `redis_url`); loader: the key store answers.
+        """
+        admin = Identity(groups=frozenset({"admin"}), anonymous=False)
+
+        async def search() -> None:
+            self.registry.search(admin, "health", 0, 1)
+
+        async def cache() -> None:
+            ping = getattr(self.sessions, "ping", None)
+            if ping is not None:
+                await ping()
+
+        async def loader() -> None:
+            if self.access is not None:
+                await self.access.ping()
+
+        return {"search": search, "cache": cache, "loader": loader}
 
     # -- calling ---------------------------------------------------------------------------------
 

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from .common import JsonOpt, _err, _fail, _settings, app
 
+if TYPE_CHECKING:
+    from ..access import Access
+
 keys_app = typer.Typer(help="Create, list and revoke API keys (users are created with their first key).")
 app.add_typer(keys_app, name="keys")
 
 
-def _store() -> Any:
-    from ..server.run import key_store
+def _access() -> Access:
+    from ..access import Access
 
-    return key_store(_settings())
+    return Access.from_settings(_settings())
 
 
 @keys_app.command("create")
@@ -36,7 +39,7 @@ def keys_create(
 
     try:
         lifetime = parse_duration(expires) if expires else None
-        key, record = _store().create_key(username, group or [], email, lifetime)
+        key, record = _access().create_key(username, group or [], email, lifetime)
     except ToolrunError as exc:
         _fail(exc)
     if as_json:
@@ -58,26 +61,12 @@ def keys_create(
 @keys_app.command("list")
 def keys_list(as_json: JsonOpt = False) -> None:
     """List keys: prefix, user, groups, created, expires, state."""
-    from ..auth import iso
     from ..errors import ToolrunError
 
     try:
-        store = _store()
-        groups = {u.username: list(u.groups) for u in store.list_users()}
-        records = store.list_keys()
+        rows = _access().key_rows()
     except ToolrunError as exc:
         _fail(exc)
-    rows = [
-        {
-            "prefix": r.prefix,
-            "username": r.username,
-            "groups": groups.get(r.username, []),
-            "created_at": iso(r.created_at),
-            "expires_at": iso(r.expires_at),
-            "state": r.state(),
-        }
-        for r in records
-    ]
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
@@ -108,7 +97,7 @@ def keys_revoke(prefix: Annotated[str, typer.Argument(help="The key's prefix (or
 
     prefix = split_key(prefix) or prefix
     try:
-        revoked = _store().revoke(prefix)
+        revoked = _access().revoke(prefix)
     except ToolrunError as exc:
         _fail(exc)
     if not revoked:

@@ -32,7 +32,8 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import formatting
-from ..auth import KeyStore, key_from, newest_key
+from ..access import Access
+from ..auth import key_from
 from ..errors import (
     Forbidden,
     NotFound,
@@ -74,7 +75,7 @@ class Backends:
 
     service: ToolService
     settings: Settings
-    store: KeyStore
+    access: Access
     metrics: Metrics
     checks: dict[str, Callable[[], Awaitable[None]]] = field(default_factory=dict)
     lifespans: list[Callable[[], Any]] = field(default_factory=list)
@@ -220,7 +221,7 @@ class _ToolKey(Convertor[str]):
 register_url_convertor("toolkey", _ToolKey())
 
 
-async def resolve_identity(store: KeyStore, request: Request, mode: str) -> Identity:
+async def resolve_identity(access: Access, request: Request, mode: str) -> Identity:
     """Who is calling, per the auth mode (spec 5), for every HTTP door (REST routes and /mcp).
 
     Modes: anonymous, optional, required, admin (`keyed`, the /mcp route's name, is optional). On
@@ -228,10 +229,10 @@ async def resolve_identity(store: KeyStore, request: Request, mode: str) -> Iden
     is a 401, never an anonymous call. Raises Unauthorized; a key store that is down raises
     BackendUnavailable.
     """
-    return await identity_from_scope(store, request.scope, mode)
+    return await identity_from_scope(access, request.scope, mode)
 
 
-async def identity_from_scope(store: KeyStore, scope: Scope, mode: str) -> Identity:
+async def identity_from_scope(access: Access, scope: Scope, mode: str) -> Identity:
     """`resolve_identity` on the raw ASGI scope (the hot path builds no Request or Headers)."""
     peer = scope.get("client")
     client = peer[0] if peer else ""
@@ -247,16 +248,7 @@ async def identity_from_scope(store: KeyStore, scope: Scope, mode: str) -> Ident
         if len(params.getlist("api-key")) > 1:
             raise Unauthorized()  # an ambiguous ?api-key=a&api-key=b is refused, never half-read
         query = params
-    key = key_from(headers, query)
-    user = await store.aresolve(key) if key else None
-    if user is None:
-        if key or mode in ("required", "admin"):
-            raise Unauthorized()
-        return Identity(client=client)
-    identity = user.identity(client)
-    if mode == "admin" and not identity.is_admin:
-        raise Unauthorized()
-    return identity
+    return await access.identify(key_from(headers, query), mode, client)
 
 
 def _is_json_media(content_type: str) -> bool:
@@ -273,7 +265,7 @@ class ToolCall:
 
     def __init__(self, backends: Backends) -> None:
         self.service = backends.service
-        self.store = backends.store
+        self.access = backends.access
         self.debug = bool(backends.settings["debug"])
         self.max_body = int(backends.settings["max_body_bytes"])
         self.body_timeout = float(backends.settings["request_timeout"])
@@ -301,7 +293,7 @@ class ToolCall:
         headers: list[tuple[bytes, bytes]] = []
         media = b"text/plain; charset=utf-8"
         try:
-            identity = await identity_from_scope(self.store, scope, "optional")
+            identity = await identity_from_scope(self.access, scope, "optional")
             self.service.describe(identity, key)
             body = await self.read_body(receive, length)
             if (body or content_type) and not _is_json_media(content_type):
@@ -375,7 +367,7 @@ class Routes:
 
     # identity
     async def identify(self, request: Request, mode: str) -> Identity:
-        return await resolve_identity(self.b.store, request, mode)
+        return await resolve_identity(self.b.access, request, mode)
 
     # routes
     async def healthz(self, request: Request) -> Response:
@@ -451,20 +443,7 @@ class Routes:
             with_keys = _bool_param(request, "keys")
         except ToolrunError as exc:
             return json_error(exc)
-        users = await self.b.store.alist_users()
-        records = await self.b.store.alist_keys() if with_keys else []
-        body = []
-        for user in users:
-            item: dict[str, Any] = {
-                "username": user.username,
-                "email": user.email,
-                "groups": list(user.groups),
-            }
-            if with_keys:
-                newest = newest_key(records, user.username)
-                item["key"] = newest.metadata() if newest else None
-            body.append(item)
-        return JSONResponse(body)
+        return JSONResponse(await self.b.access.users(with_keys))
 
     async def metrics(self, request: Request) -> Response:
         # Anonymous by default. `metrics_allow_ips` and `metrics_token` protect it: the series name every
@@ -540,7 +519,7 @@ def create_app(backends: Backends) -> Starlette:
         async with AsyncExitStack() as stack:
             for factory in backends.lifespans:
                 await stack.enter_async_context(factory())
-            log.info("toolrun serving %d tools", len(backends.service.registry))
+            log.info("toolrun serving %d tools", len(backends.service))
             yield
 
     app = Starlette(routes=routes, lifespan=lifespan)

@@ -175,7 +175,7 @@ class McpDoor:
         self.stdio_session = stdio_session
         self._direct_keys: dict[str, str] = {}
         if direct:
-            for key in service.registry.tools:
+            for key in service.tool_keys():
                 self._direct_keys.setdefault(direct_name(key), key)
 
     # tools/list
@@ -219,7 +219,7 @@ class McpDoor:
         key = self._direct_keys.get(name)
         if key is None:
             return None
-        tool = self.service.registry.tools.get(key)
+        tool = self.service.lookup(key)
         return param_schema(tool) if tool else None
 
     # tools/call
@@ -249,8 +249,7 @@ class McpDoor:
             if params.name == "whoami":
                 return self.whoami(identity)
             key = self._direct_keys.get(params.name) if self.direct else None
-            tool = self.service.registry.tools.get(key) if key is not None else None
-            if key is not None and tool is not None and identity.can_access(tool):
+            if key is not None and self.service.visible(identity, key) is not None:
                 return await self.run(identity, key, args, self.session_id(ctx, None))
             raise self.unknown_name(identity, params.name)
         except ToolrunError as exc:

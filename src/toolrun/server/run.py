@@ -8,77 +8,35 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..auth import SQLiteKeyStore
-from ..errors import UsageError
+from ..access import Access, shared_state
 from ..metrics import Metrics
 from ..models import Identity
-from ..ratelimit import MemoryLimiter
-from ..service import MemorySessions, ToolService, catalog_paths
+from ..service import ToolService, catalog_paths
 from ..settings import Settings
 from .app import Backends, create_app, guarded
 
 log = logging.getLogger("toolrun.server")
 
 
-def key_store(settings: Settings) -> Any:
-    if settings["redis_url"]:
-        try:
-            from ..redis_store import RedisKeyStore  # type: ignore[import-not-found,unused-ignore]
-        except ImportError as exc:
-            if (exc.name or "").split(".")[0] != "redis":
-                raise
-            raise UsageError(
-                "setting redis_url needs the redis package, which is not installed: pip install 'toolrun[redis]'"
-            ) from None
-        return RedisKeyStore(settings["redis_url"])
-    return SQLiteKeyStore(settings.dirs["data"] / "toolrun.db")
-
-
-def shared_state(settings: Settings, store: Any) -> tuple[Any, Any]:
-    """(limiter or None, session store): in memory, or in Redis when `redis_url` is set."""
-    calls, window = int(settings["rate_limit.calls"]), float(settings["rate_limit.window"])
-    if settings["redis_url"]:
-        from ..redis_store import RedisLimiter, RedisSessions
-
-        limiter: Any = None
-        if settings["rate_limit.enabled"]:
-            limiter = RedisLimiter(store, calls, window, fail_open=bool(settings["rate_limit.fail_open"]))
-        return limiter, RedisSessions(store)
-    return (MemoryLimiter(calls, window) if settings["rate_limit.enabled"] else None), MemorySessions()
-
-
 def build_backends(
     settings: Settings, catalog: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
 ) -> Backends:
     metrics = Metrics()
-    store = key_store(settings)
-    limiter, sessions = shared_state(settings, store)
+    access = Access.from_settings(settings)
+    limiter, sessions = shared_state(settings, access)
     service = ToolService.from_paths(
         catalog_paths(catalog, settings),
         settings,
         environ=environ,
+        access=access,
         limiter=limiter,
         observer=metrics,
         sessions=sessions,
         max_concurrent=int(settings["max_concurrent_calls"]),
         queue_timeout=float(settings["queue_timeout"]),
     )
-    backends = Backends(service=service, settings=settings, store=store, metrics=metrics)
-
-    async def search_check() -> None:
-        service.registry.search(Identity(groups=frozenset({"admin"}), anonymous=False), "health", 0, 1)
-
-    async def cache_check() -> None:
-        ping = getattr(service.sessions, "ping", None)
-        if ping is not None:
-            await ping()
-
-    async def loader_check() -> None:
-        if service.catalog is None:
-            raise RuntimeError("no catalog loaded")
-        await store.aping()
-
-    backends.checks = {"search": search_check, "cache": cache_check, "loader": loader_check}
+    backends = Backends(service=service, settings=settings, access=access, metrics=metrics)
+    backends.checks = service.readiness_checks()
     mount_mcp(backends)
     if settings["ui_enabled"]:
         from .ui import ui_routes
@@ -95,7 +53,7 @@ def mount_mcp(backends: Backends) -> None:
 
     from .mcp import McpDoor, build_server
 
-    settings, store = backends.settings, backends.store
+    settings = backends.settings
 
     def identify(ctx: Any) -> Identity:
         # McpKeyGate resolved the caller (asynchronously) and left it in the request's state.
@@ -129,23 +87,23 @@ def mount_mcp(backends: Backends) -> None:
         max_request_body_size=int(settings["max_body_bytes"]),
     )
     backends.lifespans.append(manager.run)
-    endpoint = McpKeyGate(StreamableHTTPASGIApp(manager), store)
+    endpoint = McpKeyGate(StreamableHTTPASGIApp(manager), backends.access)
     backends.extra_routes.append(Route("/mcp", endpoint=endpoint, methods=["GET", "POST", "DELETE"]))
 
 
 class McpKeyGate:
     """A key that is present but does not resolve gets 401 before the MCP machinery runs."""
 
-    def __init__(self, app: Any, store: Any) -> None:
+    def __init__(self, app: Any, access: Access) -> None:
         self.app = app
-        self.store = store
+        self.access = access
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         from ..errors import ToolrunError
         from .app import identity_from_scope, json_error
 
         try:
-            identity = await identity_from_scope(self.store, scope, "keyed")
+            identity = await identity_from_scope(self.access, scope, "keyed")
         except ToolrunError as exc:
             await json_error(exc)(scope, receive, send)
             return
@@ -164,15 +122,17 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
 
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a closed pipe to a tool's stdin is an error, not our death
     configure_logging(settings["log_level"], settings["log_format"])
-    store = key_store(settings)
-    limiter, sessions = shared_state(settings, store)
-    service = ToolService.from_paths(catalog_paths(catalog, settings), settings, limiter=limiter, sessions=sessions)
+    access = Access.from_settings(settings)
+    limiter, sessions = shared_state(settings, access)
+    service = ToolService.from_paths(
+        catalog_paths(catalog, settings), settings, access=access, limiter=limiter, sessions=sessions
+    )
     raw_key = os.environ.get("TOOLRUN_API_KEY", "").strip()
     if raw_key:
-        user = store.resolve(raw_key)
-        if user is None:
-            raise Unauthorized("TOOLRUN_API_KEY is not a valid, unexpired, unrevoked key")
-        identity = user.identity("stdio")
+        try:
+            identity = access.identify_now(raw_key, "required", "stdio")
+        except Unauthorized:
+            raise Unauthorized("TOOLRUN_API_KEY is not a valid, unexpired, unrevoked key") from None
     else:
         identity = Identity.operator()
 

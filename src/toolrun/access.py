@@ -1,0 +1,147 @@
+"""Access: who a caller is, and the stores behind it (API keys, rate-limit buckets, sessions).
+
+The one place that opens the key store (SQLite in the data dir, or Redis with a `redis_url`) and
+turns a presented key into an Identity. Doors (the CLI, HTTP routes, MCP) only find the key in
+their own transport (a header, a query parameter, an environment variable) and call `identify`;
+none of them imports a key store. Cheap to import: `toolrun keys` loads this, not the server.
+
+Modes of `identify`:
+- `anonymous`: never reads a key (health checks, metrics, the OpenAPI document).
+- `optional` (and `keyed`, the name the MCP door uses): no key is an anonymous caller; a key that
+  is given must resolve (an invalid, expired or revoked key is refused, never anonymous).
+- `required`: a key must resolve; `admin`: and its user must be in the `admin` group.
+A refusal is `Unauthorized`, whatever the reason; a store that is down raises `BackendUnavailable`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from .errors import Unauthorized, UsageError
+from .models import Identity
+
+if TYPE_CHECKING:
+    from .auth import KeyRecord, KeyStore, User
+    from .settings import Settings
+
+Mode = Literal["anonymous", "optional", "keyed", "required", "admin"]
+MODES: tuple[str, ...] = ("anonymous", "optional", "keyed", "required", "admin")
+
+
+def key_store(settings: Settings) -> KeyStore:
+    """The configured key store: Redis when `redis_url` is set, else the SQLite file in the data dir."""
+    if settings["redis_url"]:
+        try:
+            from .redis_store import RedisKeyStore  # type: ignore[import-not-found,unused-ignore]
+        except ImportError as exc:
+            if (exc.name or "").split(".")[0] != "redis":
+                raise
+            raise UsageError(
+                "setting redis_url needs the redis package, which is not installed: pip install 'toolrun[redis]'"
+            ) from None
+        store: KeyStore = RedisKeyStore(settings["redis_url"])
+        return store
+    from .auth import SQLiteKeyStore
+
+    return SQLiteKeyStore(settings.dirs["data"] / "toolrun.db")
+
+
+def shared_state(settings: Settings, access: Access) -> tuple[Any, Any]:
+    """(limiter or None, session store): in this process, or in Redis (next to the keys) with a `redis_url`."""
+    from .ratelimit import MemoryLimiter
+    from .service import MemorySessions
+
+    calls, window = int(settings["rate_limit.calls"]), float(settings["rate_limit.window"])
+    if settings["redis_url"]:
+        from .redis_store import RedisLimiter, RedisSessions
+
+        store: Any = access.store  # a RedisKeyStore: the limiter and sessions share its connections
+        limiter: Any = None
+        if settings["rate_limit.enabled"]:
+            limiter = RedisLimiter(store, calls, window, fail_open=bool(settings["rate_limit.fail_open"]))
+        return limiter, RedisSessions(store)
+    return (MemoryLimiter(calls, window) if settings["rate_limit.enabled"] else None), MemorySessions()
+
+
+def _decide(user: User | None, key: str | None, mode: str, client: str) -> Identity:
+    if user is None:
+        if key or mode in ("required", "admin"):
+            raise Unauthorized()
+        return Identity(client=client)
+    identity = user.identity(client)
+    if mode == "admin" and not identity.is_admin:
+        raise Unauthorized()
+    return identity
+
+
+class Access:
+    """Identities from keys, and key administration, over one key store."""
+
+    def __init__(self, store: KeyStore) -> None:
+        self.store = store
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Access:
+        return cls(key_store(settings))
+
+    # -- who is calling --------------------------------------------------------------------------
+
+    async def identify(self, key: str | None, mode: str, client: str = "") -> Identity:
+        """The caller presenting `key` (None: no key given), per `mode` (see the module docstring)."""
+        if mode == "anonymous":
+            return Identity(client=client)
+        user = await self.store.aresolve(key) if key else None
+        return _decide(user, key, mode, client)
+
+    def identify_now(self, key: str | None, mode: str, client: str = "") -> Identity:
+        """`identify` without an event loop (MCP over stdio checks its key before it starts one)."""
+        if mode == "anonymous":
+            return Identity(client=client)
+        user = self.store.resolve(key) if key else None
+        return _decide(user, key, mode, client)
+
+    async def ping(self) -> None:
+        """Raises when the key store cannot answer (a readiness check)."""
+        await self.store.aping()
+
+    # -- administration (`toolrun keys`, GET /users) -----------------------------------------------
+
+    def create_key(
+        self, username: str, groups: list[str], email: str = "", expires_in: float | None = None
+    ) -> tuple[str, KeyRecord]:
+        return self.store.create_key(username, groups, email, expires_in)
+
+    def revoke(self, prefix: str) -> bool:
+        return self.store.revoke(prefix)
+
+    def key_rows(self) -> list[dict[str, Any]]:
+        """Every key: prefix, username, groups, created_at, expires_at (ISO 8601 or None) and state."""
+        from .auth import iso
+
+        groups = {u.username: list(u.groups) for u in self.store.list_users()}
+        return [
+            {
+                "prefix": r.prefix,
+                "username": r.username,
+                "groups": groups.get(r.username, []),
+                "created_at": iso(r.created_at),
+                "expires_at": iso(r.expires_at),
+                "state": r.state(),
+            }
+            for r in self.store.list_keys()
+        ]
+
+    async def users(self, with_keys: bool) -> list[dict[str, Any]]:
+        """Every user (username, email, groups), with the newest working key's metadata if asked."""
+        from .auth import newest_key
+
+        users = await self.store.alist_users()
+        records = await self.store.alist_keys() if with_keys else []
+        body = []
+        for user in users:
+            item: dict[str, Any] = {"username": user.username, "email": user.email, "groups": list(user.groups)}
+            if with_keys:
+                newest = newest_key(records, user.username)
+                item["key"] = newest.metadata() if newest else None
+            body.append(item)
+        return body

@@ -1,0 +1,81 @@
+"""The shape of the code: doors stay thin.
+
+Doors (src/toolrun/cli/, src/toolrun/server/) find who is calling through toolrun.access and what
+a caller may see through ToolService; they never open a key store or read `service.registry`.
+ruff enforces the imports (src/toolrun/{cli,server}/ruff.toml); these tests check the attribute
+reads ruff cannot see, that the ruff rule really fires, and the size limit on modules.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "toolrun"
+DOORS = sorted([*(SRC / "cli").glob("*.py"), *(SRC / "server").glob("*.py")])
+KEY_STORES = {"toolrun.redis_store", "toolrun.auth.KeyStore", "toolrun.auth.SQLiteKeyStore", "toolrun.registry"}
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module and module.name a file imports, relative imports resolved."""
+    package = ".".join(path.relative_to(SRC.parent).with_suffix("").parts[:-1])
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parent, base] if base else parent)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_the_doors_are_found() -> None:
+    names = {p.relative_to(SRC).as_posix() for p in DOORS}
+    assert {"cli/keys.py", "server/app.py", "server/mcp.py", "server/run.py"} <= names
+
+
+@pytest.mark.parametrize("path", DOORS, ids=lambda p: p.relative_to(SRC).as_posix())
+def test_a_door_never_reads_the_registry_of_the_service(path: Path) -> None:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    reads = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr == "registry"]
+    assert not reads, f"{path.name} reads `.registry` at lines {reads}: ask the ToolService instead"
+
+
+@pytest.mark.parametrize("path", DOORS, ids=lambda p: p.relative_to(SRC).as_posix())
+def test_a_door_never_imports_a_key_store(path: Path) -> None:
+    assert not _imports(path) & KEY_STORES
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["from ..redis_store import RedisKeyStore\n", "from ..auth import SQLiteKeyStore\n", "import toolrun.registry\n"],
+)
+@pytest.mark.parametrize("door", ["cli", "server"])
+def test_ruff_refuses_a_key_store_import_in_a_door(door: str, source: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "--stdin-filename", str(SRC / door / "probe.py"), "-"],
+        input=source,
+        capture_output=True,
+        text=True,
+        cwd=SRC.parent.parent,
+        check=False,
+    )
+    assert done.returncode == 1 and "TID251" in done.stdout, done.stdout + done.stderr
+    # The same import in the core is allowed.
+    core = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "--stdin-filename", str(SRC / "probe.py"), "-"],
+        input=source.replace("..", "."),
+        capture_output=True,
+        text=True,
+        cwd=SRC.parent.parent,
+        check=False,
+    )
+    assert "TID251" not in core.stdout, core.stdout
