@@ -138,7 +138,7 @@ class Server:
             return json.loads(response.read())
 
 
-def start_server(home: Path, env_extra: dict[str, str]) -> Server:
+def start_server(home: Path, env_extra: dict[str, str], catalog: Path = CATALOG) -> Server:
     port = _free_port()
     home.mkdir(parents=True, exist_ok=True)
     log = home / "server.log"
@@ -147,7 +147,7 @@ def start_server(home: Path, env_extra: dict[str, str]) -> Server:
     toolrun = Path(sys.executable).parent / "toolrun"
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [str(toolrun), "serve", "--ui", "-c", str(CATALOG), "--port", str(port)],
+            [str(toolrun), "serve", "--ui", "-c", str(catalog), "--port", str(port)],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=sink,
@@ -253,7 +253,7 @@ class App:
         expect(self.page.locator(".call-form")).to_be_visible()
 
     def run(self) -> None:
-        self.page.get_by_role("button", name="Run").click()
+        self.page.get_by_role("button", name="Run", exact=True).click()
 
     def result_text(self) -> str:
         locator = self.page.get_by_test_id("result-text")
@@ -616,7 +616,7 @@ def test_text_results_are_verbatim_tuples_are_normal_results_and_copy_copies_wha
     shown = app.result_text()
     assert shown == "line one\n    indented line\n\ttabbed\n"
     expect(page.get_by_test_id("result")).to_contain_text("Text, verbatim")
-    page.get_by_role("button", name="Copy").click()
+    page.get_by_role("button", name="Copy", exact=True).click()
     expect(page.get_by_role("button", name="Copied")).to_be_visible()
     assert page.evaluate("navigator.clipboard.readText()") == shown
 
@@ -632,7 +632,7 @@ def test_text_results_are_verbatim_tuples_are_normal_results_and_copy_copies_wha
         '{\n  "b": [\n    1,\n    2,\n    {\n      "c": null\n    }\n  ],\n  "a": "x",\n'
         '  "big": 12345678901234567890\n}'
     ), "pretty-printed in place: key order and every digit kept"
-    page.get_by_role("button", name="Copy").click()
+    page.get_by_role("button", name="Copy", exact=True).click()
     expect(page.get_by_role("button", name="Copied")).to_be_visible()
     assert page.evaluate("navigator.clipboard.readText()") == pretty
 
@@ -645,7 +645,7 @@ def test_a_slow_call_shows_a_loading_state(app: App) -> None:
     expect(app.page.get_by_test_id("running")).to_be_visible()
     expect(app.page.locator("[aria-busy=true]").first).to_be_attached()
     assert app.result_text() == "done"
-    expect(app.page.get_by_role("button", name="Run")).to_be_enabled()
+    expect(app.page.get_by_role("button", name="Run", exact=True)).to_be_enabled()
 
 
 # -- errors: 400, 404, 429 ---------------------------------------------------------------------------------
@@ -739,7 +739,8 @@ def test_sign_in_with_a_pasted_key_then_sign_out(app: App, server: Server) -> No
     assert not [r.url for r in app.requests[signed_out_at:] if r.headers.get("x-api-key")]
 
 
-def test_a_key_revoked_mid_session_gives_a_plain_404_on_call_and_is_dropped_on_reload(app: App, server: Server) -> None:
+def test_a_key_revoked_mid_session_gives_a_plain_401_on_call_and_is_dropped_on_reload(app: App, server: Server) -> None:
+    """A key that is given must resolve: revoked, the call is refused (401), never run as anonymous."""
     key, record = server.store().create_key("bob", ["ops"])
     page = app.page
     app.goto()
@@ -749,8 +750,9 @@ def test_a_key_revoked_mid_session_gives_a_plain_404_on_call_and_is_dropped_on_r
     assert server.store().revoke(record.prefix)
     app.run()
     error = page.get_by_test_id("error")
-    expect(error.locator(".pill")).to_have_text("404 Not Found")
-    expect(page.get_by_test_id("error-text")).to_contain_text("NotFound")
+    expect(error.locator(".pill")).to_have_text("401 Unauthorized")
+    expect(error).to_contain_text("The API key was not accepted.")
+    expect(page.get_by_test_id("error-text")).to_contain_text("unauthorized")
     page.reload()
     expect(page.locator(".banner")).to_contain_text("no longer accepted")
     expect(page.get_by_test_id("identity")).to_contain_text("Anonymous")
@@ -860,7 +862,7 @@ def test_phone_width_is_usable(app_factory: Any) -> None:
     assert json.loads(app.result_text())["text"] == "phone"
     assert page.evaluate("document.documentElement.scrollWidth") <= 375
     for locator in (
-        page.get_by_role("button", name="Run"),
+        page.get_by_role("button", name="Run", exact=True),
         page.get_by_label("text", exact=True),
         page.get_by_role("button", name="Sign in"),
     ):

@@ -13,6 +13,24 @@ export interface Param {
   default: unknown;
   description: string;
   example: unknown;
+  // Constraints, present only when the catalog declares them.
+  enum?: unknown[];
+  /** The whole value must match (a Python regular expression). */
+  pattern?: string;
+  /** int/float: the smallest / largest value; str, list, dict: the shortest / longest length. */
+  min?: number;
+  max?: number;
+  /** Never echoed, logged or put in a link: the UI renders a password field. */
+  secret?: boolean;
+}
+
+/** The hints a catalog declares about a tool (only the declared ones are present). */
+export interface Annotations {
+  title?: string;
+  read_only?: boolean;
+  destructive?: boolean;
+  idempotent?: boolean;
+  open_world?: boolean;
 }
 
 export interface Tool {
@@ -22,6 +40,8 @@ export interface Tool {
   return_type: string;
   description: string;
   example: string;
+  annotations?: Annotations;
+  keywords?: string[];
 }
 
 export interface Identity {

@@ -7,6 +7,9 @@ import { describeProblem } from "../errors";
 import { displayResult } from "../format";
 import { fieldId, type FieldState, initialFields, kindOf, ParamField, readField } from "./fields";
 import { formatMillis, type Outcome, ResultPanel } from "./ResultPanel";
+import { SharePanel } from "./SharePanel";
+import { parseLocation } from "../router";
+import { linkedArgs } from "../share";
 import { PlayIcon } from "./icons";
 
 const isComplex = (p: Param) => kindOf(p).json !== undefined;
@@ -29,12 +32,19 @@ export function collectArgs(
 }
 
 export function CallForm({ tool }: { tool: Tool }) {
-  const [fields, setFields] = useState<Record<string, FieldState>>(() => initialFields(tool.params));
+  // A link may carry arguments (?args=<json>): they fill the form when it opens on that tool.
+  const [fields, setFields] = useState<Record<string, FieldState>>(() =>
+    initialFields(tool.params, parseLocation().tool === tool.key ? linkedArgs(tool.params) : null),
+  );
   const [jsonMode, setJsonMode] = useState(false);
   const [toggleError, setToggleError] = useState("");
   const [running, setRunning] = useState(false);
   const [elapsed, setElapsed] = useState(0);
   const [outcome, setOutcome] = useState<Outcome | null>(null);
+  // A destructive tool asks before it runs: Run shows the question, "Run it" sends the call.
+  const [confirming, setConfirming] = useState(false);
+  const keepRef = useRef<HTMLButtonElement>(null);
+  const destructive = tool.annotations?.destructive === true;
   const controller = useRef<AbortController | null>(null);
   const resultRef = useRef<HTMLDivElement>(null);
   const complex = tool.params.filter(isComplex);
@@ -77,7 +87,25 @@ export function CallForm({ tool }: { tool: Tool }) {
     setJsonMode(on);
   };
 
-  const submit = async (event?: Event) => {
+  useEffect(() => {
+    if (confirming) keepRef.current?.focus();
+  }, [confirming]);
+
+  /** The arguments to send, or null after marking the fields that cannot be read. */
+  const readArgs = (): Record<string, unknown> | null => {
+    const { args, errors } = collectArgs(tool.params, fields, jsonMode);
+    if (Object.keys(errors).length === 0) return args;
+    setFields((current) => {
+      const next = { ...current };
+      for (const [name, error] of Object.entries(errors)) next[name] = { ...next[name]!, error };
+      return next;
+    });
+    const first = tool.params.find((p) => errors[p.name]);
+    if (first) focusField(first.name);
+    return null;
+  };
+
+  const submit = async (event?: Event, confirmed = false) => {
     event?.preventDefault();
     if (running) return;
     // Commit half-typed chips so what is sent is what is shown.
@@ -91,17 +119,13 @@ export function CallForm({ tool }: { tool: Tool }) {
         return next;
       });
     }
-    const { args, errors } = collectArgs(tool.params, fields, jsonMode);
-    if (Object.keys(errors).length > 0) {
-      setFields((current) => {
-        const next = { ...current };
-        for (const [name, error] of Object.entries(errors)) next[name] = { ...next[name]!, error };
-        return next;
-      });
-      const first = tool.params.find((p) => errors[p.name]);
-      if (first) focusField(first.name);
+    const args = readArgs();
+    if (args === null) return;
+    if (destructive && !confirmed) {
+      setConfirming(true);
       return;
     }
+    setConfirming(false);
     controller.current?.abort();
     const abort = new AbortController();
     controller.current = abort;
@@ -132,6 +156,7 @@ export function CallForm({ tool }: { tool: Tool }) {
   };
 
   const reset = () => {
+    setConfirming(false);
     setFields(initialFields(tool.params));
     setJsonMode(false);
     setToggleError("");
@@ -187,6 +212,22 @@ export function CallForm({ tool }: { tool: Tool }) {
           <code>"4"</code>) and as text otherwise.
         </p>
       )}
+      {confirming && (
+        <div class="notice notice-warn confirm" role="alert" data-testid="confirm">
+          <p>
+            <strong>{tool.key} is marked destructive.</strong> It may change or delete things. Run it with these
+            arguments?
+          </p>
+          <div class="confirm-actions">
+            <button type="button" class="btn btn-danger" onClick={() => void submit(undefined, true)}>
+              Run it
+            </button>
+            <button type="button" class="btn btn-ghost" ref={keepRef} onClick={() => setConfirming(false)}>
+              Don't run
+            </button>
+          </div>
+        </div>
+      )}
       <div class="form-actions">
         <button type="submit" class="btn btn-primary" disabled={running} aria-describedby="run-hint">
           {running ? <span class="spinner" aria-hidden="true" /> : <PlayIcon size={14} />}
@@ -213,6 +254,7 @@ export function CallForm({ tool }: { tool: Tool }) {
           )}
         </span>
       </div>
+      <SharePanel tool={tool} readArgs={readArgs} />
       <div ref={resultRef} aria-live="polite" aria-busy={running ? "true" : "false"}>
         {outcome && <ResultPanel outcome={outcome} />}
       </div>

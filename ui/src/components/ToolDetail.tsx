@@ -6,6 +6,7 @@ import { getTool, type Tool } from "../api";
 import { describeProblem, type Problem } from "../errors";
 import { renderMarkdown } from "../markdown";
 import { CallForm } from "./CallForm";
+import { ToolHints } from "./ToolHints";
 import { ArrowLeftIcon } from "./icons";
 
 interface Props {
@@ -89,6 +90,12 @@ export function ToolDetail({ toolKey, epoch, backHref, onBack }: Props) {
         <h2 id="detail-heading" class="detail-key" tabIndex={-1} ref={heading}>
           {tool.key}
         </h2>
+        {tool.annotations?.title && (
+          <p class="detail-title" data-testid="tool-title">
+            {tool.annotations.title}
+          </p>
+        )}
+        <ToolHints annotations={tool.annotations} />
         <ul class="chips" aria-label="Groups">
           {tool.groups.map((group) => (
             <li class="chip" key={group}>

@@ -7,6 +7,7 @@ import { listTools, PAGE_SIZE, type Page, searchTools } from "../api";
 import { describeProblem, type Problem } from "../errors";
 import { summaryText } from "../markdown";
 import { href, type Route } from "../router";
+import { ToolHints } from "./ToolHints";
 import { ChevronLeftIcon, ChevronRightIcon, SearchIcon, XIcon } from "./icons";
 
 export const DEBOUNCE_MS = 250;
@@ -212,6 +213,7 @@ export function ToolList({ route, epoch, onQuery, onOffset, onOpen, searchRef }:
                 </span>
               </div>
               {summary && <p class="card-summary">{summary}</p>}
+              <ToolHints annotations={tool.annotations} small />
               <ul class="chips" aria-label={`Groups of ${tool.key}`}>
                 {tool.groups.map((group) => (
                   <li key={group}>

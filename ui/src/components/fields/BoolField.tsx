@@ -33,6 +33,7 @@ function BoolInput({ id, param, state, describedBy, onChange }: FieldProps<BoolS
 
 export const boolKind: FieldKind<BoolState> = {
   init: (param) => ({ checked: param.default === true, touched: false }),
+  fromValue: (_param, value) => ({ checked: value === true, touched: true }),
   read: (param, state) =>
     param.required || state.touched || (param.default !== null && param.default !== undefined)
       ? { value: state.checked }

@@ -21,14 +21,19 @@ interface Props {
   /** The label points at the input; otherwise it names a group (aria-labelledby). */
   labelFor: boolean;
   help: string;
+  /** The declared bounds in words ("Between 1 and 10."), or "". */
+  bounds: string;
+  /** The declared pattern, shown as a hint (the whole value must match). */
+  pattern: string | undefined;
   error: string;
   children: ComponentChildren;
 }
 
 export const helpId = (id: string) => `${id}-help`;
 export const errorId = (id: string) => `${id}-error`;
+export const rulesId = (id: string) => `${id}-rules`;
 
-export function FieldShell({ id, param, labelRow, labelFor, help, error, children }: Props) {
+export function FieldShell({ id, param, labelRow, labelFor, help, bounds, pattern, error, children }: Props) {
   const LabelTag = labelFor ? "label" : "span";
   return (
     <div class={`field field-${param.type}`} data-param={param.name}>
@@ -40,12 +45,24 @@ export function FieldShell({ id, param, labelRow, labelFor, help, error, childre
           </LabelTag>
           {param.required && <RequiredMark />}
           <span class="type-badge">{param.type}</span>
+          {param.secret && <span class="type-badge secret-badge">secret</span>}
         </div>
       )}
       {children}
       {help && (
         <p class="field-help" id={helpId(id)}>
           {help}
+        </p>
+      )}
+      {(bounds || pattern !== undefined) && (
+        <p class="field-rules" id={rulesId(id)} data-testid="rules">
+          {bounds}
+          {bounds && pattern !== undefined ? " " : ""}
+          {pattern !== undefined && (
+            <>
+              Must match <code class="pattern">{pattern}</code>
+            </>
+          )}
         </p>
       )}
       {error && (

@@ -1,6 +1,7 @@
 // `int` and `float` params: a native number input.
 
 import { scalarText } from "../../format";
+import { numberOutOfBounds } from "./constraints";
 import { ariaProps, type FieldKind, type FieldProps } from "./types";
 
 export interface NumberState {
@@ -16,6 +17,8 @@ function NumberInput({ id, param, state, invalid, describedBy, placeholder, onCh
       type="number"
       inputMode={integer ? "numeric" : "decimal"}
       step={integer ? "1" : "any"}
+      min={param.min}
+      max={param.max}
       value={state.text}
       placeholder={placeholder}
       {...ariaProps(param, invalid, describedBy)}
@@ -26,11 +29,13 @@ function NumberInput({ id, param, state, invalid, describedBy, placeholder, onCh
 
 export const numberKind: FieldKind<NumberState> = {
   init: (param) => ({ text: scalarText(param.default) }),
-  read: (_param, state) => {
+  read: (param, state) => {
     const text = state.text.trim();
     if (text === "") return null;
     const number = Number(text);
-    return Number.isFinite(number) ? { value: number } : { error: "Enter a number." };
+    if (!Number.isFinite(number)) return { error: "Enter a number." };
+    const outside = numberOutOfBounds(param, number);
+    return outside ? { error: outside } : { value: number };
   },
   Input: NumberInput,
   labelFor: () => true,

@@ -1,4 +1,6 @@
 // `str` params, and any type this UI does not know (sent as JSON when the text parses as JSON).
+// A `secret` param is a password field; `pattern` and `min`/`max` (lengths) become the input's
+// pattern, minlength and maxlength (the form is noValidate: they mark the field, the server decides).
 
 import { parseLoose, scalarText } from "../../format";
 import { ariaProps, type FieldKind, type FieldProps } from "./types";
@@ -8,19 +10,19 @@ export interface TextState {
 }
 
 function TextInput({ id, param, state, invalid, describedBy, placeholder, onChange }: FieldProps<TextState>) {
-  return (
-    <input
-      id={id}
-      class="input"
-      type="text"
-      value={state.text}
-      placeholder={placeholder}
-      autocomplete="off"
-      spellcheck={false}
-      {...ariaProps(param, invalid, describedBy)}
-      onInput={(event) => onChange({ text: (event.currentTarget as HTMLInputElement).value })}
-    />
-  );
+  const common = {
+    id,
+    value: state.text,
+    autocomplete: "off",
+    spellcheck: false,
+    pattern: param.pattern,
+    minLength: param.type === "str" ? param.min : undefined,
+    maxLength: param.type === "str" ? param.max : undefined,
+    ...ariaProps(param, invalid, describedBy),
+    onInput: (event: Event) => onChange({ text: (event.currentTarget as HTMLInputElement).value }),
+  };
+  if (param.secret) return <input {...common} class="input mono" type="password" />;
+  return <input {...common} class="input" type="text" placeholder={placeholder} />;
 }
 
 export const textKind: FieldKind<TextState> = {

@@ -2,8 +2,10 @@
 
 import type { Param } from "../../api";
 import { boolKind } from "./BoolField";
+import { boundsText, hasEnum } from "./constraints";
 import { dictKind } from "./DictField";
-import { errorId, FieldShell, helpId } from "./FieldShell";
+import { enumKind } from "./EnumField";
+import { errorId, FieldShell, helpId, rulesId } from "./FieldShell";
 import { listKind } from "./ListField";
 import { numberKind } from "./NumberField";
 import { textKind } from "./TextField";
@@ -23,7 +25,10 @@ const KINDS: Record<string, AnyKind> = {
   dict: dictKind as AnyKind,
 };
 
+const SCALAR = new Set(["str", "int", "float"]);
+
 export function kindOf(param: Param): AnyKind {
+  if (hasEnum(param) && SCALAR.has(param.type)) return enumKind as AnyKind;
   return KINDS[param.type] ?? (textKind as AnyKind);
 }
 
@@ -32,8 +37,19 @@ export interface FieldState {
   error: string;
 }
 
-export const initialFields = (params: Param[]): Record<string, FieldState> =>
-  Object.fromEntries(params.map((p) => [p.name, { state: kindOf(p).init(p), error: "" }]));
+function initialState(param: Param, values: Record<string, unknown> | null): unknown {
+  const kind = kindOf(param);
+  if (values === null || !Object.hasOwn(values, param.name)) return kind.init(param);
+  const value = values[param.name];
+  return kind.fromValue ? kind.fromValue(param, value) : kind.init({ ...param, default: value });
+}
+
+/** Every field at its default, or at the value given for it (a link's arguments). */
+export const initialFields = (params: Param[], values: Record<string, unknown> | null = null) =>
+  Object.fromEntries(params.map((p) => [p.name, { state: initialState(p, values), error: "" }])) as Record<
+    string,
+    FieldState
+  >;
 
 export const readField = (param: Param, field: FieldState, json: boolean): Read =>
   kindOf(param).read(param, field.state, json);
@@ -44,7 +60,7 @@ export function fieldId(toolKey: string, param: Param): string {
 
 function placeholderOf(param: Param): string {
   const example = param.example;
-  if (example === null || example === undefined) return "";
+  if (example === null || example === undefined || param.secret) return "";
   return `e.g. ${typeof example === "string" ? example : JSON.stringify(example)}`;
 }
 
@@ -61,7 +77,12 @@ export function ParamField({ toolKey, param, field, json, onChange }: Props) {
   const id = fieldId(toolKey, param);
   const hint = json ? "" : (kind.hint ?? "");
   const help = [param.description, hint].filter(Boolean).join(" ");
-  const describedBy = [help ? helpId(id) : "", field.error ? errorId(id) : ""].filter(Boolean).join(" ") || undefined;
+  const bounds = kind === enumKind ? "" : boundsText(param);
+  const pattern = kind === enumKind ? undefined : param.pattern;
+  const rules = bounds || pattern !== undefined;
+  const describedBy =
+    [help ? helpId(id) : "", rules ? rulesId(id) : "", field.error ? errorId(id) : ""].filter(Boolean).join(" ") ||
+    undefined;
   const Input = kind.Input;
   return (
     <FieldShell
@@ -70,6 +91,8 @@ export function ParamField({ toolKey, param, field, json, onChange }: Props) {
       labelRow={!kind.ownLabel}
       labelFor={kind.labelFor(json)}
       help={help}
+      bounds={bounds}
+      pattern={pattern}
       error={field.error}
     >
       <Input

@@ -29,6 +29,8 @@ export interface JsonSwitch<S> {
 
 export interface FieldKind<S> {
   init(param: Param): S;
+  /** The state showing `value` (a link's argument); init with that value as default if absent. */
+  fromValue?(param: Param, value: unknown): S;
   read(param: Param, state: S, json: boolean): Read;
   Input: ComponentType<FieldProps<S>>;
   /** The label row above the input points at it (for=id); false for a group of inputs. */

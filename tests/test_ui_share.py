@@ -1,0 +1,192 @@
+"""The UI's "Copy as curl", "Copy as toolrun call" and "Copy link" (in Chromium, against a real
+`toolrun serve --ui`): each copied command is run for real (bash) and must give the same result as
+the call made in the browser; the link opens the tool with its arguments filled in. The API key
+never appears in what is copied."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import require_binary
+from test_ui_browser import CSP_PROBE, App, Server, browser, playwright, start_server, stop_server, ui_dist  # noqa: F401 (fixtures)
+
+try:
+    from playwright.sync_api import Browser, expect
+except ImportError:  # pragma: no cover - the [test] extra installs it
+    pytest.skip("playwright is not installed", allow_module_level=True)
+
+ROOT = Path(__file__).resolve().parent.parent
+CATALOG = ROOT / "tests" / "ui_catalog_share"
+TOOLRUN = Path(sys.executable).parent / "toolrun"
+
+pytestmark = [pytest.mark.serial, pytest.mark.timeout(240)]
+
+
+@pytest.fixture(scope="module")
+def server(ui_dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:  # noqa: F811
+    srv = start_server(tmp_path_factory.mktemp("share-server"), {"TOOLRUN_UI_DIST": str(ui_dist)}, CATALOG)
+    try:
+        srv.keys["ops"], _ = srv.store().create_key("olga", ["ops"])
+        yield srv
+    finally:
+        stop_server(srv)
+
+
+@pytest.fixture
+def open_app(browser: Browser, server: Server) -> Iterator[Any]:  # noqa: F811
+    apps: list[App] = []
+
+    def make(key: str = "") -> App:
+        context = browser.new_context(base_url=server.url, viewport={"width": 1280, "height": 900})
+        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
+        context.add_init_script(CSP_PROBE)
+        if key:
+            context.add_init_script(f"localStorage.setItem('toolrun.apiKey', {json.dumps(key)})")
+        page = context.new_page()
+        page.set_default_timeout(8000)
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        app = App(page, context, server, [], errors)
+        apps.append(app)
+        return app
+
+    yield make
+    for app in apps:
+        assert app.errors == [], app.errors
+        assert app.csp_violations() == []
+        app.context.close()
+
+
+def copied(app: App, button: str) -> str:
+    """Click a share button; the clipboard and the text shown must be the same."""
+    app.page.get_by_role("button", name=button, exact=True).click()
+    shown = app.page.get_by_test_id("share-text")
+    expect(app.page.locator(".share-output [role=status]")).to_have_text("Copied to the clipboard:")
+    text = str(shown.text_content())
+    assert app.page.evaluate("navigator.clipboard.readText()") == text
+    return text
+
+
+def bash(command: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, **(env or {})}
+    full.pop("TOOLRUN_API_KEY", None)
+    full.update(env or {})
+    return subprocess.run(
+        ["bash", "-c", command], capture_output=True, text=True, timeout=60, check=False, env=full, cwd=ROOT
+    )
+
+
+def remote_cli_available() -> bool:
+    done = subprocess.run([str(TOOLRUN), "--help"], capture_output=True, text=True, timeout=30, check=False)
+    return "--url" in done.stdout
+
+
+def run_toolrun(command: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The copied `toolrun --url ORIGIN call ...`, run as is when the remote CLI exists; else the same
+    arguments against the same catalog locally (`toolrun call -c CATALOG ...`)."""
+    assert command.startswith("toolrun --url "), command
+    path = f"{TOOLRUN.parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    if not remote_cli_available():
+        command = re.sub(r"^toolrun --url \S+ call ", f"toolrun call -c {CATALOG} ", command)
+    return bash(command, {**(env or {}), "PATH": path})
+
+
+def fill_echo_form(app: App) -> None:
+    page = app.page
+    page.get_by_label("msg", exact=True).fill('it\'s "quoted" $HOME `x` \\ ünï')
+    page.get_by_label("n", exact=True).fill("7")
+    page.get_by_label("ratio", exact=True).fill("2.5")
+    page.get_by_label("flag", exact=True).check()
+    tags = page.get_by_label("tags", exact=True)
+    for item in ("a b", "4", '"4"'):
+        tags.fill(item)
+        tags.press("Enter")
+    page.locator("[data-param=meta] input").nth(0).fill("k'ey")
+    page.locator("[data-param=meta] input").nth(1).fill('{"x": [1, 2]}')
+
+
+def test_copy_as_curl_and_toolrun_reproduce_the_call_and_the_link_refills_the_form(
+    open_app: Any, server: Server
+) -> None:
+    require_binary("curl")
+    app = open_app()
+    app.open_tool("share.echo")
+    fill_echo_form(app)
+    app.run()
+    in_browser = json.loads(app.result_text())
+    assert in_browser["msg"] == 'it\'s "quoted" $HOME `x` \\ ünï'
+    assert in_browser["n"] == 7 and in_browser["ratio"] == 2.5 and in_browser["flag"] is True
+    assert in_browser["tags"] == ["a b", 4, "4"] and in_browser["meta"] == {"k'ey": {"x": [1, 2]}}
+
+    curl = copied(app, "Copy as curl")
+    assert curl.startswith(f"curl -sS -X POST {server.url}/tools/share.echo -H 'Content-Type: application/json' ")
+    assert "X-API-Key" not in curl, "anonymous: no key header"
+    done = bash(curl)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == in_browser
+
+    command = copied(app, "Copy as toolrun call")
+    assert command.startswith(f"toolrun --url {server.url} call share.echo ")
+    done = run_toolrun(command)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout) == in_browser
+
+    link = copied(app, "Copy link")
+    assert link.startswith(f"{server.url}/ui/tools/share.echo?args=")
+    other = open_app()
+    other.page.goto(link)
+    expect(other.page.locator("#detail-heading")).to_have_text("share.echo")
+    expect(other.page.get_by_label("msg", exact=True)).to_have_value('it\'s "quoted" $HOME `x` \\ ünï')
+    expect(other.page.get_by_label("n", exact=True)).to_have_value("7")
+    expect(other.page.get_by_label("flag", exact=True)).to_be_checked()
+    expect(other.page.locator("[data-param=tags] .chip-text")).to_have_text(["a b", "4", '"4"'])
+    other.run()
+    assert json.loads(other.result_text()) == in_browser
+
+
+def test_signed_in_commands_name_the_key_variable_never_the_key(open_app: Any, server: Server) -> None:
+    require_binary("curl")
+    key = server.keys["ops"]
+    app = open_app(key)
+    app.open_tool("share.private")
+    app.page.get_by_label("note", exact=True).fill("from the ui")
+    app.run()
+    in_browser = json.loads(app.result_text())
+    assert in_browser == {"note": "from the ui"}
+
+    curl = copied(app, "Copy as curl")
+    assert key not in curl
+    assert '-H "X-API-Key: $TOOLRUN_API_KEY"' in curl
+    assert bash(curl).stdout != json.dumps(in_browser), "without the variable set the call is refused"
+    done = bash(curl, {"TOOLRUN_API_KEY": key})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == in_browser
+
+    command = copied(app, "Copy as toolrun call")
+    assert key not in command
+    done = run_toolrun(command, {"TOOLRUN_API_KEY": key})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout) == in_browser
+
+    link = copied(app, "Copy link")
+    assert key not in link
+
+
+def test_a_broken_link_opens_the_tool_with_its_defaults(open_app: Any, server: Server) -> None:
+    app = open_app()
+    app.goto("/ui/tools/share.echo?args=%7Bnot-json")
+    expect(app.page.locator("#detail-heading")).to_have_text("share.echo")
+    expect(app.page.get_by_label("msg", exact=True)).to_have_value("")
+    app.goto('/ui/tools/share.echo?args={"msg":"hi","nope":1}')
+    expect(app.page.get_by_label("msg", exact=True)).to_have_value("hi")
+    assert shutil.which("bash")
