@@ -190,3 +190,60 @@ def test_a_broken_link_opens_the_tool_with_its_defaults(open_app: Any, server: S
     app.goto('/ui/tools/share.echo?args={"msg":"hi","nope":1}')
     expect(app.page.get_by_label("msg", exact=True)).to_have_value("hi")
     assert shutil.which("bash")
+
+
+# -- constraints: the form shows what the tool entry declares ---------------------------------------------
+
+
+def test_the_form_shows_the_constraints_of_the_tool_entry(open_app: Any, server: Server) -> None:
+    entry = {p["name"]: p for p in server.api("/tools/share.tune")["params"]}
+    assert entry["mode"]["enum"] == ["fast", "slow", "two words"] and entry["level"]["min"] == 1
+    app = open_app()
+    app.open_tool("share.tune")
+    page = app.page
+
+    # enum: a select of exactly the declared values (plus "not set" when optional), the default chosen.
+    mode = page.get_by_label("mode", exact=True)
+    assert mode.evaluate("e => e.tagName") == "SELECT"
+    assert mode.locator("option").all_inner_texts() == ["(not set)", *entry["mode"]["enum"]]
+    expect(mode.locator("option:checked")).to_have_text("fast")
+    speed = page.get_by_label("speed", exact=True)
+    assert speed.locator("option").all_inner_texts() == ["(not set)", "1", "2", "3"]
+
+    # min/max on numbers: the input's bounds and a hint; outside them nothing is sent.
+    level = page.get_by_label("level", exact=True)
+    expect(level).to_have_attribute("min", "1")
+    expect(level).to_have_attribute("max", "5")
+    expect(page.locator("[data-param=level] [data-testid=rules]")).to_have_text("Between 1 and 5.")
+    expect(page.locator("[data-param=ratio] [data-testid=rules]")).to_have_text("At least 0.5.")
+    # pattern: the input's pattern attribute and a visible hint; min/max are lengths on a str.
+    name = page.get_by_label("name", exact=True)
+    expect(name).to_have_attribute("pattern", "[a-z]+")
+    expect(name).to_have_attribute("maxlength", "8")
+    expect(page.locator("[data-param=name] [data-testid=rules]")).to_have_text("2 to 8 characters. Must match [a-z]+")
+    for param in entry:
+        rules_id = page.locator(f"[data-param={param}] [data-testid=rules]")
+        if rules_id.count():
+            described = page.locator(f"[data-param={param}] :is(input, select)").first.get_attribute("aria-describedby")
+            assert rules_id.get_attribute("id") in (described or ""), param
+
+    calls: list[str] = []
+    page.on("request", lambda r: calls.append(r.url) if r.method == "POST" else None)
+    level.fill("9")
+    app.run()
+    expect(page.locator("[data-param=level] .field-error")).to_have_text("Must be at most 5.")
+    expect(level).to_be_focused()
+    assert calls == []
+
+    # The server checks the pattern (a Python regex); its 400 names the constraint.
+    level.fill("3")
+    name.fill("Bad1")
+    app.run()
+    expect(page.get_by_test_id("error").locator(".pill")).to_have_text("400 Bad Request")
+    expect(page.get_by_test_id("error-text")).to_contain_text("name")
+
+    name.fill("okay")
+    speed.select_option("2")
+    mode.select_option("two words")
+    app.run()
+    assert json.loads(app.result_text()) == {"mode": "two words", "speed": 2, "level": 3, "name": "okay"}
