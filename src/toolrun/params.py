@@ -89,8 +89,24 @@ def _check_nested(name: str, value: Any, depth: int = 0) -> None:
 
 
 @lru_cache(maxsize=1024)
-def _regex(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+def compile_pattern(pattern: str) -> Any:
+    """A param's `pattern`, compiled by RE2: matching takes time linear in the value, whatever the
+    pattern (Python's `re` backtracks: `(a+)+b` against 28 characters took seconds on the event loop).
+
+    Raises ValueError with RE2's reason for what it does not support (backreferences, lookaround)
+    or what is not a regular expression. RE2 is imported on first use: most calls never need it.
+    """
+    import re2  # google-re2
+
+    options = re2.Options()
+    options.log_errors = False  # RE2 would also print every refused pattern to stderr
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        raise ValueError(f"{reason} (RE2 syntax: no backreferences, no lookaround)") from None
 
 
 def coerce(param: Param, value: Any) -> Any:
@@ -175,11 +191,6 @@ def _constrain(param: Param, value: Any) -> None:
     if param.enum is not None and value not in param.enum:
         choices = ", ".join(_short(c) for c in param.enum)
         raise ParamError(f"parameter {name!r} must be one of {choices}; got {_short(value)}")
-    if param.pattern is not None:
-        items = value if isinstance(value, list) else [value]
-        for item in items:
-            if isinstance(item, str) and not _regex(param.pattern).fullmatch(item):
-                raise ParamError(f"parameter {name!r}: {_short(item)} does not match {param.pattern!r}")
     if param.min is not None or param.max is not None:
         kind = TYPES[param.type]
         what = kind.noun
@@ -191,6 +202,12 @@ def _constrain(param: Param, value: Any) -> None:
                 raise ParamError(f"parameter {name!r}: {what} {_short(size)} is below the minimum {param.min:g}")
             if param.max is not None and size > param.max:
                 raise ParamError(f"parameter {name!r}: {what} {_short(size)} is above the maximum {param.max:g}")
+    # The pattern last, once the bounds hold: never run it against a value already refused.
+    if param.pattern is not None:
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if isinstance(item, str) and not compile_pattern(param.pattern).fullmatch(item):
+                raise ParamError(f"parameter {name!r}: {_short(item)} does not match {param.pattern!r}")
 
 
 def validate(tool: ToolSpec, args: Mapping[str, Any]) -> dict[str, Any]:

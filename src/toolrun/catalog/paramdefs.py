@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ParamError
 from ..models import Param
+from ..params import compile_pattern
 from .problems import _LoaderBase
 
 if TYPE_CHECKING:
@@ -41,10 +41,10 @@ class ParamsMixin(_LoaderBase):
             param = _param(pd)
             if pd.pattern is not None:
                 try:
-                    re.compile(pd.pattern)
-                except re.error as exc:
+                    compile_pattern(pd.pattern)
+                except ValueError as exc:
                     self.problem_at(
-                        self.locate.value((*ploc, "pattern")), key, f"parameter {pd.name!r}: bad pattern ({exc})"
+                        self.locate.value((*ploc, "pattern")), key, f"parameter {pd.name!r}: bad pattern: {exc}"
                     )
                     param = replace(param, pattern=None)
             if pd.min is not None and pd.max is not None and pd.min > pd.max:
