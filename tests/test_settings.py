@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,22 @@ def load(home: Path, flags: dict[str, object] | None = None, **env: str) -> Sett
     return Settings.load(flags=flags or {}, environ={"TOOLRUN_HOME": str(home), **env})
 
 
+def test_settings_are_typed_frozen_attributes_generated_from_the_one_table(tmp_path: Path) -> None:
+    settings = load(tmp_path, SVC_PORT="9000", SVC_ALLOWED_ORIGINS="https://a.example, https://b.example")
+    attrs = {f.name for f in dataclasses.fields(Settings)} - {"dirs"}
+    assert attrs == {s.attr for s in SETTINGS}  # one attribute per row, no other
+    for row in SETTINGS:
+        value = getattr(settings, row.attr)
+        assert settings[row.name] == value
+        assert isinstance(value, tuple if row.type is list else row.type), row.name
+    assert settings.port == 9000 and settings.rate_limit_enabled is False
+    assert settings.allowed_origins == ("https://a.example", "https://b.example")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.port = 1  # type: ignore[misc]
+    assert BY_NAME["rate_limit.enabled"].attr == "rate_limit_enabled"
+    assert BY_NAME["rate_limit.enabled"].env == "SVC_RATE_LIMIT_ENABLED"
+
+
 def test_defaults_apply_when_nothing_is_set(tmp_path: Path) -> None:
     settings = load(tmp_path)
     for setting in SETTINGS:
@@ -55,7 +72,7 @@ def test_the_config_file_overrides_defaults_with_dotted_tables(tmp_path: Path) -
     assert settings["rate_limit.enabled"] is True
     assert settings["rate_limit.calls"] == 5
     assert settings["rate_limit.window"] == 30
-    assert settings["allowed_hosts"] == ["tools.example", "localhost"]
+    assert settings.allowed_hosts == ("tools.example", "localhost")
     assert settings["ui_enabled"] is False
 
 
@@ -71,7 +88,7 @@ def test_the_environment_overrides_the_config_file(tmp_path: Path) -> None:
     assert settings["rate_limit.enabled"] is False
     assert settings["ui_enabled"] is True
     assert settings["port"] == 9
-    assert settings["allowed_hosts"] == ["a.example", "b.example"]
+    assert settings.allowed_hosts == ("a.example", "b.example")
     assert settings["rate_limit.calls"] == 5  # still from the file
 
 
@@ -95,7 +112,7 @@ def test_env_true_turns_the_rate_limit_and_ui_on(tmp_path: Path) -> None:
 
 def test_svc_catalog_is_split_on_the_path_separator(tmp_path: Path) -> None:
     settings = load(tmp_path, SVC_CATALOG="a.yaml:dir/b.yaml:")
-    assert settings["catalog"] == ["a.yaml", "dir/b.yaml"]
+    assert settings.catalog == ("a.yaml", "dir/b.yaml")
 
 
 def test_svc_config_points_at_another_config_file(tmp_path: Path) -> None:

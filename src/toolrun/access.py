@@ -30,7 +30,7 @@ MODES: tuple[str, ...] = ("anonymous", "optional", "keyed", "required", "admin")
 
 def key_store(settings: Settings) -> KeyStore:
     """The configured key store: Redis when `redis_url` is set, else the SQLite file in the data dir."""
-    if settings["redis_url"]:
+    if settings.redis_url:
         try:
             from .redis_store import RedisKeyStore  # type: ignore[import-not-found,unused-ignore]
         except ImportError as exc:
@@ -39,7 +39,7 @@ def key_store(settings: Settings) -> KeyStore:
             raise UsageError(
                 "setting redis_url needs the redis package, which is not installed: pip install 'toolrun[redis]'"
             ) from None
-        store: KeyStore = RedisKeyStore(settings["redis_url"])
+        store: KeyStore = RedisKeyStore(settings.redis_url)
         return store
     from .auth import SQLiteKeyStore
 
@@ -51,16 +51,16 @@ def shared_state(settings: Settings, access: Access) -> tuple[Any, Any]:
     from .ratelimit import MemoryLimiter
     from .service import MemorySessions
 
-    calls, window = int(settings["rate_limit.calls"]), float(settings["rate_limit.window"])
-    if settings["redis_url"]:
+    calls, window = settings.rate_limit_calls, settings.rate_limit_window
+    if settings.redis_url:
         from .redis_store import RedisLimiter, RedisSessions
 
         store: Any = access.store  # a RedisKeyStore: the limiter and sessions share its connections
         limiter: Any = None
-        if settings["rate_limit.enabled"]:
-            limiter = RedisLimiter(store, calls, window, fail_open=bool(settings["rate_limit.fail_open"]))
+        if settings.rate_limit_enabled:
+            limiter = RedisLimiter(store, calls, window, fail_open=settings.rate_limit_fail_open)
         return limiter, RedisSessions(store)
-    return (MemoryLimiter(calls, window) if settings["rate_limit.enabled"] else None), MemorySessions()
+    return (MemoryLimiter(calls, window) if settings.rate_limit_enabled else None), MemorySessions()
 
 
 def _decide(user: User | None, key: str | None, mode: str, client: str) -> Identity:

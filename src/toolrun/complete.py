@@ -93,11 +93,9 @@ def _tools(words: Sequence[str], environ: Mapping[str, str]) -> dict[str, Any]:
 
     try:
         settings = Settings.load({}, environ)
-        paths = _catalog_flags(words) or list(settings["catalog"] or ["tools.yaml"])
-        cache = settings.dirs["cache"] / "catalog" if settings["catalog_cache"] else None
-        options = LoadOptions(
-            default_timeout=float(settings["default_timeout"]), max_output=int(settings["max_output"]), cache_dir=cache
-        )
+        paths = _catalog_flags(words) or list(settings.catalog or ["tools.yaml"])
+        cache = settings.dirs["cache"] / "catalog" if settings.catalog_cache else None
+        options = LoadOptions(default_timeout=settings.default_timeout, max_output=settings.max_output, cache_dir=cache)
         return dict(load(paths, environ, options).tools)
     except Exception:  # a broken or missing catalog completes nothing; it never prints a traceback
         return {}

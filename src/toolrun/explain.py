@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .auth import KeyRecord, User, iso
 from .models import Identity, ToolSpec
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 
 def _key_entry(record: KeyRecord, at: float) -> dict[str, Any]:
@@ -39,12 +42,12 @@ def _key_entry(record: KeyRecord, at: float) -> dict[str, Any]:
     return entry
 
 
-async def _rate(limiter: Any, settings: Any, bucket: str, key: str) -> dict[str, Any]:
+async def _rate(limiter: Any, settings: Settings | None, bucket: str, key: str) -> dict[str, Any]:
     """The caller's bucket for this tool: counted calls, what is left and when it resets."""
-    if settings is not None and not settings["rate_limit.enabled"]:
+    if settings is not None and not settings.rate_limit_enabled:
         return {"enabled": False}
-    calls = int(settings["rate_limit.calls"]) if settings is not None else int(getattr(limiter, "calls", 0))
-    window = float(settings["rate_limit.window"]) if settings is not None else float(getattr(limiter, "window", 0))
+    calls = settings.rate_limit_calls if settings is not None else int(getattr(limiter, "calls", 0))
+    window = settings.rate_limit_window if settings is not None else float(getattr(limiter, "window", 0))
     info: dict[str, Any] = {"enabled": True, "bucket": f"{bucket} {key}", "calls": calls, "window": window}
     peek = getattr(limiter, "peek", None)
     if peek is None:
@@ -62,7 +65,7 @@ async def explain(
     username: str,
     store: Any,
     limiter: Any = None,
-    settings: Any = None,
+    settings: Settings | None = None,
     key: KeyRecord | None = None,
     at: float | None = None,
 ) -> dict[str, Any]:

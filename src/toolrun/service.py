@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from .access import Access
+    from .settings import Settings
 
 # Linux refuses (E2BIG) a single argument of 128 KiB or more, and `sh -c <command>` is one argument.
 MAX_COMMAND = 128 * 1024 - 1
@@ -75,21 +76,21 @@ class MemorySessions:
             self._data.popitem(last=False)
 
 
-def load_options(settings: Any) -> LoadOptions:
-    cache_dir = settings.dirs["cache"] / "catalog" if settings["catalog_cache"] else None
+def load_options(settings: Settings) -> LoadOptions:
+    cache_dir = settings.dirs["cache"] / "catalog" if settings.catalog_cache else None
     return LoadOptions(
-        default_timeout=float(settings["default_timeout"]),
-        max_output=int(settings["max_output"]),
+        default_timeout=settings.default_timeout,
+        max_output=settings.max_output,
         cache_dir=cache_dir,
     )
 
 
-def catalog_paths(flags: Sequence[str] | None, settings: Any) -> list[str]:
+def catalog_paths(flags: Sequence[str] | None, settings: Settings) -> list[str]:
     """--catalog flags, else the `catalog` setting (environment or config file), else ./tools.yaml."""
     if flags:
         return list(flags)
-    if settings["catalog"]:
-        return list(settings["catalog"])
+    if settings.catalog:
+        return list(settings.catalog)
     return ["tools.yaml"]
 
 
@@ -125,7 +126,7 @@ class ToolService:
 
     @classmethod
     def from_paths(
-        cls, paths: Sequence[str], settings: Any, environ: Mapping[str, str] | None = None, **kwargs: Any
+        cls, paths: Sequence[str], settings: Settings, environ: Mapping[str, str] | None = None, **kwargs: Any
     ) -> ToolService:
         environ = os.environ if environ is None else environ
         catalog = load(paths, environ, load_options(settings))

@@ -14,61 +14,114 @@ import math
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from .errors import UsageError
 from .paramtypes import parse_bool
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True, slots=True)
 class Setting:
+    """One row of the table, as the loader, the docs test and `toolrun serve --help` read it."""
+
     name: str
     type: type
     default: Any
     help: str
+    attr: str = ""  # the attribute of Settings holding it (the name, dots as underscores)
 
     @property
     def env(self) -> str:
         return "SVC_" + self.name.upper().replace(".", "_")
 
 
-SETTINGS: tuple[Setting, ...] = (
-    Setting("catalog", list, [], "Catalog files or directories (os.pathsep-separated in the environment)."),
-    Setting("host", str, "127.0.0.1", "Address `serve` binds to."),
-    Setting("port", int, 8080, "Port `serve` listens on."),
-    Setting("debug", bool, False, "Error bodies of POST /tools/{key} carry the full traceback (spec `DEBUG`)."),
-    Setting("ui_enabled", bool, False, "Serve the browser UI at /ui."),
-    Setting("rate_limit.enabled", bool, False, "Limit calls per (user, tool) bucket."),
-    Setting("rate_limit.calls", int, 60, "Calls allowed per bucket in one window."),
-    Setting("rate_limit.window", int, 60, "Window length in seconds."),
-    Setting("rate_limit.fail_open", bool, False, "Allow calls when the shared limiter backend is down."),
-    Setting("default_timeout", float, 60.0, "Timeout in seconds of tools that declare none."),
-    Setting("max_output", int, 10 * 1024 * 1024, "Bytes of stdout and of stderr kept per call."),
-    Setting("max_concurrent_calls", int, 256, "Tool calls running at once; beyond it calls get 503."),
-    Setting("queue_timeout", float, 2.0, "Seconds a call waits for a free slot before the 503 (0: none)."),
-    Setting("max_body_bytes", int, 1024 * 1024, "Largest request body accepted (413 beyond)."),
-    Setting("request_timeout", float, 30.0, "Seconds a client has to send its request head and body."),
-    Setting("shutdown_grace", float, 10.0, "Seconds in-flight calls get to finish on SIGTERM."),
-    Setting("allowed_hosts", list, ["127.0.0.1", "localhost", "[::1]", "::1"], "Accepted Host headers."),
-    Setting("allowed_origins", list, [], "Origins allowed to POST and to receive CORS headers."),
-    Setting("redis_url", str, "", "A redis:// URL: keys, buckets, sessions and cache move to Redis."),
-    Setting("readiness_timeout", float, 1.0, "Seconds each /readyz check may take."),
-    Setting("mcp_direct", bool, False, "MCP also lists each catalog tool as its own tool."),
-    Setting("catalog_cache", bool, True, "Cache parsed catalogs by content hash in the cache dir."),
-    Setting("log_level", str, "info", "Logging level: debug, info, warning, error."),
-    Setting("log_format", str, "text", "Log lines as `text` or `json` (one JSON object per line)."),
-    Setting(
-        "forwarded_allow_ips",
-        list,
-        [],
-        "Proxy addresses (IPs or CIDRs, `*` for any) whose X-Forwarded-For/-Proto are trusted; none by default.",
-    ),
-    Setting("metrics_token", str, "", "When set, /metrics requires `Authorization: Bearer <token>`."),
-    Setting("metrics_allow_ips", list, [], "When set, /metrics answers only these client addresses (IPs or CIDRs)."),
-)
+def setting(default: T, help: str, *, name: str = "") -> T:
+    """One row of the settings table: its default and help (`name=` only for a dotted name).
+
+    Typed as the default so that `port: int = setting(8080, ...)` reads as an int to mypy, as a
+    pydantic `Field` would; at run time it is the dataclass field carrying the row.
+    """
+    return field(default=default, metadata={"help": help, "name": name})
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Every setting, one row each (adding a setting is adding a row); resolved by `Settings.load`.
+
+    Read a setting as an attribute (`settings.rate_limit_enabled`, typed); `settings["rate_limit.enabled"]`
+    still works, untyped. List settings are tuples: the whole object is immutable.
+    """
+
+    catalog: tuple[str, ...] = setting((), "Catalog files or directories (os.pathsep-separated in the environment).")
+    host: str = setting("127.0.0.1", "Address `serve` binds to.")
+    port: int = setting(8080, "Port `serve` listens on.")
+    debug: bool = setting(False, "Error bodies of POST /tools/{key} carry the full traceback (spec `DEBUG`).")
+    ui_enabled: bool = setting(False, "Serve the browser UI at /ui.")
+    rate_limit_enabled: bool = setting(False, "Limit calls per (user, tool) bucket.", name="rate_limit.enabled")
+    rate_limit_calls: int = setting(60, "Calls allowed per bucket in one window.", name="rate_limit.calls")
+    rate_limit_window: int = setting(60, "Window length in seconds.", name="rate_limit.window")
+    rate_limit_fail_open: bool = setting(
+        False, "Allow calls when the shared limiter backend is down.", name="rate_limit.fail_open"
+    )
+    default_timeout: float = setting(60.0, "Timeout in seconds of tools that declare none.")
+    max_output: int = setting(10 * 1024 * 1024, "Bytes of stdout and of stderr kept per call.")
+    max_concurrent_calls: int = setting(256, "Tool calls running at once; beyond it calls get 503.")
+    queue_timeout: float = setting(2.0, "Seconds a call waits for a free slot before the 503 (0: none).")
+    max_body_bytes: int = setting(1024 * 1024, "Largest request body accepted (413 beyond).")
+    request_timeout: float = setting(30.0, "Seconds a client has to send its request head and body.")
+    shutdown_grace: float = setting(10.0, "Seconds in-flight calls get to finish on SIGTERM.")
+    allowed_hosts: tuple[str, ...] = setting(("127.0.0.1", "localhost", "[::1]", "::1"), "Accepted Host headers.")
+    allowed_origins: tuple[str, ...] = setting((), "Origins allowed to POST and to receive CORS headers.")
+    redis_url: str = setting("", "A redis:// URL: keys, buckets, sessions and cache move to Redis.")
+    readiness_timeout: float = setting(1.0, "Seconds each /readyz check may take.")
+    mcp_direct: bool = setting(False, "MCP also lists each catalog tool as its own tool.")
+    catalog_cache: bool = setting(True, "Cache parsed catalogs by content hash in the cache dir.")
+    log_level: str = setting("info", "Logging level: debug, info, warning, error.")
+    log_format: str = setting("text", "Log lines as `text` or `json` (one JSON object per line).")
+    forwarded_allow_ips: tuple[str, ...] = setting(
+        (), "Proxy addresses (IPs or CIDRs, `*` for any) whose X-Forwarded-For/-Proto are trusted; none by default."
+    )
+    metrics_token: str = setting("", "When set, /metrics requires `Authorization: Bearer <token>`.")
+    metrics_allow_ips: tuple[str, ...] = setting(
+        (), "When set, /metrics answers only these client addresses (IPs or CIDRs)."
+    )
+
+    # Not a setting: where config, data and cache live (see `paths`).
+    dirs: Mapping[str, Path] = field(default_factory=dict, compare=False)
+
+    def __getitem__(self, name: str) -> Any:
+        return getattr(self, BY_NAME[name].attr)
+
+    @classmethod
+    def load(
+        cls,
+        flags: Mapping[str, Any] | None = None,
+        environ: Mapping[str, str] | None = None,
+        config_file: Path | None = None,
+    ) -> Settings:
+        """Flags > environment > config file > defaults, each value checked (UsageError naming the setting)."""
+        return _load(cls, flags, environ, config_file)
+
+
+_KINDS: dict[str, type] = {"str": str, "int": int, "float": float, "bool": bool, "tuple[str, ...]": list}
+
+
+def _table() -> tuple[Setting, ...]:
+    rows = []
+    for f in fields(Settings):
+        if "help" not in f.metadata:
+            continue
+        kind = _KINDS[str(f.type)]
+        rows.append(Setting(f.metadata["name"] or f.name, kind, f.default, f.metadata["help"], f.name))
+    return tuple(rows)
+
+
+SETTINGS: tuple[Setting, ...] = _table()
 BY_NAME = {s.name: s for s in SETTINGS}
 
 
@@ -204,51 +257,35 @@ def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-class Settings:
-    """Resolved settings; read with `settings["rate_limit.enabled"]` or `settings.get(...)`."""
-
-    def __init__(self, values: dict[str, Any], dirs: dict[str, Path]) -> None:
-        self._values = values
-        self.dirs = dirs
-
-    def __getitem__(self, name: str) -> Any:
-        return self._values[name]
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self._values.get(name, default)
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self._values)
-
-    @classmethod
-    def load(
-        cls,
-        flags: Mapping[str, Any] | None = None,
-        environ: Mapping[str, str] | None = None,
-        config_file: Path | None = None,
-    ) -> Settings:
-        environ = os.environ if environ is None else environ
-        dirs = paths(environ)
-        path = config_file or Path(environ.get("SVC_CONFIG") or dirs["config"] / "config.toml")
-        file_values: dict[str, Any] = {}
-        if path.is_file():
-            try:
-                file_values = _flatten(tomllib.loads(path.read_text(encoding="utf-8")))
-            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-                raise UsageError(f"config file {path}: {exc}") from None
-            unknown = sorted(set(file_values) - set(BY_NAME))
-            if unknown:
-                raise UsageError(f"config file {path}: unknown setting {unknown[0]!r}")
-        values: dict[str, Any] = {}
-        origins: dict[str, str] = {}
-        for s in SETTINGS:
-            value, origins[s.name] = s.default, "the default"
-            if s.name in file_values:
-                value, origins[s.name] = _parse(s, file_values[s.name], str(path), text=False), str(path)
-            if s.env in environ:
-                value, origins[s.name] = _parse(s, environ[s.env], s.env), s.env
-            if flags and flags.get(s.name) not in (None, [], ()):
-                value, origins[s.name] = _parse(s, flags[s.name], "command line"), "the command line"
-            values[s.name] = value
-        _check(values, origins)
-        return cls(values, dirs)
+def _load(
+    cls: type[Settings],
+    flags: Mapping[str, Any] | None,
+    environ: Mapping[str, str] | None,
+    config_file: Path | None,
+) -> Settings:
+    environ = os.environ if environ is None else environ
+    dirs = paths(environ)
+    path = config_file or Path(environ.get("SVC_CONFIG") or dirs["config"] / "config.toml")
+    file_values: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            file_values = _flatten(tomllib.loads(path.read_text(encoding="utf-8")))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise UsageError(f"config file {path}: {exc}") from None
+        unknown = sorted(set(file_values) - set(BY_NAME))
+        if unknown:
+            raise UsageError(f"config file {path}: unknown setting {unknown[0]!r}")
+    values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for s in SETTINGS:
+        value, origins[s.name] = s.default, "the default"
+        if s.name in file_values:
+            value, origins[s.name] = _parse(s, file_values[s.name], str(path), text=False), str(path)
+        if s.env in environ:
+            value, origins[s.name] = _parse(s, environ[s.env], s.env), s.env
+        if flags and flags.get(s.name) not in (None, [], ()):
+            value, origins[s.name] = _parse(s, flags[s.name], "command line"), "the command line"
+        values[s.name] = value
+    _check(values, origins)
+    kwargs: dict[str, Any] = {s.attr: tuple(values[s.name]) if s.type is list else values[s.name] for s in SETTINGS}
+    return cls(**kwargs, dirs=dirs)

@@ -77,7 +77,7 @@ def _service(catalog: list[str] | None, settings: Settings | None = None, **kwar
     try:
         settings = settings or _settings()
         paths = catalog_paths(catalog, settings)
-        if not catalog and not settings["catalog"] and not Path(paths[0]).exists():
+        if not catalog and not settings.catalog and not Path(paths[0]).exists():
             raise UsageError(
                 "no catalog: pass --catalog FILE, set SVC_CATALOG, set `catalog` in the config file, "
                 "or create ./tools.yaml"

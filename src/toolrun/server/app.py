@@ -266,9 +266,9 @@ class ToolCall:
     def __init__(self, backends: Backends) -> None:
         self.service = backends.service
         self.access = backends.access
-        self.debug = bool(backends.settings["debug"])
-        self.max_body = int(backends.settings["max_body_bytes"])
-        self.body_timeout = float(backends.settings["request_timeout"])
+        self.debug = backends.settings.debug
+        self.max_body = backends.settings.max_body_bytes
+        self.body_timeout = backends.settings.request_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.handle(scope, receive, send)
@@ -363,7 +363,7 @@ class Routes:
         self.b = backends
         self.service = backends.service
         self.settings = backends.settings
-        self._metrics_nets = [ipaddress.ip_network(n, strict=False) for n in self.settings["metrics_allow_ips"]]
+        self._metrics_nets = [ipaddress.ip_network(n, strict=False) for n in self.settings.metrics_allow_ips]
 
     # identity
     async def identify(self, request: Request, mode: str) -> Identity:
@@ -374,7 +374,7 @@ class Routes:
         return JSONResponse({"status": "ok"})
 
     async def readyz(self, request: Request) -> Response:
-        timeout = float(self.settings["readiness_timeout"])
+        timeout = self.settings.readiness_timeout
         names = list(self.b.checks)
         results = await asyncio.gather(
             *(asyncio.wait_for(check(), timeout) for check in self.b.checks.values()), return_exceptions=True
@@ -456,7 +456,7 @@ class Routes:
                 address = None
             if address is None or not any(address in net for net in self._metrics_nets):
                 return JSONResponse({"error": "forbidden"}, status_code=403)
-        token = self.settings["metrics_token"]
+        token = self.settings.metrics_token
         if token:
             scheme, _, given = request.headers.get("authorization", "").strip().partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
@@ -669,4 +669,4 @@ class Guard:
 
 def guarded(app: ASGIApp, settings: Settings) -> ASGIApp:
     tool_call = getattr(getattr(app, "state", None), "tool_call", None)
-    return Guard(app, list(settings["allowed_hosts"]), list(settings["allowed_origins"]), tool_call)
+    return Guard(app, list(settings.allowed_hosts), list(settings.allowed_origins), tool_call)

@@ -32,13 +32,13 @@ def build_backends(
         limiter=limiter,
         observer=metrics,
         sessions=sessions,
-        max_concurrent=int(settings["max_concurrent_calls"]),
-        queue_timeout=float(settings["queue_timeout"]),
+        max_concurrent=settings.max_concurrent_calls,
+        queue_timeout=settings.queue_timeout,
     )
     backends = Backends(service=service, settings=settings, access=access, metrics=metrics)
     backends.checks = service.readiness_checks()
     mount_mcp(backends)
-    if settings["ui_enabled"]:
+    if settings.ui_enabled:
         from .ui import ui_routes
 
         backends.extra_routes.extend(ui_routes(settings))
@@ -62,8 +62,8 @@ def mount_mcp(backends: Backends) -> None:
         identity = state.get("toolrun_identity")
         return identity if isinstance(identity, Identity) else Identity()
 
-    door = McpDoor(backends.service, identify, direct=bool(settings["mcp_direct"]))
-    hosts = list(settings["allowed_hosts"])
+    door = McpDoor(backends.service, identify, direct=settings.mcp_direct)
+    hosts = list(settings.allowed_hosts)
     if "*" in hosts:
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     else:
@@ -72,7 +72,7 @@ def mount_mcp(backends: Backends) -> None:
             enable_dns_rebinding_protection=True,
             allowed_hosts=[p for h in host_patterns for p in (h, f"{h}:*")],
             allowed_origins=[
-                *settings["allowed_origins"],
+                *settings.allowed_origins,
                 *(
                     f"{scheme}://{h}{port}"
                     for h in host_patterns
@@ -84,7 +84,7 @@ def mount_mcp(backends: Backends) -> None:
     manager = StreamableHTTPSessionManager(
         app=build_server(door),
         security_settings=security,
-        max_request_body_size=int(settings["max_body_bytes"]),
+        max_request_body_size=settings.max_body_bytes,
     )
     backends.lifespans.append(manager.run)
     endpoint = McpKeyGate(StreamableHTTPASGIApp(manager), backends.access)
@@ -121,7 +121,7 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
     from ..errors import Unauthorized
 
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a closed pipe to a tool's stdin is an error, not our death
-    configure_logging(settings["log_level"], settings["log_format"])
+    configure_logging(settings.log_level, settings.log_format)
     access = Access.from_settings(settings)
     limiter, sessions = shared_state(settings, access)
     service = ToolService.from_paths(
@@ -141,9 +141,7 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
 
     from .mcp import McpDoor, build_server, new_stdio_session
 
-    door = McpDoor(
-        service, lambda ctx: identity, direct=bool(settings["mcp_direct"]), stdio_session=new_stdio_session()
-    )
+    door = McpDoor(service, lambda ctx: identity, direct=settings.mcp_direct, stdio_session=new_stdio_session())
     server = build_server(door)
     log.info("MCP over stdio as %s, %d tools", identity.username, len(service.list(identity)))
 
@@ -314,7 +312,7 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
     # `toolrun` gives SIGPIPE its default action (for `toolrun list | head`); a server must not die when it
     # writes into a connection its client has closed: EPIPE stays that connection's error.
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    configure_logging(settings["log_level"], settings["log_format"])
+    configure_logging(settings.log_level, settings.log_format)
     app = build_app(settings, catalog)
     # Everything loaded so far (the MCP SDK's and pydantic's schemas, the catalog) lives as long as the server:
     # out of the collector's sight, or every full collection walks all of it again (100+ ms pauses at c=32).
@@ -322,10 +320,10 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
     gc.freeze()
     config = uvicorn.Config(
         app,
-        host=settings["host"],
-        port=int(settings["port"]),
+        host=settings.host,
+        port=settings.port,
         loop="asyncio",
-        http=http_protocol(float(settings["request_timeout"])),
+        http=http_protocol(settings.request_timeout),
         ws="none",
         lifespan="on",
         access_log=False,
@@ -333,13 +331,13 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
         server_header=False,
         # X-Forwarded-For/-Proto only from the configured proxies (none by default): uvicorn's own default
         # trusts any loopback peer, so a local client could pick its address (and its rate-limit bucket).
-        proxy_headers=bool(settings["forwarded_allow_ips"]),
-        forwarded_allow_ips=list(settings["forwarded_allow_ips"]) or None,
-        timeout_graceful_shutdown=max(1, round(float(settings["shutdown_grace"]))),
+        proxy_headers=bool(settings.forwarded_allow_ips),
+        forwarded_allow_ips=list(settings.forwarded_allow_ips) or None,
+        timeout_graceful_shutdown=max(1, round(settings.shutdown_grace)),
         timeout_keep_alive=5,
     )
     server = uvicorn.Server(config)
-    log.info("listening on http://%s:%s", settings["host"], settings["port"])
+    log.info("listening on http://%s:%s", settings.host, settings.port)
     # uvicorn re-raises the signal that stopped it once it has shut down, with the handler that was in place
     # before it started: with the defaults a SIGTERM'd server would die by that signal after a clean drain.
     # A no-op handler makes a drained shutdown an ordinary exit (status 0).

@@ -23,11 +23,14 @@ import os
 import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
+
+if TYPE_CHECKING:
+    from ..settings import Settings
 
 log = logging.getLogger("toolrun.ui")
 
@@ -187,7 +190,7 @@ def not_built_routes() -> list[BaseRoute]:
     ]
 
 
-def ui_routes(settings: Any = None, environ: Mapping[str, str] | None = None) -> list[BaseRoute]:
+def ui_routes(settings: Settings | None = None, environ: Mapping[str, str] | None = None) -> list[BaseRoute]:
     """The /ui routes of `toolrun serve` (called once at startup when `ui_enabled` is true)."""
     root = find_dist(environ)
     if root is None:
