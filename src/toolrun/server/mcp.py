@@ -21,10 +21,11 @@ escapes as an opaque internal error.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import logging
 import re
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import mcp_types as types
@@ -108,9 +109,35 @@ META_TOOLS = meta_tools()
 _NAME_OK = re.compile(r"[^A-Za-z0-9_-]")
 
 
-def direct_name(key: str) -> str:
-    """A catalog key as an MCP tool name clients accept (`ops.disk_usage` -> `ops__disk_usage`)."""
-    return _NAME_OK.sub("_", key.replace(".", "__"))[:64]
+def direct_name(key: str, digits: int = 8) -> str:
+    """A catalog key as an MCP tool name clients accept (`ops.disk_usage` -> `ops__disk_usage`).
+
+    Every `.` becomes `__`. When that name reads back as the key (each `__` a `.`, at most 64
+    characters) it is the name. Otherwise the mapping lost something (`a__b.c` and `a.b.c` would
+    both be `a__b__c`; a key past 64 characters), and the name gets `_` plus the first `digits`
+    hex digits of the key's SHA-256, cut to fit 64. The name depends on the key alone, so adding
+    a tool never renames another; names that read back differ because their keys do.
+    """
+    name = _NAME_OK.sub("_", key.replace(".", "__"))
+    if len(name) <= 64 and name.replace("__", ".") == key:
+        return name
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:digits]
+    return f"{name[: 63 - digits]}_{digest}"
+
+
+def direct_names(keys: Iterable[str]) -> dict[str, str]:
+    """Direct name -> key for every key, all distinct: a name taken twice (only two hashed names
+    sharing their digest, never by accident) gets more digits until none is."""
+    names: dict[str, str] = {}
+    for key in sorted(keys):
+        digits = 8
+        name = direct_name(key, digits)
+        while name in names and digits < 40:
+            digits += 8
+            log.warning("MCP direct name %s is taken by %s: %s gets a longer one", name, names[name], key)
+            name = direct_name(key, digits)
+        names[name] = key
+    return names
 
 
 def param_schema(tool: ToolSpec) -> dict[str, Any]:
@@ -173,10 +200,8 @@ class McpDoor:
         self.identify = identify
         self.direct = direct
         self.stdio_session = stdio_session
-        self._direct_keys: dict[str, str] = {}
-        if direct:
-            for key in service.tool_keys():
-                self._direct_keys.setdefault(direct_name(key), key)
+        self._direct_keys: dict[str, str] = direct_names(service.tool_keys()) if direct else {}
+        self._direct_names = {key: name for name, key in self._direct_keys.items()}
 
     # tools/list
     def meta_tools(self, identity: Identity | None = None) -> list[types.Tool]:
@@ -198,9 +223,7 @@ class McpDoor:
         tools = self.meta_tools(identity)
         if self.direct:
             for tool in self.service.list(identity):
-                name = direct_name(tool.key)
-                if self._direct_keys.get(name) != tool.key:
-                    continue
+                name = self._direct_names[tool.key]
                 tools.append(
                     types.Tool(
                         name=name,
@@ -264,7 +287,7 @@ class McpDoor:
         A hidden tool's direct name gets the very answer a made-up name gets."""
         names = list(META_TOOLS)
         if self.direct:
-            names += [direct_name(t.key) for t in self.service.list(identity)]
+            names += [self._direct_names[t.key] for t in self.service.list(identity)]
         return NotFound(name, difflib.get_close_matches(name, names, n=3, cutoff=0.6))
 
     async def execute(self, ctx: Any, identity: Identity, args: dict[str, Any]) -> types.CallToolResult:
