@@ -9,13 +9,16 @@ from __future__ import annotations
 import json
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from conftest import write_catalog
-from helpers_servers import JSON, Processes, ToolrunServer, wait_until
+from fixtures.mcp_support import ServeProcess, mint_key
+from helpers_servers import JSON, Processes, ToolrunServer
 
 CATALOG = """\
 version: 1
@@ -100,5 +103,139 @@ def test_x_forwarded_for_from_an_unlisted_peer_cannot_split_an_anonymous_rate_li
         assert statuses(proxied) == [200, 200, 200]
 
 
-# keep the helpers used by later sections imported in one place
-_ = (time, wait_until)
+# -- items 3, 11 and 14 on /mcp: a real server with the MCP test catalog ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mcp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServeProcess, dict[str, str]]]:
+    base = tmp_path_factory.mktemp("mcp-harden")
+    home = base / "home"
+    keys = {name: mint_key(home, name, ["ops"]) for name in ("alice", "bob")}
+    with ServeProcess(home, base / "serve.log", env={"SVC_REQUEST_TIMEOUT": "1"}) as server:
+        yield server, keys
+
+
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+def rpc(method: str, params: dict[str, Any], rid: int = 1) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode()
+
+
+def handshake(client: httpx.Client, url: str, key: str | None) -> str:
+    """Open a handshake-era MCP session as `key` (None: anonymous); its Mcp-Session-Id."""
+    headers = {**MCP_HEADERS, **({"X-API-Key": key} if key else {})}
+    params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    response = client.post(url, content=rpc("initialize", params), headers=headers)
+    assert response.status_code == 200, response.text
+    sid = response.headers["mcp-session-id"]
+    note = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode()
+    assert client.post(url, content=note, headers={**headers, "Mcp-Session-Id": sid}).status_code == 202
+    return sid
+
+
+def execute(
+    client: httpx.Client, url: str, key: str | None, sid: str | None, arguments: dict[str, Any]
+) -> httpx.Response:
+    headers = {**MCP_HEADERS, "MCP-Protocol-Version": "2025-06-18"}
+    if key:
+        headers["X-API-Key"] = key
+    if sid:
+        headers["Mcp-Session-Id"] = sid
+    return client.post(url, content=rpc("tools/call", {"name": "execute", "arguments": arguments}, 7), headers=headers)
+
+
+def result_text(response: httpx.Response) -> str:
+    """The text of a tools/call answer, JSON or a one-event SSE stream."""
+    body = response.text
+    if response.headers["content-type"].startswith("text/event-stream"):
+        body = next(line[5:] for line in body.splitlines() if line.startswith("data:"))
+    result = json.loads(body)["result"]
+    return str(result["content"][0]["text"])
+
+
+def test_a_session_id_used_with_another_users_key_is_not_found_and_cannot_be_deleted(
+    mcp_server: tuple[ServeProcess, dict[str, str]],
+) -> None:
+    server, keys = mcp_server
+    remember = {"key": "pub.remember", "arguments": {"value": "alice-secret"}}
+    with httpx.Client(timeout=10) as client:
+        sid = handshake(client, server.mcp_url, keys["alice"])
+        assert result_text(execute(client, server.mcp_url, keys["alice"], sid, remember)) == "unset|True"
+        # bob (and an anonymous caller) with alice's session id: the SDK's own "Session not found"
+        for other in (keys["bob"], None):
+            stolen = execute(client, server.mcp_url, other, sid, {**remember, "arguments": {"value": "x"}})
+            assert stolen.status_code == 404, stolen.text
+            assert "Session not found" in stolen.text
+            headers = {"Mcp-Session-Id": sid, **({"X-API-Key": other} if other else {})}
+            assert client.delete(server.mcp_url, headers=headers).status_code == 404
+        # alice's session is intact and still hers
+        again = execute(client, server.mcp_url, keys["alice"], sid, {**remember, "arguments": {"value": "2"}})
+        assert result_text(again) == "alice-secret|True"
+        assert (
+            client.delete(server.mcp_url, headers={"Mcp-Session-Id": sid, "X-API-Key": keys["alice"]}).status_code
+            == 200
+        )
+
+
+def test_anonymous_callers_never_share_a_named_session_and_long_names_are_refused(
+    mcp_server: tuple[ServeProcess, dict[str, str]],
+) -> None:
+    server, keys = mcp_server
+    with httpx.Client(timeout=10) as client:
+        sid = handshake(client, server.mcp_url, None)
+        named = {"key": "pub.remember", "arguments": {"value": "anon-1"}, "session": "shared"}
+        answer = result_text(execute(client, server.mcp_url, None, sid, named))
+        assert "a named `session` needs an API key" in answer, answer
+        # an anonymous handshake session keeps its own values (its id is minted by the server)
+        plain = {"key": "pub.remember", "arguments": {"value": "a"}}
+        assert result_text(execute(client, server.mcp_url, None, sid, plain)) == "unset|True"
+        other = handshake(client, server.mcp_url, None)
+        assert result_text(execute(client, server.mcp_url, None, other, plain)) == "unset|True"
+        long_name = {"key": "pub.remember", "arguments": {"value": "x"}, "session": "s" * 201}
+        alice = handshake(client, server.mcp_url, keys["alice"])
+        answer = result_text(execute(client, server.mcp_url, keys["alice"], alice, long_name))
+        assert "`session` is 201 characters long; a session name has at most 200" in answer, answer
+        ok = {**long_name, "session": "s" * 200}
+        assert result_text(execute(client, server.mcp_url, keys["alice"], alice, ok)) == "unset|True"
+
+
+def test_mcp_refuses_duplicate_json_keys_like_post_tools(mcp_server: tuple[ServeProcess, dict[str, str]]) -> None:
+    server, keys = mcp_server
+    with httpx.Client(timeout=10) as client:
+        sid = handshake(client, server.mcp_url, keys["alice"])
+        body = (
+            b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"execute","arguments":'
+            b'{"key":"pub.echo","arguments":{"msg":"first","msg":"second"}}}}'
+        )
+        headers = {**MCP_HEADERS, "X-API-Key": keys["alice"], "Mcp-Session-Id": sid}
+        response = client.post(server.mcp_url, content=body, headers=headers)
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["code"] == -32700 and "duplicate key 'msg'" in error["message"], error
+        rest = client.post(server.base_url + "/tools/pub.echo", content=b'{"msg":"first","msg":"second"}', headers=JSON)
+        assert rest.status_code == 400 and "duplicate key 'msg'" in rest.text
+        nan = body.replace(b'"second"', b"NaN").replace(b'"msg":"first",', b"")
+        assert client.post(server.mcp_url, content=nan, headers=headers).status_code == 400
+
+
+@pytest.mark.parametrize("route", ["/mcp", "/tools/pub.echo"])
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_half_a_body_gets_408_after_request_timeout_on_every_route(
+    mcp_server: tuple[ServeProcess, dict[str, str]], route: str, framing: str
+) -> None:
+    server, _ = mcp_server
+    head = (
+        f"POST {route} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        "Accept: application/json, text/event-stream\r\n"
+    )
+    if framing == "chunked":
+        data = (head + 'Transfer-Encoding: chunked\r\n\r\n5\r\n{"jso\r\n').encode()
+    else:
+        data = (head + 'Content-Length: 200\r\n\r\n{"jsonrpc": "2.0"').encode()
+    started = time.monotonic()
+    answer = raw(server.port, data, timeout=6)
+    took = time.monotonic() - started
+    assert answer.startswith(b"HTTP/1.1 408 Request Timeout"), answer[:200]
+    assert b"RequestTimeout: request body not received within 1 seconds" in answer
+    assert 0.9 < took < 4, took

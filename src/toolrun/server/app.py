@@ -178,12 +178,8 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_no_duplicates)
 
 
-def parse_json_object(body: bytes) -> dict[str, Any]:
-    """The POST body: empty -> {}, else exactly one JSON object (no NaN, no duplicate keys).
-
-    Only a body of zero bytes counts as empty: whitespace alone is not JSON."""
-    if not body:
-        return {}
+def parse_json_value(body: bytes) -> Any:
+    """Any JSON value, by the one rule of every door: UTF-8, no NaN/Infinity, no duplicate keys."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -194,6 +190,16 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
         raise UsageError("malformed JSON: nested too deeply") from None
     except ValueError as exc:
         raise UsageError(f"malformed JSON: {exc}") from None
+    return data
+
+
+def parse_json_object(body: bytes) -> dict[str, Any]:
+    """The POST body: empty -> {}, else exactly one JSON object (no NaN, no duplicate keys).
+
+    Only a body of zero bytes counts as empty: whitespace alone is not JSON."""
+    if not body:
+        return {}
+    data = parse_json_value(body)
     if not isinstance(data, dict):
         kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(data), "a number")
         raise UsageError(f"body must be a JSON object of parameter name to value, not {kind}")
@@ -224,7 +230,7 @@ register_url_convertor("toolkey", _ToolKey())
 async def resolve_identity(access: Access, request: Request, mode: str) -> Identity:
     """Who is calling, per the auth mode (spec 5), for every HTTP door (REST routes and /mcp).
 
-    Modes: anonymous, optional, required, admin (`keyed`, the /mcp route's name, is optional). On
+    Modes: anonymous, optional, required, admin. On
     every mode but anonymous a key that is given must resolve: an invalid, expired or revoked key
     is a 401, never an anonymous call. Raises Unauthorized; a key store that is down raises
     BackendUnavailable.

@@ -11,8 +11,10 @@ set, else for the local operator (every tool, like the CLI).
 
 Sessions (for fn tools' get_session / set_session): a stdio process is one session; a
 handshake-era HTTP client's session is its `Mcp-Session-Id`; a sessionless (2026-07-28)
-client may pass `session` to `execute` to name one. Without any, a call is identity-only.
-Values are stored per (user, session), so one user never sees another's.
+client with a key may pass `session` to `execute` to name one (anonymous callers may not: they
+cannot be told apart). Without any, a call is identity-only. Values are stored per (user,
+session), so one user never sees another's; the /mcp gate (server/run.py) binds each
+`Mcp-Session-Id` to the identity that opened it.
 
 Errors come back as results with `is_error=True` and a sentence an agent can act on; nothing
 escapes as an opaque internal error.
@@ -106,6 +108,7 @@ def meta_tools(example: str = EXAMPLE_KEY, words: str = "disk usage") -> dict[st
 
 META_TOOLS = meta_tools()
 
+MAX_SESSION_NAME = 200
 _NAME_OK = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -246,17 +249,33 @@ class McpDoor:
         return param_schema(tool) if tool else None
 
     # tools/call
-    def session_id(self, ctx: Any, explicit: Any) -> str | None:
+    def session_id(self, ctx: Any, identity: Identity, explicit: Any = None) -> str | None:
+        """The session a call's values live in (the service keeps them per caller too), or None.
+
+        A named session (`session` of `execute`) needs a key: anonymous callers cannot be told apart
+        (several share an address), so they must never share values. A name longer than
+        MAX_SESSION_NAME is refused, never cut. Names, stdio sessions and `Mcp-Session-Id`s live in
+        separate namespaces, so a name can never reach a transport session's values.
+        """
         if isinstance(explicit, str) and explicit:
-            return explicit[:200]
+            if len(explicit) > MAX_SESSION_NAME:
+                raise ParamError(
+                    f"`session` is {len(explicit)} characters long; a session name has at most {MAX_SESSION_NAME}"
+                )
+            if identity.anonymous:
+                raise ParamError(
+                    "a named `session` needs an API key: anonymous callers cannot be told apart, so their "
+                    "session values are never kept (call without `session`, or send a key)"
+                )
+            return "name:" + explicit
         if self.stdio_session is not None:
-            return self.stdio_session
+            return "stdio:" + self.stdio_session
         request = getattr(ctx, "request", None)
         headers = getattr(request, "headers", None)
         if headers is not None:
             sid = headers.get("mcp-session-id")
-            if sid:
-                return str(sid)[:200]
+            if sid:  # minted by the SDK, and bound to its opener by the /mcp gate
+                return "mcp:" + str(sid)[:MAX_SESSION_NAME]
         return None
 
     async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -273,7 +292,7 @@ class McpDoor:
                 return self.whoami(identity)
             key = self._direct_keys.get(params.name) if self.direct else None
             if key is not None and self.service.visible(identity, key) is not None:
-                return await self.run(identity, key, args, self.session_id(ctx, None))
+                return await self.run(identity, key, args, self.session_id(ctx, identity))
             raise self.unknown_name(identity, params.name)
         except ToolrunError as exc:
             return _error_result(exc)
@@ -305,7 +324,7 @@ class McpDoor:
         extra = set(args) - {"key", "arguments", "session"}
         if extra:
             raise ParamError(f"unknown field {sorted(extra)[0]!r} (execute takes key, arguments, session)")
-        return await self.run(identity, key, arguments, self.session_id(ctx, session))
+        return await self.run(identity, key, arguments, self.session_id(ctx, identity, session))
 
     async def run(
         self, identity: Identity, key: str, arguments: dict[str, Any], session_id: str | None

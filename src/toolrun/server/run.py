@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..access import Access, shared_state
+from ..errors import RequestTimeout
 from ..metrics import Metrics
 from ..models import Identity
 from ..service import ToolService, catalog_paths
@@ -87,16 +89,30 @@ def mount_mcp(backends: Backends) -> None:
         max_request_body_size=settings.max_body_bytes,
     )
     backends.lifespans.append(manager.run)
-    endpoint = McpKeyGate(StreamableHTTPASGIApp(manager), backends.access)
+    endpoint = McpKeyGate(StreamableHTTPASGIApp(manager), backends.access, settings.max_body_bytes)
     backends.extra_routes.append(Route("/mcp", endpoint=endpoint, methods=["GET", "POST", "DELETE"]))
 
 
 class McpKeyGate:
-    """A key that is present but does not resolve gets 401 before the MCP machinery runs."""
+    """What /mcp checks before the MCP machinery runs.
 
-    def __init__(self, app: Any, access: Access) -> None:
+    - A key that is present but does not resolve: 401.
+    - A handshake-era session (`Mcp-Session-Id`) belongs to the identity that opened it (the user,
+      or for an anonymous caller its address): anyone else using the id gets the SDK's own 404
+      "Session not found", so nobody can run in or delete another caller's session.
+    - A POST body is read here (up to `max_body_bytes`) and must be JSON without duplicate keys or
+      NaN/Infinity, the rule `POST /tools/{key}` applies: else 400 with a JSON-RPC parse error.
+    """
+
+    MAX_SESSIONS = 100_000  # owners remembered (least recently used forgotten first)
+
+    def __init__(self, app: Any, access: Access, max_body: int = 1024 * 1024) -> None:
+        from collections import OrderedDict
+
         self.app = app
         self.access = access
+        self.max_body = max_body
+        self.owners: OrderedDict[str, str] = OrderedDict()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         from ..errors import ToolrunError
@@ -108,7 +124,94 @@ class McpKeyGate:
             await json_error(exc)(scope, receive, send)
             return
         scope.setdefault("state", {})["toolrun_identity"] = identity
-        await self.app(scope, receive, send)
+        owner = identity.bucket
+        ids = [v.decode("latin-1") for k, v in scope["headers"] if k == b"mcp-session-id"]
+        if len(ids) > 1:
+            await _rpc_error(send, 400, -32600, "Bad Request: more than one Mcp-Session-Id header")
+            return
+        sid = ids[0] if ids else None
+        if sid is not None:
+            known = self.owners.get(sid)
+            if known is not None and known != owner:
+                await _rpc_error(send, 404, -32600, "Session not found")
+                return
+            if known is not None:
+                self.owners.move_to_end(sid)
+        if scope["method"] == "POST" and _json_content(scope):  # any other type gets the SDK's own 415
+            body = await self._body(receive, send)
+            if body is None:
+                return
+            receive = _replay(body, receive)
+        method = scope["method"]
+
+        async def send_bound(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                if sid is None and status < 300:
+                    for name, value in message.get("headers", []):
+                        if name.lower() == b"mcp-session-id":
+                            self.owners[value.decode("latin-1")] = owner
+                            while len(self.owners) > self.MAX_SESSIONS:
+                                self.owners.popitem(last=False)
+                elif sid is not None and method == "DELETE" and status < 300:
+                    self.owners.pop(sid, None)
+            await send(message)
+
+        await self.app(scope, receive, send_bound)
+
+    async def _body(self, receive: Any, send: Any) -> bytes | None:
+        """The whole POST body, checked; None when an answer was sent instead."""
+        from ..errors import ToolrunError
+        from .app import parse_json_value
+
+        chunks = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return None  # the client is gone
+            chunks += message.get("body", b"")
+            if len(chunks) > self.max_body:
+                await _rpc_error(send, 413, -32600, f"Payload Too Large: the body is over {self.max_body} bytes")
+                return None
+            if not message.get("more_body", False):
+                break
+        body = bytes(chunks)
+        try:
+            parse_json_value(body)
+        except ToolrunError as exc:
+            await _rpc_error(send, 400, -32700, f"Parse error: {exc}")
+            return None
+        return body
+
+
+def _json_content(scope: Any) -> bool:
+    from .app import _is_json_media
+
+    for name, value in scope["headers"]:
+        if name == b"content-type":
+            return _is_json_media(value.decode("latin-1"))
+    return False
+
+
+async def _rpc_error(send: Any, status: int, code: int, message: str) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _replay(body: bytes, receive: Any) -> Any:
+    """A `receive` that hands over the body already read, then the client's own events (disconnect)."""
+    sent = False
+
+    async def replay() -> Any:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> None:
@@ -222,8 +325,10 @@ def http_protocol(head_timeout: float) -> Any:
 
     Without them a client that sends half a head holds its connection (and its buffers) forever,
     and one header can be megabytes long. A head not complete within `head_timeout` seconds
-    (the `request_timeout` setting; the body has its own deadline in the app) gets a 408, one
-    longer than MAX_HEAD bytes a 431, and the connection is closed.
+    (the `request_timeout` setting) gets a 408, one longer than MAX_HEAD bytes a 431, and the
+    connection is closed. The body has the same deadline, on every route (/mcp included): a body
+    (Content-Length or chunked) not complete `head_timeout` seconds after its head gets a 408 when
+    no answer has started yet, and the connection is closed either way.
     """
     try:
         import httptools  # noqa: F401
@@ -237,6 +342,8 @@ def http_protocol(head_timeout: float) -> Any:
         _head_begun = False
         _head_timer: Any = None
         _events = 0  # heads and messages completed: a chunk that completes one is not counted
+        _in_body = False  # the head is complete, the body is not
+        _body_timer: Any = None
 
         def connection_made(self, transport: Any) -> None:
             coalescing: Any = _CoalescingTransport(transport, self.loop)  # duck-types asyncio.Transport
@@ -245,6 +352,7 @@ def http_protocol(head_timeout: float) -> Any:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._stop_head_timer()
+            self._stop_body_timer()
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
@@ -257,6 +365,10 @@ def http_protocol(head_timeout: float) -> Any:
             super().data_received(data)
             if self._in_head and self._events == events and not self.transport.is_closing():
                 self._head_bytes += len(data)
+            elif self._in_body and self._body_timer is None and not self.transport.is_closing():
+                # Armed only when a body is still on its way after this chunk (rare: a small body comes
+                # in the packet of its head), so the common request costs no timer.
+                self._body_timer = self.loop.call_later(head_timeout, self._body_timed_out)
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
@@ -266,14 +378,37 @@ def http_protocol(head_timeout: float) -> Any:
 
         def on_headers_complete(self) -> None:
             self._in_head, self._head_bytes, self._head_begun = False, 0, False
+            self._in_body = True
             self._events += 1
             self._stop_head_timer()
             super().on_headers_complete()
 
         def on_message_complete(self) -> None:
             self._in_head, self._head_bytes = True, 0
+            self._in_body = False
+            self._stop_body_timer()
             self._events += 1
             super().on_message_complete()
+
+        def _stop_body_timer(self) -> None:
+            if self._body_timer is not None:
+                self._body_timer.cancel()
+                self._body_timer = None
+
+        def _body_timed_out(self) -> None:
+            self._body_timer = None
+            if not self._in_body or self.transport.is_closing():
+                return
+            cycle = getattr(self, "cycle", None)
+            if cycle is not None:
+                started = cycle.response_started
+                # The app's receive() now sees a disconnect, and whatever it still sends is dropped.
+                cycle.disconnected = True
+                cycle.message_event.set()
+                if started:
+                    self.transport.close()
+                    return
+            self._refuse(408, "Request Timeout", RequestTimeout(head_timeout).summary)
 
         def _stop_head_timer(self) -> None:
             if self._head_timer is not None:
