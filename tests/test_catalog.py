@@ -717,3 +717,31 @@ def test_a_tool_run_as_an_unknown_user_is_a_load_error(tmp_path: Path) -> None:
     assert [p.message for p in problems if p.severity == "error"] == [
         "user 'no-such-user-xyz' does not exist on this machine"
     ]
+
+
+def test_behaviour_hints_and_keywords_load_into_the_entry_only_when_declared(tmp_path: Path) -> None:
+    text = """\
+version: 1
+group: ops
+tools:
+  - name: wipe
+    exec: "true"
+    destructive: true
+    title: Wipe the scratch disk
+    keywords: [erase, format, erase]
+  - name: plain
+    exec: "true"
+  - name: odd
+    exec: "true"
+    read_only: true
+    destructive: true
+"""
+    cat = load_text(tmp_path, text)
+    wipe = cat.tools["ops.wipe"].entry()
+    assert wipe["annotations"] == {"title": "Wipe the scratch disk", "destructive": True}
+    assert wipe["keywords"] == ["erase", "format"]
+    assert "annotations" not in cat.tools["ops.plain"].entry() and "keywords" not in cat.tools["ops.plain"].entry()
+    assert [w.message for w in cat.warnings] == ["a read_only tool cannot be destructive"]
+    (tmp_path / "bad").mkdir()
+    bad = errors_of(tmp_path / "bad", "version: 1\ngroup: ops\ntools:\n  - {name: x, exec: 'true', read_only: maybe}\n")
+    assert any("read_only" in e for e in bad), bad

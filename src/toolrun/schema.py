@@ -161,6 +161,23 @@ class ToolDef(RuntimeOptions):
         description="fn tools: call a plain `def` on the event loop instead of a worker thread (only for "
         "quick functions that never block).",
     )
+    # Behaviour hints for clients (MCP tool annotations); only the declared ones are shown.
+    title: str | None = Field(None, max_length=200, description="A human-readable title (MCP annotation `title`).")
+    read_only: bool | None = Field(None, description="The tool changes nothing (MCP `readOnlyHint`).")
+    destructive: bool | None = Field(
+        None, description="The tool may delete or overwrite things (MCP `destructiveHint`); the UI asks to confirm."
+    )
+    idempotent: bool | None = Field(
+        None, description="Calling it again with the same arguments has no further effect (MCP `idempotentHint`)."
+    )
+    open_world: bool | None = Field(
+        None, description="The tool reaches things outside this host, such as the internet (MCP `openWorldHint`)."
+    )
+    keywords: list[Annotated[str, Field(min_length=1, max_length=60)]] | None = Field(
+        None,
+        max_length=50,
+        description="Words people use for this tool that its key and description lack (synonyms); search only.",
+    )
 
 
 class CatalogFile(_Strict):

@@ -91,6 +91,8 @@ class BuildMixin(ParamsMixin, TemplateMixin, FnMixin, EnvMixin):
                 pwd.getpwnam(opts.user)
             except KeyError:
                 self.problem((*loc, "user"), key, f"user {opts.user!r} does not exist on this machine")
+        if tool.read_only and tool.destructive:
+            self.problem((*loc, "destructive"), key, "a read_only tool cannot be destructive", "warning")
         if self.errors() > before:
             return None
         line, col = self.locate.value(loc) if self.options.check else (0, 0)
@@ -116,6 +118,12 @@ class BuildMixin(ParamsMixin, TemplateMixin, FnMixin, EnvMixin):
             file=self.name,
             line=line,
             col=col,
+            annotations={
+                name: value
+                for name in ("title", "read_only", "destructive", "idempotent", "open_world")
+                if (value := getattr(tool, name)) is not None
+            },
+            keywords=tuple(dict.fromkeys(tool.keywords or ())),
         )
 
 

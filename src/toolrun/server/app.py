@@ -499,7 +499,11 @@ class Routes:
     async def openapi(self, request: Request) -> Response:
         from .openapi import document
 
-        return JSONResponse(document())
+        try:
+            identity = await self.identify(request, "optional")
+        except ToolrunError as exc:
+            return json_error(exc)
+        return JSONResponse(document(self.service.list(identity)))
 
 
 def create_app(backends: Backends) -> Starlette:

@@ -1,10 +1,20 @@
-"""The OpenAPI 3.1 document of the plain HTTP routes (served at /openapi.json)."""
+"""The OpenAPI 3.1 document of the plain HTTP routes (served at /openapi.json).
+
+Besides the generic `/tools/{key}`, the document has one path per tool the caller may see,
+`/tools/<key>`, whose POST request body is that tool's own JSON Schema (types, required params,
+`enum`, `pattern`, bounds; the same schema MCP clients get) and whose `x-toolrun-annotations`
+carries the tool's behaviour hints. An anonymous caller's document names public tools only.
+"""
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Sequence
 from typing import Any
 
 from .. import __version__
+from ..models import ToolSpec
+from ..paramtypes import request_schema
 
 _ERROR = {
     "type": "object",
@@ -26,7 +36,24 @@ _PARAM = {
         "default": {},
         "description": {"type": "string"},
         "example": {},
+        "enum": {"type": "array", "description": "The only values accepted (when declared)."},
+        "pattern": {"type": "string", "description": "Regular expression the whole value must match."},
+        "min": {"type": "number", "description": "Smallest value (int, float) or length (str, list, dict)."},
+        "max": {"type": "number", "description": "Largest value (int, float) or length (str, list, dict)."},
+        "secret": {"type": "boolean", "description": "The value is a secret: never logged or shown back."},
     },
+}
+_ANNOTATIONS = {
+    "type": "object",
+    "description": "The behaviour hints the catalog declares (only those).",
+    "properties": {
+        "title": {"type": "string"},
+        "read_only": {"type": "boolean"},
+        "destructive": {"type": "boolean"},
+        "idempotent": {"type": "boolean"},
+        "open_world": {"type": "boolean"},
+    },
+    "additionalProperties": False,
 }
 _TOOL = {
     "type": "object",
@@ -38,6 +65,8 @@ _TOOL = {
         "return_type": {"type": "string"},
         "description": {"type": "string"},
         "example": {"type": "string"},
+        "annotations": {"$ref": "#/components/schemas/Annotations"},
+        "keywords": {"type": "array", "items": {"type": "string"}},
     },
 }
 _IDENTITY = {
@@ -105,7 +134,27 @@ _OPTIONAL: list[dict[str, list[str]]] = [{}, {"ApiKeyHeader": []}, {"Bearer": []
 _REQUIRED: list[dict[str, list[str]]] = [{"ApiKeyHeader": []}, {"Bearer": []}, {"ApiKeyQuery": []}]
 
 
-def document() -> dict[str, Any]:
+def document(tools: Sequence[ToolSpec] = ()) -> dict[str, Any]:
+    """The document; `tools` (the caller's) each get a path with their own request schema."""
+    doc = _document()
+    post = doc["paths"]["/tools/{key}"]["post"]
+    for tool in tools:
+        name = f"{tool.key}.arguments"
+        doc["components"]["schemas"][name] = request_schema(tool)
+        operation = copy.deepcopy(post)
+        operation["summary"] = f"Call {tool.key}" + (f": {tool.summary}" if tool.summary else "")
+        operation["operationId"] = f"call.{tool.key}"
+        operation["requestBody"] = {
+            "required": any(p.required for p in tool.params),
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}},
+        }
+        if tool.annotations:
+            operation["x-toolrun-annotations"] = dict(tool.annotations)
+        doc["paths"][f"/tools/{tool.key}"] = {"post": operation}
+    return doc
+
+
+def _document() -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
         "info": {"title": "toolrun", "version": __version__, "description": "Tool catalog service: HTTP routes."},
@@ -114,6 +163,7 @@ def document() -> dict[str, Any]:
                 "Error": _ERROR,
                 "Status": _STATUS,
                 "Param": _PARAM,
+                "Annotations": _ANNOTATIONS,
                 "Tool": _TOOL,
                 "Identity": _IDENTITY,
                 "User": _USER,
