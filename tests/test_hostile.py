@@ -62,7 +62,7 @@ tools:
   - name: mixed
     public: true
     exec: >-
-      printf '%s|' {{ s | quote }} {% if n is not none %}{{ n }}{% else %}none{% endif %}
+      printf '%s|' {{ s | quote }} {% if n is defined %}{{ n }}{% else %}none{% endif %}
       {% if flag %}yes{% else %}no{% endif %} {{ items | quote }} {{ opts | quote }}
     params:
       - {name: s, type: str, required: false, default: d}
