@@ -1,6 +1,7 @@
 // `str` params, and any type this UI does not know (sent as JSON when the text parses as JSON).
 // A `secret` param is a password field; `pattern` and `min`/`max` (lengths) become the input's
-// pattern, minlength and maxlength (the form is noValidate: they mark the field, the server decides).
+// pattern, minlength and maxlength (the form is noValidate: they mark the field; the server,
+// matching the pattern with RE2, decides).
 
 import { parseLoose, scalarText } from "../../format";
 import { ariaProps, type FieldKind, type FieldProps } from "./types";
