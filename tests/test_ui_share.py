@@ -247,3 +247,46 @@ def test_the_form_shows_the_constraints_of_the_tool_entry(open_app: Any, server:
     mode.select_option("two words")
     app.run()
     assert json.loads(app.result_text()) == {"mode": "two words", "speed": 2, "level": 3, "name": "okay"}
+
+
+# -- tool hints (annotations) and secret params -----------------------------------------------------------
+
+
+def test_hints_show_as_badges_and_a_destructive_tool_asks_before_it_runs(open_app: Any, server: Server) -> None:
+    assert server.api("/tools/hints.wipe")["annotations"] == {
+        "title": "Wipe a scratch file",
+        "destructive": True,
+        "idempotent": True,
+    }
+    app = open_app()
+    page = app.page
+    app.goto("/ui/?q=hints")
+    card = page.locator('.card[data-key="hints.wipe"]')
+    expect(card.locator(".hint")).to_have_text(["destructive", "idempotent"])
+    expect(page.locator('.card[data-key="hints.peek"] .hint')).to_have_text(["read-only", "open world"])
+
+    app.open_tool("hints.peek")
+    expect(page.get_by_test_id("tool-title")).to_have_text("Peek at a value")
+    expect(page.locator(".detail-head .hint")).to_have_text(["read-only", "open world"])
+    app.run()
+    assert app.result_text() == "peeked", "a read-only tool runs without asking"
+
+    app.open_tool("hints.wipe")
+    expect(page.get_by_test_id("tool-title")).to_have_text("Wipe a scratch file")
+    expect(page.locator(".detail-head .hint-danger")).to_have_text("destructive")
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    page.get_by_label("path", exact=True).fill("/tmp/x")
+    app.run()
+    confirm = page.get_by_test_id("confirm")
+    expect(confirm).to_contain_text("hints.wipe is marked destructive")
+    expect(confirm.get_by_role("button", name="Don't run")).to_be_focused()
+    confirm.get_by_role("button", name="Don't run").click()
+    expect(confirm).to_be_hidden()
+    page.get_by_label("path", exact=True).press("Control+Enter")
+    expect(confirm).to_be_visible()
+    page.wait_for_timeout(300)
+    assert posts == [], "nothing is sent before the confirmation"
+    confirm.get_by_role("button", name="Run it").click()
+    assert app.result_text() == "wiped /tmp/x"
+    assert len(posts) == 1
