@@ -20,6 +20,7 @@ matching any of them are ranked, each score scaled by the share of words it matc
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from bisect import bisect_left
@@ -190,6 +191,7 @@ class Index:
         self.raw_to_stem = raw_to_stems
         self.raw_sorted = sorted(raw_to_stems)
         self._typo: dict[str, list[str]] | None = None
+        self._sorted: dict[str, list[int]] = {}
         self._cache: OrderedDict[tuple[str, ...], tuple[list[int], int]] = OrderedDict()
 
     # -- expansion of one query word into weighted stems ---------------------------------------------
@@ -206,13 +208,16 @@ class Index:
             self._typo = table
         return self._typo
 
-    def expand(self, word: str) -> dict[str, float]:
-        """The stems one query word stands for, each with the factor its matches are scored at."""
+    def expand(self, word: str, last: bool = True) -> dict[str, float]:
+        """The stems one query word stands for, each with the factor its matches are scored at.
+
+        Only the last word of a query (`last`) expands into the words it begins, as one being typed;
+        an earlier word does so only when it matches nothing whole."""
         found: dict[str, float] = {}
         own = cached_stem(word)
         if own in self.postings:
             found[own] = 1.0
-        if len(word) >= 2:
+        if len(word) >= 2 and (last or not found):
             start = bisect_left(self.raw_sorted, word)
             stems: set[str] = set()
             for raw in self.raw_sorted[start : start + 4 * PREFIX_WORDS]:
@@ -240,52 +245,82 @@ class Index:
 
     # -- ranking -------------------------------------------------------------------------------------
 
-    def _term(self, word: str) -> dict[int, float]:
+    def _term(self, word: str, last: bool) -> dict[int, float]:
         """Each document's best score for one query word over the stems it expands into."""
-        expansion = sorted(self.expand(word).items(), key=lambda sf: (-sf[1], -len(self.postings[sf[0]])))
+        expansion = sorted(self.expand(word, last).items(), key=lambda sf: (-sf[1], -len(self.postings[sf[0]])))
         if not expansion:
             return {}
         first, factor = expansion[0]
         best = dict(self.postings[first]) if factor == 1.0 else {d: v * factor for d, v in self.postings[first].items()}
         for s, factor in expansion[1:]:
             get = best.get
-            for doc, value in self.postings[s].items():
-                value *= factor
-                if value > get(doc, 0.0):
-                    best[doc] = value
+            # comprehensions run several times faster than the same loop written out
+            best.update({d: v * factor for d, v in self.postings[s].items() if v * factor > get(d, 0.0)})
         return best
 
-    def rank(self, query: Iterable[str]) -> tuple[list[int], int]:
-        """Document numbers ranked for the query words, and how many matched."""
+    def _scores(self, terms: tuple[str, ...]) -> dict[int, float]:
+        bests = [self._term(word, i == len(terms) - 1) for i, word in enumerate(terms)]
+        if len(bests) == 1:
+            return bests[0]
+        common = set(bests[0]).intersection(*bests[1:])
+        if common:
+            return {d: sum(b[d] for b in bests) for d in common}
+        # No tool has every word: tools matching any word, each score scaled by the square of the
+        # share of words it matched. Words found in more than a quarter of the tools add to scores
+        # but do not bring in tools alone (unless every word is that common).
+        rare = [b for b in bests if len(b) <= len(self.tools) // 4] or bests
+        candidates: set[int] = set().union(*rare)
+        share = len(terms) ** 2
+        final: dict[int, float] = {}
+        for d in candidates:
+            total, hits = 0.0, 0
+            for best in bests:
+                value = best.get(d)
+                if value is not None:
+                    total += value
+                    hits += 1
+            final[d] = total * hits * hits / share
+        return final
+
+    def rank(self, query: Iterable[str], need: int) -> tuple[list[int], int]:
+        """The first `need` (at least) document numbers ranked for the query words, and how many matched.
+
+        Ties go to the lower document number, that is to the key that sorts first."""
         terms = tuple(query)
         cached = self._cache.get(terms)
-        if cached is not None:
+        if cached is not None and (len(cached[0]) >= need or len(cached[0]) == cached[1]):
             self._cache.move_to_end(terms)
             return cached
-        bests = [self._term(word) for word in terms]
-        common = set(bests[0]).intersection(*bests[1:]) if len(bests) > 1 else None
-        final: dict[int, float]
-        if common is None:
-            final = bests[0]
-        elif common:
-            final = {d: sum(b[d] for b in bests) for d in common}
-        else:  # no tool has every word: any word, scaled by the share of words matched
-            scores: dict[int, float] = {}
-            hits: dict[int, int] = {}
-            for best in bests:
-                for doc, value in best.items():
-                    scores[doc] = scores.get(doc, 0.0) + value
-                    hits[doc] = hits.get(doc, 0) + 1
-            share = len(terms) ** 2
-            final = {d: v * hits[d] * hits[d] / share for d, v in scores.items()}
-        ranked = sorted(final)  # ties by document number, that is by key (the sort below is stable)
-        ranked.sort(key=final.__getitem__, reverse=True)
-        result = (ranked, len(ranked))
+        if len(terms) == 1:
+            expansion = self.expand(terms[0], True)
+            if len(expansion) == 1 and next(iter(expansion.values())) == 1.0:  # one word, one stem
+                ranked = self._by_score(next(iter(expansion)))
+                return ranked, len(ranked)
+        final = self._scores(terms)
+        ordered = sorted(final)  # by document number; both sorts below are stable
+        if len(final) <= max(need * 4, 500):
+            ordered.sort(key=final.__getitem__, reverse=True)
+            ranked = ordered
+        else:  # a common word: rank only the head that is asked for (more when a later page asks)
+            ranked = heapq.nlargest(max(need, 100), ordered, key=final.__getitem__)
+        result = (ranked, len(final))
         self._cache[terms] = result
         if len(self._cache) > 512:
             self._cache.popitem(last=False)
         return result
 
+    def _by_score(self, stem: str) -> list[int]:
+        """The documents of one stem, best first, sorted once and kept."""
+        ranked = self._sorted.get(stem)
+        if ranked is None:
+            postings = self.postings[stem]
+            ranked = sorted(postings)
+            ranked.sort(key=postings.__getitem__, reverse=True)
+            if len(self._sorted) > 4096:
+                self._sorted.clear()
+            self._sorted[stem] = ranked
+        return ranked
+
     def top(self, query: Sequence[str], offset: int, limit: int) -> tuple[list[ToolSpec], int]:
-        ranked, total = self.rank(query)
+        ranked, total = self.rank(query, offset + limit)
         return [self.tools[d] for d in ranked[offset : offset + limit]], total

@@ -1,0 +1,258 @@
+"""Search evaluation: does `search` put the right tool in the first three for the ways people ask?
+
+    .venv/bin/python bench/search_eval.py              # 1,000+ tools: R@1, R@3, MRR per kind, ms per query
+    .venv/bin/python bench/search_eval.py --scale 10000   # also the query times on 10,000 tools
+    .venv/bin/python bench/search_eval.py --write-catalog out.yaml   # the generated catalog, to look at
+
+The set: the hand-written intents of bench/search_eval_data.py (40 tools, each with a keyword, a
+task, a param-name and a paraphrase query) plus one typo query per intent, made here by one
+deterministic edit of the keyword query's longest word (adjacent swap, dropped letter, doubled
+letter or a neighbouring key); 200 queries in all. Around the intents, near-duplicate tools over the
+same vocabulary (`pg.list_indexes` beside `pg.table_sizes`, `docker.restart_containers` beside
+`docker.logs`), 34 groups and 1,100+ tools. Scoring searches as an admin (every tool visible),
+with the toolrun the interpreter imports, so the same script measures any version (run it with
+PYTHONPATH pointing at another checkout's src/ for a before/after). No keywords are declared:
+the figures are what the ranking does with the tools' own text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from search_eval_data import INTENTS
+
+KINDS = ("keyword", "task", "typo", "param", "paraphrase")
+
+# group -> (what the tools work on, objects its other tools handle)
+VOCAB: dict[str, tuple[str, list[str]]] = {
+    "disk": ("disks and filesystems", ["partitions", "inodes", "mounts", "quotas", "smart status", "io stats"]),
+    "files": ("files", ["permissions", "owners", "checksums", "archives", "symlinks", "temp files"]),
+    "proc": ("processes", ["threads", "open files", "limits", "environment", "memory maps", "zombies"]),
+    "mem": ("memory", ["hugepages", "slab caches", "oom events", "page cache", "swap devices"]),
+    "net": ("network interfaces", ["routes", "interfaces", "connections", "arp table", "bandwidth", "mtu"]),
+    "dns": ("DNS", ["zones", "resolvers", "cache", "records", "dnssec keys"]),
+    "http": ("HTTP endpoints", ["redirects", "response times", "headers", "cookies", "status codes"]),
+    "tls": ("TLS", ["ciphers", "certificate chains", "ocsp status", "keys", "csr requests"]),
+    "ssh": ("SSH", ["known hosts", "authorized keys", "sessions", "tunnels", "host keys"]),
+    "firewall": ("the firewall", ["chains", "counters", "blocked addresses", "nat rules", "zones"]),
+    "systemd": ("systemd units", ["timers", "failed units", "dependencies", "unit files", "boot times"]),
+    "logs": ("log files", ["rotation", "log sizes", "error counts", "archives", "log levels"]),
+    "cron": ("cron", ["timers", "schedules", "job output", "locks"]),
+    "users": ("user accounts", ["groups", "passwords", "sudo rules", "sessions", "home directories"]),
+    "pkg": ("packages", ["updates", "repositories", "versions", "dependencies", "security fixes"]),
+    "docker": ("Docker", ["images", "volumes", "networks", "containers", "stats", "build cache"]),
+    "k8s": ("Kubernetes", ["pods", "nodes", "services", "configmaps", "secrets", "events", "ingresses"]),
+    "helm": ("Helm releases", ["releases", "charts", "values", "history", "repositories"]),
+    "git": ("git repositories", ["branches", "tags", "remotes", "stashes", "diffs", "blame"]),
+    "ci": ("CI pipelines", ["jobs", "artifacts", "runners", "pipelines", "variables"]),
+    "pg": ("PostgreSQL", ["indexes", "roles", "locks", "replication slots", "connections", "settings", "vacuum"]),
+    "mysql": ("MySQL", ["tables", "users", "replication", "binlogs", "variables", "slow log"]),
+    "redis": ("Redis", ["keys", "clients", "replication", "slowlog", "config", "persistence"]),
+    "mongo": ("MongoDB", ["collections", "indexes", "replica set", "oplog", "users"]),
+    "kafka": ("Kafka", ["topics", "partitions", "brokers", "offsets", "consumer groups"]),
+    "rabbitmq": ("RabbitMQ", ["queues", "exchanges", "bindings", "connections", "vhosts"]),
+    "s3": ("S3", ["buckets", "objects", "lifecycle rules", "policies", "versions"]),
+    "ec2": ("EC2", ["instances", "volumes", "security groups", "snapshots", "load balancers"]),
+    "backup": ("backups", ["snapshots", "retention", "restore points", "schedules", "archives"]),
+    "nginx": ("nginx", ["virtual hosts", "upstreams", "access log", "error log", "cache"]),
+    "alerts": ("alerts", ["rules", "receivers", "silences", "inhibitions", "notifications"]),
+    "metrics": ("Prometheus", ["targets", "rules", "series", "alerts", "tsdb stats"]),
+    "vault": ("Vault", ["secrets", "policies", "tokens", "leases", "seal status"]),
+    "dns_ext": ("external DNS providers", ["zones", "records", "health checks"]),
+}
+VERBS = ("list", "show", "count", "check", "export", "reset", "describe", "watch")
+VERB_TEXT = {
+    "list": "List the {o} of {d}.",
+    "show": "Show details of the {o} of {d}.",
+    "count": "Count the {o} of {d} and print totals.",
+    "check": "Check the {o} of {d} for problems.",
+    "export": "Export the {o} of {d} as JSON.",
+    "reset": "Reset the {o} of {d} to their defaults.",
+    "describe": "Describe one of the {o} of {d} in full.",
+    "watch": "Watch the {o} of {d} and print changes as they happen.",
+}
+NEIGHBOURS = dict(zip("qwertyuiopasdfghjklzxcvbnm", "wqrtyuiopoadfghjklkxcvbnmn", strict=True))
+
+
+def typo(query: str, n: int) -> str:
+    """One deterministic, realistic edit of the query's longest word (kinds cycle with n)."""
+    words = query.split()
+    i = max(range(len(words)), key=lambda j: (len(words[j]), -j))
+    w = words[i]
+    mid = len(w) // 2
+    kind = n % 4
+    if kind == 0:  # two neighbouring letters swapped
+        w = w[: mid - 1] + w[mid] + w[mid - 1] + w[mid + 1 :]
+    elif kind == 1:  # a letter dropped
+        w = w[:mid] + w[mid + 1 :]
+    elif kind == 2:  # a letter doubled
+        w = w[:mid] + w[mid] + w[mid:]
+    else:  # a neighbouring key hit
+        w = w[:mid] + NEIGHBOURS.get(w[mid], w[mid]) + w[mid + 1 :]
+    words[i] = w
+    return " ".join(words)
+
+
+def _param_yaml(params: list[tuple[str, str, str]]) -> tuple[str, str]:
+    lines, refs = [], []
+    for j, (name, kind, desc) in enumerate(params):
+        lines.append(f"      - {{name: {name}, type: {kind}, required: {'true' if j == 0 else 'false'}, "
+                     f"description: {desc!r}}}")  # fmt: skip
+        refs.append(f"{{{{ {name} | quote }}}}" if kind in ("str", "list") else f"{{{{ {name} }}}}")
+    return ("    params:\n" + "\n".join(lines) + "\n") if lines else "", " ".join(refs)
+
+
+def tool_yaml(group: str, name: str, description: str, params: list[tuple[str, str, str]]) -> str:
+    block, refs = _param_yaml(params)
+    return (
+        f"  - name: {name}\n    group: {group}\n    description: {description!r}\n"
+        f"    exec: echo {group}.{name} {refs}\n{block}"
+    )
+
+
+def filler(copies: int = 1) -> list[tuple[str, str, str, list[tuple[str, str, str]]]]:
+    """Near-duplicates: every verb on every object of every group (the intents' own keys skipped)."""
+    taken = {(g, n) for g, n, *_ in INTENTS}
+    out = []
+    for c in range(copies):
+        for group, (domain, objects) in VOCAB.items():
+            for obj in objects:
+                for verb in VERBS:
+                    name = f"{verb}_{obj.replace(' ', '_')}" + (f"_{c}" if c else "")
+                    g = group if not c else f"{group}-team{c}"
+                    if (g, name) in taken:
+                        continue
+                    desc = VERB_TEXT[verb].format(o=obj, d=domain)
+                    params = [("target", "str", f"Which {domain} to work on."), ("limit", "int", "How many.")]
+                    out.append((g, name, desc, params))
+    return out
+
+
+def catalog_text(copies: int = 1) -> str:
+    parts = ["version: 1\ntools:\n"]
+    for group, name, desc, params, _, _ in INTENTS:
+        parts.append(tool_yaml(group, name, desc, params))
+    for group, name, desc, params in filler(copies):
+        parts.append(tool_yaml(group, name, desc, params))
+    return "".join(parts)
+
+
+def queries() -> list[tuple[str, str, set[str]]]:
+    """(kind, query, acceptable keys)."""
+    out = []
+    for n, (group, name, _, _, asked, also) in enumerate(INTENTS):
+        ok = {f"{group}.{name}", *also}
+        for kind in KINDS:
+            text = typo(asked["keyword"], n) if kind == "typo" else asked[kind]
+            out.append((kind, text, ok))
+    return out
+
+
+def load_registry(text: str, workdir: Path) -> tuple[Any, Any, float]:
+    from toolrun.catalog import LoadOptions, load
+    from toolrun.models import Identity
+    from toolrun.registry import Registry
+
+    path = workdir / "tools.yaml"
+    path.write_text(text, encoding="utf-8")
+    catalog = load([str(path)], {}, LoadOptions())
+    started = time.perf_counter()
+    registry = Registry(catalog.tools.values())
+    admin = Identity(username="eval", groups=frozenset({"admin"}), anonymous=False)
+    registry.search(admin, "warm up")  # builds the index where an index is built lazily
+    return registry, admin, time.perf_counter() - started
+
+
+def score(registry: Any, admin: Any) -> dict[str, dict[str, float]]:
+    rows: dict[str, list[tuple[float, float, float]]] = {k: [] for k in KINDS}
+    times: list[float] = []
+    for kind, text, ok in queries():
+        started = time.perf_counter()
+        page = registry.search(admin, text, 0, 10)
+        times.append(time.perf_counter() - started)
+        keys = [t.key for t in page.items]
+        rank = next((i for i, k in enumerate(keys) if k in ok), None)
+        rows[kind].append(
+            (float(rank == 0), float(rank is not None and rank < 3), 1 / (rank + 1) if rank is not None else 0)
+        )
+    table = {}
+    for kind in (*KINDS, "all"):
+        got = [r for k in KINDS for r in rows[k]] if kind == "all" else rows[kind]
+        table[kind] = {
+            "n": len(got),
+            "r1": sum(r[0] for r in got) / len(got),
+            "r3": sum(r[1] for r in got) / len(got),
+            "mrr": sum(r[2] for r in got) / len(got),
+        }
+    table["all"]["ms_mean"] = statistics.mean(times) * 1000
+    table["all"]["ms_p50"] = statistics.median(times) * 1000
+    return table
+
+
+def timing(registry: Any, admin: Any, rounds: int = 5) -> dict[str, float]:
+    """ms per query over the whole set, repeated (a cache of results is cleared when there is one)."""
+    times: list[float] = []
+    for _ in range(rounds):
+        for _, text, _ in queries():
+            for index in getattr(registry, "_indexes", {}).values():
+                index._cache.clear()
+            started = time.perf_counter()
+            registry.search(admin, text, 0, 10)
+            times.append(time.perf_counter() - started)
+    times.sort()
+    return {"p50": times[len(times) // 2] * 1000, "p95": times[int(len(times) * 0.95)] * 1000, "max": times[-1] * 1000}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", type=int, default=0, help="also time the queries on about this many tools")
+    parser.add_argument("--write-catalog", type=Path, help="write the generated catalog here and stop")
+    args = parser.parse_args()
+    if args.write_catalog:
+        args.write_catalog.write_text(catalog_text(), encoding="utf-8")
+        return
+    import toolrun
+
+    with tempfile.TemporaryDirectory() as tmp:
+        registry, admin, build = load_registry(catalog_text(), Path(tmp))
+        n_groups = len({t.groups[0] for t in registry.tools.values()})
+        print(f"toolrun from {Path(toolrun.__file__).parent}")
+        print(f"{len(registry.tools)} tools in {n_groups} groups, {len(queries())} queries; index {build:.2f} s")
+        table = score(registry, admin)
+        print(f"{'kind':<11} {'n':>4} {'R@1':>6} {'R@3':>6} {'MRR':>6}")
+        for kind, row in table.items():
+            print(f"{kind:<11} {row['n']:>4} {row['r1']:>6.2f} {row['r3']:>6.2f} {row['mrr']:>6.2f}")
+        t = timing(registry, admin)
+        print(
+            f"ms per query on {len(registry.tools)} tools: p50 {t['p50']:.2f}, p95 {t['p95']:.2f}, max {t['max']:.2f}"
+        )
+        verdict = "met" if table["all"]["r3"] >= 0.80 and table["typo"]["r3"] >= 0.85 else "NOT met"
+        print(f"targets R@3 >= 0.80 overall and >= 0.85 on typos: {verdict}")
+        if args.scale:
+            copies = max(1, round(args.scale / len(registry.tools)))
+            registry, admin, build = load_registry(catalog_text(copies), Path(tmp))
+            t = timing(registry, admin, rounds=3)
+            print(
+                f"ms per query on {len(registry.tools)} tools: p50 {t['p50']:.2f}, p95 {t['p95']:.2f}, "
+                f"max {t['max']:.2f} (target p50 < 5 ms); index {build:.2f} s"
+            )
+            for word in ("show", "target", "list the"):  # in a quarter, all, a quarter of the tools
+                times = []
+                for _ in range(11):
+                    for index in getattr(registry, "_indexes", {}).values():
+                        index._cache.clear()
+                    started = time.perf_counter()
+                    page = registry.search(admin, word, 0, 10)
+                    times.append(time.perf_counter() - started)
+                print(f"  common words {word!r}: {page.total} hits, p50 {statistics.median(times) * 1000:.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
