@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/http_routes.py                           # everything, about 3 minutes on 2 cores
     .venv/bin/python bench/http_routes.py --duration 1 --rounds 1   # a smoke run, about 30 seconds
-    .venv/bin/python bench/http_routes.py --only exec               # just the exec comparison (or: fn)
+    .venv/bin/python bench/http_routes.py --only exec               # just the exec comparison (or: fn, light)
 
 Side by side in one run, with wrk (Debian `wrk`) over loopback at concurrency 1, 8 and 32, each
 request a POST with the JSON body {"msg": "hi"} and `Content-Type: application/json`:
@@ -20,6 +20,16 @@ request a POST with the JSON body {"msg": "hi"} and `Content-Type: application/j
     bare         a Starlette route that parses the JSON and returns the value
     bare+thread  the same, calling a plain def through the loop's default thread pool (for information: what a
                  plain `def` tool's thread handoff costs anyone)
+
+  light: routes that spawn nothing (GET, no body)
+    toolrun      GET /healthz and GET /tools/bench.echo, access log on (the default level, to a file)
+    bare         a Starlette app with the same two routes and no middleware: {"status": "ok"}, and the
+                 tool's entry as JSON
+
+Every toolrun row is measured twice: with the default workers (one per CPU) and with `--workers 1`.
+Targets (issue 14): exec with the default workers >= 1.1x webhook at c=8 and c=32, exec with one worker
+>= 1.0x the best bare spawn route; GET /healthz and GET /tools/{key} with one worker >= 0.8x bare Starlette
+at c=8 (and more with the default workers).
 
 Printed: requests/s, p50 and p99 latency and the server's own CPU time per request (tool children
 excluded), per server and concurrency; the ratios against the issue's targets (exec >= 0.8x the
@@ -47,6 +57,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 PYTHON = sys.executable
 TOOLRUN = str(Path(sys.executable).parent / "toolrun")
@@ -103,6 +114,8 @@ end
 """.replace("@BODY@", BODY)
 
 
+GET_SCRIPT = WRK_SCRIPT.replace('wrk.method = "POST"', 'wrk.method = "GET"').replace(f"wrk.body = '{BODY}'", "")
+
 # -- the bare baselines (run as `bench/http_routes.py --child KIND --port N`) --------------------------------
 
 
@@ -111,12 +124,11 @@ def child(kind: str, port: int) -> None:
     import shlex
     import warnings
     from contextlib import asynccontextmanager
-    from typing import Any
 
     import uvicorn
     from starlette.applications import Starlette
     from starlette.requests import Request
-    from starlette.responses import PlainTextResponse
+    from starlette.responses import JSONResponse, PlainTextResponse
     from starlette.routing import Route
 
     async def spawn(request: Request) -> PlainTextResponse:
@@ -155,8 +167,21 @@ def child(kind: str, port: int) -> None:
                 watcher.attach_loop(asyncio.get_running_loop())
         yield
 
+    entry = {"key": "bench.echo", "description": "Print the message (one sh -c per call).", "public": True}
+
+    async def healthz(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    async def tool(request: Request) -> JSONResponse:
+        if request.path_params["key"] != "bench.echo":
+            return JSONResponse({"error": "not found"}, status_code=404)
+        return JSONResponse(entry)
+
     endpoint = {"json": echo, "json-thread": echo_in_thread}.get(kind, spawn)
-    app = Starlette(routes=[Route("/run", endpoint, methods=["POST"])], lifespan=lifespan)
+    routes = [Route("/run", endpoint, methods=["POST"])]
+    if kind == "light":
+        routes = [Route("/healthz", healthz, methods=["GET"]), Route("/tools/{key}", tool, methods=["GET"])]
+    app = Starlette(routes=routes, lifespan=lifespan)
     uvicorn.run(
         app, host="127.0.0.1", port=port, loop="asyncio", http="httptools", log_level="warning", access_log=False
     )
@@ -178,20 +203,45 @@ class Server:
     base: str
     rss_kb: int = 0
 
+    def pids(self) -> list[int]:
+        """The server process and its worker processes (its long-lived children; tool children come and go)."""
+        pids = [self.process.pid]
+        try:
+            children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text().split()
+        except OSError:
+            children = []
+        for child in children:
+            try:
+                comm = Path(f"/proc/{child}/comm").read_text().strip()
+            except OSError:
+                continue
+            if comm not in ("sh", "printf"):
+                pids.append(int(child))
+        return pids
+
     def cpu_seconds(self) -> float:
-        """CPU time (user + system) the server process has used itself, children excluded."""
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """CPU time (user + system) the server and its workers have used themselves, tool children excluded."""
+        total = 0
+        for pid in self.pids():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += int(fields[11]) + int(fields[12])
+        return total / os.sysconf("SC_CLK_TCK")
 
     def rss(self) -> int:
-        """Resident memory (kB) of the server process."""
-        try:
-            for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        except OSError:
-            pass
-        return 0
+        """Resident memory (kB) of the server process, or of its largest worker when it has workers."""
+        pids = self.pids()
+        sizes = []
+        for pid in pids[1:] or pids:
+            try:
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        sizes.append(int(line.split()[1]))
+            except OSError:
+                pass
+        return max(sizes, default=0)
 
 
 @dataclass
@@ -204,6 +254,23 @@ class Target:
     @property
     def url(self) -> str:
         return self.server.base + self.path
+
+
+def _wait_get(server: Server, path: str, deadline: float = 60.0) -> None:
+    import urllib.error
+    import urllib.request
+
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if server.process.poll() is not None:
+            raise SystemExit(f"{server.name} exited with {server.process.returncode}")
+        try:
+            with urllib.request.urlopen(server.base + path, timeout=5) as response:
+                response.read()
+            return
+        except (urllib.error.URLError, ConnectionError):
+            time.sleep(0.05)
+    raise SystemExit(f"{server.name} did not answer within {deadline}s")
 
 
 def wait_until_serving(server: Server, path: str, expect: str, deadline: float = 60.0) -> None:
@@ -231,8 +298,8 @@ def wait_until_serving(server: Server, path: str, expect: str, deadline: float =
 
 
 @contextmanager
-def started(name: str, argv: list[str], env: dict[str, str], port: int) -> Iterator[Server]:
-    process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+def started(name: str, argv: list[str], env: dict[str, str], port: int, stderr: Any = None) -> Iterator[Server]:
+    process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
     server = Server(name, process, f"http://127.0.0.1:{port}")
     try:
         yield server
@@ -341,14 +408,14 @@ def table(title: str, targets: list[Target]) -> None:
 
 
 def ratios(label: str, ours: Target, base: Target, targets: dict[int, float] | None) -> list[bool]:
-    """Throughput ratios against the targets (None: for information), then the same comparison in server CPU
-    per request."""
+    """Throughput ratios against the targets (None, or a concurrency missing from them: for information),
+    then the same comparison in server CPU per request."""
     verdicts = []
     cells = []
     cpu_cells = []
     for c in CONCURRENCY:
         ratio = ours.results[c]["rps"] / base.results[c]["rps"]
-        if targets is None:
+        if targets is None or c not in targets:
             cells.append(f"c={c}: {ratio:4.2f}x (info)          ")
         else:
             ok = ratio >= targets[c]
@@ -376,7 +443,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=float, default=2.0, help="seconds per wrk run (default 2)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the best counts (default 3)")
-    parser.add_argument("--only", choices=("exec", "fn"), help="run one comparison only")
+    parser.add_argument("--only", choices=("exec", "fn", "light"), help="run one comparison only")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -396,13 +463,20 @@ def main() -> None:
         catalog.write_text(CATALOG)
         script = work / "post.lua"
         script.write_text(WRK_SCRIPT)
+        get_script = work / "get.lua"
+        get_script.write_text(GET_SCRIPT)
         env = {k: v for k, v in os.environ.items() if not k.startswith("SVC_")}
         env["TOOLRUN_HOME"] = str(work / "home")
 
-        def toolrun() -> Server:
+        def toolrun(workers: int | None) -> Server:
+            # The defaults, access log included (to a file, as a deployment would keep it).
             port = free_port()
-            argv = [TOOLRUN, "serve", "-c", str(catalog), "--port", str(port), "--log-level", "warning"]
-            return stack.enter_context(started("toolrun", argv, env, port))
+            argv = [TOOLRUN, "serve", "-c", str(catalog), "--port", str(port)]
+            if workers is not None:
+                argv += ["--workers", str(workers)]
+            name = "toolrun" + (f" --workers {workers}" if workers else " (default workers)")
+            log = stack.enter_context(open(work / f"toolrun-{workers or 0}.log", "wb"))
+            return stack.enter_context(started(name, argv, env, port, stderr=log))
 
         def bare(kind: str) -> Server:
             port = free_port()
@@ -411,8 +485,10 @@ def main() -> None:
 
         exec_targets: list[Target] = []
         fn_targets: list[Target] = []
-        tr = toolrun()
+        light_targets: list[Target] = []
+        tr, tr1 = toolrun(None), toolrun(1)
         wait_until_serving(tr, "/tools/bench.echo", "hi")
+        wait_until_serving(tr1, "/tools/bench.echo", "hi")
         if args.only in (None, "exec"):
             port = free_port()
             argv = ["webhook", "-hooks", str(webhook_hooks(work)), "-ip", "127.0.0.1", "-port", str(port)]
@@ -423,6 +499,7 @@ def main() -> None:
             wait_until_serving(pidfd, "/run", "hi")
             exec_targets = [
                 Target(tr, "/tools/bench.echo", "toolrun POST /tools/bench.echo"),
+                Target(tr1, "/tools/bench.echo", "toolrun --workers 1"),
                 Target(wh, "/hooks/echo", "webhook (Go)"),
                 Target(spawn, "/run", "bare Starlette spawn"),
                 Target(pidfd, "/run", "bare Starlette spawn + pidfd watcher"),
@@ -433,48 +510,76 @@ def main() -> None:
             js, jt = bare("json"), bare("json-thread")
             wait_until_serving(js, "/run", "hi")
             wait_until_serving(jt, "/run", "hi")
-            wait_until_serving(tr, "/tools/bench.fn_echo", "hi")
+            wait_until_serving(tr1, "/tools/bench.fn_echo", "hi")
             fn_targets = [
-                Target(tr, "/tools/bench.fn_echo", "toolrun fn (def, thread pool)"),
-                Target(tr, "/tools/bench.afn_echo", "toolrun fn (async def)"),
+                Target(tr1, "/tools/bench.fn_echo", "toolrun -w1 fn (def, thread pool)"),
+                Target(tr1, "/tools/bench.afn_echo", "toolrun -w1 fn (async def)"),
                 Target(js, "/run", "bare Starlette JSON route"),
-                Target(tr, "/tools/bench.ifn_echo", "toolrun fn (def, inline: true)"),
+                Target(tr1, "/tools/bench.ifn_echo", "toolrun -w1 fn (def, inline: true)"),
                 Target(jt, "/run", "bare JSON route + thread handoff"),
+                Target(tr, "/tools/bench.afn_echo", "toolrun fn (async def), default workers"),
             ]
             print("\nfn: no process")
             measure(fn_targets, args.duration, args.rounds, script)
+        if args.only in (None, "light"):
+            light = bare("light")
+            _wait_get(light, "/healthz")
+            light_targets = [
+                Target(tr1, "/healthz", "toolrun -w1 GET /healthz"),
+                Target(tr, "/healthz", "toolrun GET /healthz, default workers"),
+                Target(light, "/healthz", "bare Starlette GET /healthz"),
+                Target(tr1, "/tools/bench.echo", "toolrun -w1 GET /tools/{key}"),
+                Target(tr, "/tools/bench.echo", "toolrun GET /tools/{key}, default workers"),
+                Target(light, "/tools/bench.echo", "bare Starlette GET /tools/{key}"),
+            ]
+            print("\nlight: routes that spawn nothing (GET)")
+            measure(light_targets, args.duration, args.rounds, get_script)
 
         print(f"\nload average after: {loadavg()}")
         if exec_targets:
             table("exec route (one sh -c per request)", exec_targets)
         if fn_targets:
             table("fn route (no process)", fn_targets)
+        if light_targets:
+            table("routes that spawn nothing", light_targets)
 
         print("\nratios (toolrun / baseline, requests per second)")
         if exec_targets:
-            ours, wh_t, spawn_t, pidfd_t = exec_targets
+            ours, ours1, wh_t, spawn_t, pidfd_t = exec_targets
             best = max((spawn_t, pidfd_t), key=lambda t: sum(t.results[c]["rps"] for c in CONCURRENCY))
+            ratios("exec, default workers, vs webhook", ours, wh_t, {1: 0.8, 8: 1.1, 32: 1.1})
             ratios(
-                f"exec vs best bare spawn ({best.label.split(' spawn')[1] or 'default'})".replace("( ", "("),
-                ours,
+                f"exec -w1 vs best bare spawn ({best.label.split(' spawn')[1] or 'default'})".replace("( ", "("),
+                ours1,
                 best,
-                dict.fromkeys(CONCURRENCY, 0.8),
+                dict.fromkeys(CONCURRENCY, 1.0),
             )
-            ratios("exec vs webhook", ours, wh_t, {1: 0.8, 8: 0.65, 32: 0.65})
+            ratios("exec -w1 vs webhook", ours1, wh_t, None)
+            ratios("exec, default workers, vs -w1 (scaling)", ours, ours1, None)
         if fn_targets:
             ratios("fn (def) vs bare JSON route", fn_targets[0], fn_targets[2], dict.fromkeys(CONCURRENCY, 0.5))
             ratios("fn (async def) vs bare JSON route", fn_targets[1], fn_targets[2], dict.fromkeys(CONCURRENCY, 0.5))
             ratios("fn (def, inline) vs bare JSON route", fn_targets[3], fn_targets[2], dict.fromkeys(CONCURRENCY, 0.5))
             ratios("fn (def) vs bare route + thread handoff", fn_targets[0], fn_targets[4], None)
+            ratios("fn (async def), default workers, vs bare", fn_targets[5], fn_targets[2], None)
+        if light_targets:
+            h1, hw, hb, t1, tw, tb = light_targets
+            ratios("GET /healthz -w1 vs bare", h1, hb, {8: 0.8})
+            ratios("GET /healthz, default workers, vs bare", hw, hb, None)
+            ratios("GET /tools/{key} -w1 vs bare", t1, tb, {8: 0.8})
+            ratios("GET /tools/{key}, default workers, vs bare", tw, tb, None)
 
         print("\nresident memory after the run")
         seen: set[int] = set()
-        for target in exec_targets + fn_targets:
+        for target in exec_targets + fn_targets + light_targets:
             server = target.server
             if server.process.pid in seen:
                 continue
             seen.add(server.process.pid)
-            print(f"  {server.name:<38} {server.rss_kb / 1024:6.1f} MB")
+            print(
+                f"  {server.name:<38} {server.rss_kb / 1024:6.1f} MB"
+                + (" per worker" if len(server.pids()) > 1 else "")
+            )
     print(f"\ntotal bench time {time.monotonic() - began:.0f} s")
 
 

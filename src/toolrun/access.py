@@ -46,21 +46,45 @@ def key_store(settings: Settings) -> KeyStore:
     return SQLiteKeyStore(settings.dirs["data"] / "toolrun.db")
 
 
-def shared_state(settings: Settings, access: Access) -> tuple[Any, Any]:
-    """(limiter or None, session store): in this process, or in Redis (next to the keys) with a `redis_url`."""
+def shared_state(settings: Settings, access: Access, workers: int = 1) -> tuple[Any, Any]:
+    """(limiter or None, session store): in Redis (next to the keys) with a `redis_url`; else in the state
+    file the worker processes of one server share (`serve --workers`), or in this process when it is alone."""
     from .ratelimit import MemoryLimiter
     from .service import MemorySessions
 
     calls, window = settings.rate_limit_calls, settings.rate_limit_window
+    limiter: Any = None
     if settings.redis_url:
         from .redis_store import RedisLimiter, RedisSessions
 
         store: Any = access.store  # a RedisKeyStore: the limiter and sessions share its connections
-        limiter: Any = None
         if settings.rate_limit_enabled:
             limiter = RedisLimiter(store, calls, window, fail_open=settings.rate_limit_fail_open)
         return limiter, RedisSessions(store)
+    if workers > 1:
+        from .sqlite_state import SQLiteLimiter, SQLiteSessions, shared_state_file
+
+        state = shared_state_file(settings)
+        if settings.rate_limit_enabled:
+            limiter = SQLiteLimiter(state, calls, window)
+        return limiter, SQLiteSessions(state)
     return (MemoryLimiter(calls, window) if settings.rate_limit_enabled else None), MemorySessions()
+
+
+def mcp_session_store(settings: Settings, access: Access, workers: int = 1) -> Any:
+    """Where handshake-era MCP sessions (`Mcp-Session-Id` and owner) live: Redis with `redis_url`, the
+    workers' shared state file when there are several, else this process's memory."""
+    if settings.redis_url:
+        from .redis_store import RedisMcpSessions
+
+        return RedisMcpSessions(access.store)  # type: ignore[arg-type]
+    if workers > 1:
+        from .sqlite_state import SQLiteMcpSessions, shared_state_file
+
+        return SQLiteMcpSessions(shared_state_file(settings))
+    from .sqlite_state import MemoryMcpSessions
+
+    return MemoryMcpSessions()
 
 
 def _decide(user: User | None, key: str | None, mode: str, client: str) -> Identity:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import re
 import secrets
 import sqlite3
@@ -150,6 +151,7 @@ class SQLiteKeyStore:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
+        self._pid = os.getpid()
         with self._conn() as conn:
             conn.executescript(
                 """
@@ -164,6 +166,8 @@ class SQLiteKeyStore:
             )
 
     def _conn(self) -> sqlite3.Connection:
+        if self._pid != os.getpid():  # a forked worker (`serve --workers`) opens its own connection
+            self._local, self._pid = threading.local(), os.getpid()
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=5.0, isolation_level=None, check_same_thread=False)

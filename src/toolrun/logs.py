@@ -48,8 +48,21 @@ def _block(text: str) -> str:
 class TextFormatter(logging.Formatter):
     """`%(asctime)s %(levelname)s %(name)s: %(message)s`, the message on one line."""
 
+    _second = -1
+    _stamp = ""
+
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        """`2026-11-23 21:17:23,573`, the strftime part computed once per second (a log line per request)."""
+        if datefmt is not None:
+            return super().formatTime(record, datefmt)
+        second = int(record.created)
+        if second != self._second:
+            self._stamp = time.strftime("%Y-%m-%d %H:%M:%S", self.converter(second))
+            self._second = second
+        return f"{self._stamp},{int(record.msecs):03d}"
 
     def format(self, record: logging.LogRecord) -> str:
         record.message = escape(record.getMessage())

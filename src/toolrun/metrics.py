@@ -7,6 +7,10 @@
 
 Labels only ever take catalog keys: an unknown key is refused before anything is counted, so a
 flood of made-up keys adds no series.
+
+With several worker processes (`serve --workers N`) every worker writes its values to files in one
+directory (prometheus-client's multiprocess mode) and /metrics, whichever worker answers, sums the
+files of all of them, those of workers that have exited included (a counter never goes back).
 """
 
 from __future__ import annotations
@@ -24,20 +28,32 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, multiprocess_dir: str | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        own: CollectorRegistry | None = self.registry
+        if multiprocess_dir is not None:
+            import os
+
+            from prometheus_client import multiprocess, values
+
+            # Values are files named by the writing process's pid, in this directory; the value class
+            # is the library's module global, read when each labelled child is created (after this).
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = multiprocess_dir
+            values.ValueClass = values.MultiProcessValue()  # type: ignore[no-untyped-call]
+            multiprocess.MultiProcessCollector(self.registry, path=multiprocess_dir)  # type: ignore[no-untyped-call]
+            own = None
         self.calls = Counter(
             "svc_tool_calls_total",
             "Tool calls, by tool key and outcome.",
             ["tool", "outcome"],
-            registry=self.registry,
+            registry=own,
         )
         self.duration = Histogram(
             "svc_tool_call_duration_seconds",
             "Wall time of tool calls in seconds.",
             ["tool"],
             buckets=BUCKETS,
-            registry=self.registry,
+            registry=own,
         )
 
         # The labelled children, looked up once per (tool, outcome): `labels()` costs more than the update.

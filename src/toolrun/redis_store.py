@@ -8,6 +8,7 @@ Selected by the `redis_url` setting. Layout (every key under ``toolrun:``):
 - ``toolrun:rl:<bucket>:<tool>:<window>`` counters, INCR + PEXPIRE in one Lua script (atomic
   across replicas; windows aligned to the clock, so every replica agrees on them)
 - ``toolrun:session:<sha256(user, session)>`` JSON of the session's values, 24 h TTL
+- ``toolrun:mcp:<Mcp-Session-Id>`` the MCP session's owner (a handshake-era client's session), 24 h idle TTL
 
 The server uses the asyncio client with short socket timeouts, so a Redis that is down turns into
 a prompt `BackendUnavailable` (503), never a hang; the CLI (`toolrun keys`) uses the sync client.
@@ -19,6 +20,7 @@ import hashlib
 import hmac
 import json
 import math
+import os
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -61,6 +63,7 @@ class RedisKeyStore:
         self.url = url
         self._sync: redis.Redis | None = None
         self._async: aioredis.Redis | None = None
+        self._pid = os.getpid()
 
     # clients
     def sync(self) -> redis.Redis:
@@ -75,11 +78,12 @@ class RedisKeyStore:
         return self._sync
 
     def aio(self) -> aioredis.Redis:
-        if self._async is None:
+        if self._async is None or self._pid != os.getpid():  # a forked worker opens its own connections
             # One quick retry on a connection error: after a Redis restart the pool's first
             # connection is stale, and that should not fail a request. Never on a timeout: a Redis
             # that hangs would double the wait, and a Redis that is only slow may still run the
             # first INCR, so a retried one would count a call twice.
+            self._pid = os.getpid()
             self._async = aioredis.Redis.from_url(
                 self.url,
                 socket_timeout=TIMEOUT,
@@ -314,3 +318,35 @@ class RedisSessions:
 
     async def ping(self) -> None:
         await self.store.aping()
+
+
+class RedisMcpSessions:
+    """MCP sessions (handshake era) in Redis: every replica knows every `Mcp-Session-Id` and its owner."""
+
+    def __init__(self, store: RedisKeyStore, ttl: int = SESSION_TTL) -> None:
+        self.store = store
+        self.ttl = ttl
+
+    @staticmethod
+    def _name(sid: str) -> str:
+        return f"{PREFIX}mcp:{sid}"
+
+    async def open(self, sid: str, owner: str) -> None:
+        try:
+            await self.store.aio().set(self._name(sid), owner, ex=self.ttl)
+        except (redis.RedisError, OSError) as exc:
+            raise _unavailable(exc) from exc
+
+    async def owner(self, sid: str) -> str | None:
+        """The session's owner, or None when it does not exist; using a session restarts its idle clock."""
+        try:
+            raw = await self.store.aio().getex(self._name(sid), ex=self.ttl)
+        except (redis.RedisError, OSError) as exc:
+            raise _unavailable(exc) from exc
+        return None if raw is None else _s(raw)
+
+    async def close(self, sid: str) -> None:
+        try:
+            await self.store.aio().delete(self._name(sid))
+        except (redis.RedisError, OSError) as exc:
+            raise _unavailable(exc) from exc

@@ -60,6 +60,7 @@ class Settings:
     catalog: tuple[str, ...] = setting((), "Catalog files or directories (os.pathsep-separated in the environment).")
     host: str = setting("127.0.0.1", "Address `serve` binds to.")
     port: int = setting(8080, "Port `serve` listens on.")
+    workers: int = setting(0, "Worker processes of `serve` (0: one per CPU, at most 8; 1: one process).")
     debug: bool = setting(False, "Error bodies of POST /tools/{key} carry the full traceback (spec `DEBUG`).")
     ui_enabled: bool = setting(False, "Serve the browser UI at /ui.")
     rate_limit_enabled: bool = setting(False, "Limit calls per (user, tool) bucket.", name="rate_limit.enabled")

@@ -20,6 +20,10 @@ def serve(
     catalog: CatalogOpt = None,
     host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default 8080).")] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Worker processes (default: one per CPU, at most 8; 1 for a single process)."),
+    ] = None,
     ui: Annotated[bool | None, typer.Option("--ui/--no-ui", help="Serve the browser UI at /ui.")] = None,
     debug: Annotated[bool | None, typer.Option("--debug/--no-debug", help="Tracebacks in error bodies.")] = None,
     rate_limit: Annotated[
@@ -39,6 +43,7 @@ def serve(
     flags: dict[str, Any] = {
         "host": host,
         "port": port,
+        "workers": workers,
         "ui_enabled": ui,
         "debug": debug,
         "rate_limit.enabled": rate_limit,

@@ -51,6 +51,13 @@ from ..models import Identity
 from ..service import ToolService
 from ..settings import Settings
 
+# GET /healthz, answered by the guard itself: the bytes JSONResponse({"status": "ok"}) would send.
+HEALTHZ_BODY = b'{"status":"ok"}'
+HEALTHZ_START = {
+    "type": "http.response.start",
+    "status": 200,
+    "headers": [(b"content-length", str(len(HEALTHZ_BODY)).encode()), (b"content-type", b"application/json")],
+}
 log = logging.getLogger("toolrun.server")
 access_log = logging.getLogger("toolrun.access")
 
@@ -535,6 +542,9 @@ def create_app(backends: Backends) -> Starlette:
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.backends = backends
     app.state.tool_call = tool_call
+    from .fastpaths import ToolGet
+
+    app.state.tool_get = ToolGet(backends)
     return app
 
 
@@ -574,10 +584,16 @@ class Guard:
     """Host check (DNS rebinding), Origin check on unsafe methods, optional CORS, access log."""
 
     def __init__(
-        self, app: ASGIApp, allowed_hosts: list[str], allowed_origins: list[str], tool_call: ToolCall | None = None
+        self,
+        app: ASGIApp,
+        allowed_hosts: list[str],
+        allowed_origins: list[str],
+        tool_call: ToolCall | None = None,
+        tool_get: Any = None,
     ) -> None:
         self.app = app
         self.tool_call = tool_call
+        self.tool_get = tool_get  # fastpaths.ToolGet
         self.any_host = "*" in allowed_hosts
         self.hosts = {h.lower() for h in allowed_hosts}
         self.origins = set(allowed_origins)
@@ -616,16 +632,20 @@ class Guard:
                 exc = Forbidden(f"cross-origin request from {origin[:100]!r} is not allowed")
                 await PlainTextResponse(exc.summary, status_code=403)(scope, receive, send_logged)
                 return
-            if (
-                method == "POST"
-                and origin is None
-                and self.tool_call is not None
-                and scope["path"].startswith("/tools/")
-                and not scope.get("root_path")
-            ):
-                # The hot route, straight to its handler: no router, no wrapped send (no CORS to add).
-                status_holder[0] = await self.tool_call.handle(scope, receive, send)
-                return
+            if origin is None and self.tool_call is not None and not scope.get("root_path"):
+                # The hot routes, straight to their handlers: no router, no wrapped send (no CORS to add).
+                path = scope["path"]
+                if method == "POST" and path.startswith("/tools/"):
+                    status_holder[0] = await self.tool_call.handle(scope, receive, send)
+                    return
+                if method == "GET" and path == "/healthz":
+                    status_holder[0] = 200
+                    await send(HEALTHZ_START)
+                    await send({"type": "http.response.body", "body": HEALTHZ_BODY})
+                    return
+                if method == "GET" and self.tool_get is not None and path.startswith("/tools/"):
+                    status_holder[0] = await self.tool_get.handle(scope, receive, send)
+                    return
             if method == "OPTIONS" and origin and origin in self.origins:
                 preflight = Response(
                     status_code=204,
@@ -653,8 +673,11 @@ class Guard:
         finally:
             if access_log.isEnabledFor(logging.INFO):
                 client = scope.get("client") or ("-", 0)
-                path = scrub_keys(scope.get("path", ""))
-                query = scrub_keys(redact_query(scope.get("query_string", b"")))
+                path = scope.get("path", "")
+                if "trk_" in path:
+                    path = scrub_keys(path)
+                raw_query = scope.get("query_string", b"")
+                query = scrub_keys(redact_query(raw_query)) if raw_query else ""
                 ms = round((time.perf_counter() - started) * 1000, 1)
                 # The formatter escapes control characters (a `%0A` in the path cannot start a forged line);
                 # `fields` are the JSON log's keys.
@@ -678,5 +701,6 @@ class Guard:
 
 
 def guarded(app: ASGIApp, settings: Settings) -> ASGIApp:
-    tool_call = getattr(getattr(app, "state", None), "tool_call", None)
-    return Guard(app, list(settings.allowed_hosts), list(settings.allowed_origins), tool_call)
+    state = getattr(app, "state", None)
+    tool_call, tool_get = getattr(state, "tool_call", None), getattr(state, "tool_get", None)
+    return Guard(app, list(settings.allowed_hosts), list(settings.allowed_origins), tool_call, tool_get)

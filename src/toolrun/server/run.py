@@ -9,7 +9,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..access import Access, shared_state
+from ..access import Access, mcp_session_store, shared_state
 from ..errors import RequestTimeout
 from ..metrics import Metrics
 from ..models import Identity
@@ -21,11 +21,16 @@ log = logging.getLogger("toolrun.server")
 
 
 def build_backends(
-    settings: Settings, catalog: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
+    settings: Settings,
+    catalog: Sequence[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    workers: int = 1,
+    metrics_dir: str | None = None,
 ) -> Backends:
-    metrics = Metrics()
+    metrics = Metrics(metrics_dir)
     access = Access.from_settings(settings)
-    limiter, sessions = shared_state(settings, access)
+    limiter, sessions = shared_state(settings, access, workers)
     service = ToolService.from_paths(
         catalog_paths(catalog, settings),
         settings,
@@ -39,7 +44,7 @@ def build_backends(
     )
     backends = Backends(service=service, settings=settings, access=access, metrics=metrics)
     backends.checks = service.readiness_checks()
-    mount_mcp(backends)
+    mount_mcp(backends, mcp_session_store(settings, access, workers))
     if settings.ui_enabled:
         from .ui import ui_routes
 
@@ -47,13 +52,18 @@ def build_backends(
     return backends
 
 
-def mount_mcp(backends: Backends) -> None:
-    """The MCP streamable-HTTP endpoint at /mcp, on the same app, port and ToolService."""
+def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:
+    """The MCP streamable-HTTP endpoint at /mcp, on the same app, port and ToolService.
+
+    Served statelessly by the SDK (any worker or replica answers any request); the handshake era's
+    sessions are toolrun's own, in the shared store (see mcp_sessions.py)."""
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.routing import Route
 
+    from ..sqlite_state import MemoryMcpSessions
     from .mcp import McpDoor, build_server
+    from .mcp_sessions import McpSessionGate
 
     settings = backends.settings
 
@@ -87,9 +97,12 @@ def mount_mcp(backends: Backends) -> None:
         app=build_server(door),
         security_settings=security,
         max_request_body_size=settings.max_body_bytes,
+        stateless=True,
     )
     backends.lifespans.append(manager.run)
-    endpoint = McpKeyGate(StreamableHTTPASGIApp(manager), backends.access, settings.max_body_bytes)
+    sessions = mcp_sessions if mcp_sessions is not None else MemoryMcpSessions()
+    gate = McpSessionGate(StreamableHTTPASGIApp(manager), sessions, settings.max_body_bytes)
+    endpoint = McpKeyGate(gate, backends.access, settings.max_body_bytes)
     backends.extra_routes.append(Route("/mcp", endpoint=endpoint, methods=["GET", "POST", "DELETE"]))
 
 
@@ -255,17 +268,26 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
     anyio.run(main)
 
 
-def build_app(settings: Settings, catalog: Sequence[str] | None = None) -> Any:
-    backends = build_backends(settings, catalog)
+def build_app(
+    settings: Settings, catalog: Sequence[str] | None = None, *, workers: int = 1, metrics_dir: str | None = None
+) -> Any:
+    backends = build_backends(settings, catalog, workers=workers, metrics_dir=metrics_dir)
     return guarded(create_app(backends), settings)
 
 
 def configure_logging(level: str, fmt: str = "text") -> None:
     """toolrun's loggers at `level`; everything else (uvicorn, asyncio) at warning or above; one format for all.
 
-    Every line goes through `logs.TextFormatter` (control characters escaped) or `logs.JsonFormatter`."""
+    Every line goes through `logs.TextFormatter` (control characters escaped) or `logs.JsonFormatter`.
+    The access log (a line per request) writes its lines in batches, one write per event-loop iteration."""
+    from ..logs import formatter
     from ..logs import handler as log_handler
+    from .logs import AccessHandler
 
+    # The logging HOWTO's optimisations: no caller lookup (a stack walk per record), no thread or process
+    # names: none of them is in either format. An access log line costs a third less.
+    logging._srcfile = None
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     out = log_handler(fmt)
     ours = logging.getLogger("toolrun")
     ours.handlers[:] = [out]
@@ -274,6 +296,11 @@ def configure_logging(level: str, fmt: str = "text") -> None:
     root = logging.getLogger()
     root.handlers[:] = [out]
     root.setLevel(max(logging.WARNING, logging.getLevelName(level.upper())))
+    access = AccessHandler()
+    access.setFormatter(formatter(fmt))
+    access_logger = logging.getLogger("toolrun.access")
+    access_logger.handlers[:] = [access]
+    access_logger.propagate = False
 
 
 MAX_HEAD = 64 * 1024  # bytes of one request head (request line and headers); nginx's default is 32 KiB
@@ -442,48 +469,85 @@ def http_protocol(head_timeout: float) -> Any:
 
 
 def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
+    """`toolrun serve`: one process (`workers` = 1), or a supervisor and its forked workers."""
+    import shutil
+    import tempfile
+
     import uvicorn
+
+    from .workers import Supervisor, bind, resolve_workers
 
     # `toolrun` gives SIGPIPE its default action (for `toolrun list | head`); a server must not die when it
     # writes into a connection its client has closed: EPIPE stays that connection's error.
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     configure_logging(settings.log_level, settings.log_format)
-    app = build_app(settings, catalog)
-    # Everything loaded so far (the MCP SDK's and pydantic's schemas, the catalog) lives as long as the server:
-    # out of the collector's sight, or every full collection walks all of it again (100+ ms pauses at c=32).
-    gc.collect()
-    gc.freeze()
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        loop="asyncio",
-        http=http_protocol(settings.request_timeout),
-        ws="none",
-        lifespan="on",
-        access_log=False,
-        log_config=None,
-        server_header=False,
-        # X-Forwarded-For/-Proto only from the configured proxies (none by default): uvicorn's own default
-        # trusts any loopback peer, so a local client could pick its address (and its rate-limit bucket).
-        proxy_headers=bool(settings.forwarded_allow_ips),
-        forwarded_allow_ips=list(settings.forwarded_allow_ips) or None,
-        timeout_graceful_shutdown=max(1, round(settings.shutdown_grace)),
-        timeout_keep_alive=5,
-    )
+    workers = resolve_workers(settings.workers)
+    metrics_dir = tempfile.mkdtemp(prefix="toolrun-metrics-") if workers > 1 else None
+    try:
+        app = build_app(settings, catalog, workers=workers, metrics_dir=metrics_dir)
+        # Everything loaded so far (the MCP SDK's and pydantic's schemas, the catalog) lives as long as the server:
+        # out of the collector's sight, or every full collection walks all of it again (100+ ms pauses at c=32);
+        # forked workers then share these pages instead of copying them.
+        gc.collect()
+        gc.freeze()
+        config = uvicorn.Config(
+            app,
+            host=settings.host,
+            port=settings.port,
+            loop="asyncio",
+            http=http_protocol(settings.request_timeout),
+            ws="none",
+            lifespan="on",
+            access_log=False,
+            log_config=None,
+            server_header=False,
+            # X-Forwarded-For/-Proto only from the configured proxies (none by default): uvicorn's own default
+            # trusts any loopback peer, so a local client could pick its address (and its rate-limit bucket).
+            proxy_headers=bool(settings.forwarded_allow_ips),
+            forwarded_allow_ips=list(settings.forwarded_allow_ips) or None,
+            timeout_graceful_shutdown=max(1, round(settings.shutdown_grace)),
+            timeout_keep_alive=5,
+        )
+        if workers == 1:
+            log.info("listening on http://%s:%s", settings.host, settings.port)
+            if not _run_server(config):
+                raise SystemExit(1)  # uvicorn logged why (port in use, startup failed)
+            return
+        sock = bind(settings.host, settings.port)
+        log.info("listening on http://%s:%s with %d workers", settings.host, settings.port, workers)
+
+        def run_worker() -> int:
+            return 0 if _run_server(config, sock) else 3
+
+        def worker_exited(pid: int) -> None:
+            from prometheus_client import multiprocess
+
+            multiprocess.mark_process_dead(pid, metrics_dir)  # type: ignore[no-untyped-call]
+
+        code = Supervisor(run_worker, workers, worker_exited, sock).run()
+        sock.close()
+        if code:
+            raise SystemExit(code)
+    finally:
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _run_server(config: Any, sock: Any = None) -> bool:
+    """Run uvicorn until it is stopped; whether it had started."""
+    import uvicorn
+
     server = uvicorn.Server(config)
-    log.info("listening on http://%s:%s", settings.host, settings.port)
     # uvicorn re-raises the signal that stopped it once it has shut down, with the handler that was in place
     # before it started: with the defaults a SIGTERM'd server would die by that signal after a clean drain.
     # A no-op handler makes a drained shutdown an ordinary exit (status 0).
     previous = {sig: signal.signal(sig, _ignore_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        server.run()
+        server.run(sockets=[sock] if sock is not None else None)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if not server.started:
-        raise SystemExit(1)  # uvicorn logged why (port in use, startup failed)
+    return bool(server.started)
 
 
 def _ignore_signal(signum: int, frame: Any) -> None:

@@ -1,0 +1,159 @@
+"""`toolrun serve --workers N`: one listening socket, N forked worker processes, one supervisor.
+
+The parent loads the catalog, builds the app and binds the socket once, then forks the workers:
+they share the loaded catalog copy-on-write (it was frozen out of the collector's sight, so a
+collection does not touch, and copy, its pages), and each runs its own uvicorn event loop on the
+shared socket; the kernel hands each new connection to one of them.
+
+The supervisor:
+- forwards SIGTERM (and SIGINT, as SIGTERM: uvicorn takes a second SIGINT as "quit now") to every
+  worker and waits for all of them to drain (`shutdown_grace`), then exits 0;
+- forwards SIGHUP to every worker (each reloads its own catalog);
+- replaces a worker that dies while the server runs; a worker that fails within its first
+  seconds (its startup failed) stops the whole server with status 1 instead of a restart loop.
+
+Workers die with the supervisor (PR_SET_PDEATHSIG): a SIGKILLed parent leaves no orphans.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from typing import Any
+
+log = logging.getLogger("toolrun.server")
+
+MAX_DEFAULT_WORKERS = 8  # the default (one per CPU) stops here: more rarely pays for their memory
+STARTUP_WINDOW = 5.0  # seconds: a worker that fails sooner failed to start
+
+
+def default_workers() -> int:
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - Linux has sched_getaffinity
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_DEFAULT_WORKERS))
+
+
+def resolve_workers(value: int) -> int:
+    """The `workers` setting: 0 means one per CPU (at most MAX_DEFAULT_WORKERS)."""
+    from ..errors import UsageError
+
+    if value < 0:
+        raise UsageError(f"setting workers: expected 0 (one per CPU) or a positive number, got {value}")
+    return value or default_workers()
+
+
+def bind(host: str, port: int) -> socket.socket:
+    from ..errors import UsageError
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _die_with_parent() -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+class Supervisor:
+    def __init__(
+        self, run_worker: Any, workers: int, on_exit: Any = None, listener: socket.socket | None = None
+    ) -> None:
+        self.run_worker = run_worker  # called in each forked child; never returns normally
+        self.workers = workers
+        self.on_exit = on_exit  # called with a dead worker's pid (metrics clean-up)
+        self.listener = listener  # the parent's copy of the listening socket, closed when the server stops
+        self.children: dict[int, float] = {}  # pid -> start time
+        self.stopping = False
+        self.failed = False
+
+    def spawn(self) -> None:
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # the worker
+            code = 1
+            try:
+                _die_with_parent()
+                if os.getppid() != parent:  # the parent died before prctl took effect
+                    os._exit(0)
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    signal.signal(sig, signal.SIG_DFL)
+                # A forwarded SIGHUP never kills a worker: the worker's own handler (catalog reload), if any,
+                # replaces this one.
+                signal.signal(signal.SIGHUP, signal.SIG_IGN)
+                code = self.run_worker()
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+            except BaseException:
+                log.exception("worker %d crashed", os.getpid())
+            finally:
+                logging.shutdown()
+                with contextlib.suppress(Exception):
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                os._exit(code)
+        self.children[pid] = time.monotonic()
+        if self.stopping:  # a stop signal came in while this worker was being forked
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    def forward(self, signum: int, frame: Any = None) -> None:
+        if signum in (signal.SIGTERM, signal.SIGINT):
+            self.stopping = True
+            signum = signal.SIGTERM
+            if self.listener is not None:
+                # New connections are refused as soon as every worker has closed its copy too (a proxy
+                # retries them elsewhere), rather than waiting in the backlog of a server that is leaving.
+                self.listener.close()
+        for pid in list(self.children):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+
+    def run(self) -> int:
+        """Start the workers and supervise them until they have all exited; the exit status."""
+        previous = {sig: signal.signal(sig, self.forward) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+        try:
+            for _ in range(self.workers):
+                self.spawn()
+            while self.children:
+                try:
+                    pid, status = os.wait()
+                except ChildProcessError:  # pragma: no cover - nothing left to wait for
+                    break
+                started = self.children.pop(pid, None)
+                if started is None:
+                    continue
+                if self.on_exit is not None:
+                    self.on_exit(pid)
+                if self.stopping:
+                    continue
+                code = os.waitstatus_to_exitcode(status)
+                how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
+                if time.monotonic() - started < STARTUP_WINDOW and code > 0:
+                    log.error("worker %d %s at startup: stopping the server", pid, how)
+                    self.failed = True
+                    self.forward(signal.SIGTERM)
+                    continue
+                log.warning("worker %d %s; starting a new one", pid, how)
+                self.spawn()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        return 1 if self.failed else 0

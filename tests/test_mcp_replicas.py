@@ -1,0 +1,182 @@
+"""MCP clients of both protocol eras behind a real nginx round robin over two replicas sharing a real Redis.
+
+No sticky routing: nginx hands each request to the next replica, so a handshake-era client's
+session (its `Mcp-Session-Id`) must be known to both. The tools answer with the pid of the
+process that ran them, so the test sees that both replicas served one session.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from conftest import require_binary
+from fixtures.mcp_support import MODERN_VERSION, text_of
+from helpers_servers import Process, Processes, RedisServer, ToolrunServer, create_key, free_port, start_all, wait_until
+
+pytestmark = pytest.mark.serial
+
+CATALOG = """\
+version: 1
+group: r
+tools:
+  - name: remember
+    public: true
+    description: Returns the session value it saw and its process id, then stores a new one.
+    fn: rfns:remember
+    params:
+      - name: value
+        type: str
+"""
+FNS = """\
+import os
+from toolrun.context import get_session, set_session
+
+
+def remember(value: str) -> str:
+    seen = get_session("value", "unset")
+    set_session("value", value)
+    return f"{seen}|{os.getpid()}"
+"""
+NGINX_CONF = """\
+daemon off;
+{user}
+worker_processes 1;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/client_body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    upstream toolrun {{
+{servers}
+        keepalive 16;
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://toolrun;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host $host;
+            proxy_buffering off;
+        }}
+    }}
+}}
+"""
+
+
+class Nginx(Process):
+    name = "nginx"
+
+    def __init__(self, workdir: Path, upstreams: list[int]) -> None:
+        super().__init__(workdir)
+        self.port = free_port()
+        servers = "\n".join(f"        server 127.0.0.1:{p};" for p in upstreams)
+        user = "user root;" if os.geteuid() == 0 else ""
+        self.conf = workdir / "nginx.conf"
+        self.conf.write_text(NGINX_CONF.format(dir=workdir, servers=servers, port=self.port, user=user))
+
+    def start(self) -> Nginx:
+        binary = shutil.which("nginx") or "/usr/sbin/nginx"
+        self.spawn([binary, "-c", str(self.conf), "-p", str(self.workdir), "-e", str(self.workdir / "error.log")])
+        url = f"http://127.0.0.1:{self.port}/healthz"
+
+        def up() -> bool:
+            if not self.alive():
+                raise RuntimeError(f"nginx exited:\n{self.log()}")
+            try:
+                return httpx.get(url, timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until(up, 10, "nginx", interval=0.05)
+        return self
+
+
+@dataclass
+class Cluster:
+    url: str  # nginx's /mcp
+    key: str
+    other: str
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    require_binary("redis-server")
+    require_binary("nginx")
+    base = tmp_path_factory.mktemp("replicas")
+    (base / "rfns.py").write_text(FNS)
+    catalog = base / "replicas.yaml"
+    catalog.write_text(CATALOG)
+    with Processes() as procs:
+        redis = procs.add(RedisServer(base / "redis")).start()
+        settings = {"SVC_REDIS_URL": redis.url, "SVC_WORKERS": "1"}
+        replicas = [procs.add(ToolrunServer(base / f"replica{i}", catalog, settings)) for i in (1, 2)]
+        start_all(*replicas)
+        nginx = procs.add(Nginx(base / "nginx", [r.port for r in replicas])).start()
+        key = create_key(replicas[0].env, "olga", "ops")
+        other = create_key(replicas[0].env, "bob", "ops")
+        yield Cluster(f"http://127.0.0.1:{nginx.port}/mcp", key, other)
+
+
+def session_run(url: str, mode: str, headers: dict[str, str], values: list[str]) -> list[str]:
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def main() -> list[str]:
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=60) as http,
+            Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+        ):
+            out = []
+            for value in values:
+                arguments: dict[str, Any] = {"key": "r.remember", "arguments": {"value": value}}
+                if mode == MODERN_VERSION:
+                    arguments["session"] = "named"
+                out.append(text_of(await client.call_tool("execute", arguments)))
+            return out
+
+    return anyio.run(main)
+
+
+@pytest.mark.parametrize("mode", ["legacy", MODERN_VERSION])
+def test_a_session_works_across_replicas_behind_a_round_robin_proxy(cluster: Cluster, mode: str) -> None:
+    values = [f"v{i}" for i in range(6)]
+    answers = session_run(cluster.url, mode, {"X-API-Key": cluster.key}, values)
+    assert [a.split("|")[0] for a in answers] == ["unset", *values[:-1]]  # each call saw the one before
+    assert len({a.split("|")[1] for a in answers}) == 2, "the proxy never switched replicas"
+
+
+def test_a_handshake_session_is_refused_to_another_user_and_closed_on_every_replica(cluster: Cluster) -> None:
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    opened = httpx.post(cluster.url, json=init, headers={**base, "X-API-Key": cluster.key})
+    sid = opened.headers["mcp-session-id"]
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    session = {**base, "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-06-18"}
+    for _ in range(4):  # both replicas, twice
+        assert httpx.post(cluster.url, json=listing, headers={**session, "X-API-Key": cluster.key}).status_code == 200
+        assert httpx.post(cluster.url, json=listing, headers={**session, "X-API-Key": cluster.other}).status_code == 404
+    assert httpx.delete(cluster.url, headers={"Mcp-Session-Id": sid, "X-API-Key": cluster.key}).status_code == 200
+    for _ in range(4):
+        gone = httpx.post(cluster.url, json=listing, headers={**session, "X-API-Key": cluster.key})
+        assert gone.status_code == 404
