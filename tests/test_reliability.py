@@ -277,7 +277,9 @@ def test_1000_concurrent_posts_all_get_well_formed_answers_and_healthz_stays_pro
             overloaded += 1
             assert headers["retry-after"] == "1"
             assert headers["content-type"].startswith("text/plain")
-            assert body.startswith(b"Overloaded: server busy: 256 tool processes already running"), body
+            # (256 in all: with several workers each one runs its share and names it)
+            assert body.startswith(b"Overloaded: server busy: "), body
+            assert b"tool processes already running" in body, body
         else:
             assert (status, body) == (200, b"m%d" % i)
     worst = max(probe.latencies)

@@ -39,7 +39,8 @@ def build_backends(
         limiter=limiter,
         observer=metrics,
         sessions=sessions,
-        max_concurrent=settings.max_concurrent_calls,
+        # The whole server's limit, split evenly between the workers (the kernel spreads connections evenly).
+        max_concurrent=-(-settings.max_concurrent_calls // workers),
         queue_timeout=settings.queue_timeout,
     )
     backends = Backends(service=service, settings=settings, access=access, metrics=metrics)
@@ -513,10 +514,10 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
             if not _run_server(config):
                 raise SystemExit(1)  # uvicorn logged why (port in use, startup failed)
             return
-        sock = bind(settings.host, settings.port)
+        sockets = bind(settings.host, settings.port, workers)
         log.info("listening on http://%s:%s with %d workers", settings.host, settings.port, workers)
 
-        def run_worker() -> int:
+        def run_worker(sock: Any) -> int:
             return 0 if _run_server(config, sock) else 3
 
         def worker_exited(pid: int) -> None:
@@ -524,8 +525,9 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
 
             multiprocess.mark_process_dead(pid, metrics_dir)  # type: ignore[no-untyped-call]
 
-        code = Supervisor(run_worker, workers, worker_exited, sock).run()
-        sock.close()
+        code = Supervisor(run_worker, sockets, worker_exited).run()
+        for sock in sockets:
+            sock.close()
         if code:
             raise SystemExit(code)
     finally:

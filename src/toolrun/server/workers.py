@@ -1,9 +1,9 @@
 """`toolrun serve --workers N`: one listening socket, N forked worker processes, one supervisor.
 
-The parent loads the catalog, builds the app and binds the socket once, then forks the workers:
-they share the loaded catalog copy-on-write (it was frozen out of the collector's sight, so a
-collection does not touch, and copy, its pages), and each runs its own uvicorn event loop on the
-shared socket; the kernel hands each new connection to one of them.
+The parent loads the catalog, builds the app and binds one listening socket per worker on the same
+port (SO_REUSEPORT), then forks the workers: they share the loaded catalog copy-on-write (it was
+frozen out of the collector's sight, so a collection does not touch, and copy, its pages), and each
+runs its own uvicorn event loop on its socket; the kernel spreads new connections over them.
 
 The supervisor:
 - forwards SIGTERM (and SIGINT, as SIGTERM: uvicorn takes a second SIGINT as "quit now") to every
@@ -50,20 +50,30 @@ def resolve_workers(value: int) -> int:
     return value or default_workers()
 
 
-def bind(host: str, port: int) -> socket.socket:
+def bind(host: str, port: int, count: int) -> list[socket.socket]:
+    """`count` listening sockets on one address (SO_REUSEPORT): one per worker.
+
+    The kernel spreads new connections evenly over them. (One shared socket would not: asyncio
+    accepts every pending connection at once, so the first worker to wake takes a whole burst.)"""
     from ..errors import UsageError
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sockets: list[socket.socket] = []
     try:
-        sock.bind((host.strip("[]"), port))
+        for _ in range(count):
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind((host.strip("[]"), port))
+            port = sock.getsockname()[1]  # with port 0, every socket takes the port the first one got
+            sock.listen(2048)
+            sock.set_inheritable(True)
     except OSError as exc:
-        sock.close()
+        for sock in sockets:
+            sock.close()
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock
+    return sockets
 
 
 def _die_with_parent() -> None:
@@ -73,18 +83,17 @@ def _die_with_parent() -> None:
 
 
 class Supervisor:
-    def __init__(
-        self, run_worker: Any, workers: int, on_exit: Any = None, listener: socket.socket | None = None
-    ) -> None:
-        self.run_worker = run_worker  # called in each forked child; never returns normally
-        self.workers = workers
+    def __init__(self, run_worker: Any, listeners: list[socket.socket], on_exit: Any = None) -> None:
+        self.run_worker = run_worker  # called in each forked child with its socket; returns its exit status
+        self.listeners = listeners  # one per worker; a replacement worker takes over its predecessor's socket
+        self.workers = len(listeners)
         self.on_exit = on_exit  # called with a dead worker's pid (metrics clean-up)
-        self.listener = listener  # the parent's copy of the listening socket, closed when the server stops
         self.children: dict[int, float] = {}  # pid -> start time
+        self.slots: dict[int, int] = {}  # pid -> index of its socket
         self.stopping = False
         self.failed = False
 
-    def spawn(self) -> None:
+    def spawn(self, slot: int) -> None:
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the worker
@@ -98,7 +107,10 @@ class Supervisor:
                 # A forwarded SIGHUP never kills a worker: the worker's own handler (catalog reload), if any,
                 # replaces this one.
                 signal.signal(signal.SIGHUP, signal.SIG_IGN)
-                code = self.run_worker()
+                for index, other in enumerate(self.listeners):
+                    if index != slot:
+                        other.close()
+                code = self.run_worker(self.listeners[slot])
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else 1
             except BaseException:
@@ -110,6 +122,7 @@ class Supervisor:
                     sys.stderr.flush()
                 os._exit(code)
         self.children[pid] = time.monotonic()
+        self.slots[pid] = slot
         if self.stopping:  # a stop signal came in while this worker was being forked
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
@@ -118,10 +131,10 @@ class Supervisor:
         if signum in (signal.SIGTERM, signal.SIGINT):
             self.stopping = True
             signum = signal.SIGTERM
-            if self.listener is not None:
-                # New connections are refused as soon as every worker has closed its copy too (a proxy
-                # retries them elsewhere), rather than waiting in the backlog of a server that is leaving.
-                self.listener.close()
+            # New connections are refused as soon as every worker has closed its copy too (a proxy
+            # retries them elsewhere), rather than waiting in the backlog of a server that is leaving.
+            for listener in self.listeners:
+                listener.close()
         for pid in list(self.children):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signum)
@@ -130,14 +143,15 @@ class Supervisor:
         """Start the workers and supervise them until they have all exited; the exit status."""
         previous = {sig: signal.signal(sig, self.forward) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
         try:
-            for _ in range(self.workers):
-                self.spawn()
+            for slot in range(self.workers):
+                self.spawn(slot)
             while self.children:
                 try:
                     pid, status = os.wait()
                 except ChildProcessError:  # pragma: no cover - nothing left to wait for
                     break
                 started = self.children.pop(pid, None)
+                slot = self.slots.pop(pid, 0)
                 if started is None:
                     continue
                 if self.on_exit is not None:
@@ -152,7 +166,7 @@ class Supervisor:
                     self.forward(signal.SIGTERM)
                     continue
                 log.warning("worker %d %s; starting a new one", pid, how)
-                self.spawn()
+                self.spawn(slot)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
