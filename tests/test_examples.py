@@ -217,3 +217,61 @@ def test_text_lines_and_summary(service: ToolService) -> None:
     assert lines[1].startswith("FAIL  demo.echo[bad] (") and lines[1].endswith("expected '\"quoted\" & <tag>'")
     assert lines[2] == "SKIP  demo.echo[later\x01]: marked safe: false (run with --all)"
     assert examples.summary(outcomes, 0.5) == "1 passed, 1 failed, 1 skipped in 0.50s"
+
+
+EXAMPLES_YAML = """\
+group: demo
+tools:
+  - name: echo
+    exec: printf '%s' {{ text | quote }}
+    params:
+      - {name: text, type: str}
+    examples:
+      - name: hello
+        args: {text: hello}
+        expect: {stdout: hello, json: null}
+      - args: {text: "1"}
+        expect:
+          json: {"": 1}
+          exit_code: 0
+        timeout: 5
+        safe: true
+"""
+
+
+def test_catalog_examples_load_with_their_lines_and_expectations(tmp_path: Path) -> None:
+    path = write_catalog(tmp_path, EXAMPLES_YAML)
+    tool = load([path], os.environ, LoadOptions(check=True)).tools["demo.echo"]
+    first, second = tool.examples
+    assert (first.name, first.args, first.expect.stdout, first.line) == ("hello", {"text": "hello"}, "hello", 8)
+    assert (second.expect.json, second.timeout, second.safe, second.line) == ({"": 1}, 5.0, True, 11)
+    service = ToolService(load([path], os.environ, LoadOptions()))
+    outcomes = asyncio.run(_collect(service, [tool]))
+    assert [o.status for o in outcomes] == ["passed", "passed"]
+
+
+def test_bad_examples_are_catalog_errors_at_their_own_lines(tmp_path: Path) -> None:
+    from toolrun.catalog import check
+
+    text = (
+        EXAMPLES_YAML
+        + """\
+      - args: {text: 1, nope: 2}
+      - args: {}
+        expect: {stdout_matches: "("}
+      - args: {}
+        expect: {error: "missing required"}
+"""
+    )
+    _, found = check([write_catalog(tmp_path, text)], os.environ, LoadOptions(check=True))
+    assert [(p.line, p.col, p.message) for p in found if p.severity == "error"] == [
+        (17, 25, "example 3: unknown parameter 'nope' for demo.echo (accepted: text)"),
+        (
+            19,
+            18,
+            "example 4: stdout_matches is not a regular expression: missing ), unterminated subpattern at position 0",
+        ),
+        (18, 9, "example 4: missing required parameter 'text' (str) for demo.echo"),
+    ]
+    _, found = check([write_catalog(tmp_path, text + "        colour: red\n")], os.environ, LoadOptions(check=True))
+    assert [(p.line, p.message) for p in found] == [(22, "unknown field 'colour'")]

@@ -57,8 +57,8 @@ class Outcome:
 # -- load-time checks ----------------------------------------------------------------------------
 
 
-def problems(tool: ToolSpec, example: Example) -> list[tuple[tuple[Any, ...], str]]:
-    """What is wrong with one example of `tool`: (location within the example, message) pairs.
+def problems(tool: ToolSpec, example: Example, index: int = 1) -> list[tuple[tuple[Any, ...], str]]:
+    """What is wrong with example number `index` of `tool`: (location within it, message) pairs.
 
     Arguments are checked against the params exactly as a call would check them (unknown names,
     wrong types, missing required ones, enum/pattern/min/max), unless the example expects an
@@ -76,7 +76,7 @@ def problems(tool: ToolSpec, example: Example) -> list[tuple[tuple[Any, ...], st
             re.compile(pattern)
         except re.error as exc:
             found.append(
-                (("expect", field), f"example {example.name or '#'}: {field} is not a regular expression: {exc}")
+                (("expect", field), f"example {_label(example, index)}: {field} is not a regular expression: {exc}")
             )
     if expect.error is None:
         try:
@@ -87,14 +87,14 @@ def problems(tool: ToolSpec, example: Example) -> list[tuple[tuple[Any, ...], st
                 if repr(name) in str(exc):
                     where = ("args", name)
                     break
-            found.append((where, f"example {_label(example)}: {exc}"))
+            found.append((where, f"example {_label(example, index)}: {exc}"))
     if expect.stderr_matches is not None and tool.kind == "fn":
-        found.append((("expect", "stderr_matches"), f"example {_label(example)}: fn tools have no stderr"))
+        found.append((("expect", "stderr_matches"), f"example {_label(example, index)}: fn tools have no stderr"))
     return found
 
 
-def _label(example: Example) -> str:
-    return repr(example.name) if example.name else "without a name"
+def _label(example: Example, index: int) -> str:
+    return repr(example.name) if example.name else str(index)
 
 
 # -- running -------------------------------------------------------------------------------------

@@ -135,6 +135,36 @@ class RuntimeOptions(_Strict):
     )
 
 
+class ExpectDef(_Strict):
+    """What an example call should give; every field set must hold (none set: exit code 0)."""
+
+    exit_code: int | None = Field(
+        None, ge=0, le=255, description="Exit code `toolrun call` would end with (124 on timeout). Default 0."
+    )
+    stdout: str | None = Field(None, description="The whole output, exactly (an fn tool's result as text).")
+    stdout_matches: str | None = Field(None, description="A regular expression found somewhere in the output.")
+    stderr_matches: str | None = Field(None, description="A regular expression found somewhere in stderr.")
+    json_fields: dict[str, Any] | None = Field(
+        None, alias="json", description="Dotted path -> value, in the output parsed as JSON (a.b.0.c)."
+    )
+    error: str | None = Field(
+        None, description="The call must fail before running (e.g. bad params), with a message matching this."
+    )
+
+
+class ExampleDef(_Strict):
+    """One example call of a tool, run by `toolrun test`."""
+
+    name: str = Field("", description="Shown in test reports (default: the example's number).")
+    args: dict[str, Any] = Field(default_factory=dict, description="Parameter name -> value, as JSON would give.")
+    expect: ExpectDef | None = Field(None, description="What the call should give (default: exit code 0).")
+    timeout: float | None = Field(None, gt=0, description="A deadline in seconds for this example.")
+    safe: bool | None = Field(
+        None,
+        description="false: run only with `toolrun test --all`; true: run even when the tool is destructive.",
+    )
+
+
 class ToolDef(RuntimeOptions):
     """One tool as written in a catalog file."""
 
@@ -177,6 +207,9 @@ class ToolDef(RuntimeOptions):
         None,
         max_length=50,
         description="Words people use for this tool that its key and description lack (synonyms); search only.",
+    )
+    examples: list[ExampleDef] | None = Field(
+        None, description="Example calls with what they should give; `toolrun test` runs them."
     )
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..models import EXEC_RETURN_TYPE, Param, ResourceLimits, ToolSpec
 from .envfiles import EnvMixin
+from .exampledefs import ExamplesMixin
 from .fn import FnMixin
 from .paramdefs import ParamsMixin
 from .templates import TemplateMixin
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 _FN_ONLY_OPTIONS = ("cwd", "env", "env_file", "env_passthrough", "limits", "stdin", "user")
 
 
-class BuildMixin(ParamsMixin, TemplateMixin, FnMixin, EnvMixin):
+class BuildMixin(ParamsMixin, TemplateMixin, FnMixin, EnvMixin, ExamplesMixin):
     def build(self, tool: ToolDef, head: CatalogFile, loc: tuple[Any, ...]) -> ToolSpec | None:
         group = tool.group or head.group
         before = self.errors()
@@ -96,7 +97,7 @@ class BuildMixin(ParamsMixin, TemplateMixin, FnMixin, EnvMixin):
         if self.errors() > before:
             return None
         line, col = self.locate.value(loc) if self.options.check else (0, 0)
-        return ToolSpec(
+        spec = ToolSpec(
             key=key,
             name=tool.name,
             kind=kind,  # type: ignore[arg-type]
@@ -125,6 +126,9 @@ class BuildMixin(ParamsMixin, TemplateMixin, FnMixin, EnvMixin):
             },
             keywords=tuple(dict.fromkeys(tool.keywords or ())),
         )
+        if tool.examples:
+            spec = self.build_examples(spec, tool, loc)
+        return spec
 
 
 def _merge(defaults: RuntimeOptions | None, tool: ToolDef) -> RuntimeOptions:
