@@ -148,3 +148,67 @@ def test_key_report_says_whose_key_and_what_it_may_call(tools: Any, store: SQLit
     assert report["tools"] == ["ops.status"]
     assert store.inspect(key[:-1] + ("A" if key[-1] != "A" else "B")) is None
     assert store.inspect("not-a-key") is None
+
+
+# -- the doors: `toolrun access explain`, `toolrun keys test`, GET /whoami?explain= (real processes) --
+
+
+def test_access_explain_and_keys_test_commands(tmp_path: Path) -> None:
+    import json
+
+    from helpers_servers import clean_env, create_key, toolrun_cli
+
+    env = clean_env(tmp_path / "home")
+    path = write_catalog(tmp_path, CATALOG)
+    key = create_key(env, "alice", "deployers")
+    done = toolrun_cli("access", "explain", "alice", "ops.deploy", "-c", str(path), env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[:2] == [
+        "ops.deploy for alice: visible and callable",
+        "  because alice's group 'deployers' matches tag 'deployers' of ops.deploy",
+    ]
+    assert "rate limit: off" in done.stdout
+    denied = toolrun_cli("access", "explain", "alice", "ops.disk", "-c", str(path), "--json", env=env)
+    assert denied.returncode == 1
+    answer = json.loads(denied.stdout)
+    assert (answer["visible"], answer["callable"], answer["matched"]) == (False, False, [])
+    tested = toolrun_cli("keys", "test", key, "-c", str(path), env=env)
+    assert tested.returncode == 0, tested.stderr
+    assert tested.stdout.splitlines()[0].startswith(f"key {key[4:14]} belongs to alice, groups: deployers")
+    assert "may call (2): ops.deploy, ops.status" in tested.stdout
+    assert toolrun_cli("keys", "revoke", key[4:14], env=env).returncode == 0
+    revoked = toolrun_cli("keys", "test", key, "-c", str(path), env=env)
+    assert revoked.returncode == 1 and "state: revoked" in revoked.stdout
+    unknown = toolrun_cli("keys", "test", key[:-2] + "zz", env=env)
+    assert unknown.returncode == 2
+    assert unknown.stderr.startswith("toolrun: unknown key: no key in the store matches it")
+
+
+def test_whoami_explain_on_a_real_server_shows_the_live_rate_limit_bucket(tmp_path: Path) -> None:
+    import httpx
+
+    from helpers_servers import JSON, ToolrunServer, create_key
+
+    path = write_catalog(tmp_path, CATALOG)
+    settings = {"SVC_RATE_LIMIT_ENABLED": True, "SVC_RATE_LIMIT_CALLS": 5, "SVC_RATE_LIMIT_WINDOW": 3600}
+    with ToolrunServer(tmp_path / "srv", path, settings) as server:
+        admin = create_key(server.env, "root", "admin")
+        alice = create_key(server.env, "alice", "ops")
+        server.start()
+        for _ in range(2):
+            httpx.post(server.url + "/tools/ops.disk", headers={**JSON, "X-API-Key": alice}, content=b"{}")
+        answer = httpx.get(
+            server.url + "/whoami", params={"explain": "ops.disk", "user": "alice"}, headers={"X-API-Key": admin}
+        )
+        assert answer.status_code == 200
+        body = answer.json()
+        assert body["username"] == "root" and "ops.disk" in body["tools"]
+        explained = body["explain"]
+        assert explained["visible"] and explained["callable"]
+        assert explained["matched"] == [{"group": "ops", "tag": "ops"}]
+        assert (explained["rate_limit"]["used"], explained["rate_limit"]["remaining"]) == (2, 3)
+        # not an admin: no explanations (they name hidden tools)
+        refused = httpx.get(server.url + "/whoami", params={"explain": "ops.deploy"}, headers={"X-API-Key": alice})
+        assert refused.status_code == 401 and refused.json() == {"error": "unauthorized"}
+        plain = httpx.get(server.url + "/whoami", headers={"X-API-Key": alice})
+        assert plain.status_code == 200 and "explain" not in plain.json()

@@ -154,3 +154,74 @@ def test_remote_url_must_be_http(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="expected http://host:port"):
         Remote("ftp://example.com")
     assert json.dumps({"ok": True})
+
+
+# -- the remote CLI: `toolrun --url URL ...` as a real process, against the real server --------
+
+
+def _local_and_remote(server: ToolrunServer, *args: str, key: str | None = None) -> tuple[Any, Any]:
+    from helpers_servers import toolrun_cli
+
+    env = {k: v for k, v in server.env.items() if k not in ("TOOLRUN_URL", "TOOLRUN_API_KEY")}
+    local = toolrun_cli(*args, "-c", str(server.catalog), env=env)
+    remote_env = {**env, "TOOLRUN_URL": server.url, **({"TOOLRUN_API_KEY": key} if key else {})}
+    remote = toolrun_cli(*args, env=remote_env)
+    return local, remote
+
+
+def test_remote_describe_call_and_search_match_the_local_commands(server: ToolrunServer) -> None:
+    key = create_key(server.env, "carol", "demo")
+    for args in (
+        ("describe", "demo.echo"),
+        ("describe", "demo.echo", "--json"),
+        ("call", "demo.echo", "text=hi there"),
+        ("call", "demo.fail"),
+        ("call", "demo.add", "a=2", "b=3"),
+        ("call", "demo.echo", "text=x", "--json"),
+        ("call", "demo.echo", "nope=1"),
+        ("call", "demo.boom", "a=1", "b=0"),
+        ("search", "print", "--json"),
+        ("list", "--json"),
+    ):
+        local, remote = _local_and_remote(server, *args, key=key)
+        if "--json" in args and args[0] == "call":
+            local_body, remote_body = json.loads(local.stdout), json.loads(remote.stdout)
+            local_body.pop("seconds"), remote_body.pop("seconds")
+            assert local_body == remote_body, args
+        else:
+            assert remote.stdout == local.stdout, args
+        assert (remote.returncode, remote.stderr) == (local.returncode, local.stderr), args
+
+
+def test_remote_call_exit_codes_timeout_and_stderr(server: ToolrunServer) -> None:
+    _, failed = _local_and_remote(server, "call", "demo.fail")
+    assert (failed.returncode, failed.stdout, failed.stderr) == (7, "out\n", "err\n")
+    local, slow = _local_and_remote(server, "call", "demo.slow")
+    assert slow.returncode == local.returncode == 124
+    assert slow.stderr == local.stderr == "timeout after 0.3s\n"
+
+
+def test_remote_list_over_the_flag_and_the_errors(server: ToolrunServer, tmp_path: Path) -> None:
+    from helpers_servers import clean_env, toolrun_cli
+
+    env = clean_env(tmp_path / "home")
+    listed = toolrun_cli("--url", server.url, "list", env=env)
+    assert listed.returncode == 0
+    assert [line.split()[0] for line in listed.stdout.splitlines()[1:]] == [
+        "demo.add",
+        "demo.boom",
+        "demo.echo",
+        "demo.fail",
+        "demo.slow",
+    ]
+    assert "Print text." in listed.stdout  # the summary as plain text, not **text**
+    hidden = toolrun_cli("--url", server.url, "call", "demo.secret", env=env)
+    assert (hidden.returncode, hidden.stderr) == (2, "toolrun: not found on the server\n")
+    refused = toolrun_cli("--url", server.url, "--api-key", "trk_aaaaaaaaaa_" + "x" * 43, "describe", "demo.x", env=env)
+    assert refused.returncode == 2 and "the server refused the API key" in refused.stderr
+    down = toolrun_cli("--url", "http://127.0.0.1:9", "list", env=env)
+    assert down.returncode == 69 and down.stderr.startswith("toolrun: cannot reach http://127.0.0.1:9")
+    local_only = toolrun_cli("--url", server.url, "validate-catalog", "x.yaml", env=env)
+    assert local_only.returncode == 2 and "`validate-catalog` runs locally" in local_only.stderr
+    dry = toolrun_cli("--url", server.url, "call", "demo.echo", "text=a", "--dry-run", env=env)
+    assert dry.returncode == 2 and "--dry-run" in dry.stderr

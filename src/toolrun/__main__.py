@@ -1,3 +1,3 @@
-from toolrun.cli import main
+from toolrun.launch import main
 
 main()

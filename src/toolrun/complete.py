@@ -3,8 +3,10 @@
 `toolrun call ops.<TAB>` lists the keys, `toolrun call ops.disk_usage p<TAB>` gives `path=`, and
 after `=` the declared `enum` values (`true`/`false` for a bool). The shells ask the program
 itself (the scripts in completions/ run `toolrun` with `_TOOLRUN_COMPLETE=complete_<shell>`), and
-the console script answers these requests here, before the Typer app is even imported: the catalog
-comes from its cache (no YAML parsing), so an answer takes a few tens of milliseconds. Any other
+the console script answers these requests here, before the Typer app is even imported. The answer
+comes from a completion index, a small JSON file in the cache dir holding each tool's summary and
+params, rebuilt (from the catalog and its cache) only when a catalog file or a Python file beside it
+changes: no YAML, no catalog package, no Typer on the way to a TAB. Any other
 completion (subcommands, options, files) returns None and is left to Typer.
 
 Words and the word under the cursor arrive per shell: bash gives COMP_WORDS split at its word
@@ -18,6 +20,7 @@ import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 VAR = "_TOOLRUN_COMPLETE"
@@ -86,19 +89,92 @@ def _catalog_flags(words: Sequence[str]) -> list[str]:
     return found
 
 
-def _tools(words: Sequence[str], environ: Mapping[str, str]) -> dict[str, Any]:
-    """The catalog's tools by key (from the cache when warm); {} when there is no usable catalog."""
-    from .catalog import LoadOptions, load
+def _files(paths: Sequence[str]) -> list[Path]:
+    """The catalog files of `paths` (a directory's *.yaml and *.yml), as the loader expands them."""
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files += sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+        else:
+            files.append(path)
+    return files
+
+
+def _stamp(files: Sequence[Path]) -> list[Any]:
+    """What the index depends on: each catalog file, and the Python files beside it (fn tools)."""
+    stamp: list[Any] = []
+    dirs: set[Path] = set()
+    for file in files:
+        st = file.stat()
+        stamp.append((str(file.resolve()), st.st_mtime_ns, st.st_size))
+        dirs.add(file.resolve().parent)
+    for folder in sorted(dirs):
+        for py in sorted(folder.glob("*.py")):
+            st = py.stat()
+            stamp.append((str(py), st.st_mtime_ns, st.st_size))
+    return stamp
+
+
+class Tool:
+    """What completion needs of a tool: its summary and params (name, type, required, enum, help)."""
+
+    __slots__ = ("params", "summary")
+
+    def __init__(self, summary: str, params: list[list[Any]]) -> None:
+        self.summary = summary
+        self.params = params
+
+
+def _tools(words: Sequence[str], environ: Mapping[str, str]) -> dict[str, Tool]:
+    """The catalog's tools by key, from the completion index (a small JSON file in the cache dir,
+    rebuilt when a catalog file or a Python file beside it changes); {} without a usable catalog."""
+    import hashlib
+    import json
+
+    from . import __version__
     from .settings import Settings
 
     try:
         settings = Settings.load({}, environ)
         paths = _catalog_flags(words) or list(settings.catalog or ["tools.yaml"])
-        cache = settings.dirs["cache"] / "catalog" if settings.catalog_cache else None
-        options = LoadOptions(default_timeout=settings.default_timeout, max_output=settings.max_output, cache_dir=cache)
-        return dict(load(paths, environ, options).tools)
+        files = _files(paths)
+        digest = hashlib.sha256(json.dumps([__version__, _stamp(files)]).encode()).hexdigest()[:32]
+        index = settings.dirs["cache"] / "complete" / f"{digest}.json"
+        try:
+            data = json.loads(index.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = _build_index(files, settings, environ)
+            _write(index, json.dumps(data, ensure_ascii=False))
+        return {key: Tool(summary, params) for key, (summary, params) in data.items()}
     except Exception:  # a broken or missing catalog completes nothing; it never prints a traceback
         return {}
+
+
+def _build_index(files: Sequence[Path], settings: Any, environ: Mapping[str, str]) -> dict[str, Any]:
+    from .catalog import LoadOptions, load
+    from .formatting import plain
+
+    cache = settings.dirs["cache"] / "catalog" if settings.catalog_cache else None
+    options = LoadOptions(default_timeout=settings.default_timeout, max_output=settings.max_output, cache_dir=cache)
+    tools = load([str(f) for f in files], environ, options).tools
+    return {
+        key: [
+            plain(tool.summary),
+            [[p.name, p.type, p.required, list(p.enum) if p.enum else None, p.description] for p in tool.params],
+        ]
+        for key, tool in tools.items()
+    }
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass  # an index that cannot be written is only a slower next TAB
 
 
 def candidates(words: Sequence[str], incomplete: str, environ: Mapping[str, str]) -> list[tuple[str, str]] | None:
@@ -124,7 +200,7 @@ def candidates(words: Sequence[str], incomplete: str, environ: Mapping[str, str]
         return []  # a remote catalog is not completed (no network round trip at every TAB)
     tools = _tools(rest, environ)
     if not positional:
-        return [(key, _summary(tool)) for key, tool in tools.items() if key.startswith(incomplete)]
+        return [(key, tool.summary) for key, tool in tools.items() if key.startswith(incomplete)]
     if sub != "call":
         return []
     tool = tools.get(positional[0])
@@ -133,16 +209,17 @@ def candidates(words: Sequence[str], incomplete: str, environ: Mapping[str, str]
     if "=" in incomplete:
         name, _, typed = incomplete.partition("=")
         name = name.removesuffix(":")
-        param = next((p for p in tool.params if p.name == name), None)
+        param = next((p for p in tool.params if p[0] == name), None)
         if param is None:
             return []
-        values = [_text(v) for v in param.enum] if param.enum else (["true", "false"] if param.type == "bool" else [])
+        _, kind, _, enum, _ = param
+        values = [_text(v) for v in enum] if enum else (["true", "false"] if kind == "bool" else [])
         return [(f"{name}={v}", "") for v in values if v.startswith(typed)]
     given = {w.split("=", 1)[0].removesuffix(":") for w in positional[1:] if "=" in w}
     return [
-        (f"{p.name}=", f"{p.type}{'' if p.required else ', optional'}: {p.description}".rstrip(": "))
-        for p in tool.params
-        if p.name.startswith(incomplete) and (p.name not in given or p.type == "list")
+        (f"{name}=", f"{kind}{'' if required else ', optional'}: {text}".rstrip(": "))
+        for name, kind, required, _, text in tool.params
+        if name.startswith(incomplete) and (name not in given or kind == "list")
     ]
 
 
@@ -150,10 +227,6 @@ def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-def _summary(tool: Any) -> str:
-    return str(tool.summary)
 
 
 def _zsh_quote(text: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from typing import Any
 
 from .models import CallResult, Param, ToolSpec
@@ -51,6 +52,24 @@ def structured_result(result: CallResult) -> dict[str, Any]:
     if ex.truncated:
         payload["truncated"] = True
     return payload
+
+
+_MD_INLINE = [
+    (re.compile(r"!?\[([^\]]*)\]\([^)]*\)"), r"\1"),  # [text](url), ![alt](src) -> text
+    (re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1"), r"\2"),  # **bold**, __bold__
+    (re.compile(r"(?<![\w*])\*(?=\S)(.+?)(?<=\S)\*(?![\w*])"), r"\1"),  # *em*
+    (re.compile(r"(?<![\w_])_(?=\S)(.+?)(?<=\S)_(?![\w_])"), r"\1"),  # _em_ (not snake_case)
+    (re.compile(r"~~(?=\S)(.+?)(?<=\S)~~"), r"\1"),  # ~~strike~~
+    (re.compile(r"`+([^`]+)`+"), r"\1"),  # `code`
+    (re.compile(r"^\s{0,3}(?:#{1,6}\s+|>\s?|[-*+]\s+|\d+[.)]\s+)"), ""),  # heading, quote, list marker
+]
+
+
+def plain(text: str) -> str:
+    """One line of Markdown as plain text: emphasis, code marks, links and line markers dropped."""
+    for pattern, replacement in _MD_INLINE:
+        text = pattern.sub(replacement, text)
+    return text.strip()
 
 
 def call_payload(result: CallResult) -> dict[str, Any]:

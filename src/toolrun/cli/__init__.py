@@ -1,8 +1,9 @@
 """The `toolrun` command: parse, call the one in-process ToolService, print.
 
 One module per command group: common (the Typer app, shared options, errors to exit codes),
-fastcoerce, browse (list, describe), call, validate (validate-catalog), keys, serve (serve,
-mcp-config). Importing this package registers every command on `app`.
+fastcoerce, init, browse (list, describe, search), call, examples (test), validate (validate-catalog),
+keys, serve (serve, mcp-config), access (access explain, keys test). Importing this package
+registers every command on `app`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from .common import app
 
 # Importing a command module registers its commands; this order is the order of `toolrun --help`.
 # isort: off
-from . import browse, call, validate, serve, keys  # noqa: F401
+from . import init, browse, call, examples, validate, serve, keys, access  # noqa: F401
 # isort: on
 
 __all__ = ["app", "main"]

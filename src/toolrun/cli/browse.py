@@ -1,14 +1,17 @@
-"""`toolrun list` and `toolrun describe`."""
+"""`toolrun list`, `toolrun describe` and `toolrun search`: on the local catalog, or on a server (--url)."""
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from .common import CatalogOpt, JsonOpt, _err, _fail, _operator, _print_json, _service, app
+from .common import CatalogOpt, JsonOpt, _err, _fail, _operator, _print_json, _remote, _service, app
+
+if TYPE_CHECKING:
+    from ..models import ToolSpec
 
 
 @app.command("list")
@@ -18,14 +21,37 @@ def list_tools(
     as_json: JsonOpt = False,
 ) -> None:
     """List the catalog's tools: key, groups and the first line of each description."""
-    service = _service(catalog)
-    tools = service.list(_operator(), group)
+    remote = _remote()
+    if remote is not None:
+        tools = _remotely(lambda: remote.list(group))
+    else:
+        service = _service(catalog)
+        tools = service.list(_operator(), group)
     if as_json:
         _print_json([t.entry() for t in tools])
         return
+    _print_table(tools)
+    if not tools:
+        _err("no tools" + (f" in group {group!r}" if group else ""))
+
+
+def _remotely(action: Any) -> Any:
+    """Run a request to the --url server; its errors exit as the local command's would."""
+    from ..errors import ToolrunError
+
+    try:
+        return action()
+    except ToolrunError as exc:
+        _fail(exc)
+
+
+def _print_table(tools: list[ToolSpec]) -> None:
+    """key, groups and the plain-text summary of each tool, one row each."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
+
+    from ..formatting import plain
 
     # Keys and groups are never cut; only the description gives way on a narrow terminal, and a
     # pipe gets whole lines (rich would otherwise assume 80 columns).
@@ -35,10 +61,47 @@ def list_tools(
     table.add_column("groups", no_wrap=True, min_width=max((len(g) for g in groups), default=6))
     table.add_column("description", no_wrap=True, overflow="ellipsis")
     for tool, tags in zip(tools, groups, strict=True):
-        table.add_row(escape(tool.key), escape(tags), escape(tool.summary))
+        table.add_row(escape(tool.key), escape(tags), escape(plain(tool.summary)))
     Console(width=None if sys.stdout.isatty() else 100_000).print(table)
-    if not tools:
-        _err("no tools" + (f" in group {group!r}" if group else ""))
+
+
+@app.command()
+def search(
+    query: Annotated[list[str], typer.Argument(help="Words to look for in keys, groups, descriptions, params.")],
+    catalog: CatalogOpt = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Results per page (1-100).")] = 10,
+    offset: Annotated[int, typer.Option("--offset", help="Skip this many results (the next page).")] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Search the tools (ranked, as GET /search): one row per match, best first."""
+    from ..errors import UsageError
+
+    text = " ".join(query)
+    if not 1 <= limit <= 100 or offset < 0:
+        _fail(UsageError("--limit must be between 1 and 100, and --offset 0 or more"))
+    remote = _remote()
+    if remote is not None:
+        page = _remotely(lambda: remote.search(text, offset, limit))
+        tools = page.pop("tools")
+    else:
+        found = _service(catalog).search(_operator(), text, offset, limit)
+        tools = found.items
+        page = {
+            "query": text,
+            "items": [t.entry() for t in tools],
+            "total": found.total,
+            "offset": found.offset,
+            "limit": found.limit,
+            "has_more": found.has_more,
+            "next_offset": found.next_offset,
+        }
+    if as_json:
+        _print_json(page)
+        return
+    _print_table(tools)
+    shown = f"{page['offset'] + 1}-{page['offset'] + len(tools)} of {page['total']}" if tools else "no matches"
+    more = f"; next page: --offset {page['next_offset']}" if page.get("has_more") else ""
+    _err(f"{shown} for {text!r}{more}")
 
 
 @app.command()
@@ -51,9 +114,9 @@ def describe(
     from ..errors import ToolrunError
     from ..formatting import signature
 
-    service = _service(catalog)
+    remote = _remote()
     try:
-        tool = service.describe(_operator(), key)
+        tool = remote.describe(key) if remote is not None else _service(catalog).describe(_operator(), key)
     except ToolrunError as exc:
         _fail(exc)
     if as_json:

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import CatalogOpt, JsonOpt, _fail, _operator, _print_json, _service, app
+from .common import CatalogOpt, JsonOpt, _fail, _make_service, _operator, _print_json, _remote, app
 
 
 def _exit_code(returncode: int, timed_out: bool) -> int:
@@ -41,10 +41,15 @@ def call(
     from ..errors import ToolrunError, UsageError
     from ..params import parse_cli_args
 
-    service = _service(catalog)
-    identity = _operator()
+    remote = _remote()
+    payload: dict[str, Any] | None = None
     try:
-        tool = service.describe(identity, key)
+        if remote is None:
+            service = _make_service(catalog)
+            identity = _operator()
+            tool = service.describe(identity, key)
+        else:
+            tool = remote.describe(key)
         values: dict[str, Any] = {}
         if input_file is not None:
             text = sys.stdin.read() if input_file == "-" else _read_text(input_file)
@@ -56,28 +61,30 @@ def call(
                 raise UsageError("--input: expected a JSON object of parameter name to value")
             values.update(loaded)
         values.update(parse_cli_args(tool, args or []))
-        if dry_run:
+        if remote is not None:
+            if dry_run:
+                raise UsageError("--dry-run shows what would run on this machine: it does not apply with --url")
+            result, payload = remote.call(key, values)
+        elif dry_run:
             plan = service.plan(identity, key, values)
             if as_json:
                 _print_json(plan)
             else:
                 sys.stdout.write(_plan_text(plan))
             return
-        result = _run_with_spinner(asyncio, service.call(identity, key, values), key)
+        else:
+            result = _run_with_spinner(asyncio, service.call(identity, key, values), key)
     except ToolrunError as exc:
+        if as_json:
+            _print_json(error_object(key, exc))
         _fail(exc)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
-    from ..formatting import result_json, result_text, structured_result
+    from ..formatting import call_payload, result_text
 
     ex = result.exec
     if as_json:
-        # The MCP structured form, plus `result` for every kind and the wall time.
-        payload = {**structured_result(result), "seconds": round(result.seconds, 6)}
-        payload.setdefault("result", result_json(result.value))
-        if ex is not None:
-            payload["truncated"] = ex.truncated
-        _print_json(payload)
+        _print_json(payload if payload is not None else call_payload(result))
         raise typer.Exit(0 if result.ok else _exit_code(ex.returncode if ex else 1, bool(ex and ex.timed_out)))
     if ex is not None and not result.ok:
         sys.stdout.write(ex.stdout)
@@ -88,6 +95,19 @@ def call(
     sys.stdout.write(text)
     if ex is None and text and not text.endswith("\n"):
         sys.stdout.write("\n")
+
+
+def error_object(key: str, exc: BaseException) -> dict[str, Any]:
+    """`toolrun call --json` when the call fails before or instead of running: one JSON shape,
+    `{key, ok: false, error, type}` (plus `problems` for a catalog that does not load)."""
+    from ..errors import CatalogError, ToolFailed
+
+    kind = type(exc.original).__name__ if isinstance(exc, ToolFailed) else type(exc).__name__
+    message = str(exc.original) if isinstance(exc, ToolFailed) else str(exc)
+    body: dict[str, Any] = {"key": key, "ok": False, "error": message, "type": kind}
+    if isinstance(exc, CatalogError):
+        body["problems"] = [str(p) for p in exc.problems]
+    return body
 
 
 def _plan_text(plan: dict[str, Any]) -> str:

@@ -21,6 +21,35 @@ if TYPE_CHECKING:
 
 _install_fast_coercion()
 
+
+def _install_bash_script() -> None:
+    """Typer's bash completion script, plus: a lone `name=` answer gets no space after it (its value
+    comes next). `--show-completion`, `--install-completion` and completions/ all use it."""
+    try:
+        from typer import _completion_shared
+    except Exception:  # pragma: no cover - a Typer without this module
+        return
+    scripts = getattr(_completion_shared, "_completion_scripts", None)
+    if isinstance(scripts, dict) and "bash" in scripts:
+        scripts["bash"] = BASH_SCRIPT
+
+
+BASH_SCRIPT = """
+%(complete_func)s() {
+    local IFS=$'\\n'
+    COMPREPLY=( $( env COMP_WORDS="${COMP_WORDS[*]}" \\
+                   COMP_CWORD=$COMP_CWORD \\
+                   %(autocomplete_var)s=complete_bash $1 ) )
+    if [[ ${#COMPREPLY[@]} -eq 1 && ${COMPREPLY[0]} == *= ]]; then
+        compopt -o nospace 2>/dev/null
+    fi
+    return 0
+}
+
+complete -o default -F %(complete_func)s %(prog_name)s
+"""
+_install_bash_script()
+
 app = typer.Typer(
     name="toolrun",
     help="Run the tools of a YAML catalog from the terminal, over HTTP and MCP, and in a browser.",
@@ -69,20 +98,80 @@ def _settings(flags: dict[str, Any] | None = None) -> Settings:
     return Settings.load(flags or {})
 
 
-def _service(catalog: list[str] | None, settings: Settings | None = None, **kwargs: Any) -> ToolService:
-    """The one ToolService, on the catalog from --catalog, $SVC_CATALOG, the config file or ./tools.yaml."""
-    from ..errors import ToolrunError, UsageError
+def _make_service(catalog: list[str] | None, settings: Settings | None = None, **kwargs: Any) -> ToolService:
+    """The one ToolService, on the catalog from --catalog, $SVC_CATALOG, the config file or ./tools.yaml;
+    raises ToolrunError (CatalogError, UsageError)."""
+    from ..errors import UsageError
     from ..service import ToolService, catalog_paths
 
+    settings = settings or _settings()
+    paths = catalog_paths(catalog, settings)
+    if not catalog and not settings.catalog and not Path(paths[0]).exists():
+        raise UsageError(
+            "no catalog: pass --catalog FILE, set SVC_CATALOG, set `catalog` in the config file, "
+            "or create ./tools.yaml (`toolrun init` writes a starter)"
+        )
+    return ToolService.from_paths(paths, settings, **kwargs)
+
+
+def _service(catalog: list[str] | None, settings: Settings | None = None, **kwargs: Any) -> ToolService:
+    """`_make_service`, with its errors reported and turned into the exit code."""
+    from ..errors import ToolrunError
+
     try:
-        settings = settings or _settings()
-        paths = catalog_paths(catalog, settings)
-        if not catalog and not settings.catalog and not Path(paths[0]).exists():
-            raise UsageError(
-                "no catalog: pass --catalog FILE, set SVC_CATALOG, set `catalog` in the config file, "
-                "or create ./tools.yaml"
-            )
-        return ToolService.from_paths(paths, settings, **kwargs)
+        return _make_service(catalog, settings, **kwargs)
+    except ToolrunError as exc:
+        _fail(exc)
+
+
+# -- remote mode: `toolrun --url URL [--api-key KEY] list|describe|call|search` ------------------
+
+REMOTE_COMMANDS = ("list", "describe", "call", "search")
+_remote_options: dict[str, str | None] = {"url": None, "api_key": None}
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url",
+            envvar="TOOLRUN_URL",
+            metavar="URL",
+            help="Run list, describe, call and search on this toolrun server (over its REST routes).",
+            show_default=False,
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            envvar="TOOLRUN_API_KEY",
+            metavar="KEY",
+            help="API key sent to the --url server.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Run the tools of a YAML catalog from the terminal, over HTTP and MCP, and in a browser."""
+    _remote_options.update(url=url or None, api_key=api_key or None)
+    typed = getattr(ctx.get_parameter_source("url"), "name", "") == "COMMANDLINE"
+    if url and typed and ctx.invoked_subcommand not in REMOTE_COMMANDS:
+        _err(f"toolrun: --url applies to {', '.join(REMOTE_COMMANDS)}; `{ctx.invoked_subcommand}` runs locally")
+        raise typer.Exit(2)
+
+
+def _remote() -> Any:
+    """The server of --url / $TOOLRUN_URL as a Remote, or None for the local catalog."""
+    url = _remote_options["url"]
+    if not url:
+        return None
+    from ..errors import ToolrunError
+    from ..remote import Remote
+
+    try:
+        return Remote(url, _remote_options["api_key"])
     except ToolrunError as exc:
         _fail(exc)
 

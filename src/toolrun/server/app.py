@@ -402,16 +402,33 @@ class Routes:
     async def whoami(self, request: Request) -> Response:
         try:
             identity = await self.identify(request, "required")
+            tool_key = _single(request, "explain")
+            user = _single(request, "user")
+            if (tool_key is not None or user is not None) and not identity.is_admin:
+                raise Unauthorized()  # explanations name hidden tools: admins only
         except ToolrunError as exc:
             return json_error(exc)
-        return JSONResponse(
-            {
-                "username": identity.username,
-                "email": identity.email,
-                "groups": sorted(identity.groups),
-                "tools": [t.key for t in self.service.list(identity)],
-            }
-        )
+        body: dict[str, Any] = {
+            "username": identity.username,
+            "email": identity.email,
+            "groups": sorted(identity.groups),
+            "tools": [t.key for t in self.service.list(identity)],
+        }
+        if tool_key is not None:
+            from ..explain import explain
+
+            try:
+                body["explain"] = await explain(
+                    tool_key=tool_key,
+                    tool=self.service.catalog.tools.get(tool_key),
+                    username=user or identity.username,
+                    store=self.b.store,
+                    limiter=self.service.limiter,
+                    settings=self.settings,
+                )
+            except ToolrunError as exc:
+                return json_error(exc)
+        return JSONResponse(body)
 
     async def list_tools(self, request: Request) -> Response:
         try:

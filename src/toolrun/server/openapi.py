@@ -121,6 +121,32 @@ def _text(description: str) -> dict[str, Any]:
 
 
 _ERR = {"$ref": "#/components/schemas/Error"}
+# POST /tools/{key} with `Accept: application/json`: the structured result, and errors as {error, type}.
+_CALL_RESULT = {
+    "type": "object",
+    "required": ["key", "ok", "seconds"],
+    "properties": {
+        "key": {"type": "string"},
+        "ok": {"type": "boolean"},
+        "returncode": {"type": "integer"},
+        "stdout": {"type": "string"},
+        "stderr": {"type": "string"},
+        "timed_out": {"type": "boolean"},
+        "truncated": {"type": "boolean"},
+        "result": {},
+        "text": {"type": "string"},
+        "seconds": {"type": "number"},
+    },
+}
+
+
+def _text_or_json(description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Plain text by default; JSON to a client that sends `Accept: application/json`."""
+    answer = _text(description)
+    answer["content"]["application/json"] = {"schema": schema or _ERR}
+    return answer
+
+
 _UNAUTH = _json(_ERR, "Key missing, invalid or expired")
 _BAD = _json(_ERR, "Bad query parameter")
 # A tool key is `<group>.<name>` (the catalog's GROUP_PATTERN and NAME_PATTERN); anything else is a 404.
@@ -195,8 +221,25 @@ def _document() -> dict[str, Any]:
             },
             "/whoami": {
                 "get": {
-                    "summary": "The caller's identity",
+                    "summary": "The caller's identity; for admins, why a user may (not) see and call a tool",
                     "security": _REQUIRED,
+                    "parameters": [
+                        {
+                            "name": "explain",
+                            "in": "query",
+                            "required": False,
+                            "description": "Admins: a tool key; the answer gains `explain` (groups against tags, "
+                            "public, keys, rate-limit bucket).",
+                            "schema": {"type": "string"},
+                        },
+                        {
+                            "name": "user",
+                            "in": "query",
+                            "required": False,
+                            "description": "Admins, with explain: the user to explain for (default: the caller).",
+                            "schema": {"type": "string"},
+                        },
+                    ],
                     "responses": {
                         "200": _json({"$ref": "#/components/schemas/Identity"}, "Identity record"),
                         "400": _BAD,
@@ -261,7 +304,7 @@ def _document() -> dict[str, Any]:
                     },
                 },
                 "post": {
-                    "summary": "Call a tool; the result as text",
+                    "summary": "Call a tool; the result as text, or as JSON to `Accept: application/json`",
                     "security": _OPTIONAL,
                     "requestBody": {
                         "required": False,
@@ -272,16 +315,18 @@ def _document() -> dict[str, Any]:
                         },
                     },
                     "responses": {
-                        "200": _text("The result coerced to text (exec failures are normal tuple results)"),
-                        "400": _text("Malformed JSON, not an object, or a parameter error"),
-                        "403": _text("Cross-origin request not allowed"),
-                        "404": _text("Unknown or inaccessible key"),
-                        "408": _text("Body not received in time"),
-                        "413": _text("Body too large"),
-                        "415": _text("Content-Type is not application/json"),
-                        "429": _text("Rate limited; Retry-After gives the seconds"),
-                        "500": _text("The tool raised"),
-                        "503": _text("Too many calls running"),
+                        "200": _text_or_json(
+                            "The result coerced to text (exec failures are normal tuple results)", _CALL_RESULT
+                        ),
+                        "400": _text_or_json("Malformed JSON, not an object, or a parameter error"),
+                        "403": _text_or_json("Cross-origin request not allowed"),
+                        "404": _text_or_json("Unknown or inaccessible key"),
+                        "408": _text_or_json("Body not received in time"),
+                        "413": _text_or_json("Body too large"),
+                        "415": _text_or_json("Content-Type is not application/json"),
+                        "429": _text_or_json("Rate limited; Retry-After gives the seconds"),
+                        "500": _text_or_json("The tool raised"),
+                        "503": _text_or_json("Too many calls running"),
                     },
                 },
             },
