@@ -169,3 +169,34 @@ class Access:
                 item["key"] = newest.metadata() if newest else None
             body.append(item)
         return body
+
+    # -- explanations (`toolrun access explain`, `toolrun keys test`, GET /whoami?explain=) ---------
+
+    async def explain(
+        self, service: Any, username: str, tool_key: str, *, limiter: Any = None, settings: Any = None
+    ) -> dict[str, Any]:
+        """Why `username` may (not) see and call `tool_key` (see toolrun.explain)."""
+        from .explain import explain
+
+        return await explain(
+            tool_key=tool_key,
+            tool=service.lookup(tool_key),
+            username=username,
+            store=self.store,
+            limiter=limiter,
+            settings=settings,
+        )
+
+    def key_report(self, key: str, tools: Any = None) -> dict[str, Any] | None:
+        """Whose `key` is, its state and (given the catalog's tools) what it may call; None if unknown."""
+        from .explain import key_report
+
+        found = self.store.inspect(key)
+        return key_report(found[0], found[1], tools) if found is not None else None
+
+    def readable_limiter(self, settings: Settings) -> Any:
+        """The rate limiter whose buckets this process can read: the shared (Redis) one; None when
+        the buckets live in a server's own memory."""
+        if not (settings["redis_url"] and settings["rate_limit.enabled"]):
+            return None
+        return shared_state(settings, self)[0]

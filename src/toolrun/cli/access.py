@@ -7,25 +7,15 @@ Both read the key store and the catalog directly (no server); the reasoning is t
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from .common import CatalogOpt, JsonOpt, _err, _fail, _make_service, _operator, _print_json, _settings, app
-from .keys import _store, keys_app
+from .keys import _access, keys_app
 
 access_app = typer.Typer(help="Explain who may see and call which tool, and why.")
 app.add_typer(access_app, name="access")
-
-
-def _limiter(settings: Any, store: Any) -> Any:
-    """The shared (Redis) limiter, whose buckets this process can read; None for in-memory buckets,
-    which live in the server's own memory."""
-    if not (settings["redis_url"] and settings["rate_limit.enabled"]):
-        return None
-    from ..redis_store import RedisLimiter  # type: ignore[import-not-found,unused-ignore]
-
-    return RedisLimiter(store, int(settings["rate_limit.calls"]), float(settings["rate_limit.window"]))
 
 
 @access_app.command("explain")
@@ -41,22 +31,14 @@ def access_explain(
     import asyncio
 
     from ..errors import ToolrunError
-    from ..explain import explain, explain_text
+    from ..explain import explain_text
 
     try:
         settings = _settings()
         service = _make_service(catalog, settings)
-        store = _store()
-        answer = asyncio.run(
-            explain(
-                tool_key=tool,
-                tool=service.catalog.tools.get(tool),
-                username=user,
-                store=store,
-                limiter=_limiter(settings, store),
-                settings=settings,
-            )
-        )
+        access = _access()
+        limiter = access.readable_limiter(settings)
+        answer = asyncio.run(access.explain(service, user, tool, limiter=limiter, settings=settings))
     except ToolrunError as exc:
         _fail(exc)
     if as_json:
@@ -76,11 +58,11 @@ def keys_test(
 
     Exit 0 for a working key, 1 for a revoked or expired one, 2 for an unknown one."""
     from ..errors import ToolrunError, UsageError
-    from ..explain import key_report, key_report_text
+    from ..explain import key_report_text
 
     try:
-        found = _store().inspect(key.strip())
-        if found is None:
+        access = _access()
+        if access.key_report(key.strip()) is None:
             raise UsageError("unknown key: no key in the store matches it (check for a typo or a cut-off paste)")
         tools = None
         try:
@@ -89,9 +71,10 @@ def keys_test(
             if catalog:
                 raise
             _err(f"toolrun: {exc} (the tools are not listed)")
+        report = access.key_report(key.strip(), tools)
+        assert report is not None
     except ToolrunError as exc:
         _fail(exc)
-    report = key_report(found[0], found[1], tools)
     if as_json:
         _print_json(report)
     else:

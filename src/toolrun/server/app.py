@@ -415,14 +415,11 @@ class Routes:
             "tools": [t.key for t in self.service.list(identity)],
         }
         if tool_key is not None:
-            from ..explain import explain
-
             try:
-                body["explain"] = await explain(
-                    tool_key=tool_key,
-                    tool=self.service.catalog.tools.get(tool_key),
-                    username=user or identity.username,
-                    store=self.b.store,
+                body["explain"] = await self.b.access.explain(
+                    self.service,
+                    user or identity.username,
+                    tool_key,
                     limiter=self.service.limiter,
                     settings=self.settings,
                 )
