@@ -98,14 +98,17 @@ def main() -> None:
         print("(a) completion, bash protocol, 200-tool catalog (ms; median of", runs, "runs)")
         print(f"  {'answer':22} {'median':>8} {'cpu':>8} {'x floor':>8}  verdict (< {TARGET_MS:g} ms)")
         for name, f in figures.items():
-            verdict = "" if name in ("python -c pass", "typer (subcommand)") else (
-                "ok" if f["median"] < TARGET_MS else "MISSED"
+            verdict = (
+                ""
+                if name in ("python -c pass", "typer (subcommand)")
+                else ("ok" if f["median"] < TARGET_MS else "MISSED")
             )
             print(f"  {name:22} {f['median']:8.1f} {f['cpu']:8.1f} {f['median'] / floor:8.2f}  {verdict}")
 
         test = [TOOLRUN, "test", "-k", "tool_0000"]
         calls = ["sh", "-c", f"'for i in $(seq 50); do {TOOLRUN} call ops.tool_0000 msg=m >/dev/null; done'"]
-        suite = hyperfine({"toolrun test (50 examples)": test, "50 x toolrun call": calls}, env, work, max(3, runs // 6))
+        pair = {"toolrun test (50 examples)": test, "50 x toolrun call": calls}
+        suite = hyperfine(pair, env, work, max(3, runs // 6))
         one = suite["toolrun test (50 examples)"]["median"]
         many = suite["50 x toolrun call"]["median"]
         print("\n(b) toolrun test, 50 examples of an echo tool (ms; median)")
