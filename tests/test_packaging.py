@@ -84,7 +84,7 @@ def test_wheel_contains_every_package_module_and_the_console_script(tmp_path: Pa
     for path in sorted((ROOT / "src" / "toolrun").rglob("*.py")):
         name = path.relative_to(ROOT / "src").as_posix()
         assert name in names, f"{name} missing from the wheel"
-    assert "toolrun = toolrun.cli:main" in scripts
+    assert "toolrun = toolrun.launch:main" in scripts
 
 
 def test_a_warm_call_never_imports_pydantic_or_the_server_stack(tmp_path: Path) -> None:
