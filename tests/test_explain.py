@@ -212,3 +212,42 @@ def test_whoami_explain_on_a_real_server_shows_the_live_rate_limit_bucket(tmp_pa
         assert refused.status_code == 401 and refused.json() == {"error": "unauthorized"}
         plain = httpx.get(server.url + "/whoami", headers={"X-API-Key": alice})
         assert plain.status_code == 200 and "explain" not in plain.json()
+
+
+def test_explain_and_key_report_over_redis_read_the_shared_bucket(tmp_path: Path, tools: Any) -> None:
+    from conftest import require_binary
+    from helpers_servers import RedisServer
+    from toolrun.redis_store import RedisKeyStore, RedisLimiter
+
+    binary = require_binary("redis-server")
+    with RedisServer(tmp_path / "redis", binary) as server:
+        server.start()
+        store = RedisKeyStore(server.url)
+        key, record = store.create_key("dana", ["ops"])
+        limiter = RedisLimiter(store, 4, 3600)
+
+        async def scenario() -> dict[str, Any]:
+            try:
+                for _ in range(3):
+                    assert await limiter.hit("user:dana", "ops.disk") is None
+                return await explain(
+                    tool_key="ops.disk",
+                    tool=tools["ops.disk"],
+                    username="dana",
+                    store=store,
+                    limiter=limiter,
+                    settings=Limits(calls=4, window=3600),
+                )
+            finally:
+                await store.aio().aclose()
+
+        answer = asyncio.run(scenario())
+        assert (answer["rate_limit"]["used"], answer["rate_limit"]["remaining"]) == (3, 1)
+        assert answer["keys"][0]["prefix"] == record.prefix
+        found = store.inspect(key)
+        assert found is not None and found[1].username == "dana"
+        store.revoke(record.prefix)
+        revoked = store.inspect(key)
+        assert revoked is not None and revoked[0].state() == "revoked"
+        assert store.inspect(key[:-1] + ("A" if key[-1] != "A" else "B")) is None
+        store.sync().close()
