@@ -25,18 +25,12 @@ tools:
 """
 
 
-class Limits:
-    """The three rate-limit settings explain reads."""
+def Limits(enabled: bool = True, calls: int = 3, window: int = 60) -> Any:
+    """Settings with these three rate-limit values (what explain reads)."""
+    from toolrun.settings import Settings
 
-    def __init__(self, enabled: bool = True, calls: int = 3, window: int = 60) -> None:
-        self.values: dict[str, Any] = {
-            "rate_limit.enabled": enabled,
-            "rate_limit.calls": calls,
-            "rate_limit.window": window,
-        }
-
-    def __getitem__(self, name: str) -> Any:
-        return self.values[name]
+    flags = {"rate_limit.enabled": enabled, "rate_limit.calls": calls, "rate_limit.window": window}
+    return Settings.load(flags, {})
 
 
 @pytest.fixture

@@ -197,6 +197,6 @@ class Access:
     def readable_limiter(self, settings: Settings) -> Any:
         """The rate limiter whose buckets this process can read: the shared (Redis) one; None when
         the buckets live in a server's own memory."""
-        if not (settings["redis_url"] and settings["rate_limit.enabled"]):
+        if not (settings.redis_url and settings.rate_limit_enabled):
             return None
         return shared_state(settings, self)[0]
