@@ -195,8 +195,12 @@ class Access:
         return key_report(found[0], found[1], tools) if found is not None else None
 
     def readable_limiter(self, settings: Settings) -> Any:
-        """The rate limiter whose buckets this process can read: the shared (Redis) one; None when
-        the buckets live in a server's own memory."""
-        if not (settings.redis_url and settings.rate_limit_enabled):
+        """The rate limiter whose buckets this process can read: Redis, or the state file the workers
+        of a `serve --workers N` share; None when the buckets live in one server process's memory."""
+        if not settings.rate_limit_enabled:
             return None
-        return shared_state(settings, self)[0]
+        if settings.redis_url:
+            return shared_state(settings, self)[0]
+        if (settings.dirs["data"] / "state.db").is_file():
+            return shared_state(settings, self, workers=2)[0]
+        return None

@@ -94,6 +94,17 @@ class SQLiteLimiter:
             return None
         return float(max(1, math.ceil((index + 1) * self.window - now)))
 
+    async def peek(self, bucket: str, key: str) -> tuple[int, float]:
+        """(calls counted in the current window, seconds until it resets), counting nothing."""
+        now = time.time()
+        index = int(now // self.window)
+        row = (
+            self.state.conn()
+            .execute("SELECT count FROM buckets WHERE bucket=? AND tool=? AND win=?", (bucket, key, index))
+            .fetchone()
+        )
+        return (int(row[0]) if row else 0), (index + 1) * self.window - now
+
 
 class SQLiteSessions:
     """Session values of fn tools (`get_session` / `set_session`), shared by every worker."""
