@@ -99,6 +99,9 @@ def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:
         security_settings=security,
         max_request_body_size=settings.max_body_bytes,
         stateless=True,
+        # Answers as one JSON body, not an event stream: a call's result is the only message toolrun sends,
+        # and a stream costs a task group, a memory channel and SSE framing per request.
+        json_response=True,
     )
     backends.lifespans.append(manager.run)
     sessions = mcp_sessions if mcp_sessions is not None else MemoryMcpSessions()
