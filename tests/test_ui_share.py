@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -86,18 +85,10 @@ def bash(command: str, env: dict[str, str] | None = None) -> subprocess.Complete
     )
 
 
-def remote_cli_available() -> bool:
-    done = subprocess.run([str(TOOLRUN), "--help"], capture_output=True, text=True, timeout=30, check=False)
-    return "--url" in done.stdout
-
-
 def run_toolrun(command: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """The copied `toolrun --url ORIGIN call ...`, run as is when the remote CLI exists; else the same
-    arguments against the same catalog locally (`toolrun call -c CATALOG ...`)."""
+    """The copied `toolrun --url ORIGIN call ...`, run as is (the remote CLI against the live server)."""
     assert command.startswith("toolrun --url "), command
     path = f"{TOOLRUN.parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    if not remote_cli_available():
-        command = re.sub(r"^toolrun --url \S+ call ", f"toolrun call -c {CATALOG} ", command)
     return bash(command, {**(env or {}), "PATH": path})
 
 
@@ -174,6 +165,8 @@ def test_signed_in_commands_name_the_key_variable_never_the_key(open_app: Any, s
 
     command = copied(app, "Copy as toolrun call")
     assert key not in command
+    refused = run_toolrun(command)
+    assert refused.returncode != 0, "it runs on the server: without the key the private tool is not found"
     done = run_toolrun(command, {"TOOLRUN_API_KEY": key})
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout) == in_browser
