@@ -188,8 +188,8 @@ tools:
 """
     tools = load_text(tmp_path, text).tools
     assert tools["web.get"].return_type == EXEC_RETURN_TYPE == "str | (int, str, str)"
-    assert tools["web.get"].source == "curl -s -o - --max-time 5 -- {{ url | quote }}"
-    assert tools["web.post"].source == "curl -s -o - -X POST http://127.0.0.1:9/x --json @-"
+    assert tools["web.get"].source == "curl -s -o - --proto =http,https --max-time 5 -- {{ url | quote }}"
+    assert tools["web.post"].source == "curl -s -o - --proto =http,https --json @- -X POST http://127.0.0.1:9/x"
     assert tools["web.post"].kind == "curl"
 
 
@@ -485,7 +485,9 @@ tools:
 """
     environ = {**ENV, "API_HOST": "api.example.com", "REGION": "eu-1", "API_TOKEN": "t0k"}
     tool = load_text(tmp_path, text, environ).tools["web.get"]
-    assert tool.source == "curl -s -o - -H X-Region:eu-1 https://api.example.com/v1/{{ path | quote }}"
+    assert tool.source == (
+        "curl -s -o - --proto =http,https -H X-Region:eu-1 https://api.example.com/v1/{{ path | quote }}"
+    )
     assert tool.description == "Fetches api.example.com."
     assert tool.env == {"TOKEN": "t0k"}
 

@@ -80,9 +80,11 @@ def test_a_curl_tool_runs_curl_silently_to_stdout_followed_by_its_value(tmp_path
     service = service_for(tmp_path, GET_TOOL)
     url = f"{server}/hello?x=1"
 
-    assert service.catalog.tools["web.get"].source == "curl -s -o - -H 'X-Test: yes' {{ url | quote }}"
+    assert service.catalog.tools["web.get"].source == (
+        "curl -s -o - --proto =http,https -H 'X-Test: yes' {{ url | quote }}"
+    )
     assert service.plan(Identity.operator(), "web.get", {"url": url})["command"] == (
-        f"curl -s -o - -H 'X-Test: yes' '{url}'"
+        f"curl -s -o - --proto =http,https -H 'X-Test: yes' '{url}'"
     )
     echoed = json.loads(call(service, "web.get", {"url": url}))
     assert (echoed["method"], echoed["path"], echoed["body"]) == ("GET", "/hello?x=1", "")
@@ -105,7 +107,7 @@ def test_a_curl_tool_with_stdin_posts_every_param_as_a_json_body(tmp_path: Path,
     )
     url = f"{server}/items"
 
-    assert service.catalog.tools["web.post"].source.endswith(" --json @-")
+    assert service.catalog.tools["web.post"].source.startswith("curl -s -o - --proto =http,https --json @- ")
     echoed = json.loads(call(service, "web.post", {"url": url, "msg": 'hi "there" é', "n": "3"}))
     assert echoed["method"] == "POST"
     assert echoed["headers"]["content-type"] == "application/json"

@@ -125,6 +125,7 @@ def test_json_format_lists_every_problem_with_its_severity(monkeypatch: pytest.M
         ("missing_name.yaml", "error"),
         ("unquoted.yaml", "warning"),
         ("unquoted.yaml", "warning"),
+        ("unquoted.yaml", "warning"),
     ]
     assert set(report["problems"][0]) == {"file", "line", "col", "key", "severity", "message"}
 

@@ -156,7 +156,12 @@ def _build_index(files: Sequence[Path], settings: Any, environ: Mapping[str, str
     from .formatting import plain
 
     cache = settings.dirs["cache"] / "catalog" if settings.catalog_cache else None
-    options = LoadOptions(default_timeout=settings.default_timeout, max_output=settings.max_output, cache_dir=cache)
+    options = LoadOptions(
+        default_timeout=settings.default_timeout,
+        max_output=settings.max_output,
+        cache_dir=cache,
+        curl_protocols=settings.curl_protocols,
+    )
     tools = load([str(f) for f in files], environ, options).tools
     return {
         key: [

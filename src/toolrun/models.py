@@ -121,6 +121,9 @@ class ToolSpec:
     # idempotent, open_world. MCP direct mode sends them as the tool's `annotations`.
     annotations: dict[str, Any] = field(default_factory=dict)
     keywords: tuple[str, ...] = ()  # words people use for this tool that its text lacks (search only)
+    # curl tools: params whose value can reach curl's option position, and whether it arrives quoted;
+    # a value that would start an option (`--version`, `-K file`) is refused at call time.
+    option_params: tuple[tuple[str, bool], ...] = ()
 
     def entry(self) -> dict[str, Any]:
         """The tool entry: key, groups, params, return_type, description, example; then

@@ -239,7 +239,27 @@ def _validate(tool: ToolSpec, args: Mapping[str, Any]) -> dict[str, Any]:
             values[param.name] = copy.deepcopy(param.default)  # a call must not change the default
         elif param.default is not None or fn:
             values[param.name] = param.default
+    for name, quoted in tool.option_params:
+        if name in values:
+            _refuse_options(name, values[name], quoted)
     return values
+
+
+_OPTION_WORD = re.compile(r"(?:^|\s)-")
+
+
+def _refuse_options(name: str, value: Any, quoted: bool) -> None:
+    """A curl tool's value that reaches curl's option position must not start an option.
+
+    Quoted, a value (each item of a list) is one word: it must not begin with `-`. Unquoted, the
+    shell splits it: no word of it may begin with `-`."""
+    items = value if quoted and isinstance(value, list) else [value]
+    for item in items:
+        text = item if isinstance(item, str) else json.dumps(item, separators=(",", ":"), ensure_ascii=False)
+        if text.startswith("-") if quoted else _OPTION_WORD.search(text):
+            raise ParamError(
+                f"parameter {name!r}: {_short(item)} would be read by curl as an option (a word starting with '-')"
+            )
 
 
 def parse_cli_args(tool: ToolSpec, words: Iterable[str]) -> dict[str, Any]:

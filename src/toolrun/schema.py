@@ -186,6 +186,11 @@ class ToolDef(RuntimeOptions):
         None, description="Declared parameters (fn tools: inferred from the signature when omitted)."
     )
     stdin: bool = Field(False, description="Also send all parameters as one JSON object on stdin.")
+    protocols: list[Annotated[str, Field(pattern=r"^[a-z][a-z0-9+.-]*$")]] | None = Field(
+        None,
+        description="curl tools: the protocols curl may use (`--proto`), e.g. [https, ftp]; default: the "
+        "`curl_protocols` setting (http, https).",
+    )
     inline: bool = Field(
         False,
         description="fn tools: call a plain `def` on the event loop instead of a worker thread (only for "

@@ -82,6 +82,7 @@ def load_options(settings: Settings) -> LoadOptions:
         default_timeout=settings.default_timeout,
         max_output=settings.max_output,
         cache_dir=cache_dir,
+        curl_protocols=settings.curl_protocols,
     )
 
 

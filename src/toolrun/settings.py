@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -82,6 +83,9 @@ class Settings:
     readiness_timeout: float = setting(1.0, "Seconds each /readyz check may take.")
     mcp_direct: bool = setting(False, "MCP also lists each catalog tool as its own tool.")
     catalog_cache: bool = setting(True, "Cache parsed catalogs by content hash in the cache dir.")
+    curl_protocols: tuple[str, ...] = setting(
+        ("http", "https"), "Protocols curl tools may use (`curl --proto`); a tool's `protocols:` replaces it."
+    )
     log_level: str = setting("info", "Logging level: debug, info, warning, error.")
     log_format: str = setting("text", "Log lines as `text` or `json` (one JSON object per line).")
     forwarded_allow_ips: tuple[str, ...] = setting(
@@ -193,6 +197,10 @@ RANGES: dict[str, tuple[Any, str]] = {
     "readiness_timeout": (_finite(0, 3600, low_open=True), "seconds > 0 (at most 3600)"),
     "log_level": (lambda v: v.strip().lower() in ("debug", "info", "warning", "error"), "debug, info, warning, error"),
     "log_format": (lambda v: v.strip().lower() in ("text", "json"), "text or json"),
+    "curl_protocols": (
+        lambda v: bool(v) and all(re.fullmatch(r"[a-z][a-z0-9+.-]*", p) for p in v),
+        "protocol names such as http,https (lower case, at least one)",
+    ),
 }
 
 

@@ -16,7 +16,7 @@ from .templates import TemplateMixin
 if TYPE_CHECKING:
     from ..schema import CatalogFile, RuntimeOptions, ToolDef
 
-_FN_ONLY_OPTIONS = ("cwd", "env", "env_file", "env_passthrough", "limits", "stdin", "user")
+_FN_ONLY_OPTIONS = ("cwd", "env", "env_file", "env_passthrough", "limits", "stdin", "user", "protocols")
 
 
 class BuildMixin(ParamsMixin, TemplateMixin, FnMixin, EnvMixin, ExamplesMixin):
@@ -38,6 +38,7 @@ class BuildMixin(ParamsMixin, TemplateMixin, FnMixin, EnvMixin, ExamplesMixin):
         params = self.build_params(tool, key, loc, kind)
         return_type = EXEC_RETURN_TYPE
         description = tool.description
+        option_params: tuple[tuple[str, bool], ...] = ()
         if kind == "fn":
             source = str(tool.fn)
             ignored = [name for name in _FN_ONLY_OPTIONS if name in tool.model_fields_set]
@@ -58,10 +59,18 @@ class BuildMixin(ParamsMixin, TemplateMixin, FnMixin, EnvMixin, ExamplesMixin):
             if not template.strip():
                 self.problem((*loc, kind), key, f"`{kind}:` is empty")
                 return None
-            self.check_template(template, params or [], tool.stdin, key, loc, kind)
+            option_params = self.check_template(template, params or [], tool.stdin, key, loc, kind)
             source = template
             if kind == "curl":
-                source = "curl -s -o - " + template.strip() + (" --json @-" if tool.stdin else "")
+                protocols = tool.protocols if tool.protocols is not None else self.options.curl_protocols
+                # `--json @-` goes before the template's words: after a `--` there, curl would read it as a URL.
+                source = (
+                    f"curl -s -o - --proto ={','.join(protocols)} "
+                    + ("--json @- " if tool.stdin else "")
+                    + template.strip()
+                )
+            elif tool.protocols is not None:
+                self.problem((*loc, "protocols"), key, "`protocols` applies to curl tools only; ignored", "warning")
         params = params or []
         groups = [group, *[g for g in tool.groups if g != group]]
         public = tool.public or "public" in groups
@@ -125,6 +134,7 @@ class BuildMixin(ParamsMixin, TemplateMixin, FnMixin, EnvMixin, ExamplesMixin):
                 if (value := getattr(tool, name)) is not None
             },
             keywords=tuple(dict.fromkeys(tool.keywords or ())),
+            option_params=option_params,
         )
         if tool.examples:
             spec = self.build_examples(spec, tool, loc)

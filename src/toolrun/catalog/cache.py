@@ -63,6 +63,7 @@ def _load_file_uncollected(
             raw = None
         if raw is not None:
             head = f"{cache_key()}\0{path}\0{path.resolve()}\0{options.default_timeout}\0{options.max_output}\0"
+            head += ",".join(options.curl_protocols) + "\0"
             digest = hashlib.sha256(head.encode("utf-8", "surrogatepass") + raw).hexdigest()
             cache_file = options.cache_dir / f"{digest}.pickle"
             cached = _read_cache(cache_file, environ)

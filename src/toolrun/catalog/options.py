@@ -27,3 +27,4 @@ class LoadOptions:
     max_output: int = 10 * 1024 * 1024
     cache_dir: Path | None = None
     check: bool = False  # validate-catalog: exact positions for every finding, never cached
+    curl_protocols: tuple[str, ...] = ("http", "https")  # curl tools' `--proto` unless they set `protocols`

@@ -1,4 +1,5 @@
-"""Template lint: syntax, undeclared and unused variables, values interpolated without `| quote`."""
+"""Template lint: syntax, undeclared and unused variables, and where each value lands in the shell
+command (unquoted, inside another quoting layer, shell code, an option position, unguarded)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import difflib
 import re
 from typing import Any
 
-from .. import render
+from .. import lint, render
+from ..lint import NUMBER, QUOTED, RAW, SAFE
 from ..models import Param
 from .problems import _LoaderBase
 
@@ -29,13 +31,14 @@ def _find_name(template: str, name: str, unquoted_only: bool = False) -> int | N
 class TemplateMixin(_LoaderBase):
     def check_template(
         self, template: str, params: list[Param], stdin: bool, key: str, loc: tuple[Any, ...], kind: str
-    ) -> None:
+    ) -> tuple[tuple[str, bool], ...]:
+        """Report what is wrong with a template; return the params that can reach curl's option position."""
         tloc = (*loc, kind)
         analysis = render.analyse(template)
         if analysis.error:
             pos = self.locate.scalar_line(tloc, analysis.error_line)
             self.problem_at(pos, key, f"template error in {kind}: {analysis.error}")
-            return
+            return ()
 
         def where(name: str, unquoted: bool = False) -> tuple[int, int]:
             # Searching the source text (composing the node tree) happens only once a problem needs it.
@@ -60,12 +63,91 @@ class TemplateMixin(_LoaderBase):
                         f"param {p.name!r} is declared but never used in {kind}",
                         "warning",
                     )
-        for name in sorted(analysis.unquoted):
-            param = declared.get(name)
-            if param is not None and param.type in ("str", "list", "dict"):
-                self.problem_at(
-                    where(name, unquoted=True),
-                    key,
-                    f"param {name!r} ({param.type}) is interpolated without `| quote`",
-                    "warning",
+        words = CURL_PREFIX if kind == "curl" else ()
+        findings, option_params = data_flow(lint.uses(template, words), declared, kind)
+        for name, unquoted, message in findings:
+            self.problem_at(where(name, unquoted=unquoted), key, message, "warning")
+        return option_params
+
+
+# Options of curl that take the next word as their argument: a value right after one is that argument.
+CURL_ARG_OPTIONS = frozenset(
+    {
+        *("-H", "--header", "-d", "--data", "--data-raw", "--data-binary", "--data-urlencode", "--json"),
+        *("-X", "--request", "-u", "--user", "-A", "--user-agent", "-e", "--referer", "-b", "--cookie"),
+        *("-F", "--form", "--form-string", "--url", "-m", "--max-time", "--connect-timeout", "-x", "--proxy"),
+        *("-w", "--write-out", "-o", "--output", "--proto", "--retry", "--resolve", "--cacert"),
+    }
+)
+CURL_PREFIX = ("curl", "-s", "-o", "-", "--proto", "=http,https")
+_TEXT_TYPES = ("str", "list", "dict")
+
+
+def data_flow(
+    uses: list[lint.Use], declared: dict[str, Param], kind: str
+) -> tuple[list[tuple[str, bool, str]], tuple[tuple[str, bool], ...]]:
+    """Warnings (param, about an unquoted use, message) for where the template puts each value, and
+    (for curl) the params that can reach curl's option position, with whether they arrive quoted."""
+    found: dict[tuple[str, str], tuple[str, bool, str]] = {}
+    options: dict[str, bool] = {}
+
+    def warn(name: str, what: str, message: str, unquoted: bool = False) -> None:
+        found.setdefault((name, what), (name, unquoted, message))
+
+    for use in uses:
+        param = declared.get(use.name)
+        if param is None:
+            continue
+        name, ptype = use.name, param.type
+        if not use.guarded and not param.required and param.default is None:
+            warn(
+                name,
+                "unguarded",
+                f"param {name!r} is optional without a default and rendered outside a guard: a call that "
+                f"leaves it out fails; wrap it in `{{% if {name} %}}` or give it a default",
+            )
+        if use.code and use.state in (RAW, QUOTED) and ptype in _TEXT_TYPES:
+            where = "the command name" if use.word_start and not use.prev_word else "shell code (`sh -c`, `eval`)"
+            warn(
+                name,
+                "code",
+                f"param {name!r} becomes {where}: `| quote` protects one shell level only; pass the value as an "
+                "argument or through stdin",
+            )
+        elif use.state == RAW and ptype in _TEXT_TYPES:
+            how = f" (through `{use.via}`)" if use.via else ""
+            if use.after_quote:
+                how = f" (`| {use.after_quote}` after `| quote` undoes the quoting)"
+            warn(name, "unquoted", f"param {name!r} ({ptype}) is interpolated without `| quote`{how}", True)
+        elif use.state == QUOTED and use.context != "plain":
+            marks = "'...'" if use.context == "single" else '"..."'
+            warn(
+                name,
+                "nested",
+                f"param {name!r} is quoted with `| quote` inside a {marks} string of the command, where that "
+                "quoting does not hold (the value can end the string); drop the surrounding quotes",
+            )
+        at_option = use.context == "plain" and use.word_start and not use.after_dashdash
+        if kind == "curl":
+            at_option = at_option and use.prev_word not in CURL_ARG_OPTIONS
+        else:
+            at_option = at_option and not use.prev_word.startswith("-")
+        number = (ptype in ("int", "float") and use.state != SAFE) or use.state == NUMBER
+        if at_option and number and not (param.min is not None and param.min >= 0):
+            warn(
+                name,
+                "negative",
+                f"param {name!r} ({ptype}) starts a word before `--`: a negative value like -5 is read as an "
+                "option; put `--` before it or set `min: 0`",
+            )
+        if kind == "curl" and ptype in _TEXT_TYPES and use.state in (RAW, QUOTED):
+            raw_before_dashdash = use.state == RAW and use.context == "plain" and not use.after_dashdash
+            if at_option or raw_before_dashdash:
+                options[name] = options.get(name, True) and use.state == QUOTED
+                warn(
+                    name,
+                    "curl-option",
+                    f"param {name!r} can reach curl's option position: write `--` before it (toolrun refuses a "
+                    "value that would start an option, like `--version` or `-K file`, at call time)",
                 )
+    return list(found.values()), tuple(sorted(options.items()))

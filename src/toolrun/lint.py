@@ -1,0 +1,417 @@
+"""Where each caller value lands in a command: the data flow of a template through the shell.
+
+`uses(source)` follows every value from the template (through `{% set %}`, `{% for %}`, filters
+and guards) to the spot of the shell command it is rendered into, and returns one `Use` per
+rendered value: is it still shell-quoted when it arrives (`quote` was the last thing applied), is
+it inside a quoted string of the command, at the start of a shell word, before a `--`, the
+argument of `sh -c` or `eval`, and is it guarded by an `{% if %}` that tests it.
+
+Two ways in, one scanner: a template made only of `{{ name | filters }}` and `{% if [not] name %}`
+tags (most commands) is tokenised by a regex, without Jinja (parsing costs milliseconds a template);
+anything else is walked through Jinja's AST. Both produce the same events for the scanner.
+The catalog turns these into warnings (docs/catalog.md lists them); `curl` tools also use them
+at call time to refuse a value that would reach curl's option position.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import render
+
+# States of a value as it reaches the output: a count (never negative, no shell syntax), still shell-quoted,
+# a number (from `int`, `float`...; it can be negative), or raw text.
+SAFE, QUOTED, NUMBER, RAW = "safe", "quoted", "number", "raw"
+_RANK = {SAFE: 0, QUOTED: 1, NUMBER: 2, RAW: 3}
+_NUMERIC = frozenset({"int", "float", "abs", "round"})
+_COUNTS = frozenset({"length", "count", "wordcount"})  # never negative: no option, no shell syntax
+_KEEPS = frozenset({"default", "d"})
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"})
+
+
+@dataclass(frozen=True, slots=True)
+class Use:
+    """One param value rendered into the command."""
+
+    name: str
+    state: str  # QUOTED, NUMBER or RAW
+    context: str  # "plain", "single" (inside '...') or "double" (inside "...")
+    word_start: bool  # the value begins a shell word
+    after_dashdash: bool  # a `--` word came before it in this command
+    prev_word: str  # the word before it in this command ("" when first)
+    code: bool  # it is shell code: the argument of `sh -c` / `eval`, or the command name itself
+    guarded: bool  # inside a guard that tests it (`{% if x %}`, `x is defined`, `x | default`)
+    via: str  # "" or how it got there: "{% set y %}", "{% for y %}"
+    after_quote: str  # a filter applied after `quote` (which undoes it), or ""
+    line: int
+
+
+@dataclass
+class _Value:
+    """The params an expression carries, each with its state, and how it got there."""
+
+    states: dict[str, str] = field(default_factory=dict)
+    unguarded: set[str] = field(default_factory=set)  # params rendered without a guard
+    via: dict[str, str] = field(default_factory=dict)
+    after_quote: dict[str, str] = field(default_factory=dict)
+
+    def merge(self, other: _Value) -> _Value:
+        for name, state in other.states.items():
+            if name not in self.states or _RANK[state] > _RANK[self.states[name]]:
+                self.states[name] = state
+        self.unguarded |= other.unguarded
+        self.via.update(other.via)
+        self.after_quote.update(other.after_quote)
+        return self
+
+    def to(self, state: str) -> _Value:
+        return _Value(dict.fromkeys(self.states, state), set(self.unguarded), dict(self.via), dict(self.after_quote))
+
+
+# -- the shell scanner -----------------------------------------------------------------------------
+
+
+class _Shell:
+    """A small POSIX shell lexer fed text and values in order: quotes, words, commands, `$(...)`."""
+
+    def __init__(self, words: tuple[str, ...] = ()) -> None:
+        self.frames: list[list[Any]] = [["plain", None, 0]]  # kind, saved command state, paren depth
+        self.words = list(words)
+        self.cur = ""
+        self.in_word = False
+        self.dashdash = False
+        self.comment = False
+
+    def copy(self) -> _Shell:
+        other = _Shell()
+        other.frames = [list(f) for f in self.frames]
+        other.words, other.cur, other.in_word = list(self.words), self.cur, self.in_word
+        other.dashdash, other.comment = self.dashdash, self.comment
+        return other
+
+    def _end_word(self) -> None:
+        if self.in_word:
+            if self.cur == "--":
+                self.dashdash = True
+            self.words.append(self.cur)
+        self.cur, self.in_word = "", False
+
+    def _end_command(self) -> None:
+        self._end_word()
+        self.words, self.dashdash = [], False
+
+    def _push(self, kind: str) -> None:
+        saved = (self.words, self.cur, self.in_word, self.dashdash)
+        self.frames.append([kind, saved, 0])
+        self.words, self.cur, self.in_word, self.dashdash = [], "", False, False
+
+    def _pop(self) -> None:
+        _, saved, _ = self.frames.pop()
+        self.words, self.cur, _, self.dashdash = saved
+        self.cur += "\0"
+        self.in_word = True
+
+    def feed(self, text: str) -> None:
+        i = 0
+        while i < len(text):
+            c = text[i]
+            kind = self.frames[-1][0]
+            if self.comment:
+                if c == "\n":
+                    self.comment = False
+                    self._end_command()
+            elif kind == "single":
+                if c == "'":
+                    self.frames.pop()
+                else:
+                    self.cur += c
+            elif c == "\\":
+                self.cur += text[i + 1 : i + 2]
+                self.in_word = True
+                i += 1
+            elif text.startswith("$(", i):
+                self.in_word = True
+                self._push("subst")
+                i += 1
+            elif c == "`" and kind == "back":
+                self._pop()
+            elif c == "`":
+                self.in_word = True
+                self._push("back")
+            elif kind == "double":
+                if c == '"':
+                    self.frames.pop()
+                else:
+                    self.cur += c
+            elif c in " \t":
+                self._end_word()
+            elif c in "\n;&|":
+                self._end_command()
+            elif c == "(":
+                self.frames[-1][2] += 1
+                self._end_command()
+            elif c == ")":
+                if kind == "subst" and self.frames[-1][2] == 0:
+                    self._end_word()
+                    self._pop()
+                else:
+                    self.frames[-1][2] = max(0, self.frames[-1][2] - 1)
+                    self._end_command()
+            elif c in "'\"":
+                self.in_word = True
+                self.frames.append(["single" if c == "'" else "double", None, 0])
+            elif c == "#" and not self.in_word:
+                self.comment = True
+            else:
+                self.cur += c
+                self.in_word = True
+            i += 1
+
+    def value(self) -> tuple[str, bool, bool, str, bool]:
+        """(context, word start, after --, previous word, is code) for a value rendered here; then mid-word."""
+        kind = self.frames[-1][0]
+        context = kind if kind in ("single", "double") else "plain"
+        start = not self.in_word and context == "plain"
+        words = self.words
+        command = words[0].rsplit("/", 1)[-1] if words else ""
+        prev = words[-1] if words else ""
+        code = (start and not words) or command == "eval" or (command in _SHELLS and "-c" in words[1:])
+        info = (context, start, self.dashdash, prev, code)
+        self.cur += "\0"
+        self.in_word = True
+        return info
+
+
+# -- events: ("text", str) | ("out", _Value, guards, line) | ("branch",) | ("next",) | ("end",) ---------
+
+
+def uses(source: str, words: tuple[str, ...] = ()) -> list[Use]:
+    """Every param value the template renders, where and how (`words`: the command words before it)."""
+    events = _simple_events(source)
+    if events is None:
+        events = _jinja_events(source)
+    found: list[Use] = []
+    shell = _Shell(words)
+    stack: list[tuple[_Shell, _Shell | None]] = []
+    for event in events:
+        kind = event[0]
+        if kind == "text":
+            shell.feed(event[1])
+        elif kind == "branch":
+            stack.append((shell.copy(), None))
+        elif kind == "next":
+            before, first = stack[-1]
+            stack[-1] = (before, first or shell)
+            shell = before.copy()
+        elif kind == "end":
+            _, first = stack.pop()
+            shell = first or shell
+        else:
+            value, guards, line = event[1], event[2], event[3]
+            context, start, dashdash, prev, code = shell.value()
+            for name, state in sorted(value.states.items()):
+                guarded = name in guards or name not in value.unguarded
+                via, after = value.via.get(name, ""), value.after_quote.get(name, "")
+                found.append(Use(name, state, context, start, dashdash, prev, code, guarded, via, after, line))
+    return found
+
+
+_SIMPLE = re.compile(
+    r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*((?:\|\s*[A-Za-z_][A-Za-z0-9_]*\s*)*)\}\}"
+    r"|\{%-?\s*(if|elif)\s+(not\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*-?%\}"
+    r"|\{%-?\s*(else|endif)\s*-?%\}"
+)
+
+
+def _simple_events(source: str) -> list[tuple[Any, ...]] | None:
+    if render._analyse_simple(source) is None or "{%-" in source or "-%}" in source:
+        return None  # Jinja decides (whitespace control changes the text: let Jinja's AST say how)
+    events: list[tuple[Any, ...]] = []
+    guards: list[set[str]] = []  # per open if: the names its current branch knows to be set
+    known: list[set[str]] = []  # per open if: the names set when its earlier tests failed (`if not x`)
+    pos = 0
+    for match in _SIMPLE.finditer(source):
+        events.append(("text", source[pos : match.start()]))
+        line = source.count("\n", 0, match.start()) + 1
+        pos = match.end()
+        name, filters, if_kw, neg, if_name, other = match.groups()
+        if name:
+            chain = [f.strip() for f in filters.split("|") if f.strip()]
+            value = _Value({name: RAW}, {name})
+            for flt in chain:
+                value = _apply(flt, value, _Value())
+            events.append(("out", value, set().union(*guards), line))
+        elif if_kw == "if":
+            events.append(("branch",))
+            guards.append(set() if neg else {if_name})
+            known.append({if_name} if neg else set())
+        elif if_kw:  # elif
+            events.append(("next",))
+            guards[-1] = known[-1] | (set() if neg else {if_name})
+            known[-1] = known[-1] | ({if_name} if neg else set())
+        elif other == "else":
+            events.append(("next",))
+            guards[-1] = set(known[-1])
+        else:
+            events.append(("end",))
+            guards.pop()
+            known.pop()
+    events.append(("text", source[pos:]))
+    return events
+
+
+def _apply(flt: str, inner: _Value, args: _Value) -> _Value:
+    """The value after filter `flt`."""
+    if flt == "quote":
+        out = inner.to(QUOTED)
+        out.after_quote = {}
+        return out
+    if flt in _KEEPS:
+        out = _Value(dict(inner.states), set(), dict(inner.via), dict(inner.after_quote))
+        return out.merge(args)
+    if flt in _COUNTS:
+        return inner.to(SAFE)
+    out = inner.to(NUMBER if flt in _NUMERIC else RAW).merge(args.to(RAW))
+    for name, state in inner.states.items():
+        if state == QUOTED:
+            out.after_quote[name] = flt
+    return out
+
+
+def _jinja_events(source: str) -> list[tuple[Any, ...]]:
+    tree = render.environment().parse(source)
+    walker = _Walker()
+    walker.body(tree.body, set())
+    return walker.events
+
+
+class _Walker:
+    def __init__(self) -> None:
+        self.events: list[tuple[Any, ...]] = []
+        self.locals: dict[str, _Value] = {}
+        self.transform: list[str] = []  # enclosing {% filter %} blocks
+
+    def body(self, items: list[Any], guards: set[str]) -> None:
+        from jinja2 import nodes
+
+        for node in items:
+            if isinstance(node, nodes.Output):
+                for child in node.nodes:
+                    if isinstance(child, nodes.TemplateData):
+                        self.events.append(("text", child.data))
+                    else:
+                        value = self.expr(child, guards)
+                        for flt in reversed(self.transform):
+                            value = _apply(flt, value, _Value())
+                        self.events.append(("out", value, guards, child.lineno))
+            elif isinstance(node, nodes.If):
+                self.branches(node, guards)
+            elif isinstance(node, nodes.For):
+                loop = self.expr(node.iter, guards).to(RAW)
+                self.assign(node.target, loop, "for")
+                self.events.append(("branch",))
+                self.body(node.body, guards)
+                self.events.append(("next",))
+                self.body(node.else_, guards)
+                self.events.append(("end",))
+            elif isinstance(node, nodes.Assign):
+                self.assign(node.target, self.expr(node.node, guards), "set")
+            elif isinstance(node, nodes.AssignBlock):
+                inner = _Walker()
+                inner.locals = self.locals
+                inner.body(node.body, guards)
+                value = _Value()
+                for event in inner.events:
+                    if event[0] == "out":
+                        value.merge(event[1])
+                self.assign(node.target, value, "set")
+            elif isinstance(node, nodes.FilterBlock):
+                self.transform.append(node.filter.name)
+                self.body(node.body, guards)
+                self.transform.pop()
+            elif isinstance(node, nodes.With):
+                for target, expr in zip(node.targets, node.values, strict=False):
+                    self.assign(target, self.expr(expr, guards), "set")
+                self.body(node.body, guards)
+            elif isinstance(node, nodes.Scope | nodes.ScopedEvalContextModifier):
+                self.body(node.body, guards)
+            # Macro and call blocks: their bodies render only when called; a call's arguments are raw values.
+
+    def branches(self, node: Any, guards: set[str]) -> None:
+        self.events.append(("branch",))
+        known_false: set[str] = set()  # names an earlier test proved set when it failed
+        for i, branch in enumerate([node, *node.elif_]):
+            if i:
+                self.events.append(("next",))
+            pos, neg = _guards(branch.test)
+            self.body(branch.body, guards | known_false | pos)
+            known_false |= neg
+        self.events.append(("next",))
+        self.body(node.else_, guards | known_false)
+        self.events.append(("end",))
+
+    def assign(self, target: Any, value: _Value, how: str) -> None:
+        from jinja2 import nodes
+
+        names = [target.name] if isinstance(target, nodes.Name) else [n.name for n in target.find_all(nodes.Name)]
+        for name in names:
+            carried = _Value(dict(value.states), set(value.unguarded), dict(value.via), dict(value.after_quote))
+            for param in carried.states:
+                carried.via.setdefault(param, f"{{% {how} {name} %}}")
+            self.locals[name] = carried
+
+    def expr(self, node: Any, guards: set[str]) -> _Value:
+        from jinja2 import nodes
+
+        if isinstance(node, nodes.Name):
+            if node.name in self.locals:
+                local = self.locals[node.name]
+                return _Value(dict(local.states), local.unguarded - guards, dict(local.via), dict(local.after_quote))
+            return _Value({node.name: RAW}, set() if node.name in guards else {node.name})
+        if isinstance(node, nodes.Filter):
+            inner = self.expr(node.node, guards) if node.node is not None else _Value()
+            args = _Value()
+            for arg in [*node.args, *(kw.value for kw in node.kwargs)]:
+                args.merge(self.expr(arg, guards))
+            return _apply(node.name, inner, args)
+        if isinstance(node, nodes.Const | nodes.Test | nodes.Compare | nodes.Not):
+            return _Value()
+        if isinstance(node, nodes.CondExpr):
+            pos, neg = _guards(node.test)
+            value = self.expr(node.expr1, guards | pos)
+            return value.merge(self.expr(node.expr2, guards | neg)) if node.expr2 is not None else value
+        if isinstance(node, nodes.Concat | nodes.Add | nodes.And | nodes.Or):
+            value = _Value()
+            parts = node.nodes if isinstance(node, nodes.Concat) else [node.left, node.right]
+            for part in parts:
+                value.merge(self.expr(part, guards))
+            return value
+        value = _Value()
+        for child in node.iter_child_nodes():
+            value.merge(self.expr(child, guards))
+        return value.to(RAW)
+
+
+def _guards(test: Any) -> tuple[set[str], set[str]]:
+    """(names set when `test` is true, names set when it is false)."""
+    from jinja2 import nodes
+
+    if isinstance(test, nodes.Name):
+        return {test.name}, set()
+    if isinstance(test, nodes.Test) and isinstance(test.node, nodes.Name):
+        if test.name == "defined":
+            return {test.node.name}, set()
+        if test.name == "undefined":
+            return set(), {test.node.name}
+    if isinstance(test, nodes.Not):
+        pos, neg = _guards(test.node)
+        return neg, pos
+    if isinstance(test, nodes.And):
+        (lp, ln), (rp, rn) = _guards(test.left), _guards(test.right)
+        return lp | rp, ln & rn
+    if isinstance(test, nodes.Or):
+        (lp, ln), (rp, rn) = _guards(test.left), _guards(test.right)
+        return lp & rp, ln | rn
+    return set(), set()
