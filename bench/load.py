@@ -8,7 +8,7 @@
 - 1,000 concurrent POSTs to an echo tool: how many 200s and 503s (the documented overload answer),
   and the slowest /healthz seen meanwhile.
 
-Run: .venv/bin/python bench/load.py [--rounds 3]
+Run: .venv/bin/python bench/load.py [--rounds 3] [--workers N]
 """
 
 from __future__ import annotations
@@ -85,12 +85,16 @@ async def flood(port: int) -> tuple[dict[int, int], float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workers", type=int, help="worker processes (default: the server's default, one per CPU)")
     args = parser.parse_args()
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory() as tmp:
         catalog = Path(tmp) / "tools.yaml"
         catalog.write_text(CATALOG, encoding="utf-8")
-        server = ToolrunServer(Path(tmp) / "server", catalog, {"SVC_LOG_LEVEL": "warning"}).start()
+        settings = {"SVC_LOG_LEVEL": "warning"}
+        if args.workers is not None:
+            settings["SVC_WORKERS"] = str(args.workers)
+        server = ToolrunServer(Path(tmp) / "server", catalog, settings).start()
         try:
             print("\n200 concurrent calls of `sleep 1` (target p99 < 1.3 s)")
             for round_ in range(1, args.rounds + 1):
