@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from search_eval_data import INTENTS
+from search_eval_data import INTENTS, KEYWORDS
 
 KINDS = ("keyword", "task", "typo", "param", "paraphrase")
 
@@ -109,11 +109,14 @@ def _param_yaml(params: list[tuple[str, str, str]]) -> tuple[str, str]:
     return ("    params:\n" + "\n".join(lines) + "\n") if lines else "", " ".join(refs)
 
 
-def tool_yaml(group: str, name: str, description: str, params: list[tuple[str, str, str]]) -> str:
+def tool_yaml(
+    group: str, name: str, description: str, params: list[tuple[str, str, str]], keywords: list[str] | None = None
+) -> str:
     block, refs = _param_yaml(params)
+    words = f"    keywords: {keywords!r}\n" if keywords else ""
     return (
         f"  - name: {name}\n    group: {group}\n    description: {description!r}\n"
-        f"    exec: echo {group}.{name} {refs}\n{block}"
+        f"    exec: echo {group}.{name} {refs}\n{words}{block}"
     )
 
 
@@ -135,10 +138,10 @@ def filler(copies: int = 1) -> list[tuple[str, str, str, list[tuple[str, str, st
     return out
 
 
-def catalog_text(copies: int = 1) -> str:
+def catalog_text(copies: int = 1, keywords: bool = False) -> str:
     parts = ["version: 1\ntools:\n"]
     for group, name, desc, params, _, _ in INTENTS:
-        parts.append(tool_yaml(group, name, desc, params))
+        parts.append(tool_yaml(group, name, desc, params, KEYWORDS.get(f"{group}.{name}") if keywords else None))
     for group, name, desc, params in filler(copies):
         parts.append(tool_yaml(group, name, desc, params))
     return "".join(parts)
@@ -214,17 +217,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=int, default=0, help="also time the queries on about this many tools")
     parser.add_argument("--write-catalog", type=Path, help="write the generated catalog here and stop")
+    parser.add_argument(
+        "--keywords", action="store_true", help="the intents' tools declare keywords (see search_eval_data.KEYWORDS)"
+    )
     args = parser.parse_args()
     if args.write_catalog:
-        args.write_catalog.write_text(catalog_text(), encoding="utf-8")
+        args.write_catalog.write_text(catalog_text(keywords=args.keywords), encoding="utf-8")
         return
     import toolrun
 
     with tempfile.TemporaryDirectory() as tmp:
-        registry, admin, build = load_registry(catalog_text(), Path(tmp))
+        registry, admin, build = load_registry(catalog_text(keywords=args.keywords), Path(tmp))
         n_groups = len({t.groups[0] for t in registry.tools.values()})
         print(f"toolrun from {Path(toolrun.__file__).parent}")
-        print(f"{len(registry.tools)} tools in {n_groups} groups, {len(queries())} queries; index {build:.2f} s")
+        with_keywords = ", keywords declared on the intents' tools" if args.keywords else ", no keywords"
+        print(f"{len(registry.tools)} tools in {n_groups} groups, {len(queries())} queries{with_keywords}; ", end="")
+        print(f"index {build:.2f} s")
         table = score(registry, admin)
         print(f"{'kind':<11} {'n':>4} {'R@1':>6} {'R@3':>6} {'MRR':>6}")
         for kind, row in table.items():
