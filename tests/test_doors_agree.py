@@ -181,3 +181,18 @@ def test_direct_mode_sends_the_hints_as_mcp_tool_annotations(client: TestClient,
         "openWorldHint": False,
     }
     assert tools["execute"].annotations is None
+
+
+def test_a_secret_params_default_never_reaches_a_signature_or_a_schema() -> None:
+    from dataclasses import dataclass
+
+    from toolrun.models import Param
+    from toolrun.paramtypes import describe, json_schema
+
+    @dataclass(frozen=True)
+    class SecretParam(Param):  # the `secret: true` of the catalog, whichever module adds the field
+        secret: bool = True
+
+    param = SecretParam("token", "str", False, default="hunter2", example="hunter2")
+    assert describe(param) == "token: str = ***"
+    assert "hunter2" not in json.dumps(json_schema(param))

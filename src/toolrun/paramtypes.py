@@ -97,7 +97,8 @@ def json_schema(param: Param) -> dict[str, Any]:
     prop: dict[str, Any] = {"type": kind.json}
     if param.description:
         prop["description"] = param.description
-    if param.default is not None:
+    secret = bool(getattr(param, "secret", False))  # a secret's default is never shown
+    if param.default is not None and not secret:
         prop["default"] = param.default
     if param.enum is not None:
         prop["enum"] = list(param.enum)
@@ -114,7 +115,7 @@ def json_schema(param: Param) -> dict[str, Any]:
             prop[low] = max(0, math.ceil(param.min)) if kind.bounds_length else _num(param.min)
         if param.max is not None:
             prop[high] = max(0, math.floor(param.max)) if kind.bounds_length else _num(param.max)
-    if param.example is not None:
+    if param.example is not None and not secret:
         prop["examples"] = [param.example]
     return prop
 
@@ -145,7 +146,7 @@ def describe(param: Param) -> str:
     `path: str`, `n: int = 5 [1..100]`, `level: str [debug|info]`, `tag?: str [~^v\\d+$]`."""
     text = f"{param.name}{'' if param.required or param.default is not None else '?'}: {param.type}"
     if param.default is not None:
-        text += f" = {_short(param.default)}"
+        text += " = ***" if getattr(param, "secret", False) else f" = {_short(param.default)}"
     notes = []
     if param.enum is not None:
         notes.append("|".join(str(c) if isinstance(c, str) else _short(c) for c in param.enum))
