@@ -6,8 +6,17 @@ and tools that reach into the server through /proc: each needs the real process.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import pwd
+import shutil
+import signal
 import socket
+import subprocess
+import sys
+import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,9 +25,9 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import write_catalog
+from conftest import require_binary, write_catalog
 from fixtures.mcp_support import ServeProcess, mint_key
-from helpers_servers import JSON, Processes, ToolrunServer
+from helpers_servers import JSON, Processes, ToolrunServer, pids_matching, wait_until
 
 CATALOG = """\
 version: 1
@@ -239,3 +248,222 @@ def test_half_a_body_gets_408_after_request_timeout_on_every_route(
     assert answer.startswith(b"HTTP/1.1 408 Request Timeout"), answer[:200]
     assert b"RequestTimeout: request body not received within 1 seconds" in answer
     assert 0.9 < took < 4, took
+
+
+# -- items 4, 5 and 6: the server process itself -----------------------------------------------------------------
+
+PROC_CATALOG = """\
+version: 1
+group: p
+tools:
+  - name: noargs
+    public: true
+    description: Says ok.
+    exec: printf ok
+  - name: environ
+    public: true
+    description: Reads the server's environment through /proc.
+    exec: tr '\\0' '\\n' < /proc/$PPID/environ | grep '^PROBE_SECRET='
+  - name: write
+    public: true
+    description: Writes into every pipe the server holds, through /proc.
+    exec: >-
+      for f in /proc/$PPID/fd/*; do case "$(readlink "$f")" in pipe:*)
+      printf 'FORGED-BY-A-TOOL ' 2>/dev/null > "$f" && printf 'wrote ';; esac; done; ls /proc/$PPID/fd >/dev/null
+  - name: escape
+    public: true
+    description: Leaves its process group three ways, then outlives its timeout.
+    timeout: 1
+    params:
+      - name: m
+        type: int
+    exec: >-
+      setsid sleep 71.{{ m }} &
+      (setsid sleep 72.{{ m }} &) ;
+      python3 -c 'import os, sys; os.setpgid(0, 0);
+      os.fork() or os.execvp("sleep", ["sleep", "73." + sys.argv[1]]); os.wait()' {{ m }} &
+      sleep 74.{{ m }}
+  - name: hold
+    public: true
+    description: Runs long, part of it outside its process group.
+    timeout: 120
+    params:
+      - name: m
+        type: int
+    exec: setsid sleep 81.{{ m }} & sleep 82.{{ m }}
+"""
+
+
+def marker() -> int:
+    return int.from_bytes(os.urandom(3), "big") + 1000
+
+
+def survivors(*patterns: str) -> list[int]:
+    return [pid for pattern in patterns for pid in pids_matching(pattern)]
+
+
+def kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+class UserServer(ToolrunServer):
+    """`toolrun serve` as another (unprivileged) user, through `setpriv`."""
+
+    def __init__(self, workdir: Path, catalog: Path, uid: int, gid: int, settings: dict[str, Any]) -> None:
+        super().__init__(workdir, catalog, settings)
+        self.uid, self.gid = uid, gid
+
+    def launch(self) -> ToolrunServer:
+        setpriv = require_binary("setpriv")
+        argv = [setpriv, f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups", "--"]
+        argv += [sys.executable, "-m", "toolrun", "serve", "-c", str(self.catalog), "--port", str(self.port)]
+        self.spawn(argv, self.env)
+        return self
+
+
+def unprivileged() -> tuple[int, int]:
+    """(uid, gid) of a user that is not root: ours, or `toolrun-test` (created when missing)."""
+    if os.geteuid() != 0:
+        return os.getuid(), os.getgid()
+    try:
+        entry = pwd.getpwnam("toolrun-test")
+    except KeyError:
+        useradd = require_binary("useradd")
+        subprocess.run(
+            [useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "toolrun-test"],
+            check=True,
+            capture_output=True,
+        )
+        entry = pwd.getpwnam("toolrun-test")
+    return entry.pw_uid, entry.pw_gid
+
+
+def test_a_tool_running_as_the_servers_user_cannot_open_the_servers_proc_entries(tmp_path: Path) -> None:
+    uid, gid = unprivileged()
+    # A directory the other user can use (pytest's tmp dirs are root-only).
+    base = Path(tempfile.mkdtemp(prefix="toolrun-proc-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        catalog = write_catalog(base, PROC_CATALOG)
+        catalog.chmod(0o644)
+        (base / "server" / "home").mkdir(parents=True)
+        for path in (base / "server", base / "server" / "home"):
+            os.chown(path, uid, gid)
+        settings = {"PROBE_SECRET": "operator-secret-123"}
+        with UserServer(base / "server", catalog, uid, gid, settings).start() as server:
+            assert f"Uid:\t{uid}" in Path(f"/proc/{server.pid}/status").read_text()
+            with httpx.Client(base_url=server.url, timeout=20) as client:
+                environ = client.post("/tools/p.environ", headers=JSON).text
+                written = client.post("/tools/p.write", headers=JSON).text
+            server.stop()
+            log = server.log()
+        assert "operator-secret-123" not in environ, (environ, written)
+        assert "Permission denied" in environ, environ
+        assert "FORGED-BY-A-TOOL" not in written and "wrote" not in written, written
+        assert "Permission denied" in written, written
+        assert "FORGED-BY-A-TOOL" not in log
+        assert "serving as root" not in log
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_serving_as_root_warns_at_start_and_points_to_user(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the warning is for a server running as root")
+    catalog = write_catalog(tmp_path, CATALOG)
+    with ToolrunServer(tmp_path / "server", catalog).start() as server:
+        server.stop()
+        log = server.log()
+    assert "WARNING toolrun.server: serving as root" in log and "`user:`" in log, log
+
+
+def test_processes_that_leave_the_group_die_at_the_timeout(tmp_path: Path) -> None:
+    catalog = write_catalog(tmp_path, PROC_CATALOG)
+    m = marker()
+    patterns = [f"sleep {n}.{m}" for n in (71, 72, 73, 74)]
+    try:
+        with ToolrunServer(tmp_path / "server", catalog).start() as server:
+            with httpx.Client(base_url=server.url, timeout=20) as client:
+                response = client.post("/tools/p.escape", json={"m": m})
+            assert response.text == "(-1, '', 'timeout after 1s')", response.text
+            with contextlib.suppress(TimeoutError):
+                wait_until(lambda: not survivors(*patterns), 3, "the escaped processes to die")
+            assert survivors(*patterns) == []
+    finally:
+        kill_all(survivors(*patterns))
+
+
+def test_a_tools_processes_die_with_a_server_killed_by_sigkill(tmp_path: Path) -> None:
+    catalog = write_catalog(tmp_path, PROC_CATALOG)
+    m = marker()
+    patterns = [f"sleep 81.{m}", f"sleep 82.{m}"]
+    try:
+        with ToolrunServer(tmp_path / "server", catalog).start() as server:
+
+            def call() -> None:
+                with contextlib.suppress(httpx.HTTPError):  # the server dies under this call
+                    httpx.post(server.url + "/tools/p.hold", json={"m": m}, timeout=30)
+
+            caller = threading.Thread(target=call, daemon=True)
+            caller.start()
+            wait_until(lambda: all(pids_matching(p) for p in patterns), 10, "the tool's processes")
+            os.kill(server.pid, signal.SIGKILL)  # the server alone: no shutdown, no cleanup of its own
+            with contextlib.suppress(TimeoutError):
+                wait_until(lambda: not survivors(*patterns), 5, "the tool's processes to die with the server")
+            assert survivors(*patterns) == []
+    finally:
+        kill_all(survivors(*patterns))
+
+
+def _limits(pid: int) -> tuple[int, int]:
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            soft, hard = line.split()[3:5]
+            return int(soft), int(hard)
+    raise LookupError("Max open files")
+
+
+def test_the_soft_open_files_limit_is_raised_to_the_hard_one_at_start(tmp_path: Path) -> None:
+    prlimit = require_binary("prlimit")
+    catalog = write_catalog(tmp_path, CATALOG)
+    server = ToolrunServer(tmp_path / "server", catalog)
+    argv = [prlimit, "--nofile=64:4096", "--", sys.executable, "-m", "toolrun", "serve", "-c", str(catalog)]
+    with server:
+        server.spawn([*argv, "--port", str(server.port)], server.env)
+        server.ready()
+        assert _limits(server.pid) == (4096, 4096)
+
+
+def test_out_of_descriptors_the_server_logs_a_line_a_second_and_recovers_when_connections_drop(
+    tmp_path: Path,
+) -> None:
+    prlimit = require_binary("prlimit")
+    catalog = write_catalog(tmp_path, CATALOG)
+    server = ToolrunServer(tmp_path / "server", catalog)
+    argv = [prlimit, "--nofile=64:64", "--", sys.executable, "-m", "toolrun", "serve", "-c", str(catalog)]
+    with server:
+        server.spawn([*argv, "--port", str(server.port)], server.env)
+        server.ready()
+        held = []
+        try:
+            for _ in range(150):  # more than the 64 descriptors: the rest wait in the listen backlog
+                held.append(socket.create_connection(("127.0.0.1", server.port), timeout=5))
+            time.sleep(3)  # three seconds out of descriptors (this is what is measured: no event to wait for)
+            log = server.log()
+        finally:
+            for sock in held:
+                sock.close()
+        with httpx.Client(timeout=2) as client:
+            wait_until(
+                lambda: client.get(server.url + "/healthz").status_code == 200,
+                10,
+                "/healthz once the connections are gone",
+                interval=0.1,
+            )
+    reports = [line for line in log.splitlines() if "cannot accept connections" in line]
+    assert 1 <= len(reports) <= 5, log[-3000:]
+    assert "Too many open files" in reports[0] and "failed accept(s) since the last report" in reports[0]
+    assert "Traceback" not in log
+    assert len(log) < 20_000, len(log)

@@ -11,13 +11,16 @@ Rules (spec 2.6) and the choices around them:
   ``[toolrun: stdout truncated: kept N bytes, dropped M]`` ends the text;
 - the call is over when the shell exits; a background child that still holds the pipes gets
   ``DRAIN_GRACE`` seconds (never past the deadline) to finish writing, then the whole process
-  group is killed: nothing the tool started outlives its call (short of a `setsid` escape);
+  group is killed: nothing the tool started outlives its call, short of a process that left the
+  group (`setsid`), which a call that ends normally leaves alone (a tool may start a daemon);
 - on timeout (the shell has not exited by the deadline) the whole process group (children and
-  grandchildren) is killed and the result is ``(-1, "", "timeout after <seconds>s")``, the
+  grandchildren) is killed, and so is every descendant that left the group (`setsid`, `setpgid`)
+  and every process carrying the call's `TOOLRUN_CALL` token (procguard.kill_call); the result
+  is ``(-1, "", "timeout after <seconds>s")``, the
   seconds written as the shortest number (``0.5``, ``2``); cancelling the call (a client gone,
   an outer deadline) kills the group the same way;
 - after the kill, the waits for the exit and for the pipes are bounded by ``KILL_WAIT``: a
-  process that escaped the group with `setsid` survives (out of reach) but cannot hold the call;
+  process that escaped the group and every search (see procguard) cannot hold the call;
 - resource limits are applied by prefixing ``prlimit --cpu=... --`` (no preexec_fn, so the
   fast vfork spawn path stays on).
 
@@ -37,6 +40,7 @@ import signal
 import subprocess
 from collections.abc import Mapping
 
+from . import procguard
 from .models import ExecResult, ResourceLimits
 
 # After the shell exits, how long a background grandchild may keep the pipes open.
@@ -320,16 +324,21 @@ async def run(
         argv = [_prlimit(), *extra, "--", *argv]
     loop = asyncio.get_running_loop()
     child = _Child(loop, limits.output)
-    pgid = child.start(argv, env, cwd, stdin)
-    timed_out = False
+    token = procguard.call_token()
+    pgid = child.start(argv, {**env, procguard.CALL_ENV: token}, cwd, stdin)
+    timed_out = True  # until the shell is seen to exit in time (a cancelled call counts as timed out here)
     try:
         deadline = loop.time() + timeout
-        if not await _within(loop, child.exited, timeout):
-            timed_out = True
-        elif not child.closed.done():
-            # The shell is gone; a background child holds the pipes: give it a moment.
-            await _within(loop, child.closed, min(DRAIN_GRACE, deadline - loop.time()))
+        if await _within(loop, child.exited, timeout):
+            timed_out = False
+            if not child.closed.done():
+                # The shell is gone; a background child holds the pipes: give it a moment.
+                await _within(loop, child.closed, min(DRAIN_GRACE, deadline - loop.time()))
     finally:
+        if timed_out:
+            # Everything the tool started dies: descendants that left the group (setsid, setpgid) and
+            # orphans that still carry the call's token, found in /proc.
+            procguard.kill_call(pgid, token)
         _kill_group(pgid)
         try:
             # After SIGKILL the exit and the EOFs follow in milliseconds; what is left in the

@@ -242,6 +242,7 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
 
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a closed pipe to a tool's stdin is an error, not our death
     configure_logging(settings.log_level, settings.log_format)
+    protect_process()
     access = Access.from_settings(settings)
     limiter, sessions = shared_state(settings, access)
     service = ToolService.from_paths(
@@ -277,6 +278,17 @@ def build_app(
 ) -> Any:
     backends = build_backends(settings, catalog, workers=workers, metrics_dir=metrics_dir)
     return guarded(create_app(backends), settings)
+
+
+def protect_process(watchdog: bool = True) -> None:
+    """What every serving process (stdio, HTTP, each worker) does first: non-dumpable, the
+    descriptor limit raised, a warning when root, and the watchdog that kills this server's tool
+    processes when it dies (see procguard)."""
+    from ..procguard import protect_server, start_watchdog
+
+    protect_server(log)
+    if watchdog:
+        start_watchdog(log)
 
 
 def configure_logging(level: str, fmt: str = "text") -> None:
@@ -486,6 +498,9 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     configure_logging(settings.log_level, settings.log_format)
     workers = resolve_workers(settings.workers)
+    # Non-dumpable and the descriptor limit are inherited by forked workers; each worker starts its own
+    # watchdog (its tools carry its own token).
+    protect_process(watchdog=workers == 1)
     metrics_dir = tempfile.mkdtemp(prefix="toolrun-metrics-") if workers > 1 else None
     try:
         app = build_app(settings, catalog, workers=workers, metrics_dir=metrics_dir)
@@ -498,7 +513,7 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
             app,
             host=settings.host,
             port=settings.port,
-            loop="asyncio",
+            loop="toolrun.server.loop:ServerLoop",  # asyncio's selector loop; accept() failures contained
             http=http_protocol(settings.request_timeout),
             ws="none",
             lifespan="on",
@@ -521,6 +536,9 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
         log.info("listening on http://%s:%s with %d workers", settings.host, settings.port, workers)
 
         def run_worker(sock: Any) -> int:
+            from ..procguard import start_watchdog
+
+            start_watchdog(log)
             return 0 if _run_server(config, sock) else 3
 
         def worker_exited(pid: int) -> None:

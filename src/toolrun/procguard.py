@@ -1,0 +1,242 @@
+"""What a serving process does to protect itself, and how a tool's escaped processes are found.
+
+`protect_server()` runs at the start of every serving process (HTTP, stdio, each worker):
+
+- `prctl(PR_SET_DUMPABLE, 0)`: the kernel then makes the process's /proc entries root-owned, so a
+  tool running as the same user can no longer open `/proc/<server>/fd/*` (write into the
+  server's pipes: forge stdio MCP results, or write into another caller's output) nor read
+  `/proc/<server>/environ` (the Redis URL, the operator's secrets). It also forbids ptrace and
+  core dumps by that user. A tool running as root keeps that access: hence the warning.
+- the soft RLIMIT_NOFILE is raised to the hard limit, so connections, pipes and pidfds run out
+  as late as the system allows.
+
+Every exec child gets `TOOLRUN_CALL=<server token>.<n>` in its environment. A process that leaves
+the tool's process group (`setsid`, `setpgid` + fork) still carries it (unless it clears its
+environment), and the server finds it in /proc:
+
+- `kill_call(pid, token)`, at a timeout or a cancelled call: SIGKILL to every descendant of the
+  tool's shell (by parent pid, which also finds a descendant that cleared its environment while
+  its parent lives) and to every process carrying the call's token;
+- `start_watchdog()`: a small helper process that waits on a pipe from the server; when the
+  server dies, however it dies (SIGKILL included), the pipe closes and the helper kills every
+  process that carries this server's token.
+
+Not contained (Linux without privileges we do not assume): a process that both leaves the group
+and clears or rewrites its environment, then loses its parent, is out of reach; a cgroup would
+hold it. docs/security.md says so.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import resource
+import secrets
+import signal
+import subprocess
+import sys
+
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+CALL_ENV = "TOOLRUN_CALL"
+
+_TOKEN = secrets.token_hex(8)
+_SEQ = 0
+_WATCHDOG_FD: int | None = None
+
+
+def _new_token() -> None:
+    global _TOKEN, _SEQ, _WATCHDOG_FD
+    if _WATCHDOG_FD is not None:  # the parent's watchdog must see its own server's death, not wait for ours
+        os.close(_WATCHDOG_FD)
+    _TOKEN, _SEQ, _WATCHDOG_FD = secrets.token_hex(8), 0, None
+
+
+os.register_at_fork(after_in_child=_new_token)  # each worker process is a server of its own
+
+
+def server_token() -> str:
+    return _TOKEN
+
+
+def call_token() -> str:
+    """A token for one exec call of this process: `<server token>.<n>`."""
+    global _SEQ
+    _SEQ += 1
+    return f"{_TOKEN}.{_SEQ}"
+
+
+def _prctl(option: int, value: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(option, value, 0, 0, 0)) == 0
+    except (OSError, AttributeError):  # pragma: no cover - no libc prctl
+        return False
+
+
+def protect_server(log: logging.Logger) -> None:
+    """Non-dumpable, the descriptor limit raised, and a warning when serving as root."""
+    if not _prctl(PR_SET_DUMPABLE, 0) and sys.platform.startswith("linux"):  # pragma: no cover
+        log.warning("could not make the server non-dumpable: tools may read its /proc entries")
+    raise_nofile(log)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        log.warning(
+            "serving as root: every tool runs as root, can open this server's /proc entries (its pipes and its "
+            "environment) and is not held by limits.processes. Run toolrun as an unprivileged user, or give "
+            "tools `user:` (see docs/security.md)"
+        )
+
+
+def raise_nofile(log: logging.Logger | None = None) -> tuple[int, int]:
+    """Soft RLIMIT_NOFILE up to the hard limit; returns the (soft, hard) now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as exc:  # pragma: no cover - a hard limit the kernel refuses
+            if log is not None:
+                log.warning("could not raise the open-files limit from %d to %d: %s", soft, hard, exc)
+    return soft, hard
+
+
+# -- finding processes -------------------------------------------------------------------------------
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def _scan(root: int | None, needle: bytes, exact: bool) -> set[int]:
+    """Pids descended from `root` (by parent pid) or whose environment holds `needle`
+    (`TOOLRUN_CALL=<token>` exactly, or as a prefix when not `exact`)."""
+    me = os.getpid()
+    parents: dict[int, int] = {}
+    marked: set[int] = set()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # pragma: no cover - no /proc
+        return set()
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        if pid == me:
+            continue
+        stat = _read(f"/proc/{pid}/stat")
+        if stat:
+            fields = stat[stat.rfind(b")") + 2 :].split()
+            if len(fields) > 1 and fields[0] != b"Z":
+                parents[pid] = int(fields[1])
+            else:
+                continue
+        for item in _read(f"/proc/{pid}/environ").split(b"\0"):
+            if item == needle or (not exact and item.startswith(needle)):
+                marked.add(pid)
+                break
+    found = set(marked)
+    if root is not None:
+        children: dict[int, list[int]] = {}
+        for pid, parent in parents.items():
+            children.setdefault(parent, []).append(pid)
+        stack = [root]
+        while stack:
+            for child in children.get(stack.pop(), ()):
+                if child not in found:
+                    found.add(child)
+                    stack.append(child)
+        if root in parents:
+            found.add(root)
+    return found
+
+
+def _kill_all(pids: set[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def kill_call(pid: int, token: str, rounds: int = 3) -> int:
+    """SIGKILL the tool's shell `pid`, its descendants and every process carrying `token`; how many."""
+    needle = f"{CALL_ENV}={token}".encode()
+    killed: set[int] = set()
+    for _ in range(rounds):  # a process may fork while we look: look again until nothing new turns up
+        found = _scan(pid, needle, exact=True) - killed
+        if not found:
+            break
+        _kill_all(found)
+        killed |= found
+    return len(killed)
+
+
+# -- the watchdog --------------------------------------------------------------------------------------
+
+_WATCHDOG = """
+import os, signal, sys
+fd, needle = int(sys.argv[1]), sys.argv[2].encode()
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+try:
+    while os.read(fd, 4096):
+        pass
+except OSError:
+    pass
+me = os.getpid()
+for _ in range(5):
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\\0")
+        except OSError:
+            continue
+        if any(item.startswith(needle) for item in env):
+            found.append(int(entry))
+    if not found:
+        break
+    for pid in found:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+"""
+
+
+def start_watchdog(log: logging.Logger | None = None) -> int | None:
+    """Start the helper that kills this server's tool processes when the server dies; its pid.
+
+    It holds the read end of a pipe whose write end only this process has (close-on-exec, so
+    no tool inherits it): EOF means the server is gone. Idempotent per process."""
+    global _WATCHDOG_FD
+    if _WATCHDOG_FD is not None or not os.path.isdir("/proc"):
+        return None
+    read_end, write_end = os.pipe()
+    try:
+        helper = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _WATCHDOG, str(read_end), f"{CALL_ENV}={_TOKEN}."],
+            pass_fds=(read_end,),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,  # a Ctrl-C to the terminal's group does not stop it before the server
+            env={},
+        )
+    except OSError as exc:  # pragma: no cover - cannot spawn at all
+        os.close(write_end)
+        if log is not None:
+            log.warning("could not start the process watchdog: %s", exc)
+        return None
+    finally:
+        os.close(read_end)
+    _WATCHDOG_FD = write_end
+    return helper.pid
