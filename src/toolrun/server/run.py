@@ -114,22 +114,16 @@ class McpKeyGate:
     """What /mcp checks before the MCP machinery runs.
 
     - A key that is present but does not resolve: 401.
-    - A handshake-era session (`Mcp-Session-Id`) belongs to the identity that opened it (the user,
-      or for an anonymous caller its address): anyone else using the id gets the SDK's own 404
-      "Session not found", so nobody can run in or delete another caller's session.
+    - Two `Mcp-Session-Id` headers: 400 (McpSessionGate, behind this gate, binds each session to
+      the identity that opened it).
     - A POST body is read here (up to `max_body_bytes`) and must be JSON without duplicate keys or
       NaN/Infinity, the rule `POST /tools/{key}` applies: else 400 with a JSON-RPC parse error.
     """
 
-    MAX_SESSIONS = 100_000  # owners remembered (least recently used forgotten first)
-
     def __init__(self, app: Any, access: Access, max_body: int = 1024 * 1024) -> None:
-        from collections import OrderedDict
-
         self.app = app
         self.access = access
         self.max_body = max_body
-        self.owners: OrderedDict[str, str] = OrderedDict()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         from ..errors import ToolrunError
@@ -141,40 +135,15 @@ class McpKeyGate:
             await json_error(exc)(scope, receive, send)
             return
         scope.setdefault("state", {})["toolrun_identity"] = identity
-        owner = identity.bucket
-        ids = [v.decode("latin-1") for k, v in scope["headers"] if k == b"mcp-session-id"]
-        if len(ids) > 1:
+        if sum(1 for name, _ in scope["headers"] if name == b"mcp-session-id") > 1:
             await _rpc_error(send, 400, -32600, "Bad Request: more than one Mcp-Session-Id header")
             return
-        sid = ids[0] if ids else None
-        if sid is not None:
-            known = self.owners.get(sid)
-            if known is not None and known != owner:
-                await _rpc_error(send, 404, -32600, "Session not found")
-                return
-            if known is not None:
-                self.owners.move_to_end(sid)
         if scope["method"] == "POST" and _json_content(scope):  # any other type gets the SDK's own 415
             body = await self._body(receive, send)
             if body is None:
                 return
             receive = _replay(body, receive)
-        method = scope["method"]
-
-        async def send_bound(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                if sid is None and status < 300:
-                    for name, value in message.get("headers", []):
-                        if name.lower() == b"mcp-session-id":
-                            self.owners[value.decode("latin-1")] = owner
-                            while len(self.owners) > self.MAX_SESSIONS:
-                                self.owners.popitem(last=False)
-                elif sid is not None and method == "DELETE" and status < 300:
-                    self.owners.pop(sid, None)
-            await send(message)
-
-        await self.app(scope, receive, send_bound)
+        await self.app(scope, receive, send)
 
     async def _body(self, receive: Any, send: Any) -> bytes | None:
         """The whole POST body, checked; None when an answer was sent instead."""
@@ -242,7 +211,6 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
 
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a closed pipe to a tool's stdin is an error, not our death
     configure_logging(settings.log_level, settings.log_format)
-    protect_process()
     access = Access.from_settings(settings)
     limiter, sessions = shared_state(settings, access)
     service = ToolService.from_paths(
@@ -256,6 +224,7 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
             raise Unauthorized("TOOLRUN_API_KEY is not a valid, unexpired, unrevoked key") from None
     else:
         identity = Identity.operator()
+    protect_process()  # before any tool runs; after the checks, so a failed start prints only its reason
 
     import anyio
     from mcp.server.stdio import stdio_server
@@ -498,12 +467,13 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     configure_logging(settings.log_level, settings.log_format)
     workers = resolve_workers(settings.workers)
-    # Non-dumpable and the descriptor limit are inherited by forked workers; each worker starts its own
-    # watchdog (its tools carry its own token).
-    protect_process(watchdog=workers == 1)
     metrics_dir = tempfile.mkdtemp(prefix="toolrun-metrics-") if workers > 1 else None
     try:
         app = build_app(settings, catalog, workers=workers, metrics_dir=metrics_dir)
+        # Non-dumpable and the descriptor limit are inherited by forked workers; each worker starts its own
+        # watchdog (its tools carry its own token). After the app is built: a bad setting or catalog is the
+        # only line a failed start prints.
+        protect_process(watchdog=workers == 1)
         # Everything loaded so far (the MCP SDK's and pydantic's schemas, the catalog) lives as long as the server:
         # out of the collector's sight, or every full collection walks all of it again (100+ ms pauses at c=32);
         # forked workers then share these pages instead of copying them.
