@@ -13,7 +13,7 @@ import pytest
 from http_support import JSON, Server, servers
 from toolrun.auth import KEY_RE, SQLiteKeyStore, key_from, newest_key, parse_duration, split_key
 from toolrun.errors import UsageError
-from toolrun.server.app import redact_query
+from toolrun.server.guard import redact_query
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The shape of the code: doors stay thin.
+"""The shape of the code: doors stay thin, modules small, one route table.
 
 Doors (src/toolrun/cli/, src/toolrun/server/) find who is calling through toolrun.access and what
 a caller may see through ToolService; they never open a key store or read `service.registry`.
@@ -79,3 +79,40 @@ def test_ruff_refuses_a_key_store_import_in_a_door(door: str, source: str) -> No
         check=False,
     )
     assert "TID251" not in core.stdout, core.stdout
+
+
+MAX_LINES = 500
+
+
+def test_no_module_is_over_500_lines() -> None:
+    long = {
+        p.relative_to(SRC).as_posix(): n
+        for p in SRC.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert not long, f"split these modules (at most {MAX_LINES} lines each): {long}"
+
+
+def test_the_router_and_openapi_json_come_from_the_one_route_table(tmp_path: Path) -> None:
+    from starlette.routing import Route
+
+    from toolrun.server.openapi import SECURITY, document
+    from toolrun.server.routes import ROUTES
+    from toolrun.server.run import build_app
+    from toolrun.settings import Settings
+
+    catalog = tmp_path / "tools.yaml"
+    catalog.write_text("group: ops\ntools:\n  - name: a\n    exec: 'true'\n", encoding="utf-8")
+    app = build_app(Settings.load(environ={"TOOLRUN_HOME": str(tmp_path)}), [str(catalog)]).app
+    served = [
+        (r.path, m) for r in app.routes if isinstance(r, Route) and r.methods for m in sorted(r.methods - {"HEAD"})
+    ]
+    rows = [(r.starlette_path, r.method) for r in ROUTES]
+    assert served[: len(rows)] == rows  # in the table's order, the hot route first
+    paths = document(ROUTES)["paths"]
+    assert {(p, m.upper()) for p, ops in paths.items() for m in ops} == {
+        (r.path, r.method) for r in ROUTES if r.documented
+    }
+    for r in ROUTES:
+        if r.documented:
+            assert paths[r.path][r.method.lower()]["security"] == SECURITY[r.auth]

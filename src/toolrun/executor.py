@@ -2,8 +2,9 @@
 
 Rules (spec 2.6) and the choices around them:
 - the child gets stdin from /dev/null, or the JSON of the params in stdin mode; that payload is
-  handed to the pipe transport, which writes it as the child reads and then closes the pipe, so
-  a child that never reads stdin (or exits first) cannot deadlock the call;
+  written to a non-blocking pipe by a loop writer callback as the child reads it, and the pipe is
+  closed once it is all written (or the child is gone), so a child that never reads stdin (or
+  exits first) cannot deadlock the call;
 - it never inherits the server's stdin, stdout or stderr (under stdio MCP they are the
   protocol stream), nor any other descriptor;
 - stdout and stderr are collected as they arrive; past ``limits.output`` bytes (each) the rest

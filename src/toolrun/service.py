@@ -4,8 +4,12 @@ call(identity, key, args)
   1. registry.get(identity, key)      -> ToolSpec, or NotFound (unknown and hidden look alike)
   2. limiter.hit(bucket, key)         -> or RateLimited(retry_after)
   3. params.validate(tool, args)      -> typed values, or ParamError
-  4. run: exec/curl -> render -> spawn -> ExecResult; fn -> call it
-  5. observer.observe(key, outcome, seconds)   (once per call, whatever the door)
+  4. a slot of max_concurrent         -> waits up to queue_timeout, else Overloaded (503)
+  5. run: exec/curl -> render -> spawn -> ExecResult; fn -> call it
+  6. observer.observe(key, outcome, seconds)   (once per call, whatever the door)
+
+Doors ask it what a caller may see (list, describe, visible, search) and how ready it is
+(readiness_checks); they never read `registry` themselves.
 """
 
 from __future__ import annotations
@@ -187,9 +191,6 @@ class ToolService:
         return {"search": search, "cache": cache, "loader": loader}
 
     # -- calling ---------------------------------------------------------------------------------
-
-    def prepare(self, tool: ToolSpec, args: Mapping[str, Any]) -> dict[str, Any]:
-        return params.validate(tool, args)
 
     def plan(self, identity: Identity, key: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """What a call would run, without running it (`toolrun call --dry-run`)."""

@@ -1,4 +1,4 @@
-"""The OpenAPI 3.1 document of the plain HTTP routes (served at /openapi.json).
+"""The OpenAPI 3.1 document of the plain HTTP routes (served at /openapi.json), built from the route table.
 
 Besides the generic `/tools/{key}`, the document has one path per tool the caller may see,
 `/tools/<key>`, whose POST request body is that tool's own JSON Schema (types, required params,
@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..models import ToolSpec
 from ..paramtypes import request_schema
+
+if TYPE_CHECKING:
+    from .routes import RouteDef
 
 _ERROR = {
     "type": "object",
@@ -158,16 +161,25 @@ _KEY_PARAM = {
 }
 _OPTIONAL: list[dict[str, list[str]]] = [{}, {"ApiKeyHeader": []}, {"Bearer": []}, {"ApiKeyQuery": []}]
 _REQUIRED: list[dict[str, list[str]]] = [{"ApiKeyHeader": []}, {"Bearer": []}, {"ApiKeyQuery": []}]
+# A route's auth mode as OpenAPI security: who may call it, and with which credentials.
+SECURITY: dict[str, list[dict[str, list[str]]]] = {
+    "anonymous": [],
+    "optional": _OPTIONAL,
+    "required": _REQUIRED,
+    "admin": _REQUIRED,
+}
 
 
-def document(tools: Sequence[ToolSpec] = ()) -> dict[str, Any]:
-    """The document; `tools` (the caller's) each get a path with their own request schema."""
-    doc = _document()
+def document(routes: Sequence[RouteDef], tools: Sequence[ToolSpec] = ()) -> dict[str, Any]:
+    """The document of `routes` (the app's ROUTES: each row's operation, its auth mode as security);
+    `tools` (the caller's) each get a path with their own request schema."""
+    doc = _document(routes)
     post = doc["paths"]["/tools/{key}"]["post"]
     for tool in tools:
         name = f"{tool.key}.arguments"
         doc["components"]["schemas"][name] = request_schema(tool)
         operation = copy.deepcopy(post)
+        operation.pop("parameters", None)  # the path names the tool: no {key} to fill in
         operation["summary"] = f"Call {tool.key}" + (f": {tool.summary}" if tool.summary else "")
         operation["operationId"] = f"call.{tool.key}"
         operation["requestBody"] = {
@@ -180,7 +192,13 @@ def document(tools: Sequence[ToolSpec] = ()) -> dict[str, Any]:
     return doc
 
 
-def _document() -> dict[str, Any]:
+def _document(routes: Sequence[RouteDef]) -> dict[str, Any]:
+    paths: dict[str, dict[str, Any]] = {}
+    for route in routes:
+        if not route.documented:
+            continue
+        operation = {"summary": route.summary, "security": SECURITY[route.auth], **route.operation}
+        paths.setdefault(route.path, {})[route.method.lower()] = operation
     return {
         "openapi": "3.1.0",
         "info": {"title": "toolrun", "version": __version__, "description": "Tool catalog service: HTTP routes."},
@@ -201,187 +219,5 @@ def _document() -> dict[str, Any]:
                 "ApiKeyQuery": {"type": "apiKey", "in": "query", "name": "api-key"},
             },
         },
-        "paths": {
-            "/healthz": {
-                "get": {
-                    "summary": "Liveness",
-                    "security": [],
-                    "responses": {"200": _json({"$ref": "#/components/schemas/Status"}, "Alive")},
-                }
-            },
-            "/readyz": {
-                "get": {
-                    "summary": "Readiness: search index, cache backend, tool loader",
-                    "security": [],
-                    "responses": {
-                        "200": _json({"$ref": "#/components/schemas/Status"}, "Every check passed"),
-                        "503": _json({"$ref": "#/components/schemas/Status"}, "A check failed"),
-                    },
-                }
-            },
-            "/whoami": {
-                "get": {
-                    "summary": "The caller's identity; for admins, why a user may (not) see and call a tool",
-                    "security": _REQUIRED,
-                    "parameters": [
-                        {
-                            "name": "explain",
-                            "in": "query",
-                            "required": False,
-                            "description": "Admins: a tool key; the answer gains `explain` (groups against tags, "
-                            "public, keys, rate-limit bucket).",
-                            "schema": {"type": "string"},
-                        },
-                        {
-                            "name": "user",
-                            "in": "query",
-                            "required": False,
-                            "description": "Admins, with explain: the user to explain for (default: the caller).",
-                            "schema": {"type": "string"},
-                        },
-                    ],
-                    "responses": {
-                        "200": _json({"$ref": "#/components/schemas/Identity"}, "Identity record"),
-                        "400": _BAD,
-                        "401": _UNAUTH,
-                    },
-                }
-            },
-            "/tools": {
-                "get": {
-                    "summary": "Tools the caller can access, sorted by key",
-                    "security": _OPTIONAL,
-                    "parameters": [
-                        {
-                            "name": "format",
-                            "in": "query",
-                            "required": False,
-                            "schema": {"type": "string", "enum": ["json", "md", "html"], "default": "json"},
-                        },
-                        {
-                            "name": "offset",
-                            "in": "query",
-                            "required": False,
-                            "description": "With offset or limit, one page; its position is in the X-* headers.",
-                            "schema": {"type": "integer", "minimum": 0, "maximum": 1000000},
-                        },
-                        {
-                            "name": "limit",
-                            "in": "query",
-                            "required": False,
-                            "schema": {"type": "integer", "minimum": 1, "maximum": 100},
-                        },
-                    ],
-                    "responses": {
-                        "200": {
-                            "description": "The tools (one page when offset or limit is given)",
-                            "headers": {
-                                "X-Total-Count": {"schema": {"type": "string"}},
-                                "X-Has-More": {"schema": {"type": "string", "enum": ["true", "false"]}},
-                                "X-Next-Offset": {"schema": {"type": "string"}},
-                            },
-                            "content": {
-                                "application/json": {
-                                    "schema": {"type": "array", "items": {"$ref": "#/components/schemas/Tool"}}
-                                },
-                                "text/markdown": {"schema": {"type": "string"}},
-                                "text/html": {"schema": {"type": "string"}},
-                            },
-                        },
-                        "400": _BAD,
-                    },
-                }
-            },
-            "/tools/{key}": {
-                "parameters": [_KEY_PARAM],
-                "get": {
-                    "summary": "One tool entry",
-                    "security": _OPTIONAL,
-                    "responses": {
-                        "200": _json({"$ref": "#/components/schemas/Tool"}, "The tool"),
-                        "400": _BAD,
-                        "404": _json(_ERR, "Unknown or inaccessible key"),
-                    },
-                },
-                "post": {
-                    "summary": "Call a tool; the result as text, or as JSON to `Accept: application/json`",
-                    "security": _OPTIONAL,
-                    "requestBody": {
-                        "required": False,
-                        "content": {
-                            "application/json": {
-                                "schema": {"type": "object", "additionalProperties": True},
-                            }
-                        },
-                    },
-                    "responses": {
-                        "200": _text_or_json(
-                            "The result coerced to text (exec failures are normal tuple results)", _CALL_RESULT
-                        ),
-                        "400": _text_or_json("Malformed JSON, not an object, or a parameter error"),
-                        "403": _text_or_json("Cross-origin request not allowed"),
-                        "404": _text_or_json("Unknown or inaccessible key"),
-                        "408": _text_or_json("Body not received in time"),
-                        "413": _text_or_json("Body too large"),
-                        "415": _text_or_json("Content-Type is not application/json"),
-                        "429": _text_or_json("Rate limited; Retry-After gives the seconds"),
-                        "500": _text_or_json("The tool raised"),
-                        "503": _text_or_json("Too many calls running"),
-                    },
-                },
-            },
-            "/users": {
-                "get": {
-                    "summary": "All users (admin)",
-                    "security": _REQUIRED,
-                    "parameters": [
-                        {
-                            "name": "keys",
-                            "in": "query",
-                            "required": False,
-                            "schema": {"type": "string", "enum": ["true", "false"]},
-                        }
-                    ],
-                    "responses": {
-                        "200": _json({"type": "array", "items": {"$ref": "#/components/schemas/User"}}, "Users"),
-                        "400": _BAD,
-                        "401": _UNAUTH,
-                    },
-                }
-            },
-            "/metrics": {
-                "get": {
-                    "summary": "Prometheus text exposition",
-                    "security": [],
-                    "responses": {
-                        "200": {"description": "Metrics", "content": {"text/plain": {"schema": {"type": "string"}}}}
-                    },
-                }
-            },
-            "/search": {
-                "get": {
-                    "summary": "Ranked, paginated search over the caller's tools",
-                    "security": _OPTIONAL,
-                    "parameters": [
-                        {"name": "q", "in": "query", "required": False, "schema": {"type": "string", "maxLength": 500}},
-                        {
-                            "name": "offset",
-                            "in": "query",
-                            "required": False,
-                            "schema": {"type": "integer", "minimum": 0, "maximum": 1000000, "default": 0},
-                        },
-                        {
-                            "name": "limit",
-                            "in": "query",
-                            "required": False,
-                            "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
-                        },
-                    ],
-                    "responses": {
-                        "200": _json({"$ref": "#/components/schemas/SearchPage"}, "A page of results"),
-                        "400": _BAD,
-                    },
-                }
-            },
-        },
+        "paths": paths,
     }

@@ -10,12 +10,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..access import Access, mcp_session_store, shared_state
-from ..errors import RequestTimeout
 from ..metrics import Metrics
 from ..models import Identity
 from ..service import ToolService, catalog_paths
 from ..settings import Settings
 from .app import Backends, create_app, guarded
+from .protocol import http_protocol
 
 log = logging.getLogger("toolrun.server")
 
@@ -148,7 +148,7 @@ class McpKeyGate:
     async def _body(self, receive: Any, send: Any) -> bytes | None:
         """The whole POST body, checked; None when an answer was sent instead."""
         from ..errors import ToolrunError
-        from .app import parse_json_value
+        from .request import parse_json_value
 
         chunks = bytearray()
         while True:
@@ -171,7 +171,7 @@ class McpKeyGate:
 
 
 def _json_content(scope: Any) -> bool:
-    from .app import _is_json_media
+    from .request import _is_json_media
 
     for name, value in scope["headers"]:
         if name == b"content-type":
@@ -286,171 +286,6 @@ def configure_logging(level: str, fmt: str = "text") -> None:
     access_logger = logging.getLogger("toolrun.access")
     access_logger.handlers[:] = [access]
     access_logger.propagate = False
-
-
-MAX_HEAD = 64 * 1024  # bytes of one request head (request line and headers); nginx's default is 32 KiB
-
-
-class _CoalescingTransport:
-    """A connection's transport that sends each response head together with the first body chunk.
-
-    uvicorn writes the head and the body of a response in two `send()` calls; here a head waits for
-    the body written right after it (same loop iteration), so a small response is one system call:
-    about 15% more requests per second on loopback. A head with nothing after it (100 Continue, a
-    streamed response whose body comes later) goes out at the next loop iteration at the latest.
-    """
-
-    __slots__ = ("_flush_handle", "_loop", "_pending", "_transport")
-
-    def __init__(self, transport: Any, loop: Any) -> None:
-        self._transport = transport
-        self._loop = loop
-        self._pending: bytes | None = None
-        self._flush_handle: Any = None
-
-    def write(self, data: bytes) -> None:
-        if self._pending is not None:
-            data, self._pending = self._pending + data, None
-            self._flush_handle.cancel()
-            self._transport.write(data)
-        elif data[:5] == b"HTTP/" and data[-4:] == b"\r\n\r\n":
-            self._pending = data
-            self._flush_handle = self._loop.call_soon(self._flush)
-        else:
-            self._transport.write(data)
-
-    def _flush(self) -> None:
-        if self._pending is not None:
-            data, self._pending = self._pending, None
-            self._transport.write(data)
-
-    def close(self) -> None:
-        self._flush()
-        self._transport.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
-
-
-def http_protocol(head_timeout: float) -> Any:
-    """uvicorn's httptools protocol plus what it lacks: a deadline and a size cap for request heads.
-
-    Without them a client that sends half a head holds its connection (and its buffers) forever,
-    and one header can be megabytes long. A head not complete within `head_timeout` seconds
-    (the `request_timeout` setting) gets a 408, one longer than MAX_HEAD bytes a 431, and the
-    connection is closed. The body has the same deadline, on every route (/mcp included): a body
-    (Content-Length or chunked) not complete `head_timeout` seconds after its head gets a 408 when
-    no answer has started yet, and the connection is closed either way.
-    """
-    try:
-        import httptools  # noqa: F401
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-    except ImportError:  # pragma: no cover - uvicorn's h11 protocol caps heads at 16 KiB by itself
-        return "h11"
-
-    class GuardedHttpToolsProtocol(HttpToolsProtocol):
-        _in_head = True  # between requests (or before the first one) and until the headers are complete
-        _head_bytes = 0
-        _head_begun = False
-        _head_timer: Any = None
-        _events = 0  # heads and messages completed: a chunk that completes one is not counted
-        _in_body = False  # the head is complete, the body is not
-        _body_timer: Any = None
-
-        def connection_made(self, transport: Any) -> None:
-            coalescing: Any = _CoalescingTransport(transport, self.loop)  # duck-types asyncio.Transport
-            super().connection_made(coalescing)
-            self._head_timer = self.loop.call_later(head_timeout, self._head_timed_out)
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._stop_head_timer()
-            self._stop_body_timer()
-            super().connection_lost(exc)
-
-        def data_received(self, data: bytes) -> None:
-            if self._in_head:
-                room = MAX_HEAD - self._head_bytes
-                if len(data) > room and b"\r\n\r\n" not in data[: max(room, 0) + 4]:
-                    self._refuse(431, "Request Header Fields Too Large", f"request head over {MAX_HEAD} bytes")
-                    return
-            events = self._events
-            super().data_received(data)
-            if self._in_head and self._events == events and not self.transport.is_closing():
-                self._head_bytes += len(data)
-            elif self._in_body and self._body_timer is None and not self.transport.is_closing():
-                # Armed only when a body is still on its way after this chunk (rare: a small body comes
-                # in the packet of its head), so the common request costs no timer.
-                self._body_timer = self.loop.call_later(head_timeout, self._body_timed_out)
-
-        def on_message_begin(self) -> None:
-            super().on_message_begin()
-            self._head_begun = True
-            if self._head_timer is None:
-                self._head_timer = self.loop.call_later(head_timeout, self._head_timed_out)
-
-        def on_headers_complete(self) -> None:
-            self._in_head, self._head_bytes, self._head_begun = False, 0, False
-            self._in_body = True
-            self._events += 1
-            self._stop_head_timer()
-            super().on_headers_complete()
-
-        def on_message_complete(self) -> None:
-            self._in_head, self._head_bytes = True, 0
-            self._in_body = False
-            self._stop_body_timer()
-            self._events += 1
-            super().on_message_complete()
-
-        def _stop_body_timer(self) -> None:
-            if self._body_timer is not None:
-                self._body_timer.cancel()
-                self._body_timer = None
-
-        def _body_timed_out(self) -> None:
-            self._body_timer = None
-            if not self._in_body or self.transport.is_closing():
-                return
-            cycle = getattr(self, "cycle", None)
-            if cycle is not None:
-                started = cycle.response_started
-                # The app's receive() now sees a disconnect, and whatever it still sends is dropped.
-                cycle.disconnected = True
-                cycle.message_event.set()
-                if started:
-                    self.transport.close()
-                    return
-            self._refuse(408, "Request Timeout", RequestTimeout(head_timeout).summary)
-
-        def _stop_head_timer(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
-
-        def _head_timed_out(self) -> None:
-            self._head_timer = None
-            if self._in_head and not self.transport.is_closing():
-                if self._head_begun:
-                    self._refuse(408, "Request Timeout", f"request head not received within {head_timeout:g} seconds")
-                else:
-                    self.transport.close()
-
-        def _unsupported_upgrade_warning(self) -> None:
-            # No WebSocket routes here (and ws="none"): refuse an upgrade with a clean 400, whether or not a
-            # WebSocket library happens to be installed, instead of leaving the request unanswered.
-            self._refuse(400, "Bad Request", "upgrade requests (WebSocket) are not supported")
-
-        def _refuse(self, status: int, reason: str, message: str) -> None:
-            self._stop_head_timer()
-            body = message.encode()
-            self.transport.write(
-                f"HTTP/1.1 {status} {reason}\r\ncontent-type: text/plain; charset=utf-8\r\n"
-                f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
-                + body
-            )
-            self.transport.close()
-
-    return GuardedHttpToolsProtocol
 
 
 def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:

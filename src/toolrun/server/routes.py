@@ -1,0 +1,224 @@
+"""The route table: one row per HTTP route, feeding both the router (app.py) and /openapi.json.
+
+A row names the path (as documented; `{key}` is the rest of the path, slashes included), the
+method, the handler (a `Routes` method, or `tool_call` for the plain-ASGI POST /tools/{key}), the
+auth mode applied before the handler runs (`toolrun.access` modes: anonymous, optional, required,
+admin; it is also the operation's OpenAPI `security`) and the OpenAPI operation. The router tries
+rows in order: the hot route comes first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .openapi import _BAD, _CALL_RESULT, _ERR, _KEY_PARAM, _UNAUTH, _json, _text_or_json
+
+
+@dataclass(frozen=True, slots=True)
+class RouteDef:
+    path: str
+    method: str
+    handler: str
+    auth: str
+    summary: str = ""
+    operation: dict[str, Any] = field(default_factory=dict)  # OpenAPI: parameters, requestBody, responses
+    documented: bool = True
+
+    @property
+    def starlette_path(self) -> str:
+        return self.path.replace("{key}", "{key:toolkey}")
+
+
+_STATUS = {"$ref": "#/components/schemas/Status"}
+_PAGING = [
+    {
+        "name": "offset",
+        "in": "query",
+        "required": False,
+        "description": "With offset or limit, one page; its position is in the X-* headers.",
+        "schema": {"type": "integer", "minimum": 0, "maximum": 1000000},
+    },
+    {"name": "limit", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 1, "maximum": 100}},
+]
+
+ROUTES: tuple[RouteDef, ...] = (
+    RouteDef(
+        "/tools/{key}",
+        "POST",
+        "tool_call",
+        "optional",
+        "Call a tool; the result as text, or as JSON to `Accept: application/json`",
+        {
+            "parameters": [_KEY_PARAM],
+            "requestBody": {
+                "required": False,
+                "content": {"application/json": {"schema": {"type": "object", "additionalProperties": True}}},
+            },
+            "responses": {
+                "200": _text_or_json(
+                    "The result coerced to text (exec failures are normal tuple results)", _CALL_RESULT
+                ),
+                "400": _text_or_json("Malformed JSON, not an object, or a parameter error"),
+                "403": _text_or_json("Cross-origin request not allowed"),
+                "404": _text_or_json("Unknown or inaccessible key"),
+                "408": _text_or_json("Body not received in time"),
+                "413": _text_or_json("Body too large"),
+                "415": _text_or_json("Content-Type is not application/json"),
+                "429": _text_or_json("Rate limited; Retry-After gives the seconds"),
+                "500": _text_or_json("The tool raised"),
+                "503": _text_or_json("Too many calls running"),
+            },
+        },
+    ),
+    RouteDef("/healthz", "GET", "healthz", "anonymous", "Liveness", {"responses": {"200": _json(_STATUS, "Alive")}}),
+    RouteDef(
+        "/readyz",
+        "GET",
+        "readyz",
+        "anonymous",
+        "Readiness: search index, cache backend, key store",
+        {"responses": {"200": _json(_STATUS, "Every check passed"), "503": _json(_STATUS, "A check failed")}},
+    ),
+    RouteDef(
+        "/whoami",
+        "GET",
+        "whoami",
+        "required",
+        "The caller's identity; for admins, why a user may (not) see and call a tool",
+        {
+            "parameters": [
+                {
+                    "name": "explain",
+                    "in": "query",
+                    "required": False,
+                    "description": "Admins: a tool key; the answer gains `explain` (groups against tags, "
+                    "public, keys, rate-limit bucket).",
+                    "schema": {"type": "string"},
+                },
+                {
+                    "name": "user",
+                    "in": "query",
+                    "required": False,
+                    "description": "Admins, with explain: the user to explain for (default: the caller).",
+                    "schema": {"type": "string"},
+                },
+            ],
+            "responses": {
+                "200": _json({"$ref": "#/components/schemas/Identity"}, "Identity record"),
+                "400": _BAD,
+                "401": _UNAUTH,
+            },
+        },
+    ),
+    RouteDef(
+        "/tools",
+        "GET",
+        "list_tools",
+        "optional",
+        "Tools the caller can access, sorted by key",
+        {
+            "parameters": [
+                {
+                    "name": "format",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "string", "enum": ["json", "md", "html"], "default": "json"},
+                },
+                *_PAGING,
+            ],
+            "responses": {
+                "200": {
+                    "description": "The tools (one page when offset or limit is given)",
+                    "headers": {
+                        "X-Total-Count": {"schema": {"type": "string"}},
+                        "X-Has-More": {"schema": {"type": "string", "enum": ["true", "false"]}},
+                        "X-Next-Offset": {"schema": {"type": "string"}},
+                    },
+                    "content": {
+                        "application/json": {
+                            "schema": {"type": "array", "items": {"$ref": "#/components/schemas/Tool"}}
+                        },
+                        "text/markdown": {"schema": {"type": "string"}},
+                        "text/html": {"schema": {"type": "string"}},
+                    },
+                },
+                "400": _BAD,
+            },
+        },
+    ),
+    RouteDef(
+        "/tools/{key}",
+        "GET",
+        "get_tool",
+        "optional",
+        "One tool entry",
+        {
+            "parameters": [_KEY_PARAM],
+            "responses": {
+                "200": _json({"$ref": "#/components/schemas/Tool"}, "The tool"),
+                "400": _BAD,
+                "404": _json(_ERR, "Unknown or inaccessible key"),
+            },
+        },
+    ),
+    RouteDef(
+        "/users",
+        "GET",
+        "users",
+        "admin",
+        "All users (admin)",
+        {
+            "parameters": [
+                {
+                    "name": "keys",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "string", "enum": ["true", "false"]},
+                }
+            ],
+            "responses": {
+                "200": _json({"type": "array", "items": {"$ref": "#/components/schemas/User"}}, "Users"),
+                "400": _BAD,
+                "401": _UNAUTH,
+            },
+        },
+    ),
+    RouteDef(
+        "/metrics",
+        "GET",
+        "metrics",
+        "anonymous",
+        "Prometheus text exposition",
+        {"responses": {"200": {"description": "Metrics", "content": {"text/plain": {"schema": {"type": "string"}}}}}},
+    ),
+    RouteDef(
+        "/search",
+        "GET",
+        "search",
+        "optional",
+        "Ranked, paginated search over the caller's tools",
+        {
+            "parameters": [
+                {"name": "q", "in": "query", "required": False, "schema": {"type": "string", "maxLength": 500}},
+                {
+                    "name": "offset",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "integer", "minimum": 0, "maximum": 1000000, "default": 0},
+                },
+                {
+                    "name": "limit",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
+                },
+            ],
+            "responses": {
+                "200": _json({"$ref": "#/components/schemas/SearchPage"}, "A page of results"),
+                "400": _BAD,
+            },
+        },
+    ),
+    RouteDef("/openapi.json", "GET", "openapi", "optional", "This document", documented=False),
+)

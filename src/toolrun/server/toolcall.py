@@ -1,0 +1,131 @@
+"""`POST /tools/{key}`: the hot route, as a plain ASGI app."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from starlette.types import Receive, Scope, Send
+
+from .. import formatting
+from ..errors import (
+    PayloadTooLarge,
+    RequestTimeout,
+    ToolFailed,
+    ToolrunError,
+    Unauthorized,
+    UnsupportedMediaType,
+    UsageError,
+)
+from .errors import _error_object, _error_text, _json_text, _retry_headers
+from .request import _is_json_media, identity_from_scope, parse_json_object
+
+if TYPE_CHECKING:
+    from .app import Backends
+
+log = logging.getLogger("toolrun.server")
+
+
+class ToolCall:
+    """`POST /tools/{key}` as a plain ASGI app: the hot route, with no Request, Response or router.
+
+    `Guard` hands it every POST under /tools/ directly; the router holds it too (for an app
+    built without the guard). The answer is plain text (the result, or `Type: message` from the
+    error's status), unless the client sends `Accept: application/json` without text/plain: then
+    the structured result, or `{error, type}`. A refused key is the JSON 401 of every route.
+    """
+
+    def __init__(self, backends: Backends) -> None:
+        self.service = backends.service
+        self.access = backends.access
+        self.debug = backends.settings.debug
+        self.max_body = backends.settings.max_body_bytes
+        self.body_timeout = backends.settings.request_timeout
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.handle(scope, receive, send)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> int:
+        """Answer the call; returns the status sent."""
+        key = scope["path"][len("/tools/") :]
+        content_type: str | None = None
+        length: bytes | None = None
+        accept: bytes | None = None
+        for name, value in scope["headers"]:  # the first occurrence counts, as everywhere else
+            if name == b"content-type" and content_type is None:
+                content_type = value.decode("latin-1")
+            elif name == b"content-length" and length is None:
+                length = value
+            elif name == b"accept" and accept is None:
+                accept = value
+        content_type = content_type or ""
+        # `Accept: application/json` (without text/plain) asks for the structured result and JSON
+        # errors; every other client, browsers' */* included, gets the plain text of the spec.
+        as_json = accept is not None and b"application/json" in accept and b"text/plain" not in accept
+        headers: list[tuple[bytes, bytes]] = []
+        media = b"text/plain; charset=utf-8"
+        try:
+            identity = await identity_from_scope(self.access, scope, "optional")
+            self.service.describe(identity, key)
+            body = await self.read_body(receive, length)
+            if (body or content_type) and not _is_json_media(content_type):
+                raise UnsupportedMediaType(content_type.split(";", 1)[0].strip().lower())
+            args = parse_json_object(body)
+            result = await self.service.call(identity, key, args)
+            if as_json:
+                status, text = 200, _json_text(formatting.call_payload(result))
+            else:
+                status, text = 200, formatting.result_text(result.value)
+        except Unauthorized as exc:  # the same JSON body as on every other route
+            status, text, media = exc.http_status, '{"error": "unauthorized"}', b"application/json"
+        except ToolrunError as exc:
+            status, text = exc.http_status, _error_text(exc, self.debug)
+            headers = [(k.lower().encode(), v.encode()) for k, v in _retry_headers(exc).items()]
+            if as_json:
+                text = _json_text(_error_object(exc, text))
+        except Exception as exc:
+            log.exception("unexpected error calling %s", key)
+            failed = ToolFailed(exc)
+            status, text = failed.http_status, _error_text(failed, self.debug)
+            if as_json:
+                text = _json_text(_error_object(failed, text))
+        data = text.encode("utf-8", "replace")  # a lone surrogate from an fn tool becomes "?", not a 500
+        if as_json:
+            media = b"application/json"
+        headers += [(b"content-length", str(len(data)).encode()), (b"content-type", media)]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": data})
+        return status
+
+    async def read_body(self, receive: Receive, length: bytes | None) -> bytes:
+        if length is not None:
+            try:
+                if int(length) > self.max_body:
+                    raise PayloadTooLarge(self.max_body)
+            except ValueError:
+                raise UsageError("Content-Length is not a number") from None
+        # uvicorn's receive() returns at once when the whole body has arrived (the common case: a small
+        # body comes in the packet of the head); only a body still on its way needs the deadline. (`more_body`
+        # is uvicorn's request cycle's own flag; any other server, or a later uvicorn without it, gets the deadline.)
+        cycle = getattr(receive, "__self__", None)
+        if getattr(cycle, "more_body", True) is False:
+            return await self._read(receive)
+        try:
+            # asyncio.timeout, not wait_for: no task per request.
+            async with asyncio.timeout(self.body_timeout):
+                return await self._read(receive)
+        except TimeoutError:
+            raise RequestTimeout(self.body_timeout) from None
+
+    async def _read(self, receive: Receive) -> bytes:
+        chunks = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                raise UsageError("the client closed the connection before sending the whole body")
+            chunks += message.get("body", b"")
+            if len(chunks) > self.max_body:
+                raise PayloadTooLarge(self.max_body)
+            if not message.get("more_body", False):
+                return bytes(chunks)
