@@ -151,3 +151,33 @@ def test_init_schema_is_the_one_of_this_version(tmp_path: Path) -> None:
     assert done.returncode == 0
     assert (tmp_path / "catalog.schema.json").read_text() == catalog_json_schema_text()
     assert "fn: cat_fns:greet" in (tmp_path / "cat.yaml").read_text()
+
+
+def test_the_behaviour_hints_decide_which_examples_run_without_all(tmp_path: Path) -> None:
+    text = """\
+group: h
+tools:
+  - name: reads
+    read_only: true
+    exec: echo r
+    examples: [{expect: {stdout: "r\\n"}}]
+  - name: writes
+    read_only: false
+    exec: echo w
+    examples: [{expect: {stdout: "w\\n"}}]
+  - name: wipes
+    destructive: true
+    exec: echo d
+    examples: [{expect: {stdout: "d\\n"}}, {name: dry, safe: true, expect: {stdout: "d\\n"}}]
+"""
+    path = write_catalog(tmp_path, text)
+    env = clean_env(tmp_path / "home")
+    done = toolrun_cli("test", str(path), env=env)
+    assert done.returncode == 0, done.stdout
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("PASS  h.reads[1]")
+    assert lines[1] == "SKIP  h.wipes[1]: destructive tool (run with --all)"
+    assert lines[2].startswith("PASS  h.wipes[dry]")
+    assert lines[3] == "SKIP  h.writes[1]: tool is not read-only (run with --all)"
+    everything = toolrun_cli("test", str(path), "--all", env=env)
+    assert everything.stdout.splitlines()[-1].startswith("4 passed in ")

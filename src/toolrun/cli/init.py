@@ -22,6 +22,7 @@ tools:
   # exec: a shell command (a template); pass every caller-supplied value through `| quote`.
   - name: disk_usage
     description: Report the disk usage of a path.
+    read_only: true             # a hint for clients; `toolrun test` skips examples of tools that change things
     exec: du -sh -- {{{{ path | quote }}}}
     timeout: 10
     params:
@@ -40,6 +41,8 @@ tools:
   # curl: arguments to `curl -s -o -` (a template too).
   - name: http_headers
     description: Fetch the HTTP headers of a URL (a HEAD request).
+    read_only: true
+    open_world: true            # it reaches beyond this host
     curl: -I {{{{ url | quote }}}}
     timeout: 15
     params:
@@ -51,6 +54,7 @@ tools:
   # fn: a Python function, module:function (the module next to this file, or importable).
   - name: greet
     description: Say hello; a Python function with typed parameters.
+    read_only: true
     fn: {module}:greet
     examples:
       - args: {{name: Ada}}
