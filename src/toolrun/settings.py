@@ -9,11 +9,9 @@ the two in step.
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -242,6 +240,8 @@ def _check(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
         for item in values[name]:
             if item == "*" and name == "forwarded_allow_ips":
                 continue
+            import ipaddress  # here, not at the top: most runs set no address list (and TAB completion loads this)
+
             try:
                 ipaddress.ip_network(item, strict=False)
             except ValueError:
@@ -277,6 +277,8 @@ def _load(
     path = config_file or Path(environ.get("SVC_CONFIG") or dirs["config"] / "config.toml")
     file_values: dict[str, Any] = {}
     if path.is_file():
+        import tomllib  # only with a config file: importing it costs a TAB completion a few milliseconds
+
         try:
             file_values = _flatten(tomllib.loads(path.read_text(encoding="utf-8")))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
