@@ -43,7 +43,7 @@ tools:
     description: Fetch the HTTP headers of a URL (a HEAD request).
     read_only: true
     open_world: true            # it reaches beyond this host
-    curl: -I {{{{ url | quote }}}}
+    curl: -I -- {{{{ url | quote }}}}
     timeout: 15
     params:
       - name: url
