@@ -1,8 +1,50 @@
-"""Typer option coercion without pydantic (a patch of Typer internals)."""
+"""Typer option coercion without pydantic (a patch of Typer internals).
+
+It relies on private Typer APIs, so pyproject.toml bounds typer to the minor version it was written
+against, and `typer_misfit` names what does not fit on any other: tests/test_dependency_patches.py
+fails with this patch's name on a Typer whose internals moved, and at run time the patch is then
+left out (Typer's own coercion is only slower, never wrong).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from typing import Any
+
+PATCH = "toolrun.cli.fastcoerce (fast option coercion: replaces typer.core._TyperParameter.get_runtime_param)"
+
+
+def typer_misfit() -> str | None:
+    """What the installed Typer lacks that the patch relies on (naming the patch), or None when it fits.
+
+    Cheap (it runs on every `toolrun` start): names and signatures only. The attributes the patched
+    method reads (`_runtime_param`, `type_descriptor`) are checked by the test that runs the patch."""
+    try:
+        import typer
+        from typer import core as typer_core
+        from typer._click.exceptions import BadParameter  # noqa: F401
+        from typer._coercion import RuntimeParam
+    except ImportError as exc:
+        return f"{PATCH} does not fit this Typer: {exc}"
+    version = getattr(typer, "__version__", "?")
+    problems = []
+    hook = getattr(getattr(typer_core, "_TyperParameter", None), "get_runtime_param", None)
+    if not callable(hook):
+        problems.append("typer.core._TyperParameter.get_runtime_param is gone")
+    runtime: Any = RuntimeParam  # whatever this Typer has under that name
+    if not dataclasses.is_dataclass(runtime):
+        problems.append("typer._coercion.RuntimeParam is not a dataclass")
+    else:
+        names = [f.name for f in dataclasses.fields(runtime)]
+        if names[:2] != ["parameter_info", "annotation"]:
+            problems.append(f"RuntimeParam's fields are {names}, not parameter_info, annotation")
+    coerce = getattr(runtime, "_coerce_value", None)
+    if coerce is None or list(inspect.signature(coerce).parameters) != ["self", "value", "param", "ctx"]:
+        problems.append("RuntimeParam._coerce_value(self, value, param, ctx) is gone or changed")
+    if problems:
+        return f"{PATCH} does not fit typer {version}: " + "; ".join(problems)
+    return None
 
 
 def _install_fast_coercion() -> None:
@@ -13,6 +55,8 @@ def _install_fast_coercion() -> None:
     tiny coercion does the same job. Any other annotation (or a Typer without this hook) falls
     back to Typer's own machinery, so a Typer upgrade can only make us slower, never wrong.
     """
+    if typer_misfit() is not None:
+        return
     try:
         from dataclasses import dataclass as _dataclass
         from types import NoneType, UnionType

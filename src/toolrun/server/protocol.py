@@ -1,10 +1,68 @@
-"""The HTTP protocol `toolrun serve` runs: uvicorn's httptools protocol with deadlines and a size cap."""
+"""The HTTP protocol `toolrun serve` runs: uvicorn's httptools protocol with deadlines and a size cap.
+
+The subclass overrides private uvicorn methods and reads private attributes, so pyproject.toml
+bounds uvicorn to the minor version it was written against, and `uvicorn_misfit` names what does
+not fit on any other: `toolrun serve` then refuses to start (the guards are a safety feature, not
+an optimisation), and tests/test_dependency_patches.py fails with this patch's name.
+"""
 
 from __future__ import annotations
 
+import inspect
+import re
 from typing import Any
 
 from ..errors import RequestTimeout
+
+PATCH = "toolrun.server.protocol.GuardedHttpToolsProtocol (overrides uvicorn's HttpToolsProtocol internals)"
+# The methods the subclass overrides or calls, with the parameters it passes.
+_METHODS = {
+    "connection_made": ["self", "transport"],
+    "connection_lost": ["self", "exc"],
+    "data_received": ["self", "data"],
+    "on_message_begin": ["self"],
+    "on_headers_complete": ["self"],
+    "on_message_complete": ["self"],
+    "_unsupported_upgrade_warning": ["self"],
+}
+# The attributes it reads, and where uvicorn sets them.
+_ATTRIBUTES = {
+    "HttpToolsProtocol.__init__": ("self.loop", "self.cycle"),
+    "HttpToolsProtocol.connection_made": ("self.transport",),
+    "RequestResponseCycle.__init__": ("self.response_started", "self.disconnected", "self.message_event"),
+}
+
+
+def uvicorn_misfit() -> str | None:
+    """What the installed uvicorn lacks that the protocol subclass relies on (naming it), or None."""
+    try:
+        import uvicorn
+        from uvicorn.protocols.http import httptools_impl
+    except ImportError as exc:
+        return f"{PATCH} does not fit this uvicorn: {exc}"
+    problems = []
+    classes = {name: getattr(httptools_impl, name, None) for name in ("HttpToolsProtocol", "RequestResponseCycle")}
+    protocol = classes["HttpToolsProtocol"]
+    for name, params in _METHODS.items():
+        method = getattr(protocol, name, None)
+        if method is None or list(inspect.signature(method).parameters) != params:
+            problems.append(f"HttpToolsProtocol.{name}({', '.join(params)}) is gone or changed")
+    for where, names in _ATTRIBUTES.items():
+        cls_name, method_name = where.split(".")
+        method = getattr(classes[cls_name], method_name, None)
+        try:
+            source = inspect.getsource(method) if method is not None else ""
+        except (OSError, TypeError):
+            continue  # no source to read (a compiled uvicorn): the method checks above still apply
+        problems.extend(
+            f"{where} no longer sets {name}"
+            for name in names
+            if not re.search(re.escape(name) + r"\s*(:[^=\n]*)?=", source)
+        )
+    if problems:
+        return f"{PATCH} does not fit uvicorn {uvicorn.__version__}: " + "; ".join(problems)
+    return None
+
 
 MAX_HEAD = 64 * 1024  # bytes of one request head (request line and headers); nginx's default is 32 KiB
 
@@ -24,6 +82,9 @@ def http_protocol(head_timeout: float) -> Any:
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
     except ImportError:  # pragma: no cover - uvicorn's h11 protocol caps heads at 16 KiB by itself
         return "h11"
+    misfit = uvicorn_misfit()
+    if misfit is not None:
+        raise RuntimeError(misfit + " (install the uvicorn version pyproject.toml allows)")
 
     class GuardedHttpToolsProtocol(HttpToolsProtocol):
         _in_head = True  # between requests (or before the first one) and until the headers are complete

@@ -1,0 +1,85 @@
+"""The two patches of dependencies' private APIs fit the installed versions, and say so loudly when not.
+
+cli/fastcoerce.py replaces a Typer internal (option coercion without pydantic); server/protocol.py
+subclasses uvicorn's httptools protocol and overrides private methods (deadlines and a size cap on
+request heads and bodies). pyproject.toml bounds both packages to the versions they were written
+for; these tests fail, naming the patch, on a version whose internals moved.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from toolrun.cli import fastcoerce
+from toolrun.server import protocol
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_typer_patch_fits_the_installed_typer() -> None:
+    assert fastcoerce.typer_misfit() is None
+
+
+def test_the_typer_patch_is_installed_and_coerces_toolruns_options() -> None:
+    import typer.main
+
+    from toolrun.cli import app
+
+    command = typer.main.get_command(app)
+    call = command.commands["call"]  # type: ignore[attr-defined]
+    option = next(p for p in call.params if p.name == "input_file")
+    try:
+        runtime = option.get_runtime_param()  # reads self._runtime_param and self.type_descriptor
+    except AttributeError as exc:
+        pytest.fail(f"{fastcoerce.PATCH} does not fit this Typer: {exc}")
+    assert type(runtime).__name__ == "FastParam", fastcoerce.PATCH
+
+
+def test_the_typer_check_names_the_patch_when_typer_internals_are_gone(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer import core as typer_core
+    from typer._coercion import RuntimeParam
+
+    monkeypatch.delattr(typer_core._TyperParameter, "get_runtime_param")
+    misfit = fastcoerce.typer_misfit()
+    assert misfit is not None and fastcoerce.PATCH in misfit and "get_runtime_param is gone" in misfit
+    monkeypatch.undo()
+
+    def changed(self: object, value: object, ctx: object) -> object:  # a signature the patch does not fit
+        return value
+
+    monkeypatch.setattr(RuntimeParam, "_coerce_value", changed)
+    misfit = fastcoerce.typer_misfit()
+    assert misfit is not None and fastcoerce.PATCH in misfit and "_coerce_value" in misfit
+
+
+def test_the_uvicorn_protocol_fits_the_installed_uvicorn() -> None:
+    assert protocol.uvicorn_misfit() is None
+    assert protocol.http_protocol(1.0).__name__ == "GuardedHttpToolsProtocol"
+
+
+def test_serve_refuses_a_uvicorn_whose_protocol_internals_moved(monkeypatch: pytest.MonkeyPatch) -> None:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    monkeypatch.delattr(HttpToolsProtocol, "_unsupported_upgrade_warning")
+    with pytest.raises(RuntimeError, match=re.escape(protocol.PATCH)) as caught:
+        protocol.http_protocol(1.0)
+    assert "_unsupported_upgrade_warning" in str(caught.value)
+
+
+def test_pyproject_bounds_both_patched_packages_to_the_installed_minor_version() -> None:
+    from importlib.metadata import version
+
+    from packaging.requirements import Requirement
+
+    deps = {
+        Requirement(d).name: Requirement(d)
+        for d in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    }
+    for name in ("typer", "uvicorn"):
+        spec = deps[name].specifier
+        assert any(s.operator == "<" for s in spec), f"{name} needs an upper bound: a patch relies on its internals"
+        assert version(name) in spec, (name, version(name), str(spec))
