@@ -71,12 +71,17 @@ def test_expired_and_revoked_keys_do_not_resolve(store: SQLiteKeyStore) -> None:
     assert states == {expired_record.prefix: "expired", record.prefix: "revoked"}
 
 
-def test_a_second_key_for_a_user_merges_groups_and_both_keys_work(store: SQLiteKeyStore) -> None:
+def test_a_second_key_never_changes_the_users_groups_unless_asked(store: SQLiteKeyStore) -> None:
     first, _ = store.create_key("alice", ["ops"], email="a@x")
-    second, _ = store.create_key("alice", ["dev"])
+    with pytest.raises(UsageError, match="--set-groups"):
+        store.create_key("alice", ["dev"])  # would silently widen every key alice holds
+    second, _ = store.create_key("alice", [])  # no groups given: alice keeps hers
     for key in (first, second):
         user = store.resolve(key)
-        assert user is not None and user.groups == ("dev", "ops") and user.email == "a@x"
+        assert user is not None and user.groups == ("ops",) and user.email == "a@x"
+    store.create_key("alice", ["dev"], set_groups=True)
+    user = store.resolve(first)
+    assert user is not None and user.groups == ("dev",)  # replaced, for every key
     assert [u.username for u in store.list_users()] == ["alice"]
 
 

@@ -305,9 +305,13 @@ def test_a_stdout_flood_is_capped_marked_fast_and_costs_no_memory() -> None:
 
     value = result.value()
     assert isinstance(value, str)
-    assert value[:MiB] == "y\n" * (MiB // 2)
-    assert value[MiB:] == f"\n[toolrun: stdout truncated: kept {MiB} bytes, dropped {50_000_000 - MiB}]\n"
-    assert result.truncated
+    half = MiB // 2
+    marker = (
+        f"\n[toolrun: stdout truncated: kept the first {half} and the last {half} bytes, "
+        f"dropped {50_000_000 - MiB} in between]\n"
+    )
+    assert value == "y\n" * (half // 2) + marker + "y\n" * (half // 2)
+    assert (result.truncated, result.bytes_kept, result.bytes_dropped) == (True, MiB, 50_000_000 - MiB)
     assert elapsed < 10
     assert peak < 16 * MiB  # Python allocations during the call: about the cap, never the flood
     assert rss_growth < 60 * MiB
@@ -318,15 +322,33 @@ def test_a_stderr_flood_is_capped_and_marked_too() -> None:
 
     assert result.value() == "done\n"
     assert result.stderr.startswith("err\nerr\n")
-    assert result.stderr.endswith(f"\n[toolrun: stderr truncated: kept 65536 bytes, dropped {20_000_000 - 65536}]\n")
-    assert len(result.stderr) < 65536 + 100
-    assert result.truncated
+    marker = (
+        "\n[toolrun: stderr truncated: kept the first 32768 and the last 32768 bytes, "
+        f"dropped {20_000_000 - 65536} in between]\n"
+    )
+    assert marker in result.stderr
+    assert len(result.stderr) < 65536 + 120
+    assert (result.truncated, result.bytes_kept, result.bytes_dropped) == (True, 65536 + 5, 20_000_000 - 65536)
+
+
+def test_a_capped_output_keeps_its_tail_where_the_error_is() -> None:
+    result = run(
+        "seq 1 200000; echo 'FATAL: disk full' >&2; seq 1 200000 >&2; echo 'FATAL: the real error' >&2; exit 3",
+        limits=ResourceLimits(output=4096),
+    )
+
+    code, out, err = result.value()
+    assert code == 3
+    assert out.startswith("1\n2\n3\n") and out.endswith("199999\n200000\n")
+    assert err.endswith("200000\nFATAL: the real error\n")
+    assert "[toolrun: stderr truncated: kept the first 2048 and the last 2048 bytes, dropped " in err
+    assert result.truncated and result.bytes_kept == 4 * 2048
 
 
 @pytest.mark.parametrize(
     ("cap", "expected"),
     [
-        (4, "0123\n[toolrun: stdout truncated: kept 4 bytes, dropped 6]\n"),
+        (4, "01\n[toolrun: stdout truncated: kept the first 2 and the last 2 bytes, dropped 6 in between]\n89"),
         (10, "0123456789"),
         (11, "0123456789"),
     ],
@@ -336,6 +358,7 @@ def test_the_cap_keeps_exactly_its_number_of_bytes(cap: int, expected: str) -> N
 
     assert result.value() == expected
     assert result.truncated is (cap < 10)
+    assert (result.bytes_kept, result.bytes_dropped) == (min(cap, 10), max(0, 10 - cap))
 
 
 def test_a_flood_that_never_ends_is_stopped_by_the_deadline() -> None:

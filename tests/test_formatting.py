@@ -88,7 +88,7 @@ def test_structured_result_shows_an_exec_failure_as_fields_and_an_fn_value_as_re
     from toolrun.formatting import structured_result
     from toolrun.models import CallResult, ExecResult
 
-    failed = ExecResult(3, "out", "err", truncated=True)
+    failed = ExecResult(3, "out", "err", truncated=True, bytes_kept=6, bytes_dropped=100)
     assert structured_result(CallResult("t.x", failed.value(), failed)) == {
         "key": "t.x",
         "ok": False,
@@ -97,5 +97,7 @@ def test_structured_result_shows_an_exec_failure_as_fields_and_an_fn_value_as_re
         "stderr": "err",
         "timed_out": False,
         "truncated": True,
+        "bytes_kept": 6,
+        "bytes_dropped": 100,
     }
     assert structured_result(CallResult("t.f", {"n": 1})) == {"key": "t.f", "ok": True, "result": {"n": 1}}

@@ -92,7 +92,9 @@ def _decide(user: User | None, key: str | None, mode: str, client: str) -> Ident
         if key or mode in ("required", "admin"):
             raise Unauthorized()
         return Identity(client=client)
-    identity = user.identity(client)
+    from .auth import split_key
+
+    identity = user.identity(client, (split_key(key) or "") if key else "")
     if mode == "admin" and not identity.is_admin:
         raise Unauthorized()
     return identity
@@ -131,12 +133,38 @@ class Access:
     # -- administration (`toolrun keys`, GET /users) -----------------------------------------------
 
     def create_key(
-        self, username: str, groups: list[str], email: str = "", expires_in: float | None = None
+        self,
+        username: str,
+        groups: list[str],
+        email: str = "",
+        expires_in: float | None = None,
+        set_groups: bool = False,
     ) -> tuple[str, KeyRecord]:
-        return self.store.create_key(username, groups, email, expires_in)
+        """A new key; an existing user's groups change only with `set_groups` (they apply to every key)."""
+        return self.store.create_key(username, groups, email, expires_in, set_groups=set_groups)
 
-    def revoke(self, prefix: str) -> bool:
-        return self.store.revoke(prefix)
+    def revoke(self, prefix: str, at: float | None = None) -> bool:
+        return self.store.revoke(prefix, at)
+
+    def rotate(self, prefix: str, grace: float = 0.0, expires_in: float | None = None) -> tuple[str, KeyRecord, float]:
+        from .auth import rotate_key
+
+        return rotate_key(self.store, prefix, grace, expires_in)
+
+    def get_user(self, username: str) -> User | None:
+        return self.store.get_user(username)
+
+    def set_groups(self, username: str, groups: list[str]) -> bool:
+        return self.store.set_groups(username, groups)
+
+    def delete_user(self, username: str) -> int | None:
+        return self.store.delete_user(username)
+
+    def list_users(self) -> list[User]:
+        return self.store.list_users()
+
+    def list_keys(self) -> list[KeyRecord]:
+        return self.store.list_keys()
 
     def key_rows(self) -> list[dict[str, Any]]:
         """Every key: prefix, username, groups, created_at, expires_at (ISO 8601 or None) and state."""
@@ -156,7 +184,8 @@ class Access:
         ]
 
     async def users(self, with_keys: bool) -> list[dict[str, Any]]:
-        """Every user (username, email, groups), with the newest working key's metadata if asked."""
+        """Every user (username, email, groups); if asked, the newest working key's metadata (`key`) and
+        every key with its state (`keys`)."""
         from .auth import newest_key
 
         users = await self.store.alist_users()
@@ -167,6 +196,8 @@ class Access:
             if with_keys:
                 newest = newest_key(records, user.username)
                 item["key"] = newest.metadata() if newest else None
+                # Every key of the user, oldest first, with its state: active, expired or revoked.
+                item["keys"] = [r.details() for r in records if r.username == user.username]
             body.append(item)
         return body
 

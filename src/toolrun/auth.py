@@ -85,8 +85,10 @@ class User:
     groups: tuple[str, ...]
     created_at: float
 
-    def identity(self, client: str = "") -> Identity:
-        return Identity(self.username, self.email, frozenset(self.groups), anonymous=False, client=client)
+    def identity(self, client: str = "", key_prefix: str = "") -> Identity:
+        return Identity(
+            self.username, self.email, frozenset(self.groups), anonymous=False, client=client, key_prefix=key_prefix
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +100,10 @@ class KeyRecord:
     revoked_at: float | None
 
     def state(self, at: float | None = None) -> str:
+        """active, expired or revoked; a key whose revocation is scheduled (`keys rotate --grace`) is
+        active until then."""
         at = now() if at is None else at
-        if self.revoked_at is not None:
+        if self.revoked_at is not None and self.revoked_at <= at:
             return "revoked"
         if self.expires_at is not None and self.expires_at <= at:
             return "expired"
@@ -109,15 +113,30 @@ class KeyRecord:
         """The `key` object of /users?keys=true: never the hash, never the key."""
         return {"prefix": self.prefix, "created_at": iso(self.created_at), "expires_at": iso(self.expires_at)}
 
+    def details(self) -> dict[str, Any]:
+        """The metadata with the revocation time and the state (`/users?keys=true`, `users show`)."""
+        return {**self.metadata(), "revoked_at": iso(self.revoked_at), "state": self.state()}
+
 
 class KeyStore(Protocol):
     def create_key(
-        self, username: str, groups: list[str], email: str = "", expires_in: float | None = None
+        self,
+        username: str,
+        groups: list[str],
+        email: str = "",
+        expires_in: float | None = None,
+        set_groups: bool = False,
     ) -> tuple[str, KeyRecord]: ...
 
     def resolve(self, key: str) -> User | None: ...
 
-    def revoke(self, prefix: str) -> bool: ...
+    def revoke(self, prefix: str, at: float | None = None) -> bool: ...
+
+    def get_user(self, username: str) -> User | None: ...
+
+    def set_groups(self, username: str, groups: list[str]) -> bool: ...
+
+    def delete_user(self, username: str) -> int | None: ...
 
     def inspect(self, key: str) -> tuple[KeyRecord, User] | None: ...
 
@@ -177,7 +196,12 @@ class SQLiteKeyStore:
         return conn
 
     def create_key(
-        self, username: str, groups: list[str], email: str = "", expires_in: float | None = None
+        self,
+        username: str,
+        groups: list[str],
+        email: str = "",
+        expires_in: float | None = None,
+        set_groups: bool = False,
     ) -> tuple[str, KeyRecord]:
         key, prefix, created, expires = mint(username, groups, expires_in)
         conn = self._conn()
@@ -190,10 +214,10 @@ class SQLiteKeyStore:
                     (username, email, json.dumps(sorted(set(groups))), created),
                 )
             else:
-                merged = sorted(set(json.loads(row[1])) | set(groups))
+                kept = groups_for_new_key(username, json.loads(row[1]), groups, set_groups)
                 conn.execute(
                     "UPDATE users SET email=?, groups_json=? WHERE username=?",
-                    (email or row[0], json.dumps(merged), username),
+                    (email or row[0], json.dumps(kept), username),
                 )
             conn.execute(
                 "INSERT INTO keys(prefix, username, hash, created_at, expires_at) VALUES (?,?,?,?,?)",
@@ -224,7 +248,8 @@ class SQLiteKeyStore:
         stored, expires, revoked, username, email, groups, created = row
         if not hmac.compare_digest(stored, hash_key(key)):
             return None
-        if revoked is not None or (expires is not None and expires <= now()):
+        at = now()
+        if (revoked is not None and revoked <= at) or (expires is not None and expires <= at):
             return None
         return User(username, email, tuple(json.loads(groups)), created)
 
@@ -247,11 +272,49 @@ class SQLiteKeyStore:
         record = KeyRecord(prefix, row[4], row[1], row[2], row[3])
         return record, User(row[4], row[5], tuple(json.loads(row[6])), row[7])
 
-    def revoke(self, prefix: str) -> bool:
+    def revoke(self, prefix: str, at: float | None = None) -> bool:
+        """Revoke now, or at `at` (a grace period); False when the key is unknown or already revoked."""
+        moment = now()
         cur = self._conn().execute(
-            "UPDATE keys SET revoked_at=? WHERE prefix=? AND revoked_at IS NULL", (now(), prefix)
+            "UPDATE keys SET revoked_at=? WHERE prefix=? AND (revoked_at IS NULL OR revoked_at > ?)",
+            (moment if at is None else at, prefix, moment),
         )
         return cur.rowcount > 0
+
+    def get_user(self, username: str) -> User | None:
+        row = (
+            self._conn()
+            .execute("SELECT username, email, groups_json, created_at FROM users WHERE username=?", (username,))
+            .fetchone()
+        )
+        return User(row[0], row[1], tuple(json.loads(row[2])), row[3]) if row else None
+
+    def set_groups(self, username: str, groups: list[str]) -> bool:
+        validate_user_fields(username, groups)
+        cur = self._conn().execute(
+            "UPDATE users SET groups_json=? WHERE username=?", (json.dumps(sorted(set(groups))), username)
+        )
+        return cur.rowcount > 0
+
+    def delete_user(self, username: str) -> int | None:
+        """Delete the user and revoke every key of theirs (the key records stay, revoked); None if unknown."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("SELECT 1 FROM users WHERE username=?", (username,)).fetchone() is None:
+                conn.execute("ROLLBACK")
+                return None
+            moment = now()
+            cur = conn.execute(
+                "UPDATE keys SET revoked_at=? WHERE username=? AND (revoked_at IS NULL OR revoked_at > ?)",
+                (moment, username, moment),
+            )
+            conn.execute("DELETE FROM users WHERE username=?", (username,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return cur.rowcount
 
     def list_users(self) -> list[User]:
         rows = (
@@ -286,6 +349,42 @@ class SQLiteKeyStore:
 
     async def aping(self) -> None:
         self.ping()
+
+
+def groups_for_new_key(username: str, current: list[str], asked: list[str], set_groups: bool) -> list[str]:
+    """The groups a user has after `keys create`: a user's groups apply to every key they hold, so a
+    new key never changes them silently. No --group keeps them; other groups need --set-groups."""
+    current = sorted(set(current))
+    wanted = sorted(set(asked))
+    if not asked or wanted == current:
+        return current
+    if not set_groups:
+        raise UsageError(
+            f"user {username!r} has groups [{', '.join(current)}]; a key for [{', '.join(wanted)}] would change "
+            f"them for every key {username} holds. Pass --set-groups to do so (or use `toolrun users set-groups`), "
+            "or leave out --group to keep them"
+        )
+    return wanted
+
+
+def rotate_key(
+    store: KeyStore, prefix: str, grace: float = 0.0, expires_in: float | None = None
+) -> tuple[str, KeyRecord, float]:
+    """A new key for the owner of `prefix` (same user, same groups), and the old one revoked now or after
+    `grace` seconds. Returns (new key, its record, when the old one stops working)."""
+    record = next((r for r in store.list_keys() if r.prefix == prefix), None)
+    if record is None:
+        raise UsageError(f"no key with prefix {prefix!r} (see `toolrun keys list`)")
+    state = record.state()
+    if state != "active":
+        raise UsageError(f"key {prefix} is {state}: only an active key can be rotated (create a new one instead)")
+    user = store.get_user(record.username)
+    if user is None:
+        raise UsageError(f"key {prefix} belongs to {record.username!r}, who no longer exists")
+    key, new = store.create_key(user.username, [], user.email, expires_in)
+    until = now() + max(0.0, grace)
+    store.revoke(prefix, until if grace > 0 else None)
+    return key, new, until
 
 
 def newest_key(records: list[KeyRecord], username: str) -> KeyRecord | None:

@@ -30,11 +30,25 @@ class ToolrunError(Exception):
 
     exit_code = 1
     http_status = 500
+    hidden: tuple[str, ...] = ()  # secret values this error's text must never show
 
     @property
     def summary(self) -> str:
         """The one-line `Type: message` form used by the HTTP and CLI doors."""
         return f"{type(self).__name__}: {self}"
+
+    def hide(self, values: tuple[str, ...] | list[str]) -> None:
+        """Never show these values (a call's secret params, 4 characters or more) in this error's text."""
+        self.hidden = tuple(sorted({v for v in values if len(v) >= 4}, key=len, reverse=True))
+
+    def redact(self, text: str) -> str:
+        for value in self.hidden:
+            text = text.replace(value, "[secret]")
+        return text
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        return self.redact(text) if self.hidden else text
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +174,7 @@ class ToolFailed(ToolrunError):
 
     @property
     def summary(self) -> str:
-        return f"{type(self.original).__name__}: {self.original}"
+        return self.redact(f"{type(self.original).__name__}: {self.original}")
 
 
 class UndefinedVariable(ToolFailed):

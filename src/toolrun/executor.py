@@ -7,9 +7,11 @@ Rules (spec 2.6) and the choices around them:
   exits first) cannot deadlock the call;
 - it never inherits the server's stdin, stdout or stderr (under stdio MCP they are the
   protocol stream), nor any other descriptor;
-- stdout and stderr are collected as they arrive; past ``limits.output`` bytes (each) the rest
-  is read and dropped, so a flooding child costs no memory, and a visible marker
-  ``[toolrun: stdout truncated: kept N bytes, dropped M]`` ends the text;
+- stdout and stderr are collected as they arrive; past ``limits.output`` bytes (each) the first
+  and the last half of the cap are kept and the middle is read and dropped, so a flooding child
+  costs no memory and the error at the end survives; a visible marker
+  ``[toolrun: stdout truncated: kept the first N and the last N bytes, dropped M in between]``
+  stands where the bytes were dropped;
 - the call is over when the shell exits; a background child that still holds the pipes gets
   ``DRAIN_GRACE`` seconds (never past the deadline) to finish writing, then the whole process
   group is killed: nothing the tool started outlives its call, short of a process that left the
@@ -64,33 +66,61 @@ def format_seconds(seconds: float) -> str:
 
 
 class _Sink:
-    """Collects up to `cap` bytes of a stream and counts the rest."""
+    """Collects up to `cap` bytes of a stream: the first half and the last half, counting what is dropped.
 
-    __slots__ = ("cap", "dropped", "parts", "size")
+    Errors and summaries come at the end of an output, so the tail is kept as well as the head;
+    the bytes in between are read and dropped (a flooding child costs no memory).
+    """
+
+    __slots__ = ("cap", "dropped", "head_cap", "parts", "size", "tail", "tail_cap")
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
+        self.tail_cap = cap // 2
+        self.head_cap = cap - self.tail_cap
         self.parts: list[bytes] = []
-        self.size = 0
+        self.size = 0  # bytes in `parts` (the head)
+        self.tail = bytearray()
         self.dropped = 0
 
     def add(self, data: bytes) -> None:
-        room = self.cap - self.size
-        if len(data) <= room:
-            self.parts.append(data)
-            self.size += len(data)
-        elif room > 0:
+        room = self.head_cap - self.size
+        if room > 0:
+            if len(data) <= room:
+                self.parts.append(data)
+                self.size += len(data)
+                return
             self.parts.append(data[:room])
-            self.size = self.cap
-            self.dropped += len(data) - room
-        else:
-            self.dropped += len(data)
+            self.size = self.head_cap
+            data = data[room:]
+        tail_cap = self.tail_cap
+        if len(data) >= tail_cap:
+            self.dropped += len(self.tail) + len(data) - tail_cap
+            self.tail = bytearray(data[len(data) - tail_cap :]) if tail_cap else bytearray()
+            return
+        self.tail += data
+        over = len(self.tail) - tail_cap
+        if over > 0:
+            del self.tail[:over]
+            self.dropped += over
+
+    @property
+    def kept(self) -> int:
+        return self.size + len(self.tail)
 
     def text(self, label: str) -> str:
-        text = b"".join(self.parts).decode("utf-8", errors="replace")
-        if self.dropped:
-            text += f"\n[toolrun: {label} truncated: kept {self.cap} bytes, dropped {self.dropped}]\n"
-        return text
+        head = b"".join(self.parts)
+        if not self.dropped:
+            return (head + self.tail).decode("utf-8", errors="replace")
+        tail = bytes(self.tail)
+        skip = 0
+        while skip < len(tail) and skip < 3 and tail[skip] & 0xC0 == 0x80:  # no half character at the cut
+            skip += 1
+        marker = (
+            f"\n[toolrun: {label} truncated: kept the first {self.size} and the last {len(tail)} bytes, "
+            f"dropped {self.dropped} in between]\n"
+        )
+        return head.decode("utf-8", errors="replace") + marker + tail[skip:].decode("utf-8", errors="replace")
 
 
 _READ_SIZE = 256 * 1024
@@ -350,9 +380,12 @@ async def run(
             child.release()
     if timed_out:
         return ExecResult(-1, "", f"timeout after {format_seconds(timeout)}s", timed_out=True)
+    dropped = child.out.dropped + child.err.dropped
     return ExecResult(
         child.returncode,
         child.out.text("stdout"),
         child.err.text("stderr"),
-        truncated=bool(child.out.dropped or child.err.dropped),
+        truncated=dropped > 0,
+        bytes_kept=child.out.kept + child.err.kept,
+        bytes_dropped=dropped,
     )

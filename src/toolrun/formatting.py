@@ -41,7 +41,8 @@ def structured_result(result: CallResult) -> dict[str, Any]:
     """A call result as one JSON object (MCP structured content, `toolrun call --json`).
 
     fn tools: `{key, ok, result}`; exec and curl tools: `{key, ok, returncode, stdout, stderr,
-    timed_out}`, plus `truncated: true` when output was capped.
+    timed_out}`, plus `truncated: true`, `bytes_kept` and `bytes_dropped` (stdout and stderr
+    together) when output was capped.
     """
     payload: dict[str, Any] = {"key": result.key, "ok": result.ok}
     ex = result.exec
@@ -50,7 +51,7 @@ def structured_result(result: CallResult) -> dict[str, Any]:
         return payload
     payload.update(returncode=ex.returncode, stdout=ex.stdout, stderr=ex.stderr, timed_out=ex.timed_out)
     if ex.truncated:
-        payload["truncated"] = True
+        payload.update(truncated=True, bytes_kept=ex.bytes_kept, bytes_dropped=ex.bytes_dropped)
     return payload
 
 
@@ -78,8 +79,9 @@ def call_payload(result: CallResult) -> dict[str, Any]:
     the plain-text answer would give it."""
     payload = {**structured_result(result), "seconds": round(result.seconds, 6)}
     payload.setdefault("result", result_json(result.value))
-    if result.exec is not None:
-        payload["truncated"] = result.exec.truncated
+    ex = result.exec
+    if ex is not None:
+        payload.update(truncated=ex.truncated, bytes_kept=ex.bytes_kept, bytes_dropped=ex.bytes_dropped)
     else:
         payload["text"] = result_text(result.value)
     return payload

@@ -4,6 +4,8 @@
   ``outcome`` is one of ok, error (non-zero exit), timeout, exception (the tool raised),
   invalid (parameter error), rate_limited, overloaded.
 - ``svc_tool_call_duration_seconds{tool}``: wall time of each call.
+- ``svc_tool_output_truncated_total{tool}``: calls whose stdout or stderr went over the output cap.
+- ``svc_catalog_reloads_total{outcome}``: catalog reloads, ``ok`` or ``error`` (the old catalog kept).
 
 Labels only ever take catalog keys: an unknown key is refused before anything is counted, so a
 flood of made-up keys adds no series.
@@ -55,6 +57,23 @@ class Metrics:
             buckets=BUCKETS,
             registry=own,
         )
+        self.truncated = Counter(
+            "svc_tool_output_truncated_total",
+            "Tool calls whose stdout or stderr went over the output cap (head and tail kept).",
+            ["tool"],
+            registry=self.registry,
+        )
+        self.reloads = Counter(
+            "svc_catalog_reloads_total",
+            "Catalog reloads by outcome: ok, or error (the previous catalog keeps serving).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        if multiprocess_dir is None:
+            # Both series from the start (0 until a reload). Not with forked workers: a value created
+            # before the fork would be one slot the workers overwrite, instead of one file per worker.
+            for outcome in ("ok", "error"):
+                self.reloads.labels(outcome)
 
         # The labelled children, looked up once per (tool, outcome): `labels()` costs more than the update.
         self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
@@ -66,6 +85,12 @@ class Metrics:
             self._children[(key, outcome)] = children
         children[0].inc()
         children[1].observe(seconds)
+
+    def observe_truncated(self, key: str) -> None:
+        self.truncated.labels(key).inc()
+
+    def observe_reload(self, outcome: str) -> None:
+        self.reloads.labels(outcome).inc()
 
     def render(self) -> bytes:
         return bytes(generate_latest(self.registry))

@@ -29,13 +29,14 @@ class Param:
     pattern: str | None = None
     min: float | None = None
     max: float | None = None
+    secret: bool = False  # never logged, audited, echoed or put on a command line (docs/operations.md)
 
     def entry(self) -> dict[str, Any]:
         """The Param object (`example` falls back to the default when none is declared), plus the
         constraints `enum`, `pattern`, `min`, `max` that are declared."""
         from .paramtypes import constraints
 
-        return {
+        entry = {
             "name": self.name,
             "type": self.type,
             "required": self.required,
@@ -44,6 +45,9 @@ class Param:
             "example": self.example if self.example is not None else self.default,
             **constraints(self),
         }
+        if self.secret:
+            entry["secret"] = True
+        return entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +115,7 @@ class ToolSpec:
     cwd: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     env_passthrough: tuple[str, ...] = ()
+    secret_env: tuple[str, ...] = ()  # names of `env:` entries marked secret: their values are never shown
     limits: ResourceLimits = field(default_factory=ResourceLimits)
     user: str | None = None
     examples: tuple[Example, ...] = ()
@@ -143,6 +148,14 @@ class ToolSpec:
         return entry
 
     @property
+    def has_secrets(self) -> bool:
+        return bool(self.secret_env) or any(p.secret for p in self.params)
+
+    @property
+    def secret_names(self) -> frozenset[str]:
+        return frozenset(p.name for p in self.params if p.secret)
+
+    @property
     def summary(self) -> str:
         return self.description.strip().splitlines()[0] if self.description.strip() else ""
 
@@ -156,6 +169,7 @@ class Identity:
     groups: frozenset[str] = frozenset()
     anonymous: bool = True
     client: str = ""  # client address, used to bucket anonymous callers
+    key_prefix: str = ""  # the public prefix of the API key used, for the audit trail
 
     @classmethod
     def operator(cls) -> Identity:
@@ -189,6 +203,8 @@ class ExecResult:
     stderr: str
     timed_out: bool = False
     truncated: bool = False
+    bytes_kept: int = 0  # of stdout and stderr together (the truncation counts are exact)
+    bytes_dropped: int = 0
 
     def value(self) -> str | tuple[int, str, str]:
         """Spec 2.6: stdout on exit 0, else the (returncode, stdout, stderr) tuple."""

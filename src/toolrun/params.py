@@ -232,7 +232,10 @@ def _validate(tool: ToolSpec, args: Mapping[str, Any]) -> dict[str, Any]:
     fn = tool.kind == "fn"
     for param in tool.params:
         if param.name in args and args[param.name] is not None:
-            values[param.name] = coerce(param, args[param.name])
+            if param.secret:
+                values[param.name] = _coerce_secret(param, args[param.name])
+            else:
+                values[param.name] = coerce(param, args[param.name])
         elif param.required:
             raise ParamError(f"missing required parameter {param.name!r} ({param.type}) for {tool.key}")
         elif isinstance(param.default, (list, dict)):
@@ -241,14 +244,14 @@ def _validate(tool: ToolSpec, args: Mapping[str, Any]) -> dict[str, Any]:
             values[param.name] = param.default
     for name, quoted in tool.option_params:
         if name in values:
-            _refuse_options(name, values[name], quoted)
+            _refuse_options(name, values[name], quoted, declared[name].secret)
     return values
 
 
 _OPTION_WORD = re.compile(r"(?:^|\s)-")
 
 
-def _refuse_options(name: str, value: Any, quoted: bool) -> None:
+def _refuse_options(name: str, value: Any, quoted: bool, secret: bool = False) -> None:
     """A curl tool's value that reaches curl's option position must not start an option.
 
     Quoted, a value (each item of a list) is one word: it must not begin with `-`. Unquoted, the
@@ -257,9 +260,25 @@ def _refuse_options(name: str, value: Any, quoted: bool) -> None:
     for item in items:
         text = item if isinstance(item, str) else json.dumps(item, separators=(",", ":"), ensure_ascii=False)
         if text.startswith("-") if quoted else _OPTION_WORD.search(text):
+            shown = "the value (secret, not shown)" if secret else _short(item)
             raise ParamError(
-                f"parameter {name!r}: {_short(item)} would be read by curl as an option (a word starting with '-')"
+                f"parameter {name!r}: {shown} would be read by curl as an option (a word starting with '-')"
             )
+
+
+def _coerce_secret(param: Param, value: Any) -> Any:
+    """`coerce` for a secret param: the error names the param and the rule, never the value."""
+    try:
+        return coerce(param, value)
+    except ParamError:
+        rules = [f"expects {param.type}"]
+        if param.enum is not None:
+            rules.append("one of its declared values")
+        if param.pattern is not None:
+            rules.append(f"matching {param.pattern!r}")
+        if param.min is not None or param.max is not None:
+            rules.append("within its length bounds")
+        raise ParamError(f"parameter {param.name!r} (secret, value not shown) {', '.join(rules)}") from None
 
 
 def parse_cli_args(tool: ToolSpec, words: Iterable[str]) -> dict[str, Any]:
@@ -281,7 +300,8 @@ def parse_cli_args(tool: ToolSpec, words: Iterable[str]) -> dict[str, Any]:
             try:
                 value: Any = json.loads(text)
             except (ValueError, RecursionError) as exc:
-                raise ParamError(f"parameter {name!r}: {_short(text)} is not valid JSON ({exc})") from None
+                shown = "the value" if param.secret else _short(text)
+                raise ParamError(f"parameter {name!r}: {shown} is not valid JSON ({exc})") from None
         elif param.type == "list":
             existing = args.get(name)
             value = [*existing, text] if isinstance(existing, list) else [text]

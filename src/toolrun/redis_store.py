@@ -31,7 +31,7 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry as SyncRetry
 
-from .auth import KeyRecord, User, hash_key, mint, now, split_key
+from .auth import KeyRecord, User, groups_for_new_key, hash_key, mint, now, split_key, validate_user_fields
 from .errors import BackendUnavailable
 
 PREFIX = "toolrun:"
@@ -95,14 +95,23 @@ class RedisKeyStore:
 
     # sync API (CLI)
     def create_key(
-        self, username: str, groups: list[str], email: str = "", expires_in: float | None = None
+        self,
+        username: str,
+        groups: list[str],
+        email: str = "",
+        expires_in: float | None = None,
+        set_groups: bool = False,
     ) -> tuple[str, KeyRecord]:
         key, prefix, created, expires = mint(username, groups, expires_in)
         r = self.sync()
         try:
             user_key = f"{PREFIX}user:{username}"
             existing = r.hgetall(user_key)
-            merged = sorted(set(json.loads(_s(existing.get(b"groups")) or "[]")) | set(groups))
+            if existing:
+                current = json.loads(_s(existing.get(b"groups")) or "[]")
+                merged = groups_for_new_key(username, current, groups, set_groups)
+            else:
+                merged = sorted(set(groups))
             pipe = r.pipeline(transaction=True)
             pipe.hset(
                 user_key,
@@ -154,15 +163,54 @@ class RedisKeyStore:
             return None
         return self._record(prefix, record), self._user(_s(record.get(b"username")), user)
 
-    def revoke(self, prefix: str) -> bool:
+    def revoke(self, prefix: str, at: float | None = None) -> bool:
         r = self.sync()
         try:
             name = f"{PREFIX}key:{prefix}"
             record = r.hgetall(name)
-            if not record or _s(record.get(b"revoked_at")):
+            moment = now()
+            revoked = _f(record.get(b"revoked_at")) if record else None
+            if not record or (revoked is not None and revoked <= moment):
                 return False
-            r.hset(name, "revoked_at", repr(now()))
+            r.hset(name, "revoked_at", repr(moment if at is None else at))
             return True
+        except redis.RedisError as exc:
+            raise _unavailable(exc) from exc
+
+    def get_user(self, username: str) -> User | None:
+        try:
+            data = self.sync().hgetall(f"{PREFIX}user:{username}")
+        except redis.RedisError as exc:
+            raise _unavailable(exc) from exc
+        return self._user(username, data) if data else None
+
+    def set_groups(self, username: str, groups: list[str]) -> bool:
+        validate_user_fields(username, groups)
+        r = self.sync()
+        try:
+            name = f"{PREFIX}user:{username}"
+            if not r.exists(name):
+                return False
+            r.hset(name, "groups", json.dumps(sorted(set(groups))))
+            return True
+        except redis.RedisError as exc:
+            raise _unavailable(exc) from exc
+
+    def delete_user(self, username: str) -> int | None:
+        r = self.sync()
+        try:
+            name = f"{PREFIX}user:{username}"
+            if not r.exists(name):
+                return None
+            revoked = 0
+            for record in self.list_keys():
+                if record.username == username and record.state() != "revoked" and self.revoke(record.prefix):
+                    revoked += 1
+            pipe = r.pipeline(transaction=True)
+            pipe.delete(name)
+            pipe.srem(f"{PREFIX}users", username)
+            pipe.execute()
+            return revoked
         except redis.RedisError as exc:
             raise _unavailable(exc) from exc
 
@@ -231,7 +279,8 @@ class RedisKeyStore:
         if not hmac.compare_digest(_s(record.get(b"hash")), hash_key(key)):
             return None
         expires, revoked = _f(record.get(b"expires_at")), _f(record.get(b"revoked_at"))
-        if revoked is not None or (expires is not None and expires <= now()):
+        at = now()
+        if (revoked is not None and revoked <= at) or (expires is not None and expires <= at):
             return None
         return self._user(_s(record.get(b"username")), user)
 

@@ -18,6 +18,9 @@ A variable the call did not provide (an optional param without a default that th
 out) is *undefined*: rendering it raises `UndefinedVariable` before anything runs, with or without
 `quote`; no empty string is ever substituted. A guard still works: an undefined value is false
 (`{% if x %}`), `x is defined` is false and `x | default(...)` gives the default.
+
+A `secret` param renders as a reference to the environment variable that holds its value
+(``${TOOLRUN_SECRET_<NAME>}``, or ``"$TOOLRUN_SECRET_<NAME>"`` through ``quote``): see SecretRef.
 """
 
 from __future__ import annotations
@@ -34,9 +37,53 @@ if TYPE_CHECKING:
     from jinja2 import nodes
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+    from .models import ToolSpec
+
 # Jinja is imported on first need (about 25 ms): a catalog of plain templates, with a warm cache, never needs it.
 # The names Jinja resolves by itself (its default globals); tests/test_render.py keeps this in step with Jinja.
 JINJA_GLOBALS = frozenset({"range", "dict", "lipsum", "cycler", "joiner", "namespace"})
+
+
+SECRET_ENV_PREFIX = "TOOLRUN_SECRET_"
+
+
+def secret_env_name(param: str) -> str:
+    """The child's environment variable that carries a secret param: TOOLRUN_SECRET_<NAME>."""
+    return SECRET_ENV_PREFIX + re.sub(r"[^A-Za-z0-9_]", "_", param).upper()
+
+
+class SecretRef(str):
+    """What a template sees for a secret param: a shell reference to the variable holding its value.
+
+    ``{{ token }}`` renders ``${TOOLRUN_SECRET_TOKEN}``, ``{{ token | quote }}`` renders
+    ``"$TOOLRUN_SECRET_TOKEN"`` (one word, whatever the value holds); the value itself goes into
+    the child's environment, never onto its command line. ``{% if token %}`` tests the value.
+    """
+
+    env_name: str
+    filled: bool
+
+    def __new__(cls, env_name: str, filled: bool = True) -> SecretRef:
+        ref = super().__new__(cls, "${" + env_name + "}")
+        ref.env_name = env_name
+        ref.filled = filled
+        return ref
+
+    def __bool__(self) -> bool:
+        return self.filled
+
+
+def secret_refs(tool: ToolSpec, values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The template's view of `values` (each given secret as a SecretRef) and the variables holding them."""
+    refs = dict(values)
+    env: dict[str, str] = {}
+    for p in tool.params:
+        value = values.get(p.name)
+        if p.secret and isinstance(value, str):
+            name = secret_env_name(p.name)
+            refs[p.name] = SecretRef(name, bool(value))
+            env[name] = value
+    return refs, env
 
 
 def _text(value: Any) -> str:
@@ -55,6 +102,8 @@ def _text(value: Any) -> str:
 
 def quote(value: Any) -> str:
     """POSIX shell quoting; a list becomes its quoted items joined by single spaces."""
+    if type(value) is SecretRef:
+        return f'"${value.env_name}"'
     if isinstance(value, (list, tuple)):
         return " ".join(shlex.quote(_text(item)) for item in value)
     return shlex.quote(_text(value))

@@ -68,11 +68,21 @@ Size = Annotated[
         }
     ),
 ]
-EnvValue = str | int | float | bool
+Scalar = str | int | float | bool
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class SecretEnv(_Strict):
+    """An env entry whose value is a secret: `{value: "${GH_TOKEN}", secret: true}`."""
+
+    value: Scalar = Field(description="The variable's value (numbers and booleans become text).")
+    secret: bool = Field(True, description="Kept out of error messages and every echo (docs/operations.md).")
+
+
+EnvValue = Scalar | SecretEnv
 
 
 class ParamDef(_Strict):
@@ -92,6 +102,11 @@ class ParamDef(_Strict):
     )
     min: float | None = Field(None, description="Smallest int/float accepted, or shortest str/list length.")
     max: float | None = Field(None, description="Largest int/float accepted, or longest str/list length.")
+    secret: bool = Field(
+        False,
+        description="A str value kept out of logs, the audit trail, echoes and command lines: "
+        "a template reaches it through the child's environment (docs/catalog.md).",
+    )
 
 
 class Limits(_Strict):

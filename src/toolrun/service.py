@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from . import context, executor, params, render
+from .audit import AuditLog, CallOrigin, call_record
 from .catalog import Catalog, LoadOptions, child_env, load, resolve_fn
 from .errors import Overloaded, ParamError, RateLimited, ToolFailed, ToolrunError
 from .models import CallResult, Identity, ToolSpec
@@ -99,6 +100,23 @@ def catalog_paths(flags: Sequence[str] | None, settings: Settings) -> list[str]:
     return ["tools.yaml"]
 
 
+class CatalogState:
+    """One loaded catalog and what is derived from it; a reload swaps the whole object at once.
+
+    A call takes the state current when it starts and uses it to the end: a reload during the
+    call changes nothing for it (its tool, its environment, its function).
+    """
+
+    __slots__ = ("catalog", "envs", "fns", "registry")
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self.registry = Registry(catalog.tools.values())
+        self.fns: dict[str, tuple[Any, bool]] = {}  # key -> (function, is it async)
+        # Each tool's child environment, built on its first call: the server's environment is read once.
+        self.envs: dict[str, dict[str, str]] = {}
+
+
 class ToolService:
     def __init__(
         self,
@@ -111,9 +129,10 @@ class ToolService:
         sessions: SessionStore | None = None,
         max_concurrent: int | None = None,
         queue_timeout: float = 0.0,
+        audit: AuditLog | None = None,
     ) -> None:
-        self.catalog = catalog
-        self.registry = Registry(catalog.tools.values())
+        self.state = CatalogState(catalog)
+        self.audit = audit
         self.environ = os.environ if environ is None else environ
         self.access = access
         self.limiter = limiter
@@ -125,9 +144,18 @@ class ToolService:
         self.waiting = 0
         self._freed: asyncio.Event | None = None
         self._freed_loop: asyncio.AbstractEventLoop | None = None
-        self._fns: dict[str, tuple[Any, bool]] = {}  # key -> (function, is it async)
-        # Each tool's child environment, built on its first call: the server's environment is read once.
-        self._envs: dict[str, dict[str, str]] = {}
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.state.catalog
+
+    @property
+    def registry(self) -> Registry:
+        return self.state.registry
+
+    def swap(self, catalog: Catalog) -> None:
+        """Serve `catalog` from now on; calls already running finish on the one they started with."""
+        self.state = CatalogState(catalog)
 
     @classmethod
     def from_paths(
@@ -197,13 +225,15 @@ class ToolService:
         tool = self.registry.get(identity, key)
         values = params.validate(tool, args)
         plan: dict[str, Any] = {"key": tool.key, "kind": tool.kind, "timeout": tool.timeout}
+        shown = {k: "[secret]" if k in tool.secret_names and v is not None else v for k, v in values.items()}
         if tool.kind == "fn":
             plan["fn"] = tool.source
-            plan["args"] = values
+            plan["args"] = shown
             return plan
-        plan["command"] = render.render(tool.source, values)
-        plan["stdin"] = json.dumps(values, ensure_ascii=False) if tool.stdin else None
-        plan["env"] = sorted(child_env(tool, self.environ))
+        refs, secret_env = render.secret_refs(tool, values)
+        plan["command"] = render.render(tool.source, refs)
+        plan["stdin"] = json.dumps(shown, ensure_ascii=False) if tool.stdin else None
+        plan["env"] = sorted({*child_env(tool, self.environ), *secret_env})
         plan["cwd"] = tool.cwd or os.getcwd()
         if tool.user is not None:
             plan["user"] = tool.user
@@ -228,10 +258,14 @@ class ToolService:
         args: Mapping[str, Any] | None = None,
         *,
         session_id: str | None = None,
+        origin: CallOrigin | None = None,
     ) -> CallResult:
-        tool = self.registry.get(identity, key)
+        state = self.state  # this call's catalog, to its end, whatever a reload does meanwhile
         started = time.perf_counter()
+        tool = state.registry.get(identity, key)  # unknown or hidden: a 404, not a call (no audit record)
         outcome = "exception"
+        result: CallResult | None = None
+        error: type[BaseException] | None = None
         try:
             if self.limiter is not None:
                 retry = await self.limiter.hit(identity.bucket, tool.key)
@@ -249,7 +283,7 @@ class ToolService:
                 raise Overloaded(self.max_concurrent or 0)
             self.running += 1
             try:
-                result = await self._run(identity, tool, values, session_id)
+                result = await self._run(state, identity, tool, values, session_id)
             finally:
                 self.running -= 1
                 if self._freed is not None and self.waiting:
@@ -261,9 +295,23 @@ class ToolService:
             else:
                 outcome = "ok" if result.exec.returncode == 0 else "error"
             return result
+        except BaseException as exc:
+            error = type(exc.original) if isinstance(exc, ToolFailed) else type(exc)
+            if isinstance(exc, ToolrunError) and tool.has_secrets:
+                given = args or {}
+                hidden = [v for p in tool.params if p.secret and isinstance(v := given.get(p.name), str)]
+                exc.hide(hidden + [tool.env[name] for name in tool.secret_env if name in tool.env])
+            raise
         finally:
+            seconds = time.perf_counter() - started
             if self.observer is not None:
-                self.observer.observe(tool.key, outcome, time.perf_counter() - started)
+                self.observer.observe(tool.key, outcome, seconds)
+                if result is not None and result.exec is not None and result.exec.truncated:
+                    counted = getattr(self.observer, "observe_truncated", None)
+                    if counted is not None:
+                        counted(tool.key)
+            if self.audit is not None:
+                self.audit.write(call_record(identity, tool, args, origin, outcome, result, error, seconds))
 
     async def _wait_for_slot(self) -> bool:
         """Wait up to `queue_timeout` for a free slot; at most `max_concurrent` callers wait."""
@@ -290,13 +338,20 @@ class ToolService:
             self.waiting -= 1
 
     async def _run(
-        self, identity: Identity, tool: ToolSpec, values: dict[str, Any], session_id: str | None
+        self, state: CatalogState, identity: Identity, tool: ToolSpec, values: dict[str, Any], session_id: str | None
     ) -> CallResult:
         started = time.perf_counter()
         if tool.kind == "fn":
-            value = await self._call_fn(identity, tool, values, session_id)
+            value = await self._call_fn(state, identity, tool, values, session_id)
             return CallResult(tool.key, value, None, time.perf_counter() - started)
-        command = render.render(tool.source, values)
+        env = state.envs.get(tool.key)
+        if env is None:
+            env = state.envs[tool.key] = child_env(tool, self.environ)
+        refs = values
+        if tool.has_secrets:
+            refs, secret_env = render.secret_refs(tool, values)
+            env = {**env, **secret_env}
+        command = render.render(tool.source, refs)
         size = len(command.encode("utf-8", "surrogatepass"))
         if size > MAX_COMMAND:
             raise ParamError(
@@ -304,9 +359,6 @@ class ToolService:
                 "bytes one command line may have: send large values with `stdin: true`"
             )
         stdin = json.dumps(values, ensure_ascii=False).encode() if tool.stdin else None
-        env = self._envs.get(tool.key)
-        if env is None:
-            env = self._envs[tool.key] = child_env(tool, self.environ)
         try:
             result = await executor.run(
                 command,
@@ -321,14 +373,16 @@ class ToolService:
             raise ToolFailed(exc) from exc
         return CallResult(tool.key, result.value(), result, time.perf_counter() - started)
 
-    async def _call_fn(self, identity: Identity, tool: ToolSpec, values: dict[str, Any], session_id: str | None) -> Any:
-        entry = self._fns.get(tool.key)
+    async def _call_fn(
+        self, state: CatalogState, identity: Identity, tool: ToolSpec, values: dict[str, Any], session_id: str | None
+    ) -> Any:
+        entry = state.fns.get(tool.key)
         if entry is None:
             try:
                 fn = resolve_fn(tool.source, __import__("pathlib").Path(tool.file).parent if tool.file else None)
             except Exception as exc:
                 raise ToolFailed(exc) from exc
-            entry = self._fns[tool.key] = (fn, inspect.iscoroutinefunction(fn))
+            entry = state.fns[tool.key] = (fn, inspect.iscoroutinefunction(fn))
         fn, is_async = entry
         persistent = session_id is not None and self.sessions is not None
         sid = f"{identity.bucket}\x1f{session_id}"

@@ -84,6 +84,7 @@ class Settings:
     curl_protocols: tuple[str, ...] = setting(
         ("http", "https"), "Protocols curl tools may use (`curl --proto`); a tool's `protocols:` replaces it."
     )
+    reload_interval: float = setting(2.0, "Seconds between checks of the catalog files' hash for a reload (0: off).")
     log_level: str = setting("info", "Logging level: debug, info, warning, error.")
     log_format: str = setting("text", "Log lines as `text` or `json` (one JSON object per line).")
     forwarded_allow_ips: tuple[str, ...] = setting(
@@ -93,6 +94,7 @@ class Settings:
     metrics_allow_ips: tuple[str, ...] = setting(
         (), "When set, /metrics answers only these client addresses (IPs or CIDRs)."
     )
+    audit_log: str = setting("", "Audit trail of tool calls (JSON lines): a file path, - for stderr, empty for none.")
 
     # Not a setting: where config, data and cache live (see `paths`).
     dirs: Mapping[str, Path] = field(default_factory=dict, compare=False)

@@ -122,6 +122,9 @@ class BuildMixin(ParamsMixin, TemplateMixin, FnMixin, EnvMixin, ExamplesMixin):
             timeout=opts.timeout or self.options.default_timeout,
             cwd=cwd,
             env=env,
+            secret_env=tuple(
+                sorted(name for name, value in (opts.env or {}).items() if getattr(value, "secret", False))
+            ),
             env_passthrough=tuple(opts.env_passthrough or ()),
             limits=limits,
             user=opts.user,

@@ -44,6 +44,8 @@ class EnvMixin(_LoaderBase):
 
 
 def _env_text(value: Any) -> str:
+    if hasattr(value, "secret") and hasattr(value, "value"):  # schema.SecretEnv
+        value = value.value
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)

@@ -39,6 +39,23 @@ class ParamsMixin(_LoaderBase):
                 )
                 continue
             param = _param(pd)
+            if pd.secret and pd.type != "str":
+                self.problem_at(
+                    self.locate.value((*ploc, "secret")),
+                    key,
+                    f"parameter {pd.name!r}: only a str param can be secret, not {_a(pd.type)}",
+                )
+            if pd.secret and kind != "fn":
+                from ..render import secret_env_name
+
+                clash = [q.name for q in params if q.secret and secret_env_name(q.name) == secret_env_name(pd.name)]
+                if clash:
+                    self.problem_at(
+                        self.locate.value((*ploc, "name")),
+                        key,
+                        f"secret parameters {clash[0]!r} and {pd.name!r} would share the environment variable "
+                        f"{secret_env_name(pd.name)}; rename one",
+                    )
             if pd.pattern is not None:
                 try:
                     compile_pattern(pd.pattern)
@@ -105,6 +122,7 @@ def _param(pd: ParamDef) -> Param:
         pattern=pd.pattern,
         min=pd.min,
         max=pd.max,
+        secret=pd.secret,
     )
 
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import CatalogOpt, JsonOpt, _fail, _make_service, _operator, _print_json, _remote, app
+from .common import CatalogOpt, JsonOpt, _fail, _make_service, _operator, _print_json, _remote, _settings, app
 
 
 def _exit_code(returncode: int, timed_out: bool) -> int:
@@ -34,6 +34,10 @@ def call(
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would run, and run nothing.")] = False,
     as_json: JsonOpt = False,
+    audit: Annotated[
+        bool,
+        typer.Option("--audit", help="Write an audit record of the call (to the audit_log setting, else stderr)."),
+    ] = False,
 ) -> None:
     """Call a tool. The result goes to stdout verbatim; a failed command exits with its own code."""
     import asyncio
@@ -45,7 +49,12 @@ def call(
     payload: dict[str, Any] | None = None
     try:
         if remote is None:
-            service = _make_service(catalog)
+            if audit:
+                from ..audit import open_audit
+
+                service = _make_service(catalog, audit=open_audit(_settings().audit_log or "-"))
+            else:
+                service = _make_service(catalog)
             identity = _operator()
             tool = service.describe(identity, key)
         else:

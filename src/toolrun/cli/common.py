@@ -59,6 +59,25 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
+
+def _show_version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        sys.stdout.write(f"toolrun {__version__}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", "-V", help="Print the version and exit.", callback=_show_version, is_eager=True),
+    ] = False,
+) -> None:
+    """Run the tools of a YAML catalog from the terminal, over HTTP and MCP, and in a browser."""
+
+
 CatalogOpt = Annotated[
     list[str] | None,
     typer.Option(

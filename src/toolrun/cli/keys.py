@@ -1,4 +1,4 @@
-"""`toolrun keys`: create, list and revoke API keys."""
+"""`toolrun keys`: create, list, rotate and revoke API keys."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from .common import JsonOpt, _err, _fail, _settings, app
 if TYPE_CHECKING:
     from ..access import Access
 
-keys_app = typer.Typer(help="Create, list and revoke API keys (users are created with their first key).")
+keys_app = typer.Typer(help="Create, list, rotate and revoke API keys (users are created with their first key).")
 app.add_typer(keys_app, name="keys")
 
 
@@ -31,15 +31,24 @@ def keys_create(
     ] = None,
     email: Annotated[str, typer.Option(help="The user's email.")] = "",
     expires: Annotated[str | None, typer.Option(help="Lifetime, e.g. 30d, 12h (default: never).")] = None,
+    set_groups: Annotated[
+        bool,
+        typer.Option(
+            "--set-groups", help="Replace an existing user's groups with --group (it changes every key they hold)."
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Create a key and print it once: it is stored hashed and cannot be shown again."""
+    """Create a key and print it once: it is stored hashed and cannot be shown again.
+
+    For an existing user, leave out --group to keep their groups; other groups need --set-groups,
+    because a user's groups apply to every key they hold."""
     from ..auth import iso, parse_duration
     from ..errors import ToolrunError
 
     try:
         lifetime = parse_duration(expires) if expires else None
-        key, record = _access().create_key(username, group or [], email, lifetime)
+        key, record = _access().create_key(username, group or [], email, lifetime, set_groups=set_groups)
     except ToolrunError as exc:
         _fail(exc)
     if as_json:
@@ -104,3 +113,41 @@ def keys_revoke(prefix: Annotated[str, typer.Argument(help="The key's prefix (or
         _err(f"toolrun: no active key with prefix {prefix!r}")
         raise typer.Exit(2)
     _err(f"revoked key {prefix}")
+
+
+@keys_app.command("rotate")
+def keys_rotate(
+    prefix: Annotated[str, typer.Argument(help="The prefix (or the whole key) of the key to replace.")],
+    grace: Annotated[
+        str | None,
+        typer.Option(help="Keep the old key working this long, e.g. 10m, 1h (default: revoke it at once)."),
+    ] = None,
+    expires: Annotated[str | None, typer.Option(help="Lifetime of the new key, e.g. 30d (default: never).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Replace a key: a new key for the same user and groups, printed once; the old one is revoked
+    at once or when the grace period ends."""
+    from ..auth import iso, parse_duration, split_key
+    from ..errors import ToolrunError
+
+    prefix = split_key(prefix) or prefix
+    try:
+        seconds = parse_duration(grace) if grace else 0.0
+        lifetime = parse_duration(expires) if expires else None
+        key, record, until = _access().rotate(prefix, seconds, lifetime)
+    except ToolrunError as exc:
+        _fail(exc)
+    if as_json:
+        body = {
+            "key": key,
+            "prefix": record.prefix,
+            "username": record.username,
+            "expires_at": iso(record.expires_at),
+            "revoked_prefix": prefix,
+            "revoked_at": iso(until),
+        }
+        sys.stdout.write(json.dumps(body) + "\n")
+        return
+    sys.stdout.write(key + "\n")
+    when = f"at {iso(until)}" if seconds > 0 else "now"
+    _err(f"created key {record.prefix} for {record.username}; key {prefix} is revoked {when}. Shown only this once.")

@@ -65,6 +65,9 @@ class Backends:
     checks: dict[str, Callable[[], Awaitable[None]]] = field(default_factory=dict)
     lifespans: list[Callable[[], Any]] = field(default_factory=list)
     extra_routes: list[BaseRoute] = field(default_factory=list)
+    # Hot reload (server/admin.py): POST /admin/reload runs this, with the admin identity already checked.
+    reload: Callable[[], Awaitable[Response]] | None = None
+    reloader: Any = None  # toolrun.reload.Reloader, when `serve` wires hot reload
 
 
 class Routes:
@@ -145,6 +148,11 @@ class Routes:
     async def users(self, request: Request, identity: Identity) -> Response:
         with_keys = _bool_param(request, "keys")
         return JSONResponse(await self.b.access.users(with_keys))
+
+    async def admin_reload(self, request: Request, identity: Identity) -> Response:
+        if self.b.reload is None:
+            return JSONResponse({"error": "hot reload is not enabled in this server"}, status_code=404)
+        return await self.b.reload()
 
     async def metrics(self, request: Request, identity: Identity) -> Response:
         # Anonymous by default. `metrics_allow_ips` and `metrics_token` protect it: the series name every

@@ -37,7 +37,7 @@ def _error_text(exc: ToolrunError, debug: bool) -> str:
     """`Type: message`, or the traceback when DEBUG is on."""
     if debug:
         original = exc.original if isinstance(exc, ToolFailed) else exc
-        return "".join(traceback.format_exception(original))
+        return exc.redact("".join(traceback.format_exception(original)))
     return exc.summary
 
 

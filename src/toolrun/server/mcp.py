@@ -23,17 +23,21 @@ escapes as an opaque internal error.
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import logging
 import re
 import secrets
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import anyio
 import mcp_types as types
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
 
 from .. import __version__
+from ..audit import CallOrigin, clean_request_id, new_request_id
 from ..errors import NotFound, ParamError, RateLimited, ToolFailed, ToolrunError
 from ..formatting import describe_text, result_text, search_text, structured_result
 from ..models import Identity, ToolSpec
@@ -41,6 +45,7 @@ from ..paramtypes import request_schema
 from ..service import ToolService
 
 log = logging.getLogger("toolrun.mcp")
+MAX_NOTIFIED_SESSIONS = 1000
 
 INSTRUCTIONS = (
     "toolrun runs catalog tools. `search` finds them (one line each: key(params) - summary), "
@@ -203,8 +208,38 @@ class McpDoor:
         self.identify = identify
         self.direct = direct
         self.stdio_session = stdio_session
-        self._direct_keys: dict[str, str] = direct_names(service.tool_keys()) if direct else {}
+        self._direct_keys: dict[str, str] = {}
+        self._direct_names: dict[str, str] = {}
+        self._index_direct_names()
+        # Handshake-era sessions seen lately (session id -> its ServerSession), told when the catalog changes.
+        self._sessions: OrderedDict[str, Any] = OrderedDict()
+
+    def _index_direct_names(self) -> None:
+        self._direct_keys = direct_names(self.service.tool_keys()) if self.direct else {}
         self._direct_names = {key: name for name, key in self._direct_keys.items()}
+
+    def remember(self, ctx: Any) -> None:
+        """Keep the caller's session, if it is a handshake-era one, for `notifications/tools/list_changed`."""
+        session = getattr(ctx, "session", None)
+        if session is None or self.stdio_session is None or getattr(ctx, "protocol_version", "") >= "2026-07-28":
+            # Only stdio has a standing channel: /mcp is served statelessly (no server-to-client stream),
+            # and 2026-07-28 clients list again when they need to.
+            return
+        sid = "stdio"
+        self._sessions[sid] = session
+        self._sessions.move_to_end(sid)
+        while len(self._sessions) > MAX_NOTIFIED_SESSIONS:
+            self._sessions.popitem(last=False)
+
+    async def catalog_changed(self) -> None:
+        """After a reload: direct tool names follow the new catalog; known sessions are told to list again."""
+        self._index_direct_names()
+        for sid, session in list(self._sessions.items()):
+            try:
+                with anyio.fail_after(1.0):
+                    await session.send_tool_list_changed()
+            except Exception:  # a client that is gone: forget it
+                self._sessions.pop(sid, None)
 
     # tools/list
     def meta_tools(self, identity: Identity | None = None) -> list[types.Tool]:
@@ -222,6 +257,7 @@ class McpDoor:
         ]
 
     async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        self.remember(ctx)
         identity = self.identify(ctx)
         tools = self.meta_tools(identity)
         if self.direct:
@@ -279,6 +315,7 @@ class McpDoor:
         return None
 
     async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        self.remember(ctx)
         args = dict(params.arguments or {})
         try:
             identity = self.identify(ctx)
@@ -292,7 +329,7 @@ class McpDoor:
                 return self.whoami(identity)
             key = self._direct_keys.get(params.name) if self.direct else None
             if key is not None and self.service.visible(identity, key) is not None:
-                return await self.run(identity, key, args, self.session_id(ctx, identity))
+                return await self.run(ctx, identity, key, args, self.session_id(ctx, identity))
             raise self.unknown_name(identity, params.name)
         except ToolrunError as exc:
             return _error_result(exc)
@@ -324,12 +361,19 @@ class McpDoor:
         extra = set(args) - {"key", "arguments", "session"}
         if extra:
             raise ParamError(f"unknown field {sorted(extra)[0]!r} (execute takes key, arguments, session)")
-        return await self.run(identity, key, arguments, self.session_id(ctx, identity, session))
+        return await self.run(ctx, identity, key, arguments, self.session_id(ctx, identity, session))
+
+    def origin(self, ctx: Any) -> CallOrigin:
+        if self.stdio_session is not None:
+            return CallOrigin("mcp-stdio", new_request_id())
+        request = getattr(ctx, "request", None)
+        headers = getattr(request, "headers", None)
+        return CallOrigin("mcp-http", clean_request_id(headers.get("x-request-id") if headers is not None else None))
 
     async def run(
-        self, identity: Identity, key: str, arguments: dict[str, Any], session_id: str | None
+        self, ctx: Any, identity: Identity, key: str, arguments: dict[str, Any], session_id: str | None
     ) -> types.CallToolResult:
-        result = await self.service.call(identity, key, arguments, session_id=session_id)
+        result = await self.service.call(identity, key, arguments, session_id=session_id, origin=self.origin(ctx))
         return _text_result(result_text(result.value), structured_result(result))
 
     def search(self, identity: Identity, args: dict[str, Any]) -> types.CallToolResult:
@@ -388,8 +432,8 @@ class McpDoor:
         return _text_result(text, body)
 
 
-def build_server(door: McpDoor) -> Server[Any]:
-    return Server(
+def build_server(door: McpDoor, list_changed: bool = False) -> Server[Any]:
+    server: Server[Any] = Server(
         "toolrun",
         version=__version__,
         instructions=INSTRUCTIONS,
@@ -397,6 +441,13 @@ def build_server(door: McpDoor) -> Server[Any]:
         on_list_tools=door.list_tools,
         on_call_tool=door.call_tool,
     )
+    if list_changed:
+        # Over stdio, announce `tools.listChanged` to handshake-era clients: a catalog reload sends them
+        # notifications/tools/list_changed (the SDK's default options leave the flag off).
+        server.create_initialization_options = functools.partial(  # type: ignore[method-assign]
+            server.create_initialization_options, notification_options=NotificationOptions(tools_changed=True)
+        )
+    return server
 
 
 def new_stdio_session() -> str:

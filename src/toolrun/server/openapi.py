@@ -98,6 +98,30 @@ _USER = {
                 "expires_at": {"type": ["string", "null"]},
             },
         },
+        "keys": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["prefix", "created_at", "expires_at", "revoked_at", "state"],
+                "properties": {
+                    "prefix": {"type": "string"},
+                    "created_at": {"type": "string"},
+                    "expires_at": {"type": ["string", "null"]},
+                    "revoked_at": {"type": ["string", "null"]},
+                    "state": {"type": "string", "enum": ["active", "expired", "revoked"]},
+                },
+            },
+        },
+    },
+}
+_RELOAD = {
+    "type": "object",
+    "required": ["status", "tools", "seconds"],
+    "properties": {
+        "status": {"type": "string", "enum": ["ok", "error"]},
+        "tools": {"type": "integer"},
+        "seconds": {"type": "number"},
+        "problems": {"type": "array", "items": {"type": "string"}},
     },
 }
 _PAGE = {
@@ -211,6 +235,7 @@ def _document(routes: Sequence[RouteDef]) -> dict[str, Any]:
                 "Tool": _TOOL,
                 "Identity": _IDENTITY,
                 "User": _USER,
+                "Reload": _RELOAD,
                 "SearchPage": _PAGE,
             },
             "securitySchemes": {

@@ -185,6 +185,21 @@ ROUTES: tuple[RouteDef, ...] = (
         },
     ),
     RouteDef(
+        "/admin/reload",
+        "POST",
+        "admin_reload",
+        "admin",
+        "Reload the catalog now (admin); on any error the old catalog keeps serving",
+        {
+            "responses": {
+                "200": _json({"$ref": "#/components/schemas/Reload"}, "The new catalog serves"),
+                "401": _UNAUTH,
+                "422": _json({"$ref": "#/components/schemas/Reload"}, "Problems; the old catalog serves"),
+                "503": _json(_ERR, "The workers' reload did not finish in time"),
+            },
+        },
+    ),
+    RouteDef(
         "/metrics",
         "GET",
         "metrics",

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..access import Access, mcp_session_store, shared_state
+from ..audit import open_audit
 from ..metrics import Metrics
 from ..models import Identity
 from ..service import ToolService, catalog_paths
@@ -42,9 +43,13 @@ def build_backends(
         # The whole server's limit, split evenly between the workers (the kernel spreads connections evenly).
         max_concurrent=-(-settings.max_concurrent_calls // workers),
         queue_timeout=settings.queue_timeout,
+        audit=open_audit(settings.audit_log),
     )
     backends = Backends(service=service, settings=settings, access=access, metrics=metrics)
     backends.checks = service.readiness_checks()
+    from .admin import mount_reload
+
+    mount_reload(backends, catalog_paths(catalog, settings), service.environ, workers)
     mount_mcp(backends, mcp_session_store(settings, access, workers))
     if settings.ui_enabled:
         from .ui import ui_routes
@@ -76,6 +81,8 @@ def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:
         return identity if isinstance(identity, Identity) else Identity()
 
     door = McpDoor(backends.service, identify, direct=settings.mcp_direct)
+    if backends.reloader is not None:
+        backends.reloader.listeners.append(door.catalog_changed)
     hosts = list(settings.allowed_hosts)
     if "*" in hosts:
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
@@ -214,7 +221,12 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
     access = Access.from_settings(settings)
     limiter, sessions = shared_state(settings, access)
     service = ToolService.from_paths(
-        catalog_paths(catalog, settings), settings, access=access, limiter=limiter, sessions=sessions
+        catalog_paths(catalog, settings),
+        settings,
+        access=access,
+        limiter=limiter,
+        sessions=sessions,
+        audit=open_audit(settings.audit_log),
     )
     raw_key = os.environ.get("TOOLRUN_API_KEY", "").strip()
     if raw_key:
@@ -232,11 +244,17 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
     from .mcp import McpDoor, build_server, new_stdio_session
 
     door = McpDoor(service, lambda ctx: identity, direct=settings.mcp_direct, stdio_session=new_stdio_session())
-    server = build_server(door)
+    server = build_server(door, list_changed=True)
     log.info("MCP over stdio as %s, %d tools", identity.username, len(service.list(identity)))
 
+    from ..reload import Reloader
+    from ..service import load_options
+
+    reloader = Reloader(service, catalog_paths(catalog, settings), load_options(settings))
+    reloader.listeners.append(door.catalog_changed)
+
     async def main() -> None:
-        async with stdio_server() as (read_stream, write_stream):
+        async with reloader.running(settings.reload_interval), stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     anyio.run(main)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from starlette.types import Receive, Scope, Send
 
 from .. import formatting
+from ..audit import CallOrigin, clean_request_id
 from ..errors import (
     PayloadTooLarge,
     RequestTimeout,
@@ -52,6 +53,8 @@ class ToolCall:
         content_type: str | None = None
         length: bytes | None = None
         accept: bytes | None = None
+        request_id: str | None = None
+        door = "http"
         for name, value in scope["headers"]:  # the first occurrence counts, as everywhere else
             if name == b"content-type" and content_type is None:
                 content_type = value.decode("latin-1")
@@ -59,11 +62,18 @@ class ToolCall:
                 length = value
             elif name == b"accept" and accept is None:
                 accept = value
+            elif name == b"x-request-id" and request_id is None:
+                request_id = value.decode("latin-1")
+            elif (name == b"sec-fetch-site" and value == b"same-origin") or (
+                name == b"x-toolrun-client" and value == b"ui"
+            ):
+                door = "ui"  # a browser page of this server's own origin: the UI (docs/operations.md)
         content_type = content_type or ""
+        request_id = clean_request_id(request_id)
         # `Accept: application/json` (without text/plain) asks for the structured result and JSON
         # errors; every other client, browsers' */* included, gets the plain text of the spec.
         as_json = accept is not None and b"application/json" in accept and b"text/plain" not in accept
-        headers: list[tuple[bytes, bytes]] = []
+        headers: list[tuple[bytes, bytes]] = [(b"x-request-id", request_id.encode())]
         media = b"text/plain; charset=utf-8"
         try:
             identity = await identity_from_scope(self.access, scope, "optional")
@@ -72,7 +82,7 @@ class ToolCall:
             if (body or content_type) and not _is_json_media(content_type):
                 raise UnsupportedMediaType(content_type.split(";", 1)[0].strip().lower())
             args = parse_json_object(body)
-            result = await self.service.call(identity, key, args)
+            result = await self.service.call(identity, key, args, origin=CallOrigin(door, request_id))
             if as_json:
                 status, text = 200, _json_text(formatting.call_payload(result))
             else:
@@ -81,7 +91,7 @@ class ToolCall:
             status, text, media = exc.http_status, '{"error": "unauthorized"}', b"application/json"
         except ToolrunError as exc:
             status, text = exc.http_status, _error_text(exc, self.debug)
-            headers = [(k.lower().encode(), v.encode()) for k, v in _retry_headers(exc).items()]
+            headers += [(k.lower().encode(), v.encode()) for k, v in _retry_headers(exc).items()]
             if as_json:
                 text = _json_text(_error_object(exc, text))
         except Exception as exc:

@@ -1,0 +1,210 @@
+"""Hot reload of the catalog on a real `toolrun serve` (issue 11.3): the hash poll, SIGHUP and
+`POST /admin/reload`; a broken catalog keeps the old one serving, logs `file:line:col`, counts the
+failure and turns /readyz to 503; calls in flight finish on their catalog; MCP clients of the
+handshake era are sent `notifications/tools/list_changed`.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from conftest import write_catalog
+from fixtures.mcp_support import text_of
+from helpers_servers import ToolrunServer, create_key, wait_until
+
+V1 = """
+version: 1
+group: ops
+tools:
+  - name: one
+    public: true
+    exec: printf one
+  - name: slow
+    public: true
+    exec: sleep 1; printf v1
+"""
+V2 = (
+    V1.replace("sleep 1; printf v1", "printf v2")
+    + """
+  - name: two
+    public: true
+    exec: printf two
+"""
+)
+BROKEN = (
+    V2
+    + """
+  - name: three
+    public: true
+    exec: printf {{ nope }}
+"""
+)
+NOPE_LINE = BROKEN.splitlines().index("    exec: printf {{ nope }}") + 1
+
+
+def reloads(url: str) -> dict[str, float]:
+    text = httpx.get(url + "/metrics").text
+    found = {}
+    for line in text.splitlines():
+        if line.startswith("svc_catalog_reloads_total{"):
+            outcome = line.split('outcome="', 1)[1].split('"', 1)[0]
+            found[outcome] = float(line.rsplit(" ", 1)[1])
+    return found
+
+
+def status(url: str, key: str) -> int:
+    return httpx.post(f"{url}/tools/{key}", json={}).status_code
+
+
+@pytest.fixture
+def polled(tmp_path: Path) -> Iterator[tuple[ToolrunServer, Path]]:
+    catalog = write_catalog(tmp_path, V1)
+    with ToolrunServer(tmp_path, catalog, {"SVC_RELOAD_INTERVAL": "0.2"}).start() as server:
+        yield server, catalog
+
+
+def test_an_edited_catalog_is_picked_up_by_the_poll_and_a_broken_one_keeps_the_old(
+    polled: tuple[ToolrunServer, Path],
+) -> None:
+    server, catalog = polled
+    assert status(server.url, "ops.two") == 404
+    assert reloads(server.url) == {"ok": 0.0, "error": 0.0}
+
+    catalog.write_text(V2)
+    wait_until(lambda: status(server.url, "ops.two") == 200, 10, "the new tool")
+    assert httpx.post(server.url + "/tools/ops.slow", json={}).text == "v2"
+    assert reloads(server.url)["ok"] == 1.0
+    assert httpx.get(server.url + "/readyz").status_code == 200
+
+    catalog.write_text(BROKEN)
+    wait_until(lambda: reloads(server.url)["error"] == 1.0, 10, "the failed reload")
+    assert status(server.url, "ops.two") == 200  # the previous catalog still serves
+    assert status(server.url, "ops.three") == 404
+    ready = httpx.get(server.url + "/readyz")
+    assert (ready.status_code, ready.json()) == (503, {"status": "degraded"})
+    log = server.log()
+    assert f"{catalog}:{NOPE_LINE}:" in log and "nope" in log and "still serving the previous catalog" in log
+    time.sleep(0.6)
+    assert reloads(server.url)["error"] == 1.0  # the same broken files are not retried on every poll
+
+    catalog.write_text(V1)
+    wait_until(lambda: status(server.url, "ops.two") == 404, 10, "the tool removed")
+    assert httpx.get(server.url + "/readyz").status_code == 200
+    assert reloads(server.url) == {"ok": 2.0, "error": 1.0}
+
+
+def test_sighup_reloads_without_stopping_and_admin_reload_answers_with_the_outcome(tmp_path: Path) -> None:
+    catalog = write_catalog(tmp_path, V1)
+    server = ToolrunServer(tmp_path, catalog, {"SVC_RELOAD_INTERVAL": "0"})
+    admin = create_key(server.env, "root", "admin")
+    user = create_key(server.env, "alice", "ops")
+    with server.start():
+        catalog.write_text(V2)
+        time.sleep(0.5)
+        assert status(server.url, "ops.two") == 404  # no poll: nothing happens by itself
+
+        server.send(signal.SIGHUP)
+        wait_until(lambda: status(server.url, "ops.two") == 200, 10, "the reload on SIGHUP")
+        assert server.alive()
+
+        url = server.url + "/admin/reload"
+        assert httpx.post(url).status_code == 401
+        assert httpx.post(url, headers={"X-API-Key": user}).status_code == 401
+        catalog.write_text(BROKEN)
+        failed = httpx.post(url, headers={"X-API-Key": admin})
+        assert failed.status_code == 422
+        body = failed.json()
+        assert body["status"] == "error" and body["tools"] == 3
+        assert any(p.startswith(f"{catalog}:{NOPE_LINE}:") and "nope" in p for p in body["problems"])
+
+        catalog.write_text(V1)
+        done = httpx.post(url, headers={"X-API-Key": admin})
+        assert done.status_code == 200 and done.json()["status"] == "ok" and done.json()["tools"] == 2
+        assert status(server.url, "ops.two") == 404
+        assert reloads(server.url) == {"ok": 2.0, "error": 1.0}
+
+
+def test_a_call_in_flight_finishes_on_the_catalog_it_started_with(tmp_path: Path) -> None:
+    catalog = write_catalog(tmp_path, V1)
+    server = ToolrunServer(tmp_path, catalog, {"SVC_RELOAD_INTERVAL": "0"})
+    admin = create_key(server.env, "root", "admin")
+    with server.start():
+        answers: list[httpx.Response] = []
+        slow = threading.Thread(target=lambda: answers.append(httpx.post(server.url + "/tools/ops.slow", json={})))
+        slow.start()
+        time.sleep(0.3)
+        catalog.write_text(V2)
+        assert httpx.post(server.url + "/admin/reload", headers={"X-API-Key": admin}).json()["status"] == "ok"
+        assert httpx.post(server.url + "/tools/ops.slow", json={}).text == "v2"  # new calls: the new catalog
+        slow.join()
+        assert (answers[0].status_code, answers[0].text) == (200, "v1")
+
+
+def test_an_mcp_client_of_the_handshake_era_is_told_the_tool_list_changed(tmp_path: Path) -> None:
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    catalog = write_catalog(tmp_path, V1)
+    seen: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        seen.append(message)
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "toolrun", "serve", "--stdio", "-c", str(catalog)],
+        env={"TOOLRUN_HOME": str(tmp_path / "home"), "SVC_RELOAD_INTERVAL": "0.2", "SVC_MCP_DIRECT": "true"},
+    )
+
+    async def main() -> list[str]:
+        with (tmp_path / "stderr.txt").open("w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog), mode="legacy", message_handler=on_message) as c:
+                before = [t.name for t in (await c.list_tools()).tools]
+                assert "ops__two" not in before
+                catalog.write_text(V2)
+                with anyio.fail_after(10):
+                    while not any("ToolListChanged" in type(m).__name__ for m in seen):
+                        await anyio.sleep(0.05)
+                after = [t.name for t in (await c.list_tools()).tools]
+                result = await c.call_tool("ops__two", {})
+                assert text_of(result) == "two"
+                return after
+
+    assert "ops__two" in anyio.run(main)
+
+
+def test_a_handshake_era_client_over_http_is_told_too(polled: tuple[ToolrunServer, Path]) -> None:
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    server, catalog = polled
+    seen: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        seen.append(type(message).__name__)
+
+    async def main() -> None:
+        async with (
+            httpx2.AsyncClient(timeout=30) as http,
+            Client(
+                streamable_http_client(server.url + "/mcp", http_client=http), mode="legacy", message_handler=on_message
+            ) as client,
+        ):
+            await client.list_tools()
+            catalog.write_text(V2)
+            with anyio.fail_after(10):
+                while "ToolListChangedNotification" not in seen:
+                    await anyio.sleep(0.05)
+
+    anyio.run(main)
