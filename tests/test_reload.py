@@ -69,7 +69,7 @@ def status(url: str, key: str) -> int:
 @pytest.fixture
 def polled(tmp_path: Path) -> Iterator[tuple[ToolrunServer, Path]]:
     catalog = write_catalog(tmp_path, V1)
-    with ToolrunServer(tmp_path, catalog, {"SVC_RELOAD_INTERVAL": "0.2"}).start() as server:
+    with ToolrunServer(tmp_path, catalog, {"SVC_RELOAD_INTERVAL": "0.2", "SVC_WORKERS": "1"}).start() as server:
         yield server, catalog
 
 
@@ -105,7 +105,7 @@ def test_an_edited_catalog_is_picked_up_by_the_poll_and_a_broken_one_keeps_the_o
 
 def test_sighup_reloads_without_stopping_and_admin_reload_answers_with_the_outcome(tmp_path: Path) -> None:
     catalog = write_catalog(tmp_path, V1)
-    server = ToolrunServer(tmp_path, catalog, {"SVC_RELOAD_INTERVAL": "0"})
+    server = ToolrunServer(tmp_path, catalog, {"SVC_RELOAD_INTERVAL": "0", "SVC_WORKERS": "1"})
     admin = create_key(server.env, "root", "admin")
     user = create_key(server.env, "alice", "ops")
     with server.start():
@@ -136,7 +136,7 @@ def test_sighup_reloads_without_stopping_and_admin_reload_answers_with_the_outco
 
 def test_a_call_in_flight_finishes_on_the_catalog_it_started_with(tmp_path: Path) -> None:
     catalog = write_catalog(tmp_path, V1)
-    server = ToolrunServer(tmp_path, catalog, {"SVC_RELOAD_INTERVAL": "0"})
+    server = ToolrunServer(tmp_path, catalog, {"SVC_RELOAD_INTERVAL": "0", "SVC_WORKERS": "1"})
     admin = create_key(server.env, "root", "admin")
     with server.start():
         answers: list[httpx.Response] = []
@@ -183,28 +183,23 @@ def test_an_mcp_client_of_the_handshake_era_is_told_the_tool_list_changed(tmp_pa
     assert "ops__two" in anyio.run(main)
 
 
-def test_a_handshake_era_client_over_http_is_told_too(polled: tuple[ToolrunServer, Path]) -> None:
-    import httpx2
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
+def test_with_two_workers_sighup_and_admin_reload_reach_every_worker(tmp_path: Path) -> None:
+    catalog = write_catalog(tmp_path, V1)
+    server = ToolrunServer(tmp_path, catalog, {"SVC_RELOAD_INTERVAL": "0", "SVC_WORKERS": "2"})
+    admin = create_key(server.env, "root", "admin")
 
-    server, catalog = polled
-    seen: list[str] = []
+    def everywhere(key: str, expected: int) -> bool:
+        # A new connection per call: the kernel spreads them over both workers.
+        return all(status(server.url, key) == expected for _ in range(20))
 
-    async def on_message(message: Any) -> None:
-        seen.append(type(message).__name__)
+    with server.start():
+        catalog.write_text(V2)
+        server.send(signal.SIGHUP)  # to the supervisor: it passes the signal to every worker
+        wait_until(lambda: everywhere("ops.two", 200), 15, "every worker serving the new tool")
+        assert server.alive()
 
-    async def main() -> None:
-        async with (
-            httpx2.AsyncClient(timeout=30) as http,
-            Client(
-                streamable_http_client(server.url + "/mcp", http_client=http), mode="legacy", message_handler=on_message
-            ) as client,
-        ):
-            await client.list_tools()
-            catalog.write_text(V2)
-            with anyio.fail_after(10):
-                while "ToolListChangedNotification" not in seen:
-                    await anyio.sleep(0.05)
-
-    anyio.run(main)
+        catalog.write_text(V1)
+        answer = httpx.post(server.url + "/admin/reload", headers={"X-API-Key": admin})
+        assert answer.status_code == 200 and answer.json()["tools"] == 2
+        wait_until(lambda: everywhere("ops.two", 404), 15, "every worker without the tool")
+        assert reloads(server.url).get("ok", 0) >= 2  # counted in each worker
