@@ -68,16 +68,6 @@ def _show_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
-def _main(
-    version: Annotated[
-        bool,
-        typer.Option("--version", "-V", help="Print the version and exit.", callback=_show_version, is_eager=True),
-    ] = False,
-) -> None:
-    """Run the tools of a YAML catalog from the terminal, over HTTP and MCP, and in a browser."""
-
-
 CatalogOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -172,6 +162,10 @@ def _root(
             show_default=False,
         ),
     ] = None,
+    version: Annotated[
+        bool,
+        typer.Option("--version", "-V", help="Print the version and exit.", callback=_show_version, is_eager=True),
+    ] = False,
 ) -> None:
     """Run the tools of a YAML catalog from the terminal, over HTTP and MCP, and in a browser."""
     _remote_options.update(url=url or None, api_key=api_key or None)
