@@ -283,3 +283,40 @@ def test_hints_show_as_badges_and_a_destructive_tool_asks_before_it_runs(open_ap
     confirm.get_by_role("button", name="Run it").click()
     assert app.result_text() == "wiped /tmp/x"
     assert len(posts) == 1
+
+
+def test_a_secret_param_is_a_password_field_and_never_copied_or_linked(open_app: Any, server: Server) -> None:
+    require_binary("curl")
+    secret = "s3cr3t-Value_42"
+    entry = {p["name"]: p for p in server.api("/tools/hints.login")["params"]}
+    assert entry["token"].get("secret") is True and "secret" not in entry["user"]
+    app = open_app()
+    page = app.page
+    app.open_tool("hints.login")
+    token = page.get_by_label("token", exact=True)
+    expect(token).to_have_attribute("type", "password")
+    expect(page.locator("[data-param=token] .secret-badge")).to_have_text("secret")
+    page.get_by_label("user", exact=True).fill("ada")
+    token.fill(secret)
+    app.run()
+    in_browser = json.loads(app.result_text())
+    assert in_browser == {"user": "ada", "token": secret}
+
+    curl = copied(app, "Copy as curl")
+    assert secret not in curl and '"$TOOLRUN_SECRET_TOKEN"' in curl
+    done = bash(curl, {"TOOLRUN_SECRET_TOKEN": secret})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == in_browser
+
+    command = copied(app, "Copy as toolrun call")
+    assert secret not in command and 'token="$TOOLRUN_SECRET_TOKEN"' in command
+    done = run_toolrun(command, {"TOOLRUN_SECRET_TOKEN": secret})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout) == in_browser
+
+    link = copied(app, "Copy link")
+    assert secret not in link and "token" not in link
+    # A link naming the secret param does not fill it.
+    app.goto('/ui/tools/hints.login?args={"user":"bo","token":"planted"}')
+    expect(page.get_by_label("user", exact=True)).to_have_value("bo")
+    expect(page.get_by_label("token", exact=True)).to_have_value("")
