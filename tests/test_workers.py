@@ -36,8 +36,8 @@ tools:
     exec: printf '%s' "$PPID"
   - name: nap
     public: true
-    description: Sleeps a second, then answers with its worker's pid.
-    exec: sleep 1; printf '%s' "$PPID"
+    description: Sleeps three seconds, then answers with its worker's pid.
+    exec: sleep 3; printf '%s' "$PPID"
   - name: remember
     public: true
     description: Returns the session value it saw and its worker's pid, then stores a new one.
@@ -235,7 +235,12 @@ def test_sigterm_drains_every_worker_and_the_server_exits_0(tmp_path: Path) -> N
         async def calls() -> None:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(lambda: _collect(results, served.base_url, 9))
-                await anyio.sleep(0.4)  # the calls are running on every worker
+                # Until all 9 calls run (a connection still in a listen queue at SIGTERM would be refused).
+                for _ in range(200):
+                    if len(running_naps(workers)) >= 9:
+                        break
+                    await anyio.sleep(0.05)
+                assert len(running_naps(workers)) == 9
                 os.kill(served.process.pid, signal.SIGTERM)  # type: ignore[union-attr]
 
         anyio.run(calls)
@@ -245,6 +250,23 @@ def test_sigterm_drains_every_worker_and_the_server_exits_0(tmp_path: Path) -> N
         for pid in workers:
             with pytest.raises(ProcessLookupError):
                 os.kill(pid, 0)
+
+
+def running_naps(workers: set[int]) -> list[int]:
+    """The `sleep 3` shells the workers are running."""
+    found = []
+    for pid in workers:
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            continue
+        for child in children:
+            try:
+                if b"sleep 3" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    found.append(int(child))
+            except OSError:
+                pass
+    return found
 
 
 async def _collect(results: list[Any], base: str, n: int) -> None:
