@@ -292,3 +292,22 @@ def test_sighup_reaches_the_workers_without_stopping_them_and_a_dead_worker_is_r
         responses = anyio.run(fire, f"{served.base_url}/tools/w.pid", 12)
         assert {r.status_code for r in responses} == {200}
         assert "starting a new one" in served.log()
+
+
+def test_keep_alive_requests_to_a_worker_are_not_held_back_by_nagle(tmp_path: Path) -> None:
+    """Each worker's connections have TCP_NODELAY, as a single process's do: without it, every answer on a
+    keep-alive connection after the first waits for the client's delayed ACK (40 ms or more on Linux)."""
+    import socket as sockets
+
+    with server(tmp_path) as served, sockets.create_connection(("127.0.0.1", served.port)) as conn:
+        conn.setsockopt(sockets.IPPROTO_TCP, sockets.TCP_NODELAY, 1)  # this client holds nothing back
+        started = time.perf_counter()
+        for _ in range(10):
+            conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            answer = b""
+            while not answer.endswith(b'{"status":"ok"}'):
+                chunk = conn.recv(65536)
+                assert chunk, answer
+                answer += chunk
+        took = time.perf_counter() - started
+    assert took < 0.35, f"10 keep-alive requests took {took:.3f} s (40 ms each: Nagle and delayed ACK)"

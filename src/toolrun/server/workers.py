@@ -61,7 +61,10 @@ def bind(host: str, port: int, count: int) -> list[socket.socket]:
     sockets: list[socket.socket] = []
     try:
         for _ in range(count):
-            sock = socket.socket(family, socket.SOCK_STREAM)
+            # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and an
+            # accepted socket inherits proto 0 from a listener made without it (Nagle + delayed ACK: 40 ms a
+            # response on a keep-alive connection).
+            sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
             sockets.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
