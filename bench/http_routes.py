@@ -210,13 +210,16 @@ class Server:
             children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text().split()
         except OSError:
             children = []
+        try:
+            own = Path(f"/proc/{self.process.pid}/cmdline").read_bytes()
+        except OSError:
+            return pids
         for child in children:
             try:
-                comm = Path(f"/proc/{child}/comm").read_text().strip()
+                if Path(f"/proc/{child}/cmdline").read_bytes() == own:  # a forked worker, not a tool's process
+                    pids.append(int(child))
             except OSError:
                 continue
-            if comm not in ("sh", "printf"):
-                pids.append(int(child))
         return pids
 
     def cpu_seconds(self) -> float:
