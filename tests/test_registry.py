@@ -143,3 +143,39 @@ def test_a_query_phrased_as_a_task_drops_its_function_words(registry: Registry) 
 def test_search_knows_common_synonyms(registry: Registry) -> None:
     assert [t.key for t in registry.search(ADMIN, "reboot").items] == ["ops.restart"]
     assert registry.search(ADMIN, "show the files of a folder").items[0].key == "files.list_dir"
+
+
+def near_duplicates() -> list[ToolSpec]:
+    """Three tools generated from one template, and the one tool about the same thing written by hand."""
+    made = [
+        tool(f"mem.{verb}_swap_devices", f"{verb.capitalize()} the swap devices of memory.", params=("target",))
+        for verb in ("list", "check", "export", "count")
+    ]
+    return [*made, tool("mem.usage", "Show memory and swap usage of the host.")]
+
+
+def test_near_duplicate_tools_take_turns_so_a_different_tool_reaches_the_first_three() -> None:
+    registry = Registry(near_duplicates())
+    keys = [t.key for t in registry.search(ADMIN, "swap").items]
+    # The template's tools score highest (the word is in their names), but after the best of them a
+    # tool unlike those above comes next; every match is still listed.
+    assert keys[0].endswith("_swap_devices")
+    assert "mem.usage" in keys[:3]
+    assert sorted(keys) == sorted(t.key for t in near_duplicates())
+    many = [t.key for t in registry.search(ADMIN, "memory swap").items]
+    assert many[0].endswith("_swap_devices") and "mem.usage" in many[:3]
+
+
+def test_diversity_never_changes_the_first_result_or_the_total(registry: Registry) -> None:
+    big = Registry(near_duplicates())
+    for query in ("swap", "list swap devices", "memory"):
+        page = big.search(ADMIN, query, 0, 2)
+        assert page.total == len(big.search(ADMIN, query, 0, 50).items)
+        assert page.items == big.search(ADMIN, query, 0, 50).items[:2]  # pages agree with each other
+    assert big.search(ADMIN, "export swap devices").items[0].key == "mem.export_swap_devices"
+
+
+def test_function_words_of_a_question_do_not_decide_the_ranking(registry: Registry) -> None:
+    # "whether", "almost", "all", "if" say how someone asks, not what a tool does.
+    assert registry.search(ADMIN, "check whether almost all of the disk is used").items[0].key == "ops.disk_usage"
+    assert registry.search(ADMIN, "restart it if it is not up").items[0].key == "ops.restart"

@@ -16,6 +16,10 @@ two edits for words of eight letters or more), and the synonyms of a small built
 (x0.7). Common function words (`the`, `how`, `why`, ...) are dropped when other words remain.
 Tools matching every remaining word come first and alone; when no tool matches them all, tools
 matching any of them are ranked, each score scaled by the share of words it matched.
+
+Near-duplicates take turns (maximal marginal relevance): the first 30 results are re-ordered so
+that a tool whose stems overlap much with a tool placed above it waits for a different one. The
+first result, the set of matches and the total never change; only the order within the head does.
 """
 
 from __future__ import annotations
@@ -35,13 +39,22 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 MAX_QUERY_TERMS = 16
 K1, B = 1.2, 0.75
 PREFIX_WORDS = 40  # words one prefix may expand into (the most frequent first)
+DIVERSITY = 0.8  # how strongly a result much like one above it is held back (0: not at all)
+DIVERSE_HEAD = 30  # results re-ordered for diversity (the rest keep their score order)
 
 _STOP = (
     "a an and are as at be by can could do does for from how i in into is it its me my of on or our "
     "out please should so that the their them then there these this those to tool tools us want was "
     "we what when where which who why will with would you your find"
 )
-STOP_WORDS = frozenset(_STOP.split(" "))
+# More English function words (determiners, auxiliaries, adverbs of degree and time): they say how
+# a person asks, not what the tool does.
+_STOP_MORE = (
+    "about after again all almost also am any anything been before being both but did each else "
+    "every everything has have had here if just much many more most nor not now only other own "
+    "same some something than too very whether while whose yet"
+)
+STOP_WORDS = frozenset(_STOP.split(" ") + _STOP_MORE.split(" "))
 
 # Words that name the same action or thing in operations work, both ways. Authors add their own
 # with a tool's `keywords:`; this table only covers the verbs and nouns almost every catalog uses.
@@ -121,6 +134,7 @@ class Analyzed:
     weights: dict[str, float]
     length: float
     raw: frozenset[str]
+    stems: frozenset[str]
 
 
 def analyze(tool: ToolSpec) -> Analyzed:
@@ -141,7 +155,7 @@ def analyze(tool: ToolSpec) -> Analyzed:
     add(" ".join(p.name for p in tool.params), 1.5)
     add(tool.description, 1.0)
     add(" ".join(p.description for p in tool.params), 0.5)
-    return Analyzed(weights, sum(weights.values()) or 1.0, frozenset(raw))
+    return Analyzed(weights, sum(weights.values()) or 1.0, frozenset(raw), frozenset(weights))
 
 
 def _distance(a: str, b: str, bound: int) -> int:
@@ -172,6 +186,7 @@ class Index:
 
     def __init__(self, tools: Sequence[ToolSpec], analyzed: Sequence[Analyzed]) -> None:
         self.tools = list(tools)
+        self.analyzed = list(analyzed)
         n = len(self.tools)
         avg = (sum(a.length for a in analyzed) / n) if n else 1.0
         postings: dict[str, dict[int, float]] = {}
@@ -268,7 +283,8 @@ class Index:
         # No tool has every word: tools matching any word, each score scaled by the square of the
         # share of words it matched. Words found in more than a quarter of the tools add to scores
         # but do not bring in tools alone (unless every word is that common).
-        rare = [b for b in bests if len(b) <= len(self.tools) // 4] or bests
+        # (A word that matches nothing is not rare: it must not leave the other words without tools.)
+        rare = [b for b in bests if 0 < len(b) <= len(self.tools) // 4] or bests
         candidates: set[int] = set().union(*rare)
         share = len(terms) ** 2
         final: dict[int, float] = {}
@@ -303,11 +319,40 @@ class Index:
             ranked = ordered
         else:  # a common word: rank only the head that is asked for (more when a later page asks)
             ranked = heapq.nlargest(max(need, 100), ordered, key=final.__getitem__)
+        ranked = self._diversify(ranked, final)
         result = (ranked, len(final))
         self._cache[terms] = result
         if len(self._cache) > 512:
             self._cache.popitem(last=False)
         return result
+
+    def _diversify(self, ranked: list[int], score: dict[int, float]) -> list[int]:
+        """Near-duplicates take turns: the head is re-ordered so a tool much like one above it waits.
+
+        Greedy maximal marginal relevance over the first DIVERSE_HEAD results: each next place goes
+        to the tool with the best score x (1 - DIVERSITY x its greatest stem-set (Jaccard) similarity
+        to a tool already placed). The first result never changes."""
+        head, rest = ranked[:DIVERSE_HEAD], ranked[DIVERSE_HEAD:]
+        if len(head) < 3:
+            return ranked
+        stems = {d: self.analyzed[d].stems for d in head}
+        first = head[0]
+        out = [first]
+        left = head[1:]
+        closest = dict.fromkeys(left, 0.0)
+        while left:
+            placed = stems[out[-1]]
+            for d in left:
+                mine = stems[d]
+                inter = len(mine & placed)
+                if inter:
+                    sim = inter / (len(mine) + len(placed) - inter)
+                    if sim > closest[d]:
+                        closest[d] = sim
+            best = max(left, key=lambda d: (score[d] * (1 - DIVERSITY * closest[d]), -d))
+            out.append(best)
+            left.remove(best)
+        return out + rest
 
     def _by_score(self, stem: str) -> list[int]:
         """The documents of one stem, best first, sorted once and kept."""
@@ -316,6 +361,7 @@ class Index:
             postings = self.postings[stem]
             ranked = sorted(postings)
             ranked.sort(key=postings.__getitem__, reverse=True)
+            ranked = self._diversify(ranked, postings)
             if len(self._sorted) > 4096:
                 self._sorted.clear()
             self._sorted[stem] = ranked
