@@ -175,8 +175,8 @@ class Reloader:
             await asyncio.sleep(interval)
             try:
                 await self.poll_once()
-            except Exception:  # keep polling whatever happened
-                log.exception("catalog poll failed")
+            except Exception as exc:  # keep polling whatever happened (out of descriptors, a thread refused)
+                log.warning("catalog poll failed: %s: %s", type(exc).__name__, exc)
 
     @contextlib.asynccontextmanager
     async def running(self, interval: float) -> AsyncIterator[None]:
