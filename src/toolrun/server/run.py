@@ -253,8 +253,22 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
     reloader = Reloader(service, catalog_paths(catalog, settings), load_options(settings))
     reloader.listeners.append(door.catalog_changed)
 
+    import mcp_types
+    from mcp.shared.message import SessionMessage
+
+    from .stdio import StrictLines, claim_stdin
+
+    lines = StrictLines(anyio.wrap_file(claim_stdin()))  # the JSON rule of every door, before the SDK parses
+
     async def main() -> None:
-        async with reloader.running(settings.reload_interval), stdio_server() as (read_stream, write_stream):
+        transport = stdio_server(stdin=lines)  # type: ignore[arg-type]  # any async iterable of lines will do
+        async with reloader.running(settings.reload_interval), transport as (read_stream, write_stream):
+
+            async def send(raw: dict[str, Any]) -> None:
+                message = mcp_types.jsonrpc_message_adapter.validate_python(raw, by_name=False)
+                await write_stream.send(SessionMessage(message))
+
+            lines.send = send
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     anyio.run(main)
