@@ -203,3 +203,32 @@ def test_with_two_workers_sighup_and_admin_reload_reach_every_worker(tmp_path: P
         assert answer.status_code == 200 and answer.json()["tools"] == 2
         wait_until(lambda: everywhere("ops.two", 404), 15, "every worker without the tool")
         assert reloads(server.url).get("ok", 0) >= 2  # counted in each worker
+
+
+def test_a_worker_started_after_a_reload_serves_the_reloaded_catalog(tmp_path: Path) -> None:
+    """Workers are forked from the supervisor, which keeps the catalog it loaded at start. A worker that
+    replaces a dead one (or that was still starting when SIGHUP came) catches up with the files at once."""
+    import os
+    import subprocess
+
+    catalog = write_catalog(tmp_path, V1)
+    server = ToolrunServer(tmp_path, catalog, {"SVC_RELOAD_INTERVAL": "0", "SVC_WORKERS": "2"})
+
+    def workers() -> set[int]:
+        out = subprocess.run(["pgrep", "-P", str(server.pid)], capture_output=True, text=True).stdout
+        return {int(p) for p in out.split()}
+
+    def everywhere(key: str, expected: int) -> bool:
+        return all(status(server.url, key) == expected for _ in range(20))
+
+    with server.start():
+        wait_until(lambda: len(workers()) == 2 and everywhere("ops.one", 200), 15, "both workers up")
+        catalog.write_text(V2)
+        server.send(signal.SIGHUP)
+        wait_until(lambda: everywhere("ops.two", 200), 15, "every worker serving the new tool")
+        before = workers()
+        victim = min(before)
+        os.kill(victim, signal.SIGKILL)
+        wait_until(lambda: len(workers()) == 2 and victim not in workers(), 15, "a replacement worker")
+        # No SIGHUP, no poll: the replacement must not serve the supervisor's first catalog.
+        wait_until(lambda: everywhere("ops.two", 200), 15, "the replacement serving the reloaded catalog")

@@ -178,6 +178,12 @@ class Reloader:
             except Exception as exc:  # keep polling whatever happened (out of descriptors, a thread refused)
                 log.warning("catalog poll failed: %s: %s", type(exc).__name__, exc)
 
+    async def _catch_up(self) -> None:
+        try:
+            await self.poll_once()
+        except Exception as exc:
+            log.warning("catalog check at start failed: %s: %s", type(exc).__name__, exc)
+
     @contextlib.asynccontextmanager
     async def running(self, interval: float) -> AsyncIterator[None]:
         """While inside: SIGHUP reloads (when this is the main thread) and the hash is polled every
@@ -196,6 +202,11 @@ class Reloader:
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread (an in-process test app)
             hup = False
         poll = loop.create_task(self.poll_forever(interval)) if interval > 0 else None
+        # A SIGHUP that came while this process was starting (a worker ignores it until here) would be
+        # lost: catch up once with the files as they are now.
+        catch_up = loop.create_task(self._catch_up())
+        tasks.add(catch_up)
+        catch_up.add_done_callback(tasks.discard)
         try:
             yield
         finally:
