@@ -16,7 +16,7 @@ PORT=$("$BIN/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 
 URL="http://127.0.0.1:$PORT"
 KEY=$("$BIN/toolrun" keys create demo -g ops 2>/dev/null)
 UI=()
-[ -f ui-dist/index.html ] && UI=(--ui)   # `make ui` builds it (needs Node); the demo does not need it
+[ -f ui-dist/index.html ] && UI=(--ui)   # committed with the sources: every checkout and wheel has it
 step toolrun serve -c "$CATALOG" --port "$PORT" "${UI[@]}"
 "$BIN/toolrun" serve -c "$CATALOG" --port "$PORT" "${UI[@]}" --log-level warning &
 SERVER=$!
@@ -29,5 +29,5 @@ curl -s -X POST "$URL/tools/ops.echo" -H 'Content-Type: application/json' -d '{"
 step curl "$URL/whoami" -H "X-API-Key: trk_…"
 curl -s "$URL/whoami" -H "X-API-Key: $KEY"; echo
 step curl "$URL/metrics" "| grep svc_tool_calls_total"; curl -s "$URL/metrics" | grep '^svc_tool_calls_total'
-printf '\nThe server is stopping now. Keep one running with:\n  %s/toolrun serve -c %s --ui   # after `make ui`; then open %s/ui\n' \
+printf '\nThe server is stopping now. Keep one running with:\n  %s/toolrun serve -c %s --ui   # then open %s/ui\n' \
   "$BIN" "$CATALOG" "http://127.0.0.1:8080"
