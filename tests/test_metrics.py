@@ -94,3 +94,38 @@ def test_metrics_observe_records_one_count_and_one_duration() -> None:
     for outcome in OUTCOMES:
         assert registry.get_sample_value("svc_tool_calls_total", {"tool": "a.b", "outcome": outcome}) == 1.0
     assert registry.get_sample_value("svc_tool_call_duration_seconds_count", {"tool": "a.b"}) == len(OUTCOMES)
+
+
+FORKED_WORKERS = """
+import os, sys
+from toolrun.metrics import Metrics
+metrics = Metrics(sys.argv[1])
+for worker in range(2):
+    pid = os.fork()
+    if pid == 0:
+        if worker == 0:
+            metrics.count_reloads()
+            metrics.observe_reload("ok")
+        metrics.observe_truncated("a.b")
+        metrics.observe("a.b", "ok", 0.01)
+        os._exit(0)
+    os.waitpid(pid, 0)
+sys.stdout.write(metrics.render().decode())
+"""
+
+
+def test_with_forked_workers_each_family_is_rendered_once_with_the_sum_over_the_workers(tmp_path: Path) -> None:
+    """Multiprocess mode: a family registered both on the registry and through the collector came out twice,
+    the second time with the answering process's own value (a scrape read 2 reloads where 4 were counted)."""
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED_WORKERS, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    lines = done.stdout.splitlines()
+    for family in ("svc_tool_calls_total", "svc_tool_output_truncated_total", "svc_catalog_reloads_total"):
+        assert lines.count(f"# TYPE {family} counter") == 1, done.stdout
+    assert 'svc_tool_output_truncated_total{tool="a.b"} 2.0' in lines
+    assert 'svc_tool_calls_total{outcome="ok",tool="a.b"} 2.0' in lines
+    assert 'svc_catalog_reloads_total{outcome="ok"} 1.0' in lines
+    assert 'svc_catalog_reloads_total{outcome="error"} 0.0' in lines

@@ -202,7 +202,54 @@ def test_with_two_workers_sighup_and_admin_reload_reach_every_worker(tmp_path: P
         answer = httpx.post(server.url + "/admin/reload", headers={"X-API-Key": admin})
         assert answer.status_code == 200 and answer.json()["tools"] == 2
         wait_until(lambda: everywhere("ops.two", 404), 15, "every worker without the tool")
-        assert reloads(server.url).get("ok", 0) >= 2  # counted in each worker
+        wait_until(lambda: reloads(server.url) == {"ok": 2.0, "error": 0.0}, 10, "two reloads counted")
+        time.sleep(0.5)
+        assert reloads(server.url) == {"ok": 2.0, "error": 0.0}  # once per reload of the server, not per worker
+
+
+def test_with_two_workers_each_reload_of_the_server_counts_once_and_readyz_reports_a_failed_one(
+    tmp_path: Path,
+) -> None:
+    """`svc_catalog_reloads_total` counts reloads of the server (both workers reload; a scrape, whichever
+    worker answers it, shows one increment per reload), and every worker's /readyz reports a failed one."""
+    catalog = write_catalog(tmp_path, V1)
+    server = ToolrunServer(tmp_path, catalog, {"SVC_RELOAD_INTERVAL": "0.2", "SVC_WORKERS": "2"})
+    admin = create_key(server.env, "root", "admin")
+
+    def everywhere(check: Any) -> bool:
+        return all(check() for _ in range(8))  # a new connection each: both workers answer
+
+    def counted(expected: dict[str, float], what: str) -> None:
+        wait_until(lambda: reloads(server.url) == expected, 10, what)
+        time.sleep(0.6)  # three polls more: the other worker's reload must not be counted too
+        assert everywhere(lambda: reloads(server.url) == expected)
+
+    def ready() -> int:
+        return httpx.get(server.url + "/readyz").status_code
+
+    with server.start():
+        assert everywhere(lambda: reloads(server.url) == {"ok": 0.0, "error": 0.0})
+        catalog.write_text(V2)  # the poll, in each worker
+        wait_until(lambda: everywhere(lambda: status(server.url, "ops.two") == 200), 15, "both workers reloaded")
+        counted({"ok": 1.0, "error": 0.0}, "the poll's reload")
+
+        catalog.write_text(BROKEN)
+        counted({"ok": 1.0, "error": 1.0}, "the failed reload")
+        wait_until(lambda: everywhere(lambda: ready() == 503), 10, "every worker reporting the failed reload")
+        assert everywhere(lambda: status(server.url, "ops.two") == 200)  # the previous catalog serves
+
+        failed = httpx.post(server.url + "/admin/reload", headers={"X-API-Key": admin})
+        assert failed.status_code == 422
+        counted({"ok": 1.0, "error": 2.0}, "the failed admin reload")
+        assert everywhere(lambda: ready() == 503)
+
+        catalog.write_text(V1)
+        wait_until(lambda: everywhere(lambda: ready() == 200), 15, "every worker ready again")
+        counted({"ok": 2.0, "error": 2.0}, "the fixed catalog")
+
+        server.send(signal.SIGHUP)  # the same files: still a reload of every worker
+        counted({"ok": 3.0, "error": 2.0}, "the SIGHUP")
+        assert everywhere(lambda: status(server.url, "ops.two") == 404)
 
 
 def test_a_worker_started_after_a_reload_serves_the_reloaded_catalog(tmp_path: Path) -> None:

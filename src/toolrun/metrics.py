@@ -5,7 +5,9 @@
   invalid (parameter error), rate_limited, overloaded.
 - ``svc_tool_call_duration_seconds{tool}``: wall time of each call.
 - ``svc_tool_output_truncated_total{tool}``: calls whose stdout or stderr went over the output cap.
-- ``svc_catalog_reloads_total{outcome}``: catalog reloads, ``ok`` or ``error`` (the old catalog kept).
+- ``svc_catalog_reloads_total{outcome}``: catalog reloads of the server, ``ok`` or ``error`` (the old
+  catalog kept). With workers, each reload of the server counts once: every worker reloads, but only
+  the first worker (slot 0, and its replacement) counts (see toolrun.reload).
 
 Labels only ever take catalog keys: an unknown key is refused before anything is counted, so a
 flood of made-up keys adds no series.
@@ -61,19 +63,19 @@ class Metrics:
             "svc_tool_output_truncated_total",
             "Tool calls whose stdout or stderr went over the output cap (head and tail kept).",
             ["tool"],
-            registry=self.registry,
+            registry=own,
         )
         self.reloads = Counter(
             "svc_catalog_reloads_total",
             "Catalog reloads by outcome: ok, or error (the previous catalog keeps serving).",
             ["outcome"],
-            registry=self.registry,
+            # Registered on the registry only without workers: with them, the multiprocess collector already
+            # sums every worker's files, and a second registration rendered this process's own value as a
+            # second family (a scrape read one worker's count).
+            registry=own,
         )
         if multiprocess_dir is None:
-            # Both series from the start (0 until a reload). Not with forked workers: a value created
-            # before the fork would be one slot the workers overwrite, instead of one file per worker.
-            for outcome in ("ok", "error"):
-                self.reloads.labels(outcome)
+            self.count_reloads()
 
         # The labelled children, looked up once per (tool, outcome): `labels()` costs more than the update.
         self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
@@ -88,6 +90,13 @@ class Metrics:
 
     def observe_truncated(self, key: str) -> None:
         self.truncated.labels(key).inc()
+
+    def count_reloads(self) -> None:
+        """Both reload series from now on (0 until a reload). With forked workers, called in the one
+        worker that counts the server's reloads, after the fork: a value created before it would be a
+        slot in the parent's file, not the worker's."""
+        for outcome in ("ok", "error"):
+            self.reloads.labels(outcome)
 
     def observe_reload(self, outcome: str) -> None:
         self.reloads.labels(outcome).inc()

@@ -17,6 +17,12 @@
 Each process reloads on its own: with `serve --workers N`, every worker polls the hash (the same
 files give the same hash, so they converge within one interval), and SIGHUP sent to the parent is
 passed to every worker.
+
+Counting (`svc_catalog_reloads_total`): one reload of the server counts once, whatever the number of
+workers. Every worker reloads the same files, so the first worker alone (`counting`; the others set it
+False) counts its reloads, and /metrics sums the workers' values. The catch-up of a starting worker
+(a replacement, or one that missed a SIGHUP while starting) is never counted: the server as a whole
+had already reloaded, or it is the same files the server started with.
 """
 
 from __future__ import annotations
@@ -97,16 +103,17 @@ class Reloader:
         self.generation = 0  # reloads finished (ok or not), and the last one's result
         self.last_result: ReloadResult | None = None
         self._lock: asyncio.Lock | None = None
+        self.counting = True  # False in every worker but the first: see the module docstring
 
     @property
     def healthy(self) -> bool:
         return self.last_error is None
 
-    async def reload(self, reason: str) -> ReloadResult:
+    async def reload(self, reason: str, counted: bool = True) -> ReloadResult:
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
-            result = await self._reload(reason)
+            result = await self._reload(reason, counted and self.counting)
         self.generation += 1
         self.last_result = result
         return result
@@ -121,22 +128,23 @@ class Reloader:
             await asyncio.sleep(0.05)
         return self.last_result
 
-    async def _reload(self, reason: str) -> ReloadResult:
+    async def _reload(self, reason: str, counted: bool) -> ReloadResult:
         started = time.perf_counter()
         digest = await asyncio.to_thread(content_hash, self.paths)
         try:
             catalog = await asyncio.to_thread(load, self.paths, self.environ, self.options)
         except CatalogError as exc:
             problems = [str(p) for p in exc.problems]
-            return self._failed(reason, digest, problems, started)
+            return self._failed(reason, digest, problems, started, counted)
         except Exception as exc:  # an unreadable file, a loader bug: the old catalog stays either way
-            return self._failed(reason, digest, [f"{type(exc).__name__}: {exc}"], started)
+            return self._failed(reason, digest, [f"{type(exc).__name__}: {exc}"], started, counted)
         self.service.swap(catalog)
         self.hash, self.last_error = digest, None
         seconds = time.perf_counter() - started
         tools = len(catalog.tools)
         log.info("catalog reloaded (%s): %d tools in %.2fs", reason, tools, seconds)
-        self._count("ok")
+        if counted:
+            self._count("ok")
         for listener in list(self.listeners):
             try:
                 outcome = listener()
@@ -146,7 +154,7 @@ class Reloader:
                 log.exception("catalog reload listener failed")
         return ReloadResult(True, tools, seconds)
 
-    def _failed(self, reason: str, digest: str, problems: list[str], started: float) -> ReloadResult:
+    def _failed(self, reason: str, digest: str, problems: list[str], started: float, counted: bool) -> ReloadResult:
         self.hash, self.last_error = digest, problems
         log.error(
             "catalog reload (%s) failed; still serving the previous catalog (%d tools). Problems:",
@@ -155,7 +163,8 @@ class Reloader:
         )
         for problem in problems:
             log.error("  %s", problem)
-        self._count("error")
+        if counted:
+            self._count("error")
         return ReloadResult(False, len(self.service.registry), time.perf_counter() - started, problems)
 
     def _count(self, outcome: str) -> None:
@@ -163,12 +172,12 @@ class Reloader:
         if observe is not None:
             observe(outcome)
 
-    async def poll_once(self) -> ReloadResult | None:
+    async def poll_once(self, counted: bool = True) -> ReloadResult | None:
         """Reload when the files' hash changed since the last load (or last failed attempt)."""
         digest = await asyncio.to_thread(content_hash, self.paths)
         if digest == self.hash:
             return None
-        return await self.reload("catalog files changed")
+        return await self.reload("catalog files changed", counted)
 
     async def poll_forever(self, interval: float) -> None:
         while True:
@@ -180,7 +189,7 @@ class Reloader:
 
     async def _catch_up(self) -> None:
         try:
-            await self.poll_once()
+            await self.poll_once(counted=False)
         except Exception as exc:
             log.warning("catalog check at start failed: %s: %s", type(exc).__name__, exc)
 

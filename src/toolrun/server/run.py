@@ -336,7 +336,8 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
     workers = resolve_workers(settings.workers)
     metrics_dir = tempfile.mkdtemp(prefix="toolrun-metrics-") if workers > 1 else None
     try:
-        app = build_app(settings, catalog, workers=workers, metrics_dir=metrics_dir)
+        backends = build_backends(settings, catalog, workers=workers, metrics_dir=metrics_dir)
+        app = guarded(create_app(backends), settings)
         # Non-dumpable and the descriptor limit are inherited by forked workers; each worker starts its own
         # watchdog (its tools carry its own token). After the app is built: a bad setting or catalog is the
         # only line a failed start prints.
@@ -376,6 +377,7 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
             from ..procguard import start_watchdog
 
             start_watchdog(log)
+            count_reloads(backends, first=sock is sockets[0])
             return 0 if _run_server(config, sock) else 3
 
         def worker_exited(pid: int) -> None:
@@ -391,6 +393,15 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
     finally:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def count_reloads(backends: Backends, first: bool) -> None:
+    """In a forked worker: only the first worker (and its replacement) counts the server's reloads, so
+    one reload of the server is one increment of `svc_catalog_reloads_total` (see toolrun.reload)."""
+    if backends.reloader is not None:
+        backends.reloader.counting = first
+    if first:
+        backends.metrics.count_reloads()
 
 
 def _run_server(config: Any, sock: Any = None) -> bool:
