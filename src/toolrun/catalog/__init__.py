@@ -26,7 +26,7 @@ from pathlib import Path
 from ..errors import CatalogError, Problem
 from ..models import ToolSpec
 from .build import example_call
-from .cache import _load_file, cache_key
+from .cache import _load_file, cache_key, release_free_memory
 from .envfiles import BASE_ENV, DEFAULT_PATH, child_env, parse_env_file
 from .fn import resolve_fn
 from .loader import _FileLoader as _FileLoader  # tests patch its load()
@@ -102,8 +102,10 @@ def check(
     files = expand(paths)
     if not files:
         problems.append(Problem("-", 1, 1, "", "no catalog files given"))
+    built = False
     for path in files:
-        file_tools, file_problems = _load_file(path, environ, options)
+        file_tools, file_problems, cold = _load_file(path, environ, options)
+        built = built or cold
         problems.extend(file_problems)
         for tool in file_tools:
             first = tools.get(tool.key)
@@ -119,6 +121,8 @@ def check(
                 )
                 continue
             tools[tool.key] = tool
+    if built and not options.check:
+        release_free_memory()
     catalog = Catalog(
         tools=dict(sorted(tools.items())),
         warnings=[p for p in problems if p.severity == "warning"],

@@ -1,0 +1,66 @@
+"""How a loaded catalog is kept in memory (issue 14): what it does to behaviour, never its figures.
+
+The figures (RSS, PSS, USS per worker) are bench/workers.py's; these tests pin that the leaner
+representation changes nothing a user sees: a load from YAML (compacted through a pickle round trip)
+gives exactly the tools the loader built, cold and warm alike.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from catalog_gen import generate_catalog
+from conftest import EXAMPLES
+from toolrun.catalog import LoadOptions, load
+from toolrun.catalog.loader import _FileLoader
+
+ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/op", "LANG": "C.UTF-8"}
+
+RICH = """\
+version: 1
+group: ops
+defaults:
+  timeout: 30
+  env:
+    LC_ALL: C.UTF-8
+tools:
+  - name: fetch
+    title: Fetch a page
+    read_only: true
+    keywords: [download, http]
+    curl: --max-time 5 -- {{ url | quote }}
+    limits: {cpu: 2, memory: 64M}
+    env:
+      TOKEN: {value: s3cret, secret: true}
+    params:
+      - {name: url, type: str, pattern: "https?://.+", example: "http://127.0.0.1/"}
+      - {name: level, type: int, default: 1, min: 0, max: 9}
+      - {name: mode, type: str, default: fast, enum: [fast, slow]}
+      - {name: password, type: str, required: false, secret: true}
+    examples:
+      - name: local
+        args: {url: "http://127.0.0.1/"}
+        expect: {exit_code: 0}
+  - name: grep
+    exec: grep -c {% if i %}-i{% endif %} -e {{ pattern | quote }} -- {{ files | quote }}
+    params:
+      - {name: pattern, type: str}
+      - {name: files, type: list, example: [a, b]}
+      - {name: i, type: bool, default: false}
+"""
+
+
+def test_a_load_from_yaml_gives_exactly_the_tools_the_loader_built(tmp_path: Path) -> None:
+    (tmp_path / "rich.yaml").write_text(RICH)
+    (tmp_path / "gen.yaml").write_text(generate_catalog(60))
+    for path in [tmp_path / "rich.yaml", tmp_path / "gen.yaml", EXAMPLES / "tools.yaml"]:
+        built = _FileLoader(path, ENV, LoadOptions()).load()
+        expected = {t.key: t for t in built}
+        cold = load([path], ENV, LoadOptions())  # no cache: built from YAML, then compacted
+        cached_cold = load([path], ENV, LoadOptions(cache_dir=tmp_path / "cache"))
+        warm = load([path], ENV, LoadOptions(cache_dir=tmp_path / "cache"))
+        assert cold.tools == cached_cold.tools == warm.tools == expected
+        assert cold.warnings == cached_cold.warnings == warm.warnings
+        assert [t.entry() for t in cold.tools.values()] == [expected[k].entry() for k in cold.tools]
+    assert os.listdir(tmp_path / "cache")
