@@ -204,9 +204,11 @@ def test_an_mcp_session_is_its_owners_only_and_a_closed_one_is_gone_on_every_wor
         assert raw_list(url, sid, {"X-API-Key": bob}).status_code == 404  # not bob's
         assert raw_list(url, sid, {}).status_code == 404  # nor an anonymous caller's
         assert raw_list(url, "made-up-session", {"X-API-Key": olga}).status_code == 404
-        # The optional server-to-client stream does not exist here: 405, which clients read as "none".
-        get = httpx.get(url, headers={"Accept": "text/event-stream", "Mcp-Session-Id": sid, "X-API-Key": olga})
-        assert get.status_code == 405
+        # The session's server-to-client stream (tests/test_mcp_stream.py) is its owner's only, on every worker.
+        stream = {"Accept": "text/event-stream", "Mcp-Session-Id": sid}
+        assert httpx.get(url, headers={**stream, "X-API-Key": bob}).status_code == 404
+        with httpx.stream("GET", url, headers={**stream, "X-API-Key": olga}) as get:
+            assert get.status_code == 200 and get.headers["content-type"] == "text/event-stream"
         closed = httpx.delete(url, headers={"Mcp-Session-Id": sid, "X-API-Key": olga})
         assert closed.status_code == 200
         for _ in range(6):

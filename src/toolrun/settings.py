@@ -80,6 +80,12 @@ class Settings:
     redis_url: str = setting("", "A redis:// URL: keys, buckets, sessions and cache move to Redis.")
     readiness_timeout: float = setting(1.0, "Seconds each /readyz check may take.")
     mcp_direct: bool = setting(False, "MCP also lists each catalog tool as its own tool.")
+    mcp_stream_keepalive: float = setting(
+        15.0, "Seconds between keep-alive comments on an open GET /mcp event stream (and session checks)."
+    )
+    mcp_max_streams: int = setting(
+        1000, "Open MCP event streams (GET /mcp, and apart subscriptions/listen) per server process."
+    )
     catalog_cache: bool = setting(True, "Cache parsed catalogs by content hash in the cache dir.")
     curl_protocols: tuple[str, ...] = setting(
         ("http", "https"), "Protocols curl tools may use (`curl --proto`); a tool's `protocols:` replaces it."
@@ -195,6 +201,8 @@ RANGES: dict[str, tuple[Any, str]] = {
     "request_timeout": (_finite(0, _DAY, low_open=True), "seconds > 0"),
     "shutdown_grace": (_finite(0, _DAY), "seconds >= 0"),
     "readiness_timeout": (_finite(0, 3600, low_open=True), "seconds > 0 (at most 3600)"),
+    "mcp_stream_keepalive": (_finite(0, 3600, low_open=True), "seconds > 0 (at most 3600)"),
+    "mcp_max_streams": (_finite(0, 1e6), "an integer from 0 (no streams) to 1000000"),
     "log_level": (lambda v: v.strip().lower() in ("debug", "info", "warning", "error"), "debug, info, warning, error"),
     "log_format": (lambda v: v.strip().lower() in ("text", "json"), "text or json"),
     "curl_protocols": (

@@ -222,8 +222,7 @@ class McpDoor:
         """Keep the caller's session, if it is a handshake-era one, for `notifications/tools/list_changed`."""
         session = getattr(ctx, "session", None)
         if session is None or self.stdio_session is None or getattr(ctx, "protocol_version", "") >= "2026-07-28":
-            # Only stdio has a standing channel: /mcp is served statelessly (no server-to-client stream),
-            # and 2026-07-28 clients list again when they need to.
+            # Only stdio: over HTTP the GET /mcp and subscriptions/listen streams are told (mcp_stream.py).
             return
         sid = "stdio"
         self._sessions[sid] = session
@@ -432,7 +431,8 @@ class McpDoor:
         return _text_result(text, body)
 
 
-def build_server(door: McpDoor, list_changed: bool = False) -> Server[Any]:
+def build_server(door: McpDoor, list_changed: bool = False, listen: Any = None) -> Server[Any]:
+    """`listen`: the `subscriptions/listen` handler (2026-07-28 clients' change stream; mcp_stream.py)."""
     server: Server[Any] = Server(
         "toolrun",
         version=__version__,
@@ -440,10 +440,11 @@ def build_server(door: McpDoor, list_changed: bool = False) -> Server[Any]:
         get_tool_input_schema=door.input_schema,
         on_list_tools=door.list_tools,
         on_call_tool=door.call_tool,
+        on_subscriptions_listen=listen,
     )
     if list_changed:
-        # Over stdio, announce `tools.listChanged` to handshake-era clients: a catalog reload sends them
-        # notifications/tools/list_changed (the SDK's default options leave the flag off).
+        # Announce `tools.listChanged` to handshake-era clients (stdio, and HTTP with its GET stream): a catalog
+        # reload sends them notifications/tools/list_changed (the SDK's default options leave the flag off).
         server.create_initialization_options = functools.partial(  # type: ignore[method-assign]
             server.create_initialization_options, notification_options=NotificationOptions(tools_changed=True)
         )

@@ -13,9 +13,11 @@ then, on every request that carries the id:
 - the id keys the session values of fn tools (`get_session` / `set_session`), which live in the
   same shared store, so they follow the client from worker to worker.
 
-What a stateless server cannot do: push messages outside a request. A GET (the optional
-server-to-client event stream) gets 405, which the protocol defines as "no stream here"; tool
-results, errors and everything toolrun sends arrive on the POST that asked for them.
+- a GET with the id is the optional server-to-client event stream (mcp_stream.StreamHub): it
+  carries `notifications/tools/list_changed` when this process reloads its catalog. A GET without
+  an id gets 400 (a stream belongs to a session); without a hub every GET gets 405, the protocol's
+  "no stream here".
+
 2026-07-28 clients have no session and pass through untouched.
 """
 
@@ -73,10 +75,11 @@ def _is_initialize(body: bytes) -> bool:
 class McpSessionGate:
     """In front of the SDK's stateless `/mcp` app (and behind the key gate, which set the identity)."""
 
-    def __init__(self, app: ASGIApp, sessions: McpSessionStore, max_body: int) -> None:
+    def __init__(self, app: ASGIApp, sessions: McpSessionStore, max_body: int, streams: Any = None) -> None:
         self.app = app
         self.sessions = sessions
         self.max_body = max_body
+        self.streams = streams  # mcp_stream.StreamHub: GET streams (None: every GET gets 405)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         sid: str | None = None
@@ -90,7 +93,7 @@ class McpSessionGate:
         if version is not None and version not in _HANDSHAKE:  # a sessionless (2026-07-28) request
             await self.app(scope, receive, send)
             return
-        if method == "GET":
+        if method == "GET" and self.streams is None:
             allow = [(b"allow", b"POST, DELETE")]
             await _jsonrpc_error(405, "Method Not Allowed: no server-to-client stream", allow)(scope, receive, send)
             return
@@ -100,8 +103,13 @@ class McpSessionGate:
             if await self.sessions.owner(sid) != owner:
                 await _jsonrpc_error(404, "Session not found")(scope, receive, send)
                 return
+            if method == "GET":
+                await self.streams.serve(sid, owner, scope, receive, send)
+                return
             if method == "DELETE":
                 await self.sessions.close(sid)
+                if self.streams is not None:
+                    self.streams.close_session(sid)
                 await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"0")]})
                 await send({"type": "http.response.body", "body": b""})
                 return

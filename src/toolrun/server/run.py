@@ -80,9 +80,19 @@ def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:
         identity = state.get("toolrun_identity")
         return identity if isinstance(identity, Identity) else Identity()
 
+    from .mcp_stream import StreamHub
+
+    sessions = mcp_sessions if mcp_sessions is not None else MemoryMcpSessions()
     door = McpDoor(backends.service, identify, direct=settings.mcp_direct)
+    streams = StreamHub(
+        sessions,
+        keepalive=settings.mcp_stream_keepalive,
+        write_timeout=settings.request_timeout,
+        max_streams=settings.mcp_max_streams,
+    )
     if backends.reloader is not None:
         backends.reloader.listeners.append(door.catalog_changed)
+        backends.reloader.listeners.append(streams.catalog_changed)  # GET /mcp and subscriptions/listen streams
     hosts = list(settings.allowed_hosts)
     if "*" in hosts:
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
@@ -102,7 +112,7 @@ def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:
             ],
         )
     manager = StreamableHTTPSessionManager(
-        app=build_server(door),
+        app=build_server(door, list_changed=True, listen=streams.listen),
         security_settings=security,
         max_request_body_size=settings.max_body_bytes,
         stateless=True,
@@ -111,8 +121,7 @@ def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:
         json_response=True,
     )
     backends.lifespans.append(manager.run)
-    sessions = mcp_sessions if mcp_sessions is not None else MemoryMcpSessions()
-    gate = McpSessionGate(StreamableHTTPASGIApp(manager), sessions, settings.max_body_bytes)
+    gate = McpSessionGate(StreamableHTTPASGIApp(manager), sessions, settings.max_body_bytes, streams)
     endpoint = McpKeyGate(gate, backends.access, settings.max_body_bytes)
     backends.extra_routes.append(Route("/mcp", endpoint=endpoint, methods=["GET", "POST", "DELETE"]))
 
@@ -242,9 +251,14 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
     from mcp.server.stdio import stdio_server
 
     from .mcp import McpDoor, build_server, new_stdio_session
+    from .mcp_stream import StreamHub
 
     door = McpDoor(service, lambda ctx: identity, direct=settings.mcp_direct, stdio_session=new_stdio_session())
-    server = build_server(door, list_changed=True)
+    # Only its subscriptions/listen is used here: how a 2026-07-28 client over stdio hears of a reload.
+    streams = StreamHub(
+        None, keepalive=settings.mcp_stream_keepalive, write_timeout=0, max_streams=settings.mcp_max_streams
+    )
+    server = build_server(door, list_changed=True, listen=streams.listen)
     log.info("MCP over stdio as %s, %d tools", identity.username, len(service.list(identity)))
 
     from ..reload import Reloader
@@ -252,6 +266,7 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
 
     reloader = Reloader(service, catalog_paths(catalog, settings), load_options(settings))
     reloader.listeners.append(door.catalog_changed)
+    reloader.listeners.append(streams.catalog_changed)
 
     import mcp_types
     from mcp.shared.message import SessionMessage
@@ -408,7 +423,14 @@ def _run_server(config: Any, sock: Any = None) -> bool:
     """Run uvicorn until it is stopped; whether it had started."""
     import uvicorn
 
-    server = uvicorn.Server(config)
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            from .mcp_stream import end_streams
+
+            end_streams()  # before the drain: it must not wait for clients that only listen
+            await super().shutdown(sockets=sockets)
+
+    server = Server(config)
     # uvicorn re-raises the signal that stopped it once it has shut down, with the handler that was in place
     # before it started: with the defaults a SIGTERM'd server would die by that signal after a clean drain.
     # A no-op handler makes a drained shutdown an ordinary exit (status 0).
