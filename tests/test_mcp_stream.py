@@ -246,3 +246,35 @@ def test_a_2026_client_over_stdio_listens_for_tool_list_changes(tmp_path: Path) 
                 return [t.name for t in (await c.list_tools()).tools]
 
     assert "ops__two" in anyio.run(main)
+
+
+def test_a_client_that_stops_reading_loses_its_stream_after_the_write_deadline() -> None:
+    """The hub alone (a real client cannot stall a write quickly: the kernel buffers megabytes of keep-alives):
+    a `send` that never completes stands for a client whose socket is full."""
+    from toolrun.server.mcp_stream import StreamHub
+    from toolrun.sqlite_state import MemoryMcpSessions
+
+    async def main() -> tuple[float, int, list[Any]]:
+        sessions = MemoryMcpSessions()
+        await sessions.open("s1", "user:olga")
+        hub = StreamHub(sessions, keepalive=0.05, write_timeout=0.3, max_streams=5)
+        sent: list[Any] = []
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+            if message["type"] == "http.response.body" and len(sent) > 2:
+                await anyio.sleep_forever()  # the client stopped reading: the write never drains
+
+        async def receive() -> Any:
+            await anyio.sleep_forever()
+
+        scope = {"type": "http", "method": "GET", "headers": [(b"accept", b"text/event-stream")]}
+        started = time.monotonic()
+        with anyio.fail_after(5):
+            await hub.serve("s1", "user:olga", scope, receive, send)
+        return time.monotonic() - started, len(hub.streams), sent
+
+    took, open_streams, sent = anyio.run(main)
+    assert sent[0]["status"] == 200 and sent[1]["body"].startswith(b"retry:")
+    assert sent[2]["body"] == b": keep-alive\r\n\r\n"  # the write that never finished
+    assert 0.3 <= took < 2 and open_streams == 0
