@@ -83,3 +83,13 @@ def test_pyproject_bounds_both_patched_packages_to_the_installed_minor_version()
         spec = deps[name].specifier
         assert any(s.operator == "<" for s in spec), f"{name} needs an upper bound: a patch relies on its internals"
         assert version(name) in spec, (name, version(name), str(spec))
+
+
+def test_the_shutdown_hook_fits_the_installed_uvicorn() -> None:
+    """server/run.py overrides `uvicorn.Server.shutdown` to end MCP event streams before the drain
+    (tests/test_mcp_stream.py proves the effect); the method it extends must still be there."""
+    import inspect
+
+    import uvicorn
+
+    assert list(inspect.signature(uvicorn.Server.shutdown).parameters) == ["self", "sockets"]

@@ -111,6 +111,7 @@ class Cluster:
     url: str  # nginx's /mcp
     key: str
     other: str
+    catalog: Path  # both replicas' catalog file (each polls it every 0.5 s)
 
 
 @pytest.fixture(scope="module")
@@ -123,13 +124,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     catalog.write_text(CATALOG)
     with Processes() as procs:
         redis = procs.add(RedisServer(base / "redis")).start()
-        settings = {"SVC_REDIS_URL": redis.url, "SVC_WORKERS": "1"}
+        settings = {"SVC_REDIS_URL": redis.url, "SVC_WORKERS": "1", "SVC_RELOAD_INTERVAL": "0.5"}
         replicas = [procs.add(ToolrunServer(base / f"replica{i}", catalog, settings)) for i in (1, 2)]
         start_all(*replicas)
         nginx = procs.add(Nginx(base / "nginx", [r.port for r in replicas])).start()
         key = create_key(replicas[0].env, "olga", "ops")
         other = create_key(replicas[0].env, "bob", "ops")
-        yield Cluster(f"http://127.0.0.1:{nginx.port}/mcp", key, other)
+        yield Cluster(f"http://127.0.0.1:{nginx.port}/mcp", key, other, catalog)
 
 
 def session_run(url: str, mode: str, headers: dict[str, str], values: list[str]) -> list[str]:
@@ -180,3 +181,42 @@ def test_a_handshake_session_is_refused_to_another_user_and_closed_on_every_repl
     for _ in range(4):
         gone = httpx.post(cluster.url, json=listing, headers={**session, "X-API-Key": cluster.key})
         assert gone.status_code == 404
+
+
+def test_a_handshake_client_behind_the_proxy_is_told_of_a_reload_by_the_replica_holding_its_stream(
+    cluster: Cluster,
+) -> None:
+    """The client's GET stream sits on one replica; that replica reloads on its own poll and tells it."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    seen: list[Any] = []
+    original = cluster.catalog.read_text()
+
+    async def on_message(message: Any) -> None:
+        if "ToolListChanged" in type(message).__name__:
+            seen.append(message)
+
+    async def main() -> str:
+        async with (
+            httpx2.AsyncClient(headers={"X-API-Key": cluster.key}, timeout=60) as http,
+            Client(
+                streamable_http_client(cluster.url, http_client=http), mode="legacy", message_handler=on_message
+            ) as client,
+        ):
+            await anyio.sleep(0.5)  # the client opens its GET stream after `initialized`
+            cluster.catalog.write_text(original + "  - name: added\n    public: true\n    exec: printf added\n")
+            with anyio.fail_after(15):
+                while not seen:
+                    await anyio.sleep(0.05)
+                while True:  # the other replica may reload up to one poll later: its next call may miss
+                    result = await client.call_tool("execute", {"key": "r.added"})
+                    if not result.is_error:
+                        return text_of(result)
+                    await anyio.sleep(0.1)
+
+    try:
+        assert anyio.run(main) == "added"
+    finally:
+        cluster.catalog.write_text(original)
