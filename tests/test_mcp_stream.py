@@ -82,6 +82,14 @@ def test_a_handshake_client_over_http_is_told_of_each_reload_and_lists_the_new_t
             assert "ops__two" in [t.name for t in (await c.list_tools()).tools]
             assert text_of(await c.call_tool("ops__two", {})) == "two"
 
+            catalog.write_text(V3 + "    description: {{ broken\n  - name: [\n")  # a failed reload: nothing sent
+            async with httpx2.AsyncClient() as plain:
+                with anyio.fail_after(BOUND):
+                    while (await plain.get(server.url + "/readyz")).status_code != 503:
+                        await anyio.sleep(0.05)
+            await anyio.sleep(0.5)
+            assert len(seen) == 1
+
             catalog.write_text(V3)
             async with httpx2.AsyncClient() as plain:
                 answer = await plain.post(server.url + "/admin/reload", headers={"X-API-Key": admin})
