@@ -27,11 +27,12 @@ Rules (spec 2.6) and the choices around them:
 - resource limits are applied by prefixing ``prlimit --cpu=... --`` (no preexec_fn, so the
   fast vfork spawn path stays on).
 
-The exec path is hot. The child is started with `subprocess.Popen` (the vfork path: close_fds,
-cwd, env and the new session, with Popen's errors) onto pipes this module owns; the loop reads
-them with plain `add_reader` callbacks and learns of the exit from a pidfd (Linux 5.3+; elsewhere
-a worker thread waits). No asyncio subprocess transport, protocol or task is involved: they cost
-about 350 µs of CPU per call, more than the spawn itself.
+The exec path is hot. The child is started by `spawn.start` (posix_spawn with closefrom, or
+`subprocess.Popen` for a tool with a `cwd`: the same descriptors, session, signals and errors) onto
+pipes this module owns; the loop reads them with callbacks of one epoll shared by every child
+(`spawn.Watcher`) and learns of the exit from a pidfd (Linux 5.3+; elsewhere a worker thread
+waits). No asyncio subprocess transport, protocol or task is involved: they cost about 350 us of
+CPU per call, more than the spawn itself.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ import signal
 import subprocess
 from collections.abc import Mapping
 
-from . import procguard
+from . import procguard, spawn
 from .models import ExecResult, ResourceLimits
 
 # After the shell exits, how long a background grandchild may keep the pipes open.
@@ -128,17 +129,38 @@ _HAS_PIDFD = hasattr(os, "pidfd_open")
 
 
 class _Child:
-    """One running child: its stdout and stderr read by loop callbacks, its stdin fed the same way.
+    """One running child: its stdout and stderr read by callbacks of the loop, its stdin fed the same way.
 
-    `exited` resolves when the child has exited and been reaped, `closed` at EOF on both pipes.
+    `exited` is set when the child has exited and been reaped, `closed` at EOF on both pipes; `wake()`
+    resolves the future the call is waiting on (`waiter`), when both are set, or from a timer.
     """
+
+    __slots__ = (
+        "closed",
+        "err",
+        "exited",
+        "loop",
+        "out",
+        "pending",
+        "pid",
+        "proc",
+        "readers",
+        "status",
+        "stdin",
+        "waiter",
+        "watch",
+    )
 
     def __init__(self, loop: asyncio.AbstractEventLoop, cap: int) -> None:
         self.loop = loop
+        self.watch: spawn.Watcher | spawn.LoopWatcher  # set once the child has started
         self.out = _Sink(cap)
         self.err = _Sink(cap)
-        self.exited: asyncio.Future[None] = loop.create_future()
-        self.closed: asyncio.Future[None] = loop.create_future()
+        self.exited = False
+        self.closed = False
+        self.waiter: asyncio.Future[None] | None = None
+        self.pid = 0
+        self.status: int | None = None  # the exit code, or -signal
         self.proc: subprocess.Popen[bytes] | None = None
         self.readers: dict[int, _Sink] = {}
         self.stdin: int | None = None
@@ -152,19 +174,11 @@ class _Child:
             opened += (out_r, out_w)
             err_r, err_w = os.pipe()
             opened += (err_r, err_w)
-            in_r, in_w = subprocess.DEVNULL, -1
+            in_r, in_w = -1, -1
             if stdin is not None:
                 in_r, in_w = os.pipe()
                 opened += (in_r, in_w)
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=in_r,
-                stdout=out_w,
-                stderr=err_w,
-                env=env,
-                cwd=cwd,
-                start_new_session=True,
-            )
+            self.pid, self.proc = spawn.start(argv, env, cwd, None if in_r < 0 else in_r, out_w, err_w)
         except BaseException:
             for fd in opened:
                 os.close(fd)
@@ -172,40 +186,70 @@ class _Child:
         for fd in (out_w, err_w, in_r):  # the child's ends: it has its own copies now
             if fd >= 0:
                 os.close(fd)
+        self.watch = watch = spawn.watcher(self.loop)  # made after the spawn: a failed start leaves no epoll behind
+        readable = self._readable
         for fd, sink in ((out_r, self.out), (err_r, self.err)):
             os.set_blocking(fd, False)
             self.readers[fd] = sink
-            self.loop.add_reader(fd, self._readable, fd)
+            watch.add(fd, readable)
         if stdin is not None:
             os.set_blocking(in_w, False)
             self.stdin, self.pending = in_w, memoryview(stdin)
             self._writable()
         self._watch_exit()
-        return self.proc.pid
+        return self.pid
 
     def _watch_exit(self) -> None:
-        assert self.proc is not None
         if _HAS_PIDFD:
             try:
-                pidfd = os.pidfd_open(self.proc.pid)
+                pidfd = os.pidfd_open(self.pid)
             except OSError:  # pragma: no cover - kernel without pidfd (before 5.3)
                 pass
             else:
-                self.loop.add_reader(pidfd, self._reap, pidfd)
+                self.watch.add(pidfd, self._reap)
                 return
-        waited = self.loop.run_in_executor(None, self.proc.wait)  # pragma: no cover - not Linux
+        waited = self.loop.run_in_executor(None, self._wait)  # pragma: no cover - not Linux
         waited.add_done_callback(lambda _: self._exited())  # pragma: no cover
 
+    def _wait(self) -> None:
+        """Reap the child (it has exited, or this blocks until it does)."""
+        if self.proc is not None:
+            self.status = self.proc.wait()
+            return
+        _, status = os.waitpid(self.pid, 0)
+        self.status = os.waitstatus_to_exitcode(status)
+
     def _reap(self, pidfd: int) -> None:
-        self.loop.remove_reader(pidfd)
+        self.watch.remove(pidfd)
         os.close(pidfd)
-        assert self.proc is not None
-        self.proc.wait()  # it has exited: this reaps it at once
+        self._wait()  # it has exited: this reaps it at once
+        for fd in list(self.readers):  # the EOFs are usually there already, not yet reported: no second wait
+            if fd in self.readers:
+                self._readable(fd)
         self._exited()
 
     def _exited(self) -> None:
-        if not self.exited.done():
-            self.exited.set_result(None)
+        if not self.exited:
+            self.exited = True
+            self.wake(done_only=True)
+
+    def wake(self, done_only: bool = False) -> None:
+        """Resolve the waiter: always from a timer; from the child's events once it has exited."""
+        waiter = self.waiter
+        if waiter is not None and not waiter.done() and (not done_only or self.exited):
+            waiter.set_result(None)
+
+    async def wait(self, seconds: float) -> None:
+        """Until the child has exited (and, if it had exited already, closed its pipes), or `seconds` pass."""
+        if (self.exited and self.closed) or seconds <= 0:
+            return
+        self.waiter = self.loop.create_future()
+        timer = self.loop.call_later(seconds, self.wake)
+        try:
+            await self.waiter
+        finally:
+            timer.cancel()
+            self.waiter = None
 
     def _readable(self, fd: int) -> None:
         try:
@@ -218,22 +262,24 @@ class _Child:
             self.readers[fd].add(data)
             return
         self._close_reader(fd)
-        if not self.readers and not self.closed.done():
-            self.closed.set_result(None)
+        if not self.readers and not self.closed:
+            self.closed = True
+            self.wake(done_only=True)
 
     def _close_reader(self, fd: int) -> None:
-        self.loop.remove_reader(fd)
+        self.watch.remove(fd)
         os.close(fd)
         del self.readers[fd]
 
-    def _writable(self) -> None:
+    def _writable(self, fd: int = -1) -> None:
         """Feed stdin as the child reads it; close it once written (EOF), or when the child is gone."""
         assert self.stdin is not None
         try:
             while self.pending:
                 self.pending = self.pending[_write(self.stdin, self.pending) :]
         except BlockingIOError:
-            self.loop.add_writer(self.stdin, self._writable)  # the same callback again: harmless
+            if fd < 0:  # the first attempt, from start(): wait for room from now on
+                self.watch.add(self.stdin, self._writable, writable=True)
             return
         except OSError:  # EPIPE: the child closed stdin or exited without reading it all
             pass
@@ -241,7 +287,7 @@ class _Child:
 
     def _close_stdin(self) -> None:
         if self.stdin is not None:
-            self.loop.remove_writer(self.stdin)
+            self.watch.remove(self.stdin)
             os.close(self.stdin)
             self.stdin = None
             self.pending = memoryview(b"")
@@ -254,8 +300,7 @@ class _Child:
 
     @property
     def returncode(self) -> int:
-        rc = self.proc.returncode if self.proc is not None else None
-        return -1 if rc is None else rc
+        return -1 if self.status is None else self.status
 
 
 def _write(fd: int, data: memoryview) -> int:
@@ -276,28 +321,6 @@ def _write(fd: int, data: memoryview) -> int:
         raise
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-
-
-async def _within(loop: asyncio.AbstractEventLoop, fut: asyncio.Future[None], seconds: float) -> bool:
-    """Wait up to `seconds` for `fut` (never cancelling it); True when it is done."""
-    if fut.done():
-        return True
-    if seconds <= 0:
-        return False
-    waiter: asyncio.Future[None] = loop.create_future()
-
-    def wake(_: object = None) -> None:
-        if not waiter.done():
-            waiter.set_result(None)
-
-    timer = loop.call_later(seconds, wake)
-    fut.add_done_callback(wake)
-    try:
-        await waiter
-    finally:
-        timer.cancel()
-        fut.remove_done_callback(wake)
-    return fut.done()
 
 
 def _kill_group(pgid: int) -> None:
@@ -360,11 +383,12 @@ async def run(
     timed_out = True  # until the shell is seen to exit in time (a cancelled call counts as timed out here)
     try:
         deadline = loop.time() + timeout
-        if await _within(loop, child.exited, timeout):
+        await child.wait(timeout)
+        if child.exited:
             timed_out = False
-            if not child.closed.done():
+            if not child.closed:
                 # The shell is gone; a background child holds the pipes: give it a moment.
-                await _within(loop, child.closed, min(DRAIN_GRACE, deadline - loop.time()))
+                await child.wait(min(DRAIN_GRACE, deadline - loop.time()))
     finally:
         if timed_out:
             # Everything the tool started dies: descendants that left the group (setsid, setpgid) and
@@ -374,8 +398,10 @@ async def run(
         try:
             # After SIGKILL the exit and the EOFs follow in milliseconds; what is left in the
             # pipes is still read. The bounds only matter for a process that escaped the group.
-            if await _within(loop, child.exited, KILL_WAIT):
-                await _within(loop, child.closed, KILL_WAIT)
+            if not child.exited:
+                await child.wait(KILL_WAIT)
+            if child.exited and not child.closed:
+                await child.wait(KILL_WAIT)
         finally:
             child.release()
     if timed_out:

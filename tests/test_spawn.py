@@ -1,0 +1,148 @@
+"""spawn.start: posix_spawn (glibc 2.34+) and subprocess.Popen hand a child the same process state.
+
+Each check runs a real /bin/sh both ways and compares what the child itself reports: descriptors,
+signal dispositions and mask, session, environment; and the errors of a program that cannot start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolrun import executor, spawn
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux process state")
+
+ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+# What a child can see of the way it was started (its own pid and parent pid differ by nature).
+PROBE = (
+    "ls /proc/self/fd | sort -n | tr '\\n' ' '; echo; readlink /proc/$$/fd/0; "
+    "[ \"$(ps -o sid= -p $$ | tr -d ' ')\" = $$ ] && echo session-leader; "
+    "[ \"$(ps -o pgid= -p $$ | tr -d ' ')\" = $$ ] && echo group-leader; "
+    "env | grep -v '^TOOLRUN_CALL=' | sort; umask; ulimit -n; "
+    # the shell's own signal state, read by the program it becomes (dash blocks every signal while it forks,
+    # so a child reading /proc/$$/status could catch that moment)
+    "exec grep -E '^(SigBlk|SigIgn|SigCgt|NoNewPrivs|Seccomp)' /proc/self/status"
+)
+
+
+def glibc_234() -> bool:
+    name, version = platform.libc_ver()
+    return name == "glibc" and tuple(int(p) for p in version.split(".")[:2]) >= (2, 34)
+
+
+def run_probe(
+    monkeypatch: pytest.MonkeyPatch, posix: bool, command: str = PROBE, **kwargs: Any
+) -> tuple[int, str, str]:
+    if not posix:
+        monkeypatch.setattr(spawn, "_LIBC", None)
+    try:
+        result = asyncio.run(executor.run(command, timeout=10, env=ENV, **kwargs))
+    finally:
+        monkeypatch.undo()
+    return result.returncode, result.stdout, result.stderr
+
+
+def test_posix_spawn_is_used_with_glibc_2_34_or_later() -> None:
+    assert spawn.uses_posix_spawn() == glibc_234()
+
+
+@pytest.mark.skipif(not glibc_234(), reason="posix_spawn with closefrom needs glibc 2.34")
+def test_a_posix_spawned_child_sees_exactly_what_a_popen_child_sees(monkeypatch: pytest.MonkeyPatch) -> None:
+    leaked_r, leaked_w = os.pipe()
+    os.set_inheritable(leaked_w, True)  # an inheritable descriptor of the server: neither child may get it
+    try:
+        posix = run_probe(monkeypatch, posix=True)
+        popen = run_probe(monkeypatch, posix=False)
+    finally:
+        os.close(leaked_r)
+        os.close(leaked_w)
+    assert posix == popen
+    code, out, err = posix
+    assert (code, err) == (0, "")
+    assert out.splitlines()[0].split() == ["0", "1", "2", "3"]  # 3: ls's own directory
+    assert "session-leader" in out and "group-leader" in out and "/dev/null" in out
+    assert "SigBlk:\t0000000000000000" in out and "SigIgn:\t0000000000000000" in out
+
+
+@pytest.mark.skipif(not glibc_234(), reason="posix_spawn with closefrom needs glibc 2.34")
+def test_sigpipe_is_back_to_its_default_action_in_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Python ignores SIGPIPE; a tool's `yes | head -1` must end by SIGPIPE, not loop on EPIPE.
+    assert run_probe(monkeypatch, posix=True, command="yes | head -1; echo done") == (0, "y\ndone\n", "")
+    assert run_probe(monkeypatch, posix=False, command="yes | head -1; echo done") == (0, "y\ndone\n", "")
+
+
+@pytest.mark.skipif(not glibc_234(), reason="posix_spawn with closefrom needs glibc 2.34")
+def test_stdin_mode_and_exit_codes_are_the_same_both_ways(monkeypatch: pytest.MonkeyPatch) -> None:
+    for posix in (True, False):
+        assert run_probe(monkeypatch, posix, command="cat; exit 7", stdin=b'{"a": 1}') == (7, '{"a": 1}', "")
+        assert run_probe(monkeypatch, posix, command="kill -TERM $$")[0] == -15
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "error"),
+    [
+        (["/nonexistent/program"], ENV, FileNotFoundError),
+        (["/dev/null"], ENV, PermissionError),
+        (["/bin/sh", "-c", "a\0b"], ENV, ValueError),
+        (["/bin/sh", "-c", "true"], {"A\0": "1"}, ValueError),
+        (["/bin/sh", "-c", "true"], {"A": "1\0"}, ValueError),
+        (["/bin/sh", "-c", "true"], {"A=B": "1"}, ValueError),
+    ],
+)
+def test_a_child_that_cannot_start_raises_what_popen_raises(
+    monkeypatch: pytest.MonkeyPatch, argv: list[str], env: dict[str, str], error: type[Exception]
+) -> None:
+    errors = []
+    for posix in (True, False):
+        if not posix:
+            monkeypatch.setattr(spawn, "_LIBC", None)
+        read_end, write_end = os.pipe()
+        try:
+            with pytest.raises(error) as caught:
+                spawn.start(argv, env, None, None, write_end, write_end)
+        finally:
+            os.close(read_end)
+            os.close(write_end)
+        errors.append((type(caught.value), str(caught.value)))
+    assert errors[0] == errors[1]
+
+
+def test_a_script_without_an_interpreter_line_fails_as_with_popen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / "script"
+    script.write_text("echo hi\n")
+    script.chmod(0o755)
+    errors = []
+    for posix in (True, False):
+        if not posix:
+            monkeypatch.setattr(spawn, "_LIBC", None)
+        read_end, write_end = os.pipe()
+        try:
+            with pytest.raises(OSError) as caught:
+                spawn.start([str(script)], ENV, None, None, write_end, write_end)
+        finally:
+            os.close(read_end)
+            os.close(write_end)
+        errors.append((type(caught.value), caught.value.errno, str(caught.value)))
+    assert errors[0] == errors[1]
+    assert errors[0][1] == 8  # ENOEXEC: no shell is tried in its place
+
+
+def test_a_tool_with_a_working_directory_still_starts_there() -> None:
+    result = asyncio.run(executor.run("pwd", timeout=5, env=ENV, cwd="/tmp"))
+    assert result.value() == "/tmp\n"
+
+
+def test_popen_reference_child_agrees_with_the_probe_format() -> None:
+    """The probe itself works under a plain Popen (so a difference above is the spawn's, not the probe's)."""
+    done = subprocess.run(["/bin/sh", "-c", PROBE], env=ENV, capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and "/dev/" in done.stdout
