@@ -12,8 +12,11 @@ from pathlib import Path
 
 from catalog_gen import generate_catalog
 from conftest import EXAMPLES
+from http_support import servers
 from toolrun.catalog import LoadOptions, load
 from toolrun.catalog.loader import _FileLoader
+from toolrun.models import Identity
+from toolrun.registry import Registry
 
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/op", "LANG": "C.UTF-8"}
 
@@ -64,3 +67,53 @@ def test_a_load_from_yaml_gives_exactly_the_tools_the_loader_built(tmp_path: Pat
         assert cold.warnings == cached_cold.warnings == warm.warnings
         assert [t.entry() for t in cold.tools.values()] == [expected[k].entry() for k in cold.tools]
     assert os.listdir(tmp_path / "cache")
+
+
+# -- who sees what, without touching every tool ------------------------------------------------------
+
+
+def test_each_view_lists_exactly_the_tools_its_caller_may_access(tmp_path: Path) -> None:
+    text = generate_catalog(120).replace("    group: web\n", "    group: web\n    public: true\n")
+    (tmp_path / "gen.yaml").write_text(text)
+    tools = load([tmp_path / "gen.yaml"], ENV).tools
+    registry = Registry(tools.values())
+    assert any(t.public for t in tools.values())
+    callers = [
+        Identity(),  # anonymous: public tools only
+        Identity(username="a", groups=frozenset({"ops"}), anonymous=False),
+        Identity(username="b", groups=frozenset({"db", "team-3", "nosuchgroup"}), anonymous=False),
+        Identity(username="c", groups=frozenset({"nosuchgroup"}), anonymous=False),
+        Identity(username="d", groups=frozenset({"admin"}), anonymous=False),
+    ]
+    for identity in callers:
+        expected = [t for t in sorted(tools.values(), key=lambda t: t.key) if identity.can_access(t)]
+        assert registry.visible(identity) == expected
+        assert registry.search(identity, "", 0, 1000).items == expected
+        found = registry.search(identity, "disks", 0, 1000).items
+        assert found and all(identity.can_access(t) for t in found)
+
+
+# -- entries served as stored bytes ---------------------------------------------------------------------
+
+
+def test_the_listing_and_each_entry_are_the_tool_entries_and_follow_a_reload(tmp_path: Path) -> None:
+    with servers(tmp_path) as make:
+        server = make()
+        admin = {"X-API-Key": server.key("root", ["admin"])}
+        service = server.backends.service
+        listing = server.client.get("/tools", headers=admin)
+        assert listing.status_code == 200
+        assert listing.headers["content-type"] == "application/json"
+        assert listing.json() == [t.entry() for t in service.list(Identity.operator())]
+        page = server.client.get("/tools", params={"limit": 2, "offset": 1}, headers=admin)
+        assert page.json() == listing.json()[1:3]
+        echo_tool = service.lookup("pub.echo")
+        assert echo_tool is not None
+        assert server.client.get("/tools/pub.echo").json() == echo_tool.entry()
+
+        catalog = Path(service.catalog.files[0])
+        catalog.write_text(catalog.read_text().replace("Print a message back.", "Say it again."))
+        service.swap(load([catalog], ENV))
+        assert server.client.get("/tools/pub.echo").json()["description"] == "Say it again."
+        echo = [e for e in server.client.get("/tools", headers=admin).json() if e["key"] == "pub.echo"]
+        assert echo[0]["description"] == "Say it again."

@@ -27,6 +27,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
+import sys
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -123,27 +124,32 @@ def cached_stem(word: str) -> str:
     if found is None:
         found = stem(word)
         if len(_STEMS) < 200_000:
-            _STEMS[word] = found
+            _STEMS[sys.intern(word)] = found
     return found
 
 
 @dataclass(frozen=True, slots=True)
 class Analyzed:
-    """One tool's weighted stems and raw words: computed from the tool alone, shared by every view."""
+    """One tool's weighted stems and raw words: computed from the tool alone, shared by every view.
+
+    Kept lean, since there is one per tool in every process that searches: the raw words are a tuple of
+    interned strings (one copy of each word for the whole catalog), the weights share their float objects."""
 
     weights: dict[str, float]
     length: float
-    raw: frozenset[str]
-    stems: frozenset[str]
+    raw: tuple[str, ...]
+
+
+_WEIGHTS: dict[float, float] = {}  # one float object per distinct weight (sums of a few field weights)
 
 
 def analyze(tool: ToolSpec) -> Analyzed:
     weights: dict[str, float] = {}
-    raw: set[str] = set()
+    raw: dict[str, None] = {}
 
     def add(text: str, weight: float) -> None:
         for word in _WORD.findall(text.lower()):
-            raw.add(word)
+            raw[word] = None
             s = cached_stem(word)
             weights[s] = weights.get(s, 0.0) + weight
 
@@ -155,7 +161,9 @@ def analyze(tool: ToolSpec) -> Analyzed:
     add(" ".join(p.name for p in tool.params), 1.5)
     add(tool.description, 1.0)
     add(" ".join(p.description for p in tool.params), 0.5)
-    return Analyzed(weights, sum(weights.values()) or 1.0, frozenset(raw), frozenset(weights))
+    if len(_WEIGHTS) < 4096:
+        weights = {s: _WEIGHTS.setdefault(w, w) for s, w in weights.items()}
+    return Analyzed(weights, sum(weights.values()) or 1.0, tuple(map(sys.intern, raw)))
 
 
 def _distance(a: str, b: str, bound: int) -> int:
@@ -335,7 +343,7 @@ class Index:
         head, rest = ranked[:DIVERSE_HEAD], ranked[DIVERSE_HEAD:]
         if len(head) < 3:
             return ranked
-        stems = {d: self.analyzed[d].stems for d in head}
+        stems = {d: frozenset(self.analyzed[d].weights) for d in head}  # sets: intersections are fastest
         first = head[0]
         out = [first]
         left = head[1:]

@@ -24,9 +24,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..errors import CatalogError, Problem
+from ..heap import release_free_memory
 from ..models import ToolSpec
 from .build import example_call
-from .cache import _load_file, cache_key, release_free_memory
+from .cache import _load_file, cache_key
 from .envfiles import BASE_ENV, DEFAULT_PATH, child_env, parse_env_file
 from .fn import resolve_fn
 from .loader import _FileLoader as _FileLoader  # tests patch its load()

@@ -137,17 +137,3 @@ def _write_cache(cache_file: Path, blob: bytes) -> None:
         os.replace(tmp, cache_file)
     except OSError:
         pass  # a cache that cannot be written is only a slower next start
-
-
-def release_free_memory() -> None:
-    """Hand the C heap's free pages back to the system (glibc's malloc_trim; a no-op elsewhere).
-
-    After a load from YAML the heap holds many free pages between live blocks (the file's text, the
-    parser's buffers): glibc returns only its top on its own."""
-    try:
-        import ctypes
-
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError, ImportError):  # pragma: no cover - not glibc
-        return
-    trim(0)

@@ -139,7 +139,9 @@ class Routes:
             )
         if fmt == "html":
             return HTMLResponse(formatting.html_page(tools), headers=headers)
-        return JSONResponse([t.entry() for t in tools], headers=headers)
+        entries = self.service.registry.entry_json  # each tool's entry encoded once per catalog, joined
+        body = b"[" + b",".join([entries(t) for t in tools]) + b"]"
+        return Response(body, media_type="application/json", headers=headers)
 
     async def get_tool(self, request: Request, identity: Identity) -> Response:
         tool = self.service.describe(identity, request.path_params["key"])

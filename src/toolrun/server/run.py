@@ -342,12 +342,16 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
 
     import uvicorn
 
+    from ..heap import big_blocks_mapped
     from .workers import Supervisor, bind, resolve_workers
 
     # `toolrun` gives SIGPIPE its default action (for `toolrun list | head`); a server must not die when it
     # writes into a connection its client has closed: EPIPE stays that connection's error.
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     configure_logging(settings.log_level, settings.log_format)
+    # Big buffers (a large answer, a tool's output, the catalog file being read) get their own mappings, given
+    # back when freed: the process does not keep the high-water mark of its largest answers (see heap.py).
+    big_blocks_mapped()
     workers = resolve_workers(settings.workers)
     metrics_dir = tempfile.mkdtemp(prefix="toolrun-metrics-") if workers > 1 else None
     try:
