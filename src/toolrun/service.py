@@ -176,6 +176,15 @@ class ToolService:
     def describe(self, identity: Identity, key: str) -> ToolSpec:
         return self.registry.get(identity, key)
 
+    def describe_json(self, identity: Identity, key: str) -> bytes:
+        """`describe`, as the tool entry in compact JSON (encoded once per loaded catalog)."""
+        registry = self.registry
+        return registry.entry_json(registry.get(identity, key))
+
+    def entry_json(self, tool: ToolSpec) -> bytes:
+        """The tool entry in compact JSON (encoded once per loaded catalog): a listing joins these."""
+        return self.registry.entry_json(tool)
+
     def search(self, identity: Identity, query: str, offset: int = 0, limit: int = 10) -> Page:
         return self.registry.search(identity, query, offset, limit)
 

@@ -139,7 +139,7 @@ class Routes:
             )
         if fmt == "html":
             return HTMLResponse(formatting.html_page(tools), headers=headers)
-        entries = self.service.registry.entry_json  # each tool's entry encoded once per catalog, joined
+        entries = self.service.entry_json  # each tool's entry encoded once per catalog, joined
         body = b"[" + b",".join([entries(t) for t in tools]) + b"]"
         return Response(body, media_type="application/json", headers=headers)
 

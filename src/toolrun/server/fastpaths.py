@@ -14,7 +14,7 @@ from .app import Backends, identity_from_scope, json_error
 class ToolGet:
     """`GET /tools/{key}` as a plain ASGI handler (the guard's fast path): no Request, router or Response.
 
-    Each tool's entry is encoded once per loaded catalog (Registry.entry_json) and served as stored bytes."""
+    Each tool's entry is encoded once per loaded catalog (ToolService.describe_json) and served as stored bytes."""
 
     def __init__(self, backends: Backends) -> None:
         self.service = backends.service
@@ -23,13 +23,11 @@ class ToolGet:
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> int:
         try:
             identity = await identity_from_scope(self.access, scope, "optional")
-            registry = self.service.registry
-            tool = registry.get(identity, scope["path"][len("/tools/") :])
+            body = self.service.describe_json(identity, scope["path"][len("/tools/") :])
         except ToolrunError as exc:
             response = json_error(exc)
             await response(scope, receive, send)
             return response.status_code
-        body = registry.entry_json(tool)
         await send(
             {
                 "type": "http.response.start",
