@@ -7,16 +7,22 @@ gives exactly the tools the loader built, cold and warm alike.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
+
+import pytest
 
 from catalog_gen import generate_catalog
 from conftest import EXAMPLES
 from http_support import servers
+from toolrun import render
 from toolrun.catalog import LoadOptions, load
 from toolrun.catalog.loader import _FileLoader
+from toolrun.errors import CatalogError
 from toolrun.models import Identity
 from toolrun.registry import Registry
+from toolrun.service import ToolService
 
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/op", "LANG": "C.UTF-8"}
 
@@ -117,3 +123,49 @@ def test_the_listing_and_each_entry_are_the_tool_entries_and_follow_a_reload(tmp
         assert server.client.get("/tools/pub.echo").json()["description"] == "Say it again."
         echo = [e for e in server.client.get("/tools", headers=admin).json() if e["key"] == "pub.echo"]
         assert echo[0]["description"] == "Say it again."
+
+
+# -- templates compiled on first call, a bounded number kept ----------------------------------------------
+
+TEMPLATES = """\
+version: 1
+group: t
+tools:
+""" + "".join(
+    f"""  - name: say{i}
+    public: true
+    exec: printf '%s' {{% if loud %}}LOUD-{i}-{{% endif %}}{{{{ msg | quote }}}}
+    params:
+      - {{name: msg, type: str}}
+      - {{name: loud, type: bool, default: false}}
+"""
+    for i in range(4)
+)
+
+
+def test_a_template_compiled_on_its_first_call_renders_the_same_every_call_even_after_it_was_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "t.yaml").write_text(TEMPLATES)
+    service = ToolService(load([tmp_path / "t.yaml"], ENV))
+    sources = [t.source for t in service.catalog.tools.values()]
+    assert not any(source in render._COMPILED for source in sources)  # a load compiles nothing
+    monkeypatch.setattr(render, "COMPILED_MAX", 2)
+    anyone = Identity()
+    for _ in range(3):  # four templates through a cache of two: each one is dropped and compiled again
+        for i in range(4):
+            loud = asyncio.run(service.call(anyone, f"t.say{i}", {"msg": "a b", "loud": True}))
+            quiet = asyncio.run(service.call(anyone, f"t.say{i}", {"msg": "it's"}))
+            assert (loud.value, quiet.value) == (f"LOUD-{i}-a b", "it's")
+            assert len([s for s in sources if s in render._COMPILED]) <= 2
+
+
+def test_a_template_error_is_still_reported_at_load_with_its_line(tmp_path: Path) -> None:
+    bad = TEMPLATES.replace("{% if loud %}LOUD-2-{% endif %}", "{% if loud %}LOUD-2-{% endfor %}")
+    (tmp_path / "t.yaml").write_text(bad)
+    with pytest.raises(CatalogError) as caught:
+        load([tmp_path / "t.yaml"], ENV)
+    [problem] = caught.value.problems
+    line = next(n for n, text in enumerate(bad.splitlines(), 1) if "LOUD-2" in text)
+    assert (problem.file, problem.line, problem.key) == (str(tmp_path / "t.yaml"), line, "t.say2")
+    assert "template error in exec" in problem.message and "endfor" in problem.message
