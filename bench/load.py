@@ -4,9 +4,10 @@
   p50 / p99 / max (target, issue 14: p99 at most 1.15 s). Beside it, from the same run, two floors:
   adnanh/webhook (Debian `webhook`) answering the same 200 concurrent calls with the same `/bin/sh -c "sleep 1"`,
   and a bare spawn: this script starting 200 `/bin/sh -c "sleep 1"` itself with no HTTP (subprocess.Popen in a
-  loop, each latency from the first spawn to that child's exit). The bare figure is what this machine can do at
-  all: each call starts two programs (sh, which execs sleep), about 1-3 ms of CPU per call on a small VM, so
-  the last of 200 starts late by about 200 x that CPU / the number of cores.
+  loop, each latency from the first spawn to that child's exit), and the same with `sleep 1` and no shell
+  (what toolrun runs for this tool: it skips a shell that would only exec one program). The bare figures are
+  what this machine can do at all: each call starts one or two programs (sh, which execs sleep), about 1-3 ms
+  of CPU per call on a small VM, so the last of 200 starts late by about 200 x that CPU / the number of cores.
 - 1,000 concurrent POSTs to an echo tool: how many 200s and 503s (the documented overload answer),
   and the slowest /healthz seen meanwhile.
 
@@ -63,13 +64,14 @@ async def sleepers(port: int, path: str = "/tools/load.sleep") -> list[float]:
     return [took for *_, took in results]
 
 
-def bare_sleepers(n: int = 200) -> list[float]:
-    """n `/bin/sh -c "sleep 1"` started back to back by this process (no HTTP): seconds from the first start
-    to each child's exit."""
+def bare_sleepers(n: int = 200, shell: bool = True) -> list[float]:
+    """n `/bin/sh -c "sleep 1"` (or `sleep 1` with no shell) started back to back by this process (no HTTP):
+    seconds from the first start to each child's exit."""
     started = time.perf_counter()
+    argv = ["/bin/sh", "-c", "sleep 1"] if shell else [shutil.which("sleep") or "/bin/sleep", "1"]
     children = [
         subprocess.Popen(
-            ["/bin/sh", "-c", "sleep 1"],
+            argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -190,7 +192,9 @@ def main() -> None:
                     time.sleep(1)
                 else:
                     wp99 = 0.0
-                bp99 = row("bare spawn, no HTTP (floor)", bare_sleepers())
+                bp99 = row("bare spawn of sh -c 'sleep 1' (floor)", bare_sleepers())
+                time.sleep(1)
+                row("bare spawn of sleep 1, no shell", bare_sleepers(shell=False))
                 time.sleep(1)
                 ratios.append((p99, wp99, bp99))
                 extra = f"  over webhook's {p99 - wp99:+.3f} s" if webhook is not None else "  (webhook not installed)"

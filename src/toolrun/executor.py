@@ -44,7 +44,7 @@ import signal
 import subprocess
 from collections.abc import Mapping
 
-from . import procguard, spawn
+from . import directexec, procguard, spawn
 from .models import ExecResult, ResourceLimits
 
 # After the shell exits, how long a background grandchild may keep the pipes open.
@@ -54,6 +54,9 @@ DRAIN_GRACE = 0.2
 KILL_WAIT = 1.0
 
 _DEFAULT_LIMITS = ResourceLimits()
+# Exec a one-word-list command's program directly instead of `/bin/sh -c` when nothing observable changes
+# (directexec.py says when); tests turn it off to compare both ways.
+DIRECT_EXEC = True
 
 
 def format_seconds(seconds: float) -> str:
@@ -166,7 +169,14 @@ class _Child:
         self.stdin: int | None = None
         self.pending = memoryview(b"")
 
-    def start(self, argv: list[str], env: Mapping[str, str], cwd: str | None, stdin: bytes | None) -> int:
+    def start(
+        self,
+        argv: list[str],
+        env: Mapping[str, str],
+        cwd: str | None,
+        stdin: bytes | None,
+        direct: tuple[str, list[str], dict[str, str]] | None = None,
+    ) -> int:
         """Spawn the child in a new session (its pid is its process group); returns the pid."""
         opened: list[int] = []  # closed again if anything below fails (EMFILE, a missing cwd, ...)
         try:
@@ -178,7 +188,16 @@ class _Child:
             if stdin is not None:
                 in_r, in_w = os.pipe()
                 opened += (in_r, in_w)
-            self.pid, self.proc = spawn.start(argv, env, cwd, None if in_r < 0 else in_r, out_w, err_w)
+            stdin_fd = None if in_r < 0 else in_r
+            started = None
+            if direct is not None:
+                try:
+                    started = spawn.start(direct[1], direct[2], cwd, stdin_fd, out_w, err_w, executable=direct[0])
+                except OSError:  # a script without #!, a file gone meanwhile: the shell runs it, with its errors
+                    started = None
+            if started is None:
+                started = spawn.start(argv, env, cwd, stdin_fd, out_w, err_w)
+            self.pid, self.proc = started
         except BaseException:
             for fd in opened:
                 os.close(fd)
@@ -366,6 +385,9 @@ async def run(
 ) -> ExecResult:
     """Run `command` with /bin/sh -c and return its ExecResult (never raises for tool failures).
 
+    When the shell would only exec one program, that program is started directly, with the exact
+    argv and environment the shell would give it (directexec.py).
+
     Raises OSError when the process cannot start (missing cwd, missing prlimit) and ValueError
     for a NUL byte in the command or the environment.
     """
@@ -379,7 +401,10 @@ async def run(
     loop = asyncio.get_running_loop()
     child = _Child(loop, limits.output)
     token = procguard.call_token()
-    pgid = child.start(argv, {**env, procguard.CALL_ENV: token}, cwd, stdin)
+    env = {**env, procguard.CALL_ENV: token}
+    # One simple command of plain words, no prefix: the program itself, not a shell that only execs it.
+    direct = directexec.plan(command, env) if len(argv) == 3 and cwd is None and DIRECT_EXEC else None
+    pgid = child.start(argv, env, cwd, stdin, direct)
     timed_out = True  # until the shell is seen to exit in time (a cancelled call counts as timed out here)
     try:
         deadline = loop.time() + timeout

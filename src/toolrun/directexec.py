@@ -1,0 +1,221 @@
+"""Skipping the shell: when `/bin/sh -c <command>` would only exec one program, exec it directly.
+
+A tool's command runs as `/bin/sh -c <command>`. When the rendered command is one simple command
+of plain words, the shell does nothing but find the program on PATH and replace itself with it
+(dash, Debian's /bin/sh, execs the last simple command of `-c` without forking), so the process
+tree, the exit status and the output are the program's either way. Starting the shell costs about
+1-2 ms of CPU per call on a small machine, more than the rest of the call; GNU make skips it under
+the same condition. toolrun does too, when and only when nothing the program can observe changes:
+
+- the command is words separated by spaces or tabs; a word is made of the characters
+  ``A-Z a-z 0-9 _ @ % + = : , . / -``, single-quoted strings (no newline) and double-quoted strings
+  without ``$``, backquote, backslash or newline; nothing else (no operators, redirections, globs,
+  ``~``, ``#``, braces, variables, assignments, newlines);
+- the first word has no ``=`` and no ``/``, is not empty, and is not a builtin or a reserved word of
+  the shell (`printf`, `echo`, `test`, `cd`, `if`, ...: those the shell runs itself);
+- the child's PATH is set, and every entry of it is an absolute directory; the word names an
+  executable regular file in one of them (the first, as the shell's search finds it);
+- no `user:`, no `limits` other than `output` (their `setpriv` / `prlimit` prefix execs the shell
+  by name) and no `cwd`;
+- the environment holds no variable the shell rewrites (IFS, OPTIND, PPID, PWD, LINENO) and only
+  valid names; the shell hands the program its environment reordered, with `PWD` added: that
+  exact environment is learned once per set of variable names, by running
+  `/bin/sh -c '/bin/cat /proc/self/environ'` with it, and is reproduced; if the shell's answer is
+  anything else (another shell than dash, an extra variable, a changed value), such commands keep
+  the shell;
+- if the exec fails for any reason (a script without `#!`, a file gone meanwhile, permissions),
+  the shell runs the command instead, so errors and exit codes (127, 126) are the shell's.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from collections.abc import Mapping
+
+SHELL = "/bin/sh"
+_PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-")
+_NOT_IN_DOUBLE_QUOTES = frozenset('$`\\\n"')
+# dash's builtins and reserved words: the shell runs these itself.
+SHELL_WORDS = frozenset(
+    [
+        ".",
+        ":",
+        "[",
+        "alias",
+        "bg",
+        "break",
+        "cd",
+        "chdir",
+        "command",
+        "continue",
+        "echo",
+        "eval",
+        "exec",
+        "exit",
+        "export",
+        "false",
+        "fc",
+        "fg",
+        "getopts",
+        "hash",
+        "jobs",
+        "kill",
+        "local",
+        "printf",
+        "pwd",
+        "read",
+        "readonly",
+        "return",
+        "set",
+        "shift",
+        "test",
+        "times",
+        "trap",
+        "true",
+        "type",
+        "ulimit",
+        "umask",
+        "unalias",
+        "unset",
+        "wait",
+        "if",
+        "then",
+        "else",
+        "elif",
+        "fi",
+        "case",
+        "esac",
+        "for",
+        "while",
+        "until",
+        "do",
+        "done",
+        "in",
+        "!",
+        "{",
+        "}",
+        "function",
+        "select",
+        "time",
+        "[[",
+        "]]",
+    ]
+)
+# Variables the shell sets or rewrites at start: an environment holding one keeps the shell.
+_REWRITTEN = frozenset({"IFS", "OPTIND", "PPID", "PWD", "LINENO"})
+_CALIBRATE = "/bin/cat /proc/self/environ"
+
+# Per tuple of variable names (in the order given): the names in the order the shell hands them on
+# (PWD included), or None when the shell does more than reorder them and add PWD.
+_ORDERS: dict[tuple[str, ...], tuple[str, ...] | None] = {}
+
+
+def split(command: str) -> list[str] | None:
+    """The words of `command` when it is one simple command of plain words (see above), else None."""
+    words: list[str] = []
+    word: list[str] = []
+    in_word = False
+    i, n = 0, len(command)
+    while i < n:
+        c = command[i]
+        if c in _PLAIN:
+            word.append(c)
+            in_word = True
+        elif c == " " or c == "\t":
+            if in_word:
+                words.append("".join(word))
+                word, in_word = [], False
+        elif c == "'":
+            end = command.find("'", i + 1)
+            if end < 0 or "\n" in command[i + 1 : end]:
+                return None
+            word.append(command[i + 1 : end])
+            in_word, i = True, end
+        elif c == '"':
+            end = command.find('"', i + 1)
+            if end < 0 or any(ch in _NOT_IN_DOUBLE_QUOTES for ch in command[i + 1 : end]):
+                return None
+            word.append(command[i + 1 : end])
+            in_word, i = True, end
+        else:
+            return None
+        i += 1
+    if in_word:
+        words.append("".join(word))
+    if not words:
+        return None
+    first = words[0]
+    if not first or "=" in first or "/" in first or first in SHELL_WORDS or any("\0" in w for w in words):
+        return None
+    return words
+
+
+def find(name: str, path: str) -> str | None:
+    """The file the shell's search would exec for `name` on `path`, or None when in doubt."""
+    for directory in path.split(":"):
+        if not directory.startswith("/") or "%" in directory:  # relative (the shell's cwd), or dash's %func
+            return None
+        candidate = f"{directory}/{name}"  # as the shell builds it (a trailing slash gives //: the same file)
+        try:
+            st = os.stat(candidate)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _valid_name(name: str) -> bool:
+    return bool(name) and (name[0].isalpha() or name[0] == "_") and name.isascii() and name.replace("_", "a").isalnum()
+
+
+def _learn(env: Mapping[str, str]) -> tuple[str, ...] | None:
+    """The order in which the shell hands `env` on (PWD added), or None when it changes more than that."""
+    try:
+        done = subprocess.run(
+            [SHELL, "-c", _CALIBRATE], env=env, capture_output=True, timeout=5, check=False, start_new_session=True
+        )
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    if done.returncode != 0 or not done.stdout.endswith(b"\0"):
+        return None
+    seen: dict[str, str] = {}
+    for item in done.stdout[:-1].split(b"\0"):
+        name, sep, value = item.partition(b"=")
+        if not sep:
+            return None
+        seen[os.fsdecode(name)] = os.fsdecode(value)
+    expected = {**env, "PWD": os.getcwd()}
+    if seen != expected or len(seen) != len(expected):
+        return None
+    return tuple(seen)
+
+
+def plan(command: str, env: Mapping[str, str]) -> tuple[str, list[str], dict[str, str]] | None:
+    """(the program's file, its argv, its environment) when the shell can be skipped, else None."""
+    words = split(command)
+    if words is None:
+        return None
+    path = env.get("PATH")
+    if path is None:
+        return None
+    names = tuple(env)
+    order = _ORDERS.get(names, ())
+    if order == ():
+        rewritten = any(name in _REWRITTEN or not _valid_name(name) for name in names)
+        order = None if rewritten else _learn(env)
+        if len(_ORDERS) >= 4096:  # a bound: tools' name sets are few, but nothing grows without one
+            _ORDERS.clear()
+        _ORDERS[names] = order
+    if order is None:
+        return None
+    executable = find(words[0], path)
+    if executable is None:
+        return None
+    try:
+        pwd = os.getcwd()
+    except OSError:  # the working directory is gone: the shell's own business
+        return None
+    return executable, words, {name: pwd if name == "PWD" else env[name] for name in order}
