@@ -30,13 +30,20 @@ the same condition. toolrun does too, when and only when nothing the program can
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 from collections.abc import Mapping
 
 SHELL = "/bin/sh"
-_PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-")
-_NOT_IN_DOUBLE_QUOTES = frozenset('$`\\\n"')
+# A command of plain characters only (the common case) is split by str.split. Otherwise: the parts of a word
+# are runs of plain characters, single-quoted strings and double-quoted strings; every quantifier is
+# possessive and every alternative starts with a different character, so no scan ever backtracks.
+_SIMPLE = re.compile(r"[A-Za-z0-9_@%+=:,./ \t-]*+\Z")
+_ONE = r"[A-Za-z0-9_@%+=:,./-]++|'[^'\n\0]*+'|" + r'"[^"$`\\\n\0]*+"'
+_WHOLE = re.compile(rf"(?:[ \t]++|{_ONE})*+\Z")
+_WORD = re.compile(rf"(?:{_ONE})++")
+_PART = re.compile(r"""'([^'\n\0]*+)'|"([^"$`\\\n\0]*+)"|([A-Za-z0-9_@%+=:,./-]++)""")
 # dash's builtins and reserved words: the shell runs these itself.
 SHELL_WORDS = frozenset(
     [
@@ -114,40 +121,19 @@ _ORDERS: dict[tuple[str, ...], tuple[str, ...] | None] = {}
 
 def split(command: str) -> list[str] | None:
     """The words of `command` when it is one simple command of plain words (see above), else None."""
-    words: list[str] = []
-    word: list[str] = []
-    in_word = False
-    i, n = 0, len(command)
-    while i < n:
-        c = command[i]
-        if c in _PLAIN:
-            word.append(c)
-            in_word = True
-        elif c == " " or c == "\t":
-            if in_word:
-                words.append("".join(word))
-                word, in_word = [], False
-        elif c == "'":
-            end = command.find("'", i + 1)
-            if end < 0 or "\n" in command[i + 1 : end]:
-                return None
-            word.append(command[i + 1 : end])
-            in_word, i = True, end
-        elif c == '"':
-            end = command.find('"', i + 1)
-            if end < 0 or any(ch in _NOT_IN_DOUBLE_QUOTES for ch in command[i + 1 : end]):
-                return None
-            word.append(command[i + 1 : end])
-            in_word, i = True, end
-        else:
-            return None
-        i += 1
-    if in_word:
-        words.append("".join(word))
+    head = command.lstrip(" \t")[:16].split(None, 1)
+    if not head or head[0] in SHELL_WORDS:  # the common `printf ...` / `echo ...` answer, before any scan
+        return None
+    if _SIMPLE.match(command) is not None:
+        words = command.split()
+    elif _WHOLE.match(command) is not None:
+        words = ["".join(a or b or c for a, b, c in _PART.findall(word)) for word in _WORD.findall(command)]
+    else:
+        return None
     if not words:
         return None
     first = words[0]
-    if not first or "=" in first or "/" in first or first in SHELL_WORDS or any("\0" in w for w in words):
+    if not first or "=" in first or "/" in first or first in SHELL_WORDS:
         return None
     return words
 
