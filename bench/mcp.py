@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/mcp.py              # 300 timed calls per row after 30 warm-up calls
     .venv/bin/python bench/mcp.py --calls 1000
+    .venv/bin/python bench/mcp.py --sdk        # /mcp served by the SDK alone (the fast path off)
 
 Rows (all call `pub.ping`, an fn tool returning "pong", from tests/fixtures/mcp_tools.yaml):
   - in-process ToolService.call (no transport: the floor every door pays)
@@ -12,9 +13,11 @@ Rows (all call `pub.ping`, an fn tool returning "pong", from tests/fixtures/mcp_
 
 Calls are sequential (one in flight), each timed on its own, all from one asyncio loop; the rows
 are interleaved (round-robin slices) so a load that drifts during the run hits them alike. The
-table gives the median, p90 and min in milliseconds and the median's ratio to POST /tools/{key}.
-The HTTP rows authenticate with an API key (X-API-Key), like a real client. A script, not a
-test: it prints and exits 0.
+table gives the median, p90 and min in milliseconds and the median's ratio to POST /tools/{key};
+then each /mcp era's ratio against the target (within 1.3x of POST /tools/{key}). The HTTP rows
+authenticate with an API key (X-API-Key), like a real client. The /mcp rows are answered by the
+fast path in front of the SDK (server/mcp_fast.py); `--sdk` starts the server with it off
+(TOOLRUN_MCP_FAST_PATH=0), to compare. A script, not a test: it prints and exits 0.
 """
 
 from __future__ import annotations
@@ -85,13 +88,14 @@ def post_call(http: httpx.AsyncClient) -> Call:
     return one
 
 
-async def measure(tmp: Path, calls: int, warmup: int, rounds: int) -> dict[str, list[float]]:
+async def measure(tmp: Path, calls: int, warmup: int, rounds: int, sdk: bool = False) -> dict[str, list[float]]:
     """Open every client at once, then time the rows round-robin (`rounds` slices each), so a
     machine whose load drifts during the run penalises every row alike."""
     home = tmp / "home"
     key = mint_key(home, "bench", ["admin"])
     headers = {"X-API-Key": key}
-    with ServeProcess(home, tmp / "serve.log", ["--log-level", "warning"]) as server:
+    env = {"TOOLRUN_MCP_FAST_PATH": "0"} if sdk else {}
+    with ServeProcess(home, tmp / "serve.log", ["--log-level", "warning"], env) as server:
         async with AsyncExitStack() as stack:
             errlog = stack.enter_context((tmp / "stdio.log").open("a"))
             http = await stack.enter_async_context(
@@ -128,6 +132,8 @@ async def measure(tmp: Path, calls: int, warmup: int, rounds: int) -> dict[str, 
 
 
 BASELINE = "POST /tools/{key} (httpx keep-alive)"
+HTTP_ROWS = ("MCP HTTP /mcp, 2026-07-28", "MCP HTTP /mcp, handshake era")
+TARGET = 1.3  # issue 14: `execute` through /mcp within 1.3x of POST /tools/{key}, in both eras
 
 
 def main() -> None:
@@ -135,10 +141,11 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=300, help="timed calls per row (default 300)")
     parser.add_argument("--warmup", type=int, default=30, help="untimed calls first (default 30)")
     parser.add_argument("--rounds", type=int, default=10, help="round-robin slices per row (default 10)")
+    parser.add_argument("--sdk", action="store_true", help="serve /mcp by the SDK alone (the fast path off)")
     opts = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="toolrun-bench-mcp-") as tmp:
-        rows = asyncio.run(measure(Path(tmp), opts.calls, opts.warmup, opts.rounds))
+        rows = asyncio.run(measure(Path(tmp), opts.calls, opts.warmup, opts.rounds, opts.sdk))
 
     baseline = statistics.median(rows[BASELINE]) * 1000
     print(
@@ -146,6 +153,7 @@ def main() -> None:
         f"{opts.warmup} warm-up, rows interleaved in {opts.rounds} rounds; load average "
         + " ".join(f"{x:.1f}" for x in os.getloadavg())
         + f" on {os.cpu_count()} CPUs"
+        + ("; /mcp by the SDK alone (fast path off)" if opts.sdk else "")
     )
     print()
     print(
@@ -159,6 +167,11 @@ def main() -> None:
             f"| {name:<38} | {median:>9.2f} | {p90:>7.2f} | {low:>7.2f} | {1000 / median:>7.0f} |"
             f" {median / baseline:>13.2f}x |"
         )
+    print()
+    for era in HTTP_ROWS:
+        ratio = statistics.median(rows[era]) * 1000 / baseline
+        verdict = "meets" if ratio <= TARGET else "MISSES"
+        print(f"{era}: {ratio:.2f}x POST /tools/{{key}} ({verdict} the {TARGET}x target)")
 
 
 if __name__ == "__main__":

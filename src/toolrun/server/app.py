@@ -68,6 +68,7 @@ class Backends:
     # Hot reload (server/admin.py): POST /admin/reload runs this, with the admin identity already checked.
     reload: Callable[[], Awaitable[Response]] | None = None
     reloader: Any = None  # toolrun.reload.Reloader, when `serve` wires hot reload
+    mcp_endpoint: Any = None  # the /mcp ASGI endpoint (run.mount_mcp): the guard hands it POSTs directly
 
 
 class Routes:
@@ -241,4 +242,5 @@ def create_app(backends: Backends) -> Starlette:
     from .fastpaths import ToolGet
 
     app.state.tool_get = ToolGet(backends)
+    app.state.mcp_endpoint = backends.mcp_endpoint
     return app

@@ -16,8 +16,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import (
     Forbidden,
+    ToolrunError,
 )
 from ..settings import Settings
+from .errors import json_error
 from .toolcall import ToolCall
 
 log = logging.getLogger("toolrun.server")
@@ -72,10 +74,12 @@ class Guard:
         allowed_origins: list[str],
         tool_call: ToolCall | None = None,
         tool_get: Any = None,
+        mcp: Any = None,
     ) -> None:
         self.app = app
         self.tool_call = tool_call
         self.tool_get = tool_get  # fastpaths.ToolGet
+        self.mcp = mcp  # run.McpKeyGate, the /mcp endpoint
         self.any_host = "*" in allowed_hosts
         self.hosts = {h.lower() for h in allowed_hosts}
         self.origins = set(allowed_origins)
@@ -128,6 +132,9 @@ class Guard:
                 if method == "GET" and self.tool_get is not None and path.startswith("/tools/"):
                     status_holder[0] = await self.tool_get.handle(scope, receive, send)
                     return
+                if method == "POST" and path == "/mcp" and self.mcp is not None:
+                    await self._mcp(scope, receive, send_logged, status_holder)
+                    return
             if method == "OPTIONS" and origin and origin in self.origins:
                 preflight = Response(
                     status_code=204,
@@ -175,6 +182,15 @@ class Guard:
                     extra={"fields": {**fields, "status": status_holder[0], "ms": ms}},
                 )
 
+    async def _mcp(self, scope: Scope, receive: Receive, send: Send, status: list[int]) -> None:
+        """POST /mcp without the router; a ToolrunError that escapes gets the app's JSON answer, as routed."""
+        try:
+            await self.mcp(scope, receive, send)
+        except ToolrunError as exc:
+            if status[0]:
+                raise
+            await json_error(exc)(scope, receive, send)
+
     def _origin_ok(self, origin: str, host: str, scope: Scope) -> bool:
         if origin in self.origins:
             return True
@@ -185,4 +201,5 @@ class Guard:
 def guarded(app: ASGIApp, settings: Settings) -> ASGIApp:
     state = getattr(app, "state", None)
     tool_call, tool_get = getattr(state, "tool_call", None), getattr(state, "tool_get", None)
-    return Guard(app, list(settings.allowed_hosts), list(settings.allowed_origins), tool_call, tool_get)
+    mcp = getattr(state, "mcp_endpoint", None)
+    return Guard(app, list(settings.allowed_hosts), list(settings.allowed_origins), tool_call, tool_get, mcp)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import os
 import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -69,6 +70,7 @@ def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:
 
     from ..sqlite_state import MemoryMcpSessions
     from .mcp import McpDoor, build_server
+    from .mcp_fast import McpFastPath
     from .mcp_sessions import McpSessionGate
 
     settings = backends.settings
@@ -90,6 +92,7 @@ def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:
         write_timeout=settings.request_timeout,
         max_streams=settings.mcp_max_streams,
     )
+    server = build_server(door, list_changed=True, listen=streams.listen)
     if backends.reloader is not None:
         backends.reloader.listeners.append(door.catalog_changed)
         backends.reloader.listeners.append(streams.catalog_changed)  # GET /mcp and subscriptions/listen streams
@@ -112,7 +115,7 @@ def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:
             ],
         )
     manager = StreamableHTTPSessionManager(
-        app=build_server(door, list_changed=True, listen=streams.listen),
+        app=server,
         security_settings=security,
         max_request_body_size=settings.max_body_bytes,
         stateless=True,
@@ -121,8 +124,17 @@ def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:
         json_response=True,
     )
     backends.lifespans.append(manager.run)
-    gate = McpSessionGate(StreamableHTTPASGIApp(manager), sessions, settings.max_body_bytes, streams)
+    # Plain `tools/call` requests are answered in front of the SDK (mcp_fast.py); TOOLRUN_MCP_FAST_PATH=0 turns it off.
+    fast = McpFastPath(
+        StreamableHTTPASGIApp(manager),
+        server,
+        door.call_tool,
+        security,
+        enabled=os.environ.get("TOOLRUN_MCP_FAST_PATH", "1") != "0",
+    )
+    gate = McpSessionGate(fast, sessions, settings.max_body_bytes, streams)
     endpoint = McpKeyGate(gate, backends.access, settings.max_body_bytes)
+    backends.mcp_endpoint = endpoint
     backends.extra_routes.append(Route("/mcp", endpoint=endpoint, methods=["GET", "POST", "DELETE"]))
 
 
@@ -155,13 +167,13 @@ class McpKeyGate:
             await _rpc_error(send, 400, -32600, "Bad Request: more than one Mcp-Session-Id header")
             return
         if scope["method"] == "POST" and _json_content(scope):  # any other type gets the SDK's own 415
-            body = await self._body(receive, send)
+            body = await self._body(scope, receive, send)
             if body is None:
                 return
             receive = _replay(body, receive)
         await self.app(scope, receive, send)
 
-    async def _body(self, receive: Any, send: Any) -> bytes | None:
+    async def _body(self, scope: Any, receive: Any, send: Any) -> bytes | None:
         """The whole POST body, checked; None when an answer was sent instead."""
         from ..errors import ToolrunError
         from .request import parse_json_value
@@ -179,10 +191,12 @@ class McpKeyGate:
                 break
         body = bytes(chunks)
         try:
-            parse_json_value(body)
+            value = parse_json_value(body)
         except ToolrunError as exc:
             await _rpc_error(send, 400, -32700, f"Parse error: {exc}")
             return None
+        # The MCP fast path reads the parsed body from here (json.loads of these bytes gives the same value).
+        scope["state"]["toolrun_mcp_json"] = (body, value)
         return body
 
 

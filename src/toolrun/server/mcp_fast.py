@@ -1,0 +1,295 @@
+"""The fast path of `/mcp`: a plain `tools/call` answered without the SDK's per-request machinery.
+
+The MCP SDK serves every request to `/mcp` through layers a one-shot JSON call does not need: a
+Starlette Request, the body parsed again and validated by pydantic, and for handshake-era
+clients a transport, memory streams, a JSON-RPC dispatcher and a task, all built per request.
+Those layers cost a `tools/call` about as much as the whole of `POST /tools/{key}`.
+
+`McpFastPath` sits in front of the SDK app, behind the two gates that already ran (the key gate
+resolved the caller and checked the body; the session gate checked the `Mcp-Session-Id` against
+its owner). It answers a request only when it recognises it with certainty as one the SDK would
+dispatch to the `tools/call` handler without complaint: a POST of one JSON-RPC request object,
+JSON content type and an Accept that takes JSON, a known protocol version in the
+`MCP-Protocol-Version` header, routing headers that agree with the body (2026-07-28), params
+that pass the SDK's own per-version validation, and no OpenTelemetry tracer configured (the
+SDK's span middleware is then a no-op). Anything else (batches, notifications, other methods,
+odd headers, an Accept of event streams only, `Mcp-Param-*` headers, a missing version header)
+goes to the SDK unchanged.
+
+What it runs is the SDK path minus the plumbing, with the same pieces: the SDK's checks
+(transport security, Accept, the 2026-07-28 envelope ladder, per-version params validation),
+the very `McpDoor.call_tool` handler the SDK calls (so identity, scoping, rate limits, sessions,
+audit records under door `mcp-http`, metrics and secret handling are the ones every call
+gets), the SDK's result serialisation for the negotiated version, and the SDK's own JSON-RPC
+response models and encoders for each era. A differential test (tests/test_mcp_fast.py) holds
+its answers byte-equal to the SDK's.
+
+`TOOLRUN_MCP_FAST_PATH=0` in the server's environment turns it off (every request goes to the
+SDK), for diagnosing a suspected difference.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import pydantic_core
+from mcp.server.streamable_http import check_accept_headers
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp.shared.inbound import (
+    InboundModernRoute,
+    classify_inbound_request,
+    find_duplicated_routing_header,
+    validate_mcp_param_headers,
+    x_mcp_header_map,
+)
+from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
+from mcp_types import ErrorData, JSONRPCError, JSONRPCResponse
+from mcp_types import methods as _methods
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+log = logging.getLogger("toolrun.mcp")
+
+_HANDSHAKE = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
+_MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
+_ENVELOPE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
+_CALL_KEYS = frozenset({"name", "arguments", "_meta"})
+
+try:  # The SDK's own pieces, some of them private: an SDK without them gets no fast path, never a wrong one.
+    from mcp.server._otel import OpenTelemetryMiddleware
+    from mcp.server._streamable_http_modern import _write as _modern_write
+    from mcp.server.runner import ServerRunner, modern_error_data
+    from opentelemetry import trace as _trace
+
+    AVAILABLE = True
+except ImportError:  # pragma: no cover
+    AVAILABLE = False
+
+
+def _tracing_off() -> bool:
+    """True when no OpenTelemetry tracer provider is set: the SDK's span middleware then records nothing."""
+    provider = _trace.get_tracer_provider()
+    return isinstance(provider, (_trace.ProxyTracerProvider, _trace.NoOpTracerProvider))
+
+
+class _Params:
+    """The `tools/call` params the handler reads (the SDK passes its pydantic model; the door reads these two)."""
+
+    __slots__ = ("arguments", "name")
+
+    def __init__(self, name: str, arguments: dict[str, Any] | None) -> None:
+        self.name = name
+        self.arguments = arguments
+
+
+class _Context:
+    """What `McpDoor.call_tool` reads of the SDK's request context: the HTTP request and the version."""
+
+    __slots__ = ("protocol_version", "request", "session")
+
+    def __init__(self, request: Request, protocol_version: str) -> None:
+        self.request = request
+        self.protocol_version = protocol_version
+        self.session = None  # no standing channel on /mcp (McpDoor.remember skips it)
+
+
+class McpFastPath:
+    """In front of the SDK's `/mcp` app: answers plain `tools/call` requests itself, passes the rest on."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        server: Any,
+        call_tool: Callable[[Any, Any], Any],
+        security: TransportSecuritySettings | None,
+        enabled: bool = True,
+    ) -> None:
+        self.app = app
+        self.server = server
+        self.call_tool = call_tool
+        self.security = TransportSecurityMiddleware(security)
+        self.enabled = enabled and AVAILABLE
+        self.runner = ServerRunner(server, None, None) if self.enabled else None  # type: ignore[arg-type]
+        self._schemas: dict[int, tuple[Any, bool]] = {}  # id(schema) -> (schema, refuses without headers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.enabled or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        version: str | None = None
+        for name, value in scope["headers"]:
+            if name == b"mcp-protocol-version":
+                version = value.decode("latin-1")
+                break
+        if version in _MODERN:
+            era = "modern"
+        elif version in _HANDSHAKE:
+            era = "handshake"
+        else:  # no header (a 2025-03-26 default) or one the SDK must judge
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        if not self._plain(request) or await self.security.validate_request(request, is_post=True) is not None:
+            await self.app(scope, receive, send)
+            return
+        message = await receive()
+        if message["type"] != "http.request" or message.get("more_body", False):
+            await self.app(scope, _replay(message, receive), send)
+            return
+        body = message.get("body", b"")
+        call = self._recognise(request, body, era, version)
+        if call is None:
+            await self.app(scope, _replay(message, receive), send)
+            return
+        request_id, params, protocol_version = call
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("MCP fast path: tools/call %s (%s)", params.get("name"), protocol_version)
+        if era == "modern":
+            await self._answer_modern(request, request_id, params, protocol_version, scope, receive, send)
+        else:
+            await self._answer_handshake(request, request_id, params, protocol_version, send)
+
+    def _plain(self, request: Request) -> bool:
+        """The header checks the SDK makes before it reads a body, each passed (else the SDK answers)."""
+        middleware = self.server.middleware
+        if len(middleware) != 1 or type(middleware[0]) is not OpenTelemetryMiddleware or not _tracing_off():
+            return False  # a span would be recorded, or other middleware would see the call: the SDK runs it
+        headers = request.headers
+        content_type = headers.get("content-type", "")
+        # The stricter of the SDK's two checks (security: starts with application/json; the handshake
+        # transport: exactly application/json before any `;`).
+        if content_type.split(";", 1)[0].strip() != "application/json":
+            return False
+        if not check_accept_headers(request)[0]:  # the answer is JSON: the client must take JSON
+            return False
+        # `Mcp-Param-*` headers: the SDK checks them against the tool's schema.
+        return not any(name.startswith("mcp-param-") for name in headers)
+
+    def _recognise(
+        self, request: Request, body: bytes, era: str, version: str
+    ) -> tuple[Any, dict[str, Any], str] | None:
+        """(request id, params, protocol version) of a plain `tools/call`, or None for the SDK."""
+        try:
+            # Each era parses as the SDK does (the 2026-07-28 entry with json, the handshake transport with
+            # pydantic). The key gate parsed these very bytes with json already (stricter: no duplicate keys).
+            if era == "handshake":
+                decoded = pydantic_core.from_json(body)
+            else:
+                parsed = request.scope.get("state", {}).get("toolrun_mcp_json")
+                decoded = parsed[1] if parsed is not None and parsed[0] is body else json.loads(body)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(decoded, dict) or not decoded.keys() <= _ENVELOPE_KEYS:
+            return None
+        request_id = decoded.get("id")
+        params = decoded.get("params")
+        if (
+            decoded.get("jsonrpc") != "2.0"
+            or type(decoded["jsonrpc"]) is not str
+            or type(request_id) not in (int, str)
+            or decoded.get("method") != "tools/call"
+            or type(params) is not dict
+            or not params.keys() <= _CALL_KEYS
+            or type(params.get("name")) is not str
+            or type(params.get("arguments", {})) is not dict
+        ):
+            return None
+        if era == "modern":
+            if find_duplicated_routing_header(request.headers.items()) is not None:
+                return None
+            verdict = classify_inbound_request(decoded, headers=dict(request.headers))
+            if not isinstance(verdict, InboundModernRoute):
+                return None
+            version = verdict.protocol_version
+            arguments = params.get("arguments") or {}
+            if arguments and self._param_headers_refused(params["name"], arguments, request):
+                return None
+        if self.server.get_request_handler("tools/call") is None:
+            return None
+        try:
+            _methods.validate_client_request("tools/call", version, params)
+        except Exception:  # the SDK answers INVALID_PARAMS (or METHOD_NOT_FOUND) in its own words
+            return None
+        return request_id, params, version
+
+    def _param_headers_refused(self, name: str, arguments: dict[str, Any], request: Request) -> bool:
+        """The SDK's `Mcp-Param-*` rung: the tool's schema against the arguments and headers.
+
+        `_plain` let no `Mcp-Param-*` header through, so only a schema that declares header positions
+        (`x-mcp-header`) can refuse; whether one does is remembered per schema object (the meta-tools'
+        schemas are constants; a direct tool's is built per call and simply checked)."""
+        schema = self.server.get_tool_input_schema(name)
+        if schema is None:
+            return False
+        known = self._schemas.get(id(schema))
+        if known is not None and known[0] is schema:
+            return known[1]
+        refused = validate_mcp_param_headers(schema, arguments, request.headers) is not None
+        if not refused and not x_mcp_header_map(schema):
+            if len(self._schemas) > 64:
+                self._schemas.clear()
+            self._schemas[id(schema)] = (schema, False)
+        return refused
+
+    async def _result(self, request: Request, params: dict[str, Any], version: str) -> dict[str, Any]:
+        """The handler's result shaped for `version` by the SDK's own serialiser."""
+        result = await self.call_tool(_Context(request, version), _Params(params["name"], params.get("arguments")))
+        shaped: dict[str, Any] = self.runner._serialize("tools/call", version, result)  # type: ignore[union-attr]
+        return shaped
+
+    async def _answer_modern(
+        self,
+        request: Request,
+        request_id: Any,
+        params: dict[str, Any],
+        version: str,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        try:
+            result = await self._result(request, params, version)
+        except Exception as exc:  # as the SDK's 2026-07-28 entry maps a failing handler
+            error = JSONRPCError(jsonrpc="2.0", id=request_id, error=modern_error_data(exc))
+            await _modern_write(error, scope, receive, send)
+            return
+        # What the SDK's `_write` sends for a JSONRPCResponse: its JSON-mode dump (the result is one
+        # already, and the id is never None) through json.dumps, as a 200 application/json answer.
+        data = json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}, separators=(",", ":")).encode()
+        headers = [(b"content-length", str(len(data)).encode()), (b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": data})
+
+    async def _answer_handshake(
+        self, request: Request, request_id: Any, params: dict[str, Any], version: str, send: Send
+    ) -> None:
+        msg: JSONRPCResponse | JSONRPCError
+        try:
+            msg = JSONRPCResponse(jsonrpc="2.0", id=request_id, result=await self._result(request, params, version))
+        except Exception as exc:  # as the SDK's JSON-RPC dispatcher maps a failing handler
+            error = handler_exception_to_error_data(exc)
+            if error is None:
+                log.exception("handler for 'tools/call' raised")
+                error = ErrorData(code=0, message=str(exc))
+            msg = JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+        data = msg.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": data})
+
+
+def _replay(message: Message, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return message
+        return await receive()
+
+    return replay
