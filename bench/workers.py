@@ -4,11 +4,13 @@
     .venv/bin/python bench/workers.py --tools 2000
 
 For each catalog: start `toolrun serve` (default workers: one per CPU), drive it (200 echo calls over
-new connections, so every worker serves some; GET /tools and /search on each), then read each
+new connections, so every worker serves some; anonymous GET /tools and /search on each), then read each
 process's resident memory from /proc: RSS (what the issue's targets count; pages shared with the
 parent and the other workers count in full in each), PSS (shared pages divided among their users)
-and USS (the process's own). Targets (issue 14): RSS per worker under 80 MB with the example
-catalog, under 150 MB with 10,000 tools. Prints and exits 0.
+and USS (the process's own). Then an admin lists and searches the whole catalog on every worker (each
+worker encodes every tool's entry and builds the search index of the whole catalog: the most a
+worker holds for a catalog) and the figures are read again. Targets (issue 14): RSS per worker under
+80 MB with the example catalog, under 150 MB with 10,000 tools. Prints and exits 0.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"
 sys.path.insert(0, str(ROOT / "tests"))
 
 from catalog_gen import generate_catalog  # noqa: E402
-from helpers_servers import ToolrunServer, raw_call  # noqa: E402
+from helpers_servers import ToolrunServer, create_key, raw_call  # noqa: E402
 
 ECHO = """\
 version: 1
@@ -76,22 +78,40 @@ async def drive(port: int, tool: str) -> None:
         await raw_call(port, "GET", "/search?q=disk")
 
 
-def measure(label: str, catalog: Path, work: Path, target: float) -> None:
-    server = ToolrunServer(work / label.replace(" ", "_"), catalog, {"SVC_LOG_LEVEL": "warning"})
-    with server:
-        server.start(timeout=300)
-        asyncio.run(drive(server.port, "bench.echo"))
-        parent = memory(server.pid)
-        children = [(pid, memory(pid)) for pid in workers_of(server.pid)]
+async def drive_admin(port: int, key: str) -> None:
+    """Every worker (connections are spread over them) lists and searches the whole catalog."""
+    headers = {"authorization": f"Bearer {key}"}
+    for path in ("/tools", "/search?q=disk", "/search?q=chek+dsik", "/search?q=list+the+hosts"):
+        for _ in range(4):
+            await asyncio.gather(*(raw_call(port, "GET", path, b"", headers) for _ in range(4)))
+
+
+def table(label: str, parent: dict[str, float], children: list[dict[str, float]], target: float) -> None:
     print(f"\n{label}: {len(children)} workers")
     print(f"  {'process':<12}{'RSS MB':>10}{'PSS MB':>10}{'USS MB':>10}")
     print(f"  {'supervisor':<12}{parent['rss']:>10.1f}{parent['pss']:>10.1f}{parent['uss']:>10.1f}")
-    for _pid, m in children:
+    for m in children:
         print(f"  {'worker':<12}{m['rss']:>10.1f}{m['pss']:>10.1f}{m['uss']:>10.1f}")
-    worst = max((m["rss"] for _, m in children), default=parent["rss"])
-    total = parent["pss"] + sum(m["pss"] for _, m in children)
+    worst = max((m["rss"] for m in children), default=parent["rss"])
+    total = parent["pss"] + sum(m["pss"] for m in children)
     verdict = "ok" if worst < target else "MISSED"
     print(f"  largest worker RSS {worst:.1f} MB (target < {target:.0f} MB: {verdict}); whole server PSS {total:.1f} MB")
+
+
+def measure(label: str, catalog: Path, work: Path, target: float) -> None:
+    server = ToolrunServer(work / label.replace(" ", "_"), catalog, {"SVC_LOG_LEVEL": "warning"})
+    admin = create_key(server.env, "bench-admin", "admin")
+    with server:
+        server.start(timeout=300)
+        asyncio.run(drive(server.port, "bench.echo"))
+        table(label, memory(server.pid), [memory(pid) for pid in workers_of(server.pid)], target)
+        asyncio.run(drive_admin(server.port, admin))
+        table(
+            f"{label}, after an admin listed and searched it all on every worker",
+            memory(server.pid),
+            [memory(pid) for pid in workers_of(server.pid)],
+            target,
+        )
 
 
 def main() -> None:
