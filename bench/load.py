@@ -132,7 +132,7 @@ class Webhook:
 def row(label: str, latencies: list[float], verdict: str = "") -> float:
     p99 = pct(latencies, 0.99)
     print(
-        f"    {label:<36} p50 {pct(latencies, 0.5):.3f} s  p99 {p99:.3f} s  max {max(latencies):.3f} s  {verdict}",
+        f"    {label:<38} p50 {pct(latencies, 0.5):.3f} s  p99 {p99:.3f} s  max {max(latencies):.3f} s  {verdict}",
         flush=True,
     )
     return p99
@@ -198,7 +198,7 @@ def main() -> None:
                 time.sleep(1)
                 ratios.append((p99, wp99, bp99))
                 extra = f"  over webhook's {p99 - wp99:+.3f} s" if webhook is not None else "  (webhook not installed)"
-                print(f"    {'':<36} toolrun p99 over the bare floor {p99 - bp99:+.3f} s{extra}")
+                print(f"    {'':<38} toolrun p99 over the bare floor {p99 - bp99:+.3f} s{extra}")
             best = min(ratios)
             print(
                 f"  best round: toolrun p99 {best[0]:.3f} s, webhook {best[1]:.3f} s, bare spawn {best[2]:.3f} s "

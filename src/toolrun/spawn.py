@@ -146,7 +146,12 @@ def start(
     (pid, the Popen object or None)."""
     libc = _LIBC
     path = executable or argv[0]
-    if libc is not None and cwd is None and os.path.isabs(path) and min(stdout, stderr, stdin or 3) > 2:
+    if (
+        libc is not None
+        and cwd is None
+        and os.path.isabs(path)
+        and min(stdout, stderr, 3 if stdin is None else stdin) > 2
+    ):
         return _posix_spawn(libc, path, argv, env, (_DEVNULL if stdin is None else stdin, stdout, stderr)), None
     proc = subprocess.Popen(
         argv,
