@@ -169,3 +169,31 @@ def test_a_template_error_is_still_reported_at_load_with_its_line(tmp_path: Path
     line = next(n for n, text in enumerate(bad.splitlines(), 1) if "LOUD-2" in text)
     assert (problem.file, problem.line, problem.key) == (str(tmp_path / "t.yaml"), line, "t.say2")
     assert "template error in exec" in problem.message and "endfor" in problem.message
+
+
+def test_values_repeated_across_tools_keep_their_exact_types(tmp_path: Path) -> None:
+    tools = "".join(
+        f"""  - name: t{i}
+    groups: [shared, "1"]
+    keywords: [one, "1"]
+    description: Same words.
+    exec: printf '%s %s %s %s' {{{{ a }}}} {{{{ b }}}} {{{{ c }}}} {{{{ d }}}}
+    params:
+      - {{name: a, type: {kind}, default: {value}, description: Same words.}}
+      - {{name: b, type: str, default: "1", enum: ["1", "True"]}}
+      - {{name: c, type: list, default: [1, true, "1"]}}
+      - {{name: d, type: float, default: 1, min: 0, max: 1}}
+"""
+        for i, (kind, value) in enumerate([("bool", "true"), ("int", "1"), ("float", "1.0"), ("str", '"1"')] * 2)
+    )
+    (tmp_path / "t.yaml").write_text(f"version: 1\ngroup: g\ntools:\n{tools}")
+    for options in (LoadOptions(), LoadOptions(cache_dir=tmp_path / "c"), LoadOptions(cache_dir=tmp_path / "c")):
+        loaded = load([tmp_path / "t.yaml"], ENV, options).tools
+        for i, expected in enumerate([True, 1, 1.0, "1"] * 2):
+            a, b, c, d = loaded[f"g.t{i}"].params
+            assert type(a.default) is type(expected) and a.default == expected
+            assert (b.default, b.enum, c.default) == ("1", ("1", "True"), [1, True, "1"])
+            assert [type(v) for v in c.default] == [int, bool, str]
+            assert (type(d.default), d.default) == (float, 1.0)
+            assert loaded[f"g.t{i}"].groups == ("g", "shared", "1")
+        assert loaded["g.t0"].params[0].description is loaded["g.t4"].params[0].description  # one object

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..models import EXEC_RETURN_TYPE, Param, ResourceLimits, ToolSpec
 from .envfiles import EnvMixin
@@ -15,6 +16,8 @@ from .templates import TemplateMixin
 
 if TYPE_CHECKING:
     from ..schema import CatalogFile, RuntimeOptions, ToolDef
+
+T = TypeVar("T")
 
 _FN_ONLY_OPTIONS = ("cwd", "env", "env_file", "env_passthrough", "limits", "stdin", "user", "protocols")
 
@@ -106,27 +109,28 @@ class BuildMixin(ParamsMixin, TemplateMixin, FnMixin, EnvMixin, ExamplesMixin):
         if self.errors() > before:
             return None
         line, col = self.locate.value(loc) if self.options.check else (0, 0)
+        share = self.share
         spec = ToolSpec(
             key=key,
             name=tool.name,
             kind=kind,  # type: ignore[arg-type]
-            groups=tuple(dict.fromkeys(groups)),
+            groups=share(tuple(sys.intern(g) for g in dict.fromkeys(groups))),
             public=public,
-            description=description,
-            params=tuple(params),
+            description=share(description),
+            params=tuple(self.lean_param(p) for p in params),
             return_type=return_type,
             example=example_call(key, params),
-            source=source,
+            source=share(source),
             stdin=tool.stdin,
             inline=tool.inline,
             timeout=opts.timeout or self.options.default_timeout,
             cwd=cwd,
             env=env,
-            secret_env=tuple(
-                sorted(name for name, value in (opts.env or {}).items() if getattr(value, "secret", False))
+            secret_env=share(
+                tuple(sorted(name for name, value in (opts.env or {}).items() if getattr(value, "secret", False)))
             ),
-            env_passthrough=tuple(opts.env_passthrough or ()),
-            limits=limits,
+            env_passthrough=share(tuple(opts.env_passthrough or ())),
+            limits=share(limits),
             user=opts.user,
             file=self.name,
             line=line,
@@ -136,12 +140,40 @@ class BuildMixin(ParamsMixin, TemplateMixin, FnMixin, EnvMixin, ExamplesMixin):
                 for name in ("title", "read_only", "destructive", "idempotent", "open_world")
                 if (value := getattr(tool, name)) is not None
             },
-            keywords=tuple(dict.fromkeys(tool.keywords or ())),
+            keywords=share(tuple(dict.fromkeys(tool.keywords or ()))),
             option_params=option_params,
         )
         if tool.examples:
             spec = self.build_examples(spec, tool, loc)
         return spec
+
+    def share(self, value: T) -> T:
+        """One object for equal values of one file (strings, tuples of strings, limits): a catalog repeats
+        them across its tools, and every copy would stay resident in every worker (pickling keeps the
+        sharing: the cache and the compacted copy hold one object). Numbers are never shared (1 == 1.0 ==
+        True: a shared value could change type; and pickle copies numbers anyway)."""
+        kind = type(value)
+        if kind is tuple and not all(type(v) is str for v in value):  # type: ignore[attr-defined]
+            return value
+        if kind not in (str, tuple, ResourceLimits):
+            return value
+        return self.shared.setdefault((kind, value), value)  # type: ignore[no-any-return]
+
+    def lean_param(self, param: Param) -> Param:
+        share = self.share
+        return Param(
+            name=sys.intern(param.name),
+            type=sys.intern(param.type),
+            required=param.required,
+            default=share(param.default),
+            description=share(param.description),
+            example=share(param.example),
+            enum=share(param.enum),
+            pattern=share(param.pattern),
+            min=param.min,
+            max=param.max,
+            secret=param.secret,
+        )
 
 
 def _merge(defaults: RuntimeOptions | None, tool: ToolDef) -> RuntimeOptions:

@@ -73,6 +73,7 @@ class _LoaderBase:
         self.substituted: set[tuple[Any, ...]] = set()
         self.has_refs = True
         self.cacheable = True  # False once a result depends on something the cache cannot check
+        self.shared: dict[tuple[type, Any], Any] = {}  # equal values of this file's tools, one object each
         self.locate = _Locator("")
 
     def problem(self, loc: Sequence[Any], key: str, message: str, severity: str = "error") -> None:
