@@ -200,6 +200,8 @@ MODERN_CASES: list[tuple[str, bytes, str, bool]] = [
     ("a direct tool with bad arguments", call("pub__count", {"n": -1}), "pub__count", True),
     ("a hidden direct tool", call("ops__restart", {"service": "x"}), "ops__restart", True),
     ("an unknown tool name", call("nosuch", {}), "nosuch", True),
+    ("a lone surrogate in a result", call("execute", {"key": "pub.surrogate"}), "execute", True),
+    ("infinity, a tuple, an int key in a result", call("execute", {"key": "pub.odd"}), "execute", True),
     ("a string id", call("execute", {"key": "pub.ping"}, rid="req-7"), "execute", True),
     ("an id of 0", call("execute", {"key": "pub.ping"}, rid=0), "execute", True),
     # Left to the SDK:

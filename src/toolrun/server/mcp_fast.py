@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -46,7 +47,15 @@ from mcp.shared.inbound import (
     x_mcp_header_map,
 )
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
-from mcp_types import ErrorData, JSONRPCError, JSONRPCResponse
+from mcp_types import (
+    INTERNAL_ERROR,
+    SERVER_INFO_META_KEY,
+    CallToolResult,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCResponse,
+    TextContent,
+)
 from mcp_types import methods as _methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
@@ -58,6 +67,14 @@ _HANDSHAKE = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
 _MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
 _ENVELOPE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _CALL_KEYS = frozenset({"name", "arguments", "_meta"})
+_RESULT_FIELDS = frozenset({"content", "structured_content", "is_error"})
+_TEXT_FIELDS = frozenset({"type", "text"})
+# The SDK's transport answer when it cannot encode a handshake-era response.
+_POST_FAILED = (
+    JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=INTERNAL_ERROR, message="Error handling POST request"))
+    .model_dump_json(by_alias=True, exclude_unset=True)
+    .encode()
+)
 
 try:  # The SDK's own pieces, some of them private: an SDK without them gets no fast path, never a wrong one.
     from mcp.server._otel import OpenTelemetryMiddleware
@@ -115,6 +132,7 @@ class McpFastPath:
         self.enabled = enabled and AVAILABLE
         self.runner = ServerRunner(server, None, None) if self.enabled else None  # type: ignore[arg-type]
         self._schemas: dict[int, tuple[Any, bool]] = {}  # id(schema) -> (schema, refuses without headers)
+        self._validated: dict[tuple[str, str, str | None], bool] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.enabled or scope["method"] != "POST":
@@ -208,13 +226,28 @@ class McpFastPath:
             arguments = params.get("arguments") or {}
             if arguments and self._param_headers_refused(params["name"], arguments, request):
                 return None
-        if self.server.get_request_handler("tools/call") is None:
-            return None
-        try:
-            _methods.validate_client_request("tools/call", version, params)
-        except Exception:  # the SDK answers INVALID_PARAMS (or METHOD_NOT_FOUND) in its own words
+        if self.server.get_request_handler("tools/call") is None or not self._valid(version, params):
             return None
         return request_id, params, version
+
+    def _valid(self, version: str, params: dict[str, Any]) -> bool:
+        """Whether the SDK's per-version validation of `tools/call` params passes (else it answers INVALID_PARAMS).
+
+        With only `name` (a string), `arguments` (an object: string keys, any values) and `_meta`, the outcome
+        depends on the version, the name and `_meta` alone: it is remembered per those three."""
+        meta = params.get("_meta")
+        key = (version, params["name"], None if meta is None else json.dumps(meta, sort_keys=True))
+        known = self._validated.get(key)
+        if known is None:
+            try:
+                _methods.validate_client_request("tools/call", version, params)
+                known = True
+            except Exception:  # the SDK answers INVALID_PARAMS (or METHOD_NOT_FOUND) in its own words
+                known = False
+            if len(self._validated) >= 1024:
+                self._validated.clear()
+            self._validated[key] = known
+        return known
 
     def _param_headers_refused(self, name: str, arguments: dict[str, Any], request: Request) -> bool:
         """The SDK's `Mcp-Param-*` rung: the tool's schema against the arguments and headers.
@@ -236,9 +269,40 @@ class McpFastPath:
         return refused
 
     async def _result(self, request: Request, params: dict[str, Any], version: str) -> dict[str, Any]:
-        """The handler's result shaped for `version` by the SDK's own serialiser."""
+        """The handler's result shaped for `version` as the SDK's serialiser shapes it."""
         result = await self.call_tool(_Context(request, version), _Params(params["name"], params.get("arguments")))
-        shaped: dict[str, Any] = self.runner._serialize("tools/call", version, result)  # type: ignore[union-attr]
+        shaped = self._shape(result, version)
+        if shaped is None:  # anything but the door's usual one-text result of plain JSON: the SDK's serialiser
+            shaped = self.runner._serialize("tools/call", version, result)  # type: ignore[union-attr]
+        return shaped
+
+    def _shape(self, result: Any, version: str) -> dict[str, Any] | None:
+        """The SDK's wire form of the door's usual result (one text block, a structured object of plain JSON),
+        built directly: the sieve's key order, `resultType` and the `serverInfo` stamp on 2026-07-28 answers."""
+        if type(result) is not CallToolResult or len(result.content) != 1 or self.server.cache_hints.get("tools/call"):
+            return None
+        block = result.content[0]
+        structured = result.structured_content
+        if (
+            type(block) is not TextContent
+            or result.model_fields_set - _RESULT_FIELDS
+            or block.model_fields_set - _TEXT_FIELDS
+            or block.annotations is not None
+            or block.meta is not None
+            or result.meta is not None
+            or type(result.is_error) is not bool
+            or not _plain_text(block.text)
+            or (structured is not None and not _plain_json(structured))
+        ):
+            return None
+        shaped: dict[str, Any] = {"content": [{"text": block.text, "type": "text"}], "isError": result.is_error}
+        modern = version in _MODERN
+        if modern:
+            shaped["resultType"] = "complete"
+        if structured is not None:
+            shaped["structuredContent"] = structured
+        if modern:
+            shaped["_meta"] = {SERVER_INFO_META_KEY: self.server.server_info_stamp}
         return shaped
 
     async def _answer_modern(
@@ -276,10 +340,45 @@ class McpFastPath:
                 log.exception("handler for 'tools/call' raised")
                 error = ErrorData(code=0, message=str(exc))
             msg = JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
-        data = msg.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+        status = 200
+        try:
+            data = msg.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+        except Exception:  # (a lone surrogate in a result) what the SDK's transport answers when its dump fails
+            log.exception("Error handling POST request")
+            status, data = 500, _POST_FAILED
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": data})
+
+
+def _plain_text(text: str) -> bool:
+    """A str with no lone surrogate (which the serialisers treat each their own way)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _plain_json(value: Any, depth: int = 0) -> bool:
+    """JSON the SDK's JSON-mode dump returns unchanged: objects with string keys, lists, strings without lone
+    surrogates, exact ints and bools, finite floats, null (no tuples, no NaN or infinity, no subclasses)."""
+    kind = type(value)
+    if kind is str:
+        return _plain_text(value)
+    if kind is int or kind is bool or value is None:
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    if depth > 100:
+        return False
+    if kind is dict:
+        return all(type(k) is str and _plain_text(k) and _plain_json(v, depth + 1) for k, v in value.items())
+    if kind is list:
+        return all(_plain_json(v, depth + 1) for v in value)
+    return False
 
 
 def _replay(message: Message, receive: Receive) -> Receive:
