@@ -384,3 +384,15 @@ def test_the_sdk_client_gets_the_same_bytes_from_both_servers(pair: Pair, mode: 
     assert fast_results[1].structured_content["result"]["text"] == 'héllo \u2603 \U0001f600 "quoted" \\ / \n\t'
     assert fast_results[2].is_error and fast_results[3].is_error
     assert fast_results[4].content[0].text == "3"
+
+
+def test_a_repeated_routing_header_goes_to_the_sdk(pair: Pair) -> None:
+    body = call("execute", {"key": "pub.ping"})
+    answers = []
+    for side in (pair.fast, pair.sdk):
+        headers = [(k, v) for k, v in modern_headers(side.keys["alice"]).items()] + [("Mcp-Name", "execute")]
+        before = side.fast_lines()
+        answers.append(side.http.post(side.server.mcp_url, content=body, headers=headers))
+        assert side.fast_lines() == before
+    assert_same(*answers, "a repeated Mcp-Name header")
+    assert answers[0].status_code == 400 and b"appears more than once" in answers[0].content

@@ -42,7 +42,6 @@ from mcp.server.transport_security import TransportSecurityMiddleware, Transport
 from mcp.shared.inbound import (
     InboundModernRoute,
     classify_inbound_request,
-    find_duplicated_routing_header,
     validate_mcp_param_headers,
     x_mcp_header_map,
 )
@@ -67,6 +66,8 @@ _HANDSHAKE = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
 _MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
 _ENVELOPE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _CALL_KEYS = frozenset({"name", "arguments", "_meta"})
+_ROUTING = frozenset({b"mcp-protocol-version", b"mcp-method", b"mcp-name"})
+_COMPACT = json.JSONEncoder(separators=(",", ":"))  # json.dumps(..., separators=(",", ":")), built once
 _RESULT_FIELDS = frozenset({"content", "structured_content", "is_error"})
 _TEXT_FIELDS = frozenset({"type", "text"})
 # The SDK's transport answer when it cannot encode a handshake-era response.
@@ -217,9 +218,15 @@ class McpFastPath:
         ):
             return None
         if era == "modern":
-            if find_duplicated_routing_header(request.headers.items()) is not None:
-                return None
-            verdict = classify_inbound_request(decoded, headers=dict(request.headers))
+            routing: dict[str, str] = {}
+            for name, value in request.scope["headers"]:  # ASGI names arrive lower-cased
+                if name in _ROUTING:
+                    key = name.decode("latin-1")
+                    if key in routing:  # the SDK refuses a repeated routing header
+                        return None
+                    routing[key] = value.decode("latin-1")
+            # The ladder reads the three routing headers only (what dict(request.headers) would give for them).
+            verdict = classify_inbound_request(decoded, headers=routing)
             if not isinstance(verdict, InboundModernRoute):
                 return None
             version = verdict.protocol_version
@@ -323,7 +330,7 @@ class McpFastPath:
             return
         # What the SDK's `_write` sends for a JSONRPCResponse: its JSON-mode dump (the result is one
         # already, and the id is never None) through json.dumps, as a 200 application/json answer.
-        data = json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}, separators=(",", ":")).encode()
+        data = _COMPACT.encode({"jsonrpc": "2.0", "id": request_id, "result": result}).encode()
         headers = [(b"content-length", str(len(data)).encode()), (b"content-type", b"application/json")]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": data})
