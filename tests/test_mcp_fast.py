@@ -255,6 +255,16 @@ def test_modern_requests_with_odd_headers_go_to_the_sdk(pair: Pair) -> None:
         True,
     )
     both(pair, "anonymous", body, {k: v for k, v in ok.items() if k != "X-API-Key"}, True)
+    both(
+        pair,
+        "the server's own Origin",
+        body,
+        ok,
+        True,
+        fast_headers={"Origin": pair.fast.server.base_url},
+        sdk_headers={"Origin": pair.sdk.server.base_url},
+    )
+    both(pair, "a Host with another port", body, {**ok, "Host": "localhost:1"}, True)
     both(pair, "a key that does not resolve", body, {**ok, "X-API-Key": "trk_0000000000_" + "x" * 43}, False)
 
 

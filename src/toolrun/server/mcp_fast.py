@@ -37,7 +37,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pydantic_core
-from mcp.server.streamable_http import check_accept_headers
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp.shared.inbound import (
     InboundModernRoute,
@@ -66,6 +65,7 @@ _HANDSHAKE = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
 _MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
 _ENVELOPE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _CALL_KEYS = frozenset({"name", "arguments", "_meta"})
+_JSON_ACCEPT = frozenset({"*/*", "application/json", "application/*"})
 _ROUTING = frozenset({b"mcp-protocol-version", b"mcp-method", b"mcp-name"})
 _COMPACT = json.JSONEncoder(separators=(",", ":"))  # json.dumps(..., separators=(",", ":")), built once
 _RESULT_FIELDS = frozenset({"content", "structured_content", "is_error"})
@@ -134,27 +134,41 @@ class McpFastPath:
         self.runner = ServerRunner(server, None, None) if self.enabled else None  # type: ignore[arg-type]
         self._schemas: dict[int, tuple[Any, bool]] = {}  # id(schema) -> (schema, refuses without headers)
         self._validated: dict[tuple[str, str, str | None], bool] = {}
+        # The SDK deep-copies its serverInfo stamp per answer; this one is encoded at once and never kept.
+        self._stamp = server.server_info_stamp if self.enabled else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.enabled or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        version: str | None = None
+        # One pass over the raw headers (ASGI names arrive lower-cased; the first of each counts, as
+        # Starlette's Headers.get, which the SDK reads them with, returns the first).
+        version = content_type = accept = host = origin = None
         for name, value in scope["headers"]:
             if name == b"mcp-protocol-version":
-                version = value.decode("latin-1")
+                version = version if version is not None else value.decode("latin-1")
+            elif name == b"content-type":
+                content_type = content_type if content_type is not None else value.decode("latin-1")
+            elif name == b"accept":
+                accept = accept if accept is not None else value.decode("latin-1")
+            elif name == b"host":
+                host = host if host is not None else value.decode("latin-1")
+            elif name == b"origin":
+                origin = origin if origin is not None else value.decode("latin-1")
+            elif name.startswith(b"mcp-param-"):
+                version = ""  # the SDK checks Mcp-Param-* headers against the tool's schema: leave it to the SDK
                 break
         if version in _MODERN:
             era = "modern"
         elif version in _HANDSHAKE:
             era = "handshake"
-        else:  # no header (a 2025-03-26 default) or one the SDK must judge
+        else:  # no header (a 2025-03-26 default), one the SDK must judge, or Mcp-Param-* headers
+            await self.app(scope, receive, send)
+            return
+        if not self._plain(content_type, accept, host, origin):
             await self.app(scope, receive, send)
             return
         request = Request(scope)
-        if not self._plain(request) or await self.security.validate_request(request, is_post=True) is not None:
-            await self.app(scope, receive, send)
-            return
         message = await receive()
         if message["type"] != "http.request" or message.get("more_body", False):
             await self.app(scope, _replay(message, receive), send)
@@ -172,21 +186,24 @@ class McpFastPath:
         else:
             await self._answer_handshake(request, request_id, params, protocol_version, send)
 
-    def _plain(self, request: Request) -> bool:
+    def _plain(self, content_type: str | None, accept: str | None, host: str | None, origin: str | None) -> bool:
         """The header checks the SDK makes before it reads a body, each passed (else the SDK answers)."""
         middleware = self.server.middleware
         if len(middleware) != 1 or type(middleware[0]) is not OpenTelemetryMiddleware or not _tracing_off():
             return False  # a span would be recorded, or other middleware would see the call: the SDK runs it
-        headers = request.headers
-        content_type = headers.get("content-type", "")
-        # The stricter of the SDK's two checks (security: starts with application/json; the handshake
-        # transport: exactly application/json before any `;`).
-        if content_type.split(";", 1)[0].strip() != "application/json":
+        # The stricter of the SDK's two content-type checks (security: starts with application/json; the
+        # handshake transport: exactly application/json before any `;`).
+        if content_type is None or content_type.split(";", 1)[0].strip() != "application/json":
             return False
-        if not check_accept_headers(request)[0]:  # the answer is JSON: the client must take JSON
+        # check_accept_headers: the answer is JSON, so the client must take JSON (or */*, application/*).
+        types = [media.strip().split(";")[0].strip().lower() for media in (accept or "").split(",")]
+        if not any(t in _JSON_ACCEPT for t in types):
             return False
-        # `Mcp-Param-*` headers: the SDK checks them against the tool's schema.
-        return not any(name.startswith("mcp-param-") for name in headers)
+        # TransportSecurityMiddleware.validate_request, past its content-type check.
+        security = self.security
+        return not security.settings.enable_dns_rebinding_protection or (
+            security._validate_host(host) and security._validate_origin(origin)
+        )
 
     def _recognise(
         self, request: Request, body: bytes, era: str, version: str
@@ -243,7 +260,8 @@ class McpFastPath:
         With only `name` (a string), `arguments` (an object: string keys, any values) and `_meta`, the outcome
         depends on the version, the name and `_meta` alone: it is remembered per those three."""
         meta = params.get("_meta")
-        key = (version, params["name"], None if meta is None else json.dumps(meta, sort_keys=True))
+        # repr tells 1, 1.0 and True apart (as validation may); another key order is only another entry.
+        key = (version, params["name"], None if meta is None else repr(meta))
         known = self._validated.get(key)
         if known is None:
             try:
@@ -309,7 +327,7 @@ class McpFastPath:
         if structured is not None:
             shaped["structuredContent"] = structured
         if modern:
-            shaped["_meta"] = {SERVER_INFO_META_KEY: self.server.server_info_stamp}
+            shaped["_meta"] = {SERVER_INFO_META_KEY: self._stamp}
         return shaped
 
     async def _answer_modern(
