@@ -16,7 +16,7 @@ import pytest
 from catalog_gen import generate_catalog
 from conftest import EXAMPLES
 from http_support import servers
-from toolrun import render
+from toolrun import render, textsearch
 from toolrun.catalog import LoadOptions, load
 from toolrun.catalog.loader import _FileLoader
 from toolrun.errors import CatalogError
@@ -197,3 +197,20 @@ def test_values_repeated_across_tools_keep_their_exact_types(tmp_path: Path) -> 
             assert (type(d.default), d.default) == (float, 1.0)
             assert loaded[f"g.t{i}"].groups == ("g", "shared", "1")
         assert loaded["g.t0"].params[0].description is loaded["g.t4"].params[0].description  # one object
+
+
+def test_search_ranks_the_same_whether_postings_are_kept_unpacked_or_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "gen.yaml").write_text(generate_catalog(300))
+    tools = list(load([tmp_path / "gen.yaml"], ENV).tools.values())
+    queries = [["disks"], ["list", "hosts"], ["chek"], ["sh"], ["fetch", "certs", "number"], ["directory"]]
+    roomy = textsearch.Index(tools, [textsearch.analyze(t) for t in tools])
+    expected = [([t.key for t in page], total) for page, total in (roomy.top(q, 0, 20) for q in queries)]
+    assert all(total for _, total in expected)
+    monkeypatch.setattr(textsearch, "UNPACKED_POSTINGS", 1)  # every stem unpacked again on each use
+    tight = textsearch.Index(tools, [textsearch.analyze(t) for t in tools])
+    for _ in range(2):
+        assert [([t.key for t in page], total) for page, total in (tight.top(q, 0, 20) for q in queries)] == expected
+        tight._cache.clear()
+        tight._sorted.clear()

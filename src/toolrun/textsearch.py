@@ -28,6 +28,7 @@ import heapq
 import math
 import re
 import sys
+from array import array
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -39,6 +40,7 @@ from .stem import stem
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 MAX_QUERY_TERMS = 16
 K1, B = 1.2, 0.75
+UNPACKED_POSTINGS = 50_000  # postings kept unpacked as dicts per index (about 64 bytes each, 12 packed)
 PREFIX_WORDS = 40  # words one prefix may expand into (the most frequent first)
 DIVERSITY = 0.8  # how strongly a result much like one above it is held back (0: not at all)
 DIVERSE_HEAD = 30  # results re-ordered for diversity (the rest keep their score order)
@@ -197,24 +199,32 @@ class Index:
         self.analyzed = list(analyzed)
         n = len(self.tools)
         avg = (sum(a.length for a in analyzed) / n) if n else 1.0
-        postings: dict[str, dict[int, float]] = {}
+        # Each stem's postings: its documents (ascending) and, in step, each one's whole BM25 contribution
+        # (idf x normalised frequency), packed in two arrays: 12 bytes a posting instead of about 64 as a dict
+        # of float objects (an index over 10,000 tools: 5 MB instead of 18, in every worker that searches).
+        postings: dict[str, tuple[array[int], array[float]]] = {}
         raw_to_stems: dict[str, str] = {}
         for doc, a in enumerate(analyzed):
             lnorm = K1 * (1 - B + B * a.length / avg)
             for s, tf in a.weights.items():
-                postings.setdefault(s, {})[doc] = tf * (K1 + 1) / (tf + lnorm)
+                entry = postings.get(s)
+                if entry is None:
+                    entry = postings[s] = (array("I"), array("d"))
+                entry[0].append(doc)
+                entry[1].append(tf * (K1 + 1) / (tf + lnorm))
             for word in a.raw:
                 raw_to_stems[word] = _STEMS.get(word) or cached_stem(word)
-        # Each posting holds the word's whole BM25 contribution (idf x normalised frequency).
-        for p in postings.values():
-            idf = math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5))
-            for doc in p:
-                p[doc] *= idf
+        for docs, scores in postings.values():
+            idf = math.log(1 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
+            for i in range(len(scores)):
+                scores[i] *= idf
         self.postings = postings
         self.raw_to_stem = raw_to_stems
         self.raw_sorted = sorted(raw_to_stems)
         self._typo: dict[str, list[str]] | None = None
         self._sorted: dict[str, list[int]] = {}
+        self._dicts: OrderedDict[str, dict[int, float]] = OrderedDict()  # unpacked postings, recently used
+        self._dict_postings = 0
         self._cache: OrderedDict[tuple[str, ...], tuple[list[int], int]] = OrderedDict()
 
     # -- expansion of one query word into weighted stems ---------------------------------------------
@@ -248,7 +258,7 @@ class Index:
                     break
                 stems.add(self.raw_to_stem[raw])
             stems.discard(own)
-            ranked = sorted(stems, key=lambda s: (-len(self.postings[s]), s))[:PREFIX_WORDS]
+            ranked = sorted(stems, key=lambda s: (-len(self.postings[s][0]), s))[:PREFIX_WORDS]
             for s in ranked:
                 found.setdefault(s, 0.8)
         if not found and len(word) >= 4 and not word.isdigit():
@@ -270,16 +280,31 @@ class Index:
 
     def _term(self, word: str, last: bool) -> dict[int, float]:
         """Each document's best score for one query word over the stems it expands into."""
-        expansion = sorted(self.expand(word, last).items(), key=lambda sf: (-sf[1], -len(self.postings[sf[0]])))
+        expansion = sorted(self.expand(word, last).items(), key=lambda sf: (-sf[1], -len(self.postings[sf[0]][0])))
         if not expansion:
             return {}
         first, factor = expansion[0]
-        best = dict(self.postings[first]) if factor == 1.0 else {d: v * factor for d, v in self.postings[first].items()}
+        posting = self._posting(first)
+        best = dict(posting) if factor == 1.0 else {d: v * factor for d, v in posting.items()}
         for s, factor in expansion[1:]:
             get = best.get
             # comprehensions run several times faster than the same loop written out
-            best.update({d: v * factor for d, v in self.postings[s].items() if v * factor > get(d, 0.0)})
+            best.update({d: v * factor for d, v in self._posting(s).items() if v * factor > get(d, 0.0)})
         return best
+
+    def _posting(self, stem: str) -> dict[int, float]:
+        """One stem's postings as a dict (document -> score); the most recently used are kept unpacked, up to
+        UNPACKED_POSTINGS postings in all, so a stem many queries share is unpacked once."""
+        posting = self._dicts.get(stem)
+        if posting is not None:
+            self._dicts.move_to_end(stem)
+            return posting
+        docs, scores = self.postings[stem]
+        posting = self._dicts[stem] = dict(zip(docs, scores, strict=True))
+        self._dict_postings += len(posting)
+        while self._dict_postings > UNPACKED_POSTINGS and len(self._dicts) > 1:
+            self._dict_postings -= len(self._dicts.popitem(last=False)[1])
+        return posting
 
     def _scores(self, terms: tuple[str, ...]) -> dict[int, float]:
         bests = [self._term(word, i == len(terms) - 1) for i, word in enumerate(terms)]
@@ -366,7 +391,7 @@ class Index:
         """The documents of one stem, best first, sorted once and kept."""
         ranked = self._sorted.get(stem)
         if ranked is None:
-            postings = self.postings[stem]
+            postings = self._posting(stem)
             ranked = sorted(postings)
             ranked.sort(key=postings.__getitem__, reverse=True)
             ranked = self._diversify(ranked, postings)
