@@ -1,10 +1,10 @@
-"""The two patches of dependencies' private APIs fit the installed versions, and say so loudly when not.
+"""The patches of dependencies' private APIs fit the installed versions, and say so loudly when not.
 
 cli/fastcoerce.py replaces a Typer internal (option coercion without pydantic); server/protocol.py
 subclasses uvicorn's httptools protocol and overrides private methods (deadlines and a size cap on
-request heads and bodies). pyproject.toml bounds both packages to the versions they were written
-for; these tests fail, naming the patch, on a version whose internals moved.
-"""
+request heads and bodies); server/mcp_fast.py reuses private pieces of the MCP SDK. pyproject.toml
+bounds these packages to the versions they were written for; these tests fail, naming the patch,
+on a version whose internals moved."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def test_pyproject_bounds_both_patched_packages_to_the_installed_minor_version()
         Requirement(d).name: Requirement(d)
         for d in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     }
-    for name in ("typer", "uvicorn"):
+    for name in ("typer", "uvicorn", "mcp"):
         spec = deps[name].specifier
         assert any(s.operator == "<" for s in spec), f"{name} needs an upper bound: a patch relies on its internals"
         assert version(name) in spec, (name, version(name), str(spec))
@@ -93,3 +93,19 @@ def test_the_shutdown_hook_fits_the_installed_uvicorn() -> None:
     import uvicorn
 
     assert list(inspect.signature(uvicorn.Server.shutdown).parameters) == ["self", "sockets"]
+
+
+def test_the_mcp_fast_path_finds_the_sdk_pieces_it_reuses() -> None:
+    """server/mcp_fast.py answers plain `tools/call` requests with pieces of the MCP SDK, some private: without
+    them it turns itself off (every request goes to the SDK); tests/test_mcp_fast.py proves the answers equal."""
+    import inspect
+
+    from mcp.server.runner import ServerRunner
+    from mcp.server.transport_security import TransportSecurityMiddleware
+
+    from toolrun.server import mcp_fast
+
+    assert mcp_fast.AVAILABLE, "server/mcp_fast.py: an SDK private it imports is gone"
+    assert list(inspect.signature(ServerRunner._serialize).parameters) == ["self", "method", "version", "result"]
+    assert list(inspect.signature(TransportSecurityMiddleware._validate_host).parameters) == ["self", "host"]
+    assert list(inspect.signature(TransportSecurityMiddleware._validate_origin).parameters) == ["self", "origin"]
