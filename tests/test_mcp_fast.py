@@ -12,7 +12,8 @@ Cases: a result, structured output of every JSON kind, tool errors, a timeout, i
 an unknown and a hidden tool, a secret param, a rate limit, named and Mcp-Session-Id sessions,
 the meta-tools, direct mode, and requests the fast path must leave to the SDK (bad envelopes,
 batches, notifications, other methods, an SSE-only Accept, mismatched routing headers,
-`Mcp-Param-*` headers, params the SDK's validation refuses).
+`Mcp-Param-*` headers, params the SDK's validation refuses). The audit trails of the two servers (door
+`mcp-http`, secrets as `[secret]`) hold the same records.
 """
 
 from __future__ import annotations
@@ -78,7 +79,10 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
         keys = {
             user: mint_key(home, user, groups) for user, groups in (("alice", []), ("olga", ["ops"]), ("hasty", []))
         }
-        server = ServeProcess(home, base / f"{name}.log", ["--log-level", "debug"], {**env, **extra}, catalog=CATALOG)
+        audit = {"SVC_AUDIT_LOG": str(base / f"{name}.audit.jsonl")}
+        server = ServeProcess(
+            home, base / f"{name}.log", ["--log-level", "debug"], {**env, **audit, **extra}, catalog=CATALOG
+        )
         sides.append(Side(server.start(), keys, httpx.Client(timeout=30)))
     try:
         yield Pair(*sides)
@@ -406,3 +410,33 @@ def test_a_repeated_routing_header_goes_to_the_sdk(pair: Pair) -> None:
         assert side.fast_lines() == before
     assert_same(*answers, "a repeated Mcp-Name header")
     assert answers[0].status_code == 400 and b"appears more than once" in answers[0].content
+
+
+def test_the_audit_trails_agree(pair: Pair) -> None:
+    """Every call above left the same audit record on both servers (door mcp-http, secrets as [secret]); only
+    what differs between any two calls (time, duration, generated request id, the key) is left out."""
+
+    def records(side: Side) -> list[str]:
+        path = side.server.log_path.with_name(side.server.log_path.stem + ".audit.jsonl")
+        kept = []
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            for varying in ("ts", "duration_ms", "request_id", "key_prefix"):
+                record.pop(varying, None)
+            kept.append(json.dumps(record, sort_keys=True))
+        return sorted(kept)
+
+    for arguments in (
+        {"key": "pub.ping"},
+        {"key": "pub.login", "arguments": {"token": "abc", "user": "al"}},
+        {"key": "pub.boom"},
+        {"key": "pub.count", "arguments": {"n": 500}},
+    ):
+        both(pair, f"audit {arguments['key']}", call("execute", arguments), modern_headers("user:olga"), True)
+    fast, sdk = records(pair.fast), records(pair.sdk)
+    assert len(fast) >= 4
+    assert fast == sdk
+    doors = {json.loads(r)["door"] for r in fast}
+    assert doors == {"mcp-http"}
+    logins = [json.loads(r)["args"] for r in fast if json.loads(r)["tool"] == "pub.login"]
+    assert logins and all(args.get("token") == "[secret]" for args in logins)
