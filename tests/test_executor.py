@@ -551,3 +551,45 @@ def test_running_as_another_user_without_root_is_a_clear_permission_error(monkey
     monkeypatch.setattr(os, "geteuid", lambda: 12345)
     with pytest.raises(PermissionError, match="needs toolrun to run as root"):
         asyncio.run(executor.run("true", timeout=5, env={}, user="nobody"))
+
+
+# -- spawning from threads in a burst ----------------------------------------------------------------
+
+
+def test_a_burst_spawned_from_threads_gets_the_same_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(executor, "THREADED_FROM", 1)  # every call spawns from the thread pool
+
+    async def many() -> list[ExecResult]:
+        return await asyncio.gather(
+            *(executor.run(f"echo {i}; echo err{i} >&2; exit {i % 3}", timeout=5, env=ENV) for i in range(30)),
+            executor.run("cat", timeout=5, env=ENV, stdin=b"payload"),
+            executor.run("pwd", timeout=5, env=ENV, cwd="/tmp"),  # Popen, from a thread too
+        )
+
+    results = asyncio.run(many())
+    assert [r.value() for r in results[:30]] == [
+        f"{i}\n" if i % 3 == 0 else (i % 3, f"{i}\n", f"err{i}\n") for i in range(30)
+    ]
+    assert results[30].value() == "payload" and results[31].value() == "/tmp\n"
+    assert zombie_children() == []
+
+
+def test_calls_cancelled_while_their_children_start_from_threads_leave_nothing_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(executor, "THREADED_FROM", 1)
+    marker = unique_seconds()
+    before = set(os.listdir("/proc/self/fd"))
+
+    async def cancelled() -> None:
+        calls = [asyncio.ensure_future(executor.run(f"sleep {marker}", timeout=30, env=ENV)) for _ in range(40)]
+        await asyncio.sleep(0)  # every call is now starting its child in a thread, or waiting to
+        for call in calls:
+            call.cancel()
+        done = await asyncio.gather(*calls, return_exceptions=True)
+        assert all(isinstance(d, asyncio.CancelledError) for d in done)
+
+    asyncio.run(cancelled())
+    assert_none_survive(marker)
+    assert zombie_children() == []
+    assert set(os.listdir("/proc/self/fd")) - before == set()

@@ -166,6 +166,24 @@ def start(
     return proc.pid, proc
 
 
+def start_command(
+    argv: list[str],
+    env: Mapping[str, str],
+    cwd: str | None,
+    stdin: int | None,
+    stdout: int,
+    stderr: int,
+    direct: tuple[str, list[str], dict[str, str]] | None,
+) -> tuple[int, subprocess.Popen[bytes] | None]:
+    """`start` the program of `direct` (file, argv, env: see directexec) if given and it starts, else `argv`."""
+    if direct is not None:
+        try:
+            return start(direct[1], direct[2], cwd, stdin, stdout, stderr, executable=direct[0])
+        except OSError:  # a script without #!, a file gone meanwhile: the shell runs it, with its errors
+            pass
+    return start(argv, env, cwd, stdin, stdout, stderr)
+
+
 def uses_posix_spawn() -> bool:
     return _LIBC is not None
 
