@@ -244,6 +244,21 @@ def test_limits_user_and_cwd_keep_the_shell_and_behave_as_before(tmp_path: Path)
         assert "64" in direct.stdout
     direct, shell = run_both("pwd", cwd=str(tmp_path))
     assert seen(direct) == seen(shell) == (0, f"{tmp_path}\n", "")
+    with pytest.raises(FileNotFoundError) as missing:
+        run_both("env", cwd=str(tmp_path / "missing"))
+    assert str(tmp_path / "missing") in str(missing.value)
+
+
+def test_a_tool_with_a_cwd_sees_the_shells_pwd_its_physical_path(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    for cwd in (tmp_path / "real", tmp_path / "link", tmp_path / "link" / ".." / "real"):
+        assert directexec.plan("env", {**ENV, "TOOLRUN_CALL": "t"}, str(cwd)) is not None
+        direct, shell = run_both("env", cwd=str(cwd))
+        assert seen(direct) == seen(shell)
+        assert f"PWD={(tmp_path / 'real').resolve()}" in direct.stdout
+        direct, shell = run_both("ls -a", cwd=str(cwd))
+        assert seen(direct) == seen(shell)
 
 
 def test_a_script_without_an_interpreter_line_runs_as_the_shell_runs_it(tmp_path: Path) -> None:

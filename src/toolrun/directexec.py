@@ -15,8 +15,8 @@ the same condition. toolrun does too, when and only when nothing the program can
   the shell (`printf`, `echo`, `test`, `cd`, `if`, ...: those the shell runs itself);
 - the child's PATH is set, and every entry of it is an absolute directory; the word names an
   executable regular file in one of them (the first, as the shell's search finds it);
-- no `user:`, no `limits` other than `output` (their `setpriv` / `prlimit` prefix execs the shell
-  by name) and no `cwd`;
+- no `user:` and no `limits` other than `output` (their `setpriv` / `prlimit` prefix execs the
+  shell by name); with a `cwd`, the shell's PWD is that directory's physical path;
 - the environment holds no variable the shell rewrites (IFS, OPTIND, PPID, PWD, LINENO) and only
   valid names; the shell hands the program its environment reordered, with `PWD` added: that
   exact environment is learned once per set of variable names, by running
@@ -179,8 +179,11 @@ def _learn(env: Mapping[str, str]) -> tuple[str, ...] | None:
     return tuple(seen)
 
 
-def plan(command: str, env: Mapping[str, str]) -> tuple[str, list[str], dict[str, str]] | None:
-    """(the program's file, its argv, its environment) when the shell can be skipped, else None."""
+def plan(command: str, env: Mapping[str, str], cwd: str | None = None) -> tuple[str, list[str], dict[str, str]] | None:
+    """(the program's file, its argv, its environment) when the shell can be skipped, else None.
+
+    `cwd` is the directory the program will start in (None: this process's): the shell's PWD is its
+    physical path."""
     words = split(command)
     if words is None:
         return None
@@ -201,7 +204,7 @@ def plan(command: str, env: Mapping[str, str]) -> tuple[str, list[str], dict[str
     if executable is None:
         return None
     try:
-        pwd = os.getcwd()
-    except OSError:  # the working directory is gone: the shell's own business
+        pwd = os.getcwd() if cwd is None else os.path.realpath(cwd, strict=True)
+    except OSError:  # the working directory is gone or missing: the shell's own business (and error)
         return None
     return executable, words, {name: pwd if name == "PWD" else env[name] for name in order}

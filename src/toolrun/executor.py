@@ -438,7 +438,7 @@ async def run(
     token = procguard.call_token()
     env = {**env, procguard.CALL_ENV: token}
     # One simple command of plain words, no prefix: the program itself, not a shell that only execs it.
-    direct = directexec.plan(command, env) if len(argv) == 3 and cwd is None and DIRECT_EXEC else None
+    direct = directexec.plan(command, env, cwd) if len(argv) == 3 and DIRECT_EXEC else None
     global _RUNNING
     _RUNNING += 1
     try:
