@@ -440,3 +440,32 @@ def test_the_audit_trails_agree(pair: Pair) -> None:
     assert doors == {"mcp-http"}
     logins = [json.loads(r)["args"] for r in fast if json.loads(r)["tool"] == "pub.login"]
     assert logins and all(args.get("token") == "[secret]" for args in logins)
+
+
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-06-18"])
+def test_a_lone_surrogate_in_a_result_is_replaced_never_a_500(pair: Pair, era: str) -> None:
+    """An fn tool returning text with a lone surrogate gets "?" in its place, as `POST /tools/{key}` does."""
+    body = call("execute", {"key": "pub.surrogate"}, modern=era == MODERN_VERSION)
+    if era == MODERN_VERSION:
+        fast, _ = both(pair, "a lone surrogate", body, modern_headers("user:alice"), True)
+    else:
+        sids = handshake(pair, "alice", era)
+        headers = {
+            "X-API-Key": "user:alice",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": era,
+        }
+        fast, _ = both(
+            pair,
+            "a lone surrogate",
+            body,
+            headers,
+            True,
+            fast_headers={"Mcp-Session-Id": sids["fast"]},
+            sdk_headers={"Mcp-Session-Id": sids["sdk"]},
+        )
+    assert fast.status_code == 200
+    result = fast.json()["result"]
+    assert result["content"][0]["text"] == "a?b"
+    assert not result.get("isError")

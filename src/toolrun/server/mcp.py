@@ -176,6 +176,25 @@ def _text_result(text: str, structured: dict[str, Any] | None = None, error: boo
     )
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _scrub(value: Any) -> Any:
+    """`value` with every lone surrogate in its strings (keys included) replaced by "?"."""
+    if isinstance(value, str):
+        return value if _encodable(value) else value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrub(v) for v in value]
+    return value
+
+
 def _error_result(exc: ToolrunError) -> types.CallToolResult:
     if isinstance(exc, NotFound):
         hint = f" Did you mean {', '.join(exc.suggestions)}?" if exc.suggestions else ""
@@ -373,7 +392,13 @@ class McpDoor:
         self, ctx: Any, identity: Identity, key: str, arguments: dict[str, Any], session_id: str | None
     ) -> types.CallToolResult:
         result = await self.service.call(identity, key, arguments, session_id=session_id, origin=self.origin(ctx))
-        return _text_result(result_text(result.value), structured_result(result))
+        text = result_text(result.value)
+        structured = structured_result(result)
+        if not text.isascii() and not _encodable(text):
+            # A lone surrogate (an fn tool's text) cannot be sent as UTF-8: "?" takes its place, as in
+            # the answer of `POST /tools/{key}`, instead of a failed response.
+            text, structured = _scrub(text), _scrub(structured)
+        return _text_result(text, structured)
 
     def search(self, identity: Identity, args: dict[str, Any]) -> types.CallToolResult:
         query = args.get("query") or ""
