@@ -104,12 +104,23 @@ class _Params:
         self.arguments = arguments
 
 
+class _Request:
+    """What the door reads of the SDK's Starlette Request: `scope` (the identity the key gate left in its
+    state) and `headers.get` of `mcp-session-id` and `x-request-id`, the first of each as Starlette gives it."""
+
+    __slots__ = ("headers", "scope")
+
+    def __init__(self, scope: Scope, headers: dict[str, str]) -> None:
+        self.scope = scope
+        self.headers = headers
+
+
 class _Context:
     """What `McpDoor.call_tool` reads of the SDK's request context: the HTTP request and the version."""
 
     __slots__ = ("protocol_version", "request", "session")
 
-    def __init__(self, request: Request, protocol_version: str) -> None:
+    def __init__(self, request: _Request, protocol_version: str) -> None:
         self.request = request
         self.protocol_version = protocol_version
         self.session = None  # no standing channel on /mcp (McpDoor.remember skips it)
@@ -134,6 +145,11 @@ class McpFastPath:
         self.runner = ServerRunner(server, None, None) if self.enabled else None  # type: ignore[arg-type]
         self._schemas: dict[int, tuple[Any, bool]] = {}  # id(schema) -> (schema, refuses without headers)
         self._validated: dict[tuple[str, str, str | None], bool] = {}
+        # Outcomes that depend on nothing but the strings they are keyed by, remembered (bounded):
+        # the header checks of `_plain` (passes only), and per (routing headers, name, repr of `_meta`)
+        # the version the 2026-07-28 ladder and validation route to (or None: the SDK answers).
+        self._plain_ok: set[tuple[str | None, ...]] = set()
+        self._modern: dict[tuple[Any, ...], str | None] = {}
         # The SDK deep-copies its serverInfo stamp per answer; this one is encoded at once and never kept.
         self._stamp = server.server_info_stamp if self.enabled else None
 
@@ -144,8 +160,11 @@ class McpFastPath:
         # One pass over the raw headers (ASGI names arrive lower-cased; the first of each counts, as
         # Starlette's Headers.get, which the SDK reads them with, returns the first).
         version = content_type = accept = host = origin = None
+        seen: dict[str, str] = {}  # the two headers the door reads
         for name, value in scope["headers"]:
-            if name == b"mcp-protocol-version":
+            if name == b"mcp-session-id" or name == b"x-request-id":
+                seen.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+            elif name == b"mcp-protocol-version":
                 version = version if version is not None else value.decode("latin-1")
             elif name == b"content-type":
                 content_type = content_type if content_type is not None else value.decode("latin-1")
@@ -168,7 +187,7 @@ class McpFastPath:
         if not self._plain(content_type, accept, host, origin):
             await self.app(scope, receive, send)
             return
-        request = Request(scope)
+        request = _Request(scope, seen)
         message = await receive()
         if message["type"] != "http.request" or message.get("more_body", False):
             await self.app(scope, _replay(message, receive), send)
@@ -191,6 +210,17 @@ class McpFastPath:
         middleware = self.server.middleware
         if len(middleware) != 1 or type(middleware[0]) is not OpenTelemetryMiddleware or not _tracing_off():
             return False  # a span would be recorded, or other middleware would see the call: the SDK runs it
+        key = (content_type, accept, host, origin)
+        if key in self._plain_ok:  # a pure function of these four strings and the fixed settings
+            return True
+        if not self._headers_pass(content_type, accept, host, origin):
+            return False  # not remembered: the SDK's checks log a refusal each time
+        if len(self._plain_ok) >= 256:
+            self._plain_ok.clear()
+        self._plain_ok.add(key)
+        return True
+
+    def _headers_pass(self, content_type: str | None, accept: str | None, host: str | None, origin: str | None) -> bool:
         # The stricter of the SDK's two content-type checks (security: starts with application/json; the
         # handshake transport: exactly application/json before any `;`).
         if content_type is None or content_type.split(";", 1)[0].strip() != "application/json":
@@ -206,7 +236,7 @@ class McpFastPath:
         )
 
     def _recognise(
-        self, request: Request, body: bytes, era: str, version: str
+        self, request: _Request, body: bytes, era: str, version: str
     ) -> tuple[Any, dict[str, Any], str] | None:
         """(request id, params, protocol version) of a plain `tools/call`, or None for the SDK."""
         try:
@@ -234,25 +264,47 @@ class McpFastPath:
             or type(params.get("arguments", {})) is not dict
         ):
             return None
+        if self.server.get_request_handler("tools/call") is None:
+            return None
         if era == "modern":
-            routing: dict[str, str] = {}
-            for name, value in request.scope["headers"]:  # ASGI names arrive lower-cased
-                if name in _ROUTING:
-                    key = name.decode("latin-1")
-                    if key in routing:  # the SDK refuses a repeated routing header
-                        return None
-                    routing[key] = value.decode("latin-1")
-            # The ladder reads the three routing headers only (what dict(request.headers) would give for them).
-            verdict = classify_inbound_request(decoded, headers=routing)
-            if not isinstance(verdict, InboundModernRoute):
+            routed = self._route_modern(request.scope, decoded, params)
+            if routed is None:
                 return None
-            version = verdict.protocol_version
+            version = routed
             arguments = params.get("arguments") or {}
-            if arguments and self._param_headers_refused(params["name"], arguments, request):
+            if arguments and self._param_headers_refused(params["name"], arguments, request.scope):
                 return None
-        if self.server.get_request_handler("tools/call") is None or not self._valid(version, params):
+        elif not self._valid(version, params):
             return None
         return request_id, params, version
+
+    def _route_modern(self, scope: Scope, decoded: dict[str, Any], params: dict[str, Any]) -> str | None:
+        """The version the SDK's 2026-07-28 envelope ladder routes a `tools/call` to, if its params then pass
+        validation; None when either refuses (the SDK answers).
+
+        The ladder reads the three routing headers, the method (here `tools/call`), the name and `_meta`;
+        validation reads the version, the name and `_meta`: the outcome is remembered per those strings."""
+        routing: dict[str, str] = {}
+        for name, value in scope["headers"]:  # ASGI names arrive lower-cased
+            if name in _ROUTING:
+                key = name.decode("latin-1")
+                if key in routing:  # the SDK refuses a repeated routing header
+                    return None
+                routing[key] = value.decode("latin-1")
+        meta = params.get("_meta")
+        # repr tells 1, 1.0 and True apart (as the ladder and validation may); another key order is only another entry.
+        memo_key = (tuple(sorted(routing.items())), params["name"], None if meta is None else repr(meta))
+        if memo_key in self._modern:
+            return self._modern[memo_key]
+        # What dict(request.headers) would give for the three routing headers.
+        verdict = classify_inbound_request(decoded, headers=routing)
+        version = verdict.protocol_version if isinstance(verdict, InboundModernRoute) else None
+        if version is not None and not self._valid(version, params):
+            version = None
+        if len(self._modern) >= 1024:
+            self._modern.clear()
+        self._modern[memo_key] = version
+        return version
 
     def _valid(self, version: str, params: dict[str, Any]) -> bool:
         """Whether the SDK's per-version validation of `tools/call` params passes (else it answers INVALID_PARAMS).
@@ -274,7 +326,7 @@ class McpFastPath:
             self._validated[key] = known
         return known
 
-    def _param_headers_refused(self, name: str, arguments: dict[str, Any], request: Request) -> bool:
+    def _param_headers_refused(self, name: str, arguments: dict[str, Any], scope: Scope) -> bool:
         """The SDK's `Mcp-Param-*` rung: the tool's schema against the arguments and headers.
 
         `_plain` let no `Mcp-Param-*` header through, so only a schema that declares header positions
@@ -286,14 +338,14 @@ class McpFastPath:
         known = self._schemas.get(id(schema))
         if known is not None and known[0] is schema:
             return known[1]
-        refused = validate_mcp_param_headers(schema, arguments, request.headers) is not None
+        refused = validate_mcp_param_headers(schema, arguments, Request(scope).headers) is not None
         if not refused and not x_mcp_header_map(schema):
             if len(self._schemas) > 64:
                 self._schemas.clear()
             self._schemas[id(schema)] = (schema, False)
         return refused
 
-    async def _result(self, request: Request, params: dict[str, Any], version: str) -> dict[str, Any]:
+    async def _result(self, request: _Request, params: dict[str, Any], version: str) -> dict[str, Any]:
         """The handler's result shaped for `version` as the SDK's serialiser shapes it."""
         result = await self.call_tool(_Context(request, version), _Params(params["name"], params.get("arguments")))
         shaped = self._shape(result, version)
@@ -332,7 +384,7 @@ class McpFastPath:
 
     async def _answer_modern(
         self,
-        request: Request,
+        request: _Request,
         request_id: Any,
         params: dict[str, Any],
         version: str,
@@ -354,7 +406,7 @@ class McpFastPath:
         await send({"type": "http.response.body", "body": data})
 
     async def _answer_handshake(
-        self, request: Request, request_id: Any, params: dict[str, Any], version: str, send: Send
+        self, request: _Request, request_id: Any, params: dict[str, Any], version: str, send: Send
     ) -> None:
         msg: JSONRPCResponse | JSONRPCError
         try:

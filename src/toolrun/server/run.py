@@ -12,12 +12,14 @@ from typing import Any
 
 from ..access import Access, mcp_session_store, shared_state
 from ..audit import open_audit
+from ..errors import ToolrunError
 from ..metrics import Metrics
 from ..models import Identity
 from ..service import ToolService, catalog_paths
 from ..settings import Settings
-from .app import Backends, create_app, guarded
+from .app import Backends, create_app, guarded, identity_from_scope, json_error
 from .protocol import http_protocol
+from .request import _is_json_media, parse_json_value
 
 log = logging.getLogger("toolrun.server")
 
@@ -154,19 +156,24 @@ class McpKeyGate:
         self.max_body = max_body
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        from ..errors import ToolrunError
-        from .app import identity_from_scope, json_error
-
+        # (The imports are module-level: an import statement in a per-request path costs a lookup each time.)
         try:
             identity = await identity_from_scope(self.access, scope, "keyed")
         except ToolrunError as exc:
             await json_error(exc)(scope, receive, send)
             return
         scope.setdefault("state", {})["toolrun_identity"] = identity
-        if sum(1 for name, _ in scope["headers"] if name == b"mcp-session-id") > 1:
+        sessions, content_type = 0, None  # one pass over the headers (ASGI names arrive lower-cased)
+        for name, value in scope["headers"]:
+            if name == b"mcp-session-id":
+                sessions += 1
+            elif name == b"content-type" and content_type is None:
+                content_type = value
+        if sessions > 1:
             await _rpc_error(send, 400, -32600, "Bad Request: more than one Mcp-Session-Id header")
             return
-        if scope["method"] == "POST" and _json_content(scope):  # any other type gets the SDK's own 415
+        # Any type but JSON gets the SDK's own 415 (the first Content-Type header counts).
+        if scope["method"] == "POST" and content_type is not None and _is_json_media(content_type.decode("latin-1")):
             body = await self._body(scope, receive, send)
             if body is None:
                 return
@@ -175,9 +182,6 @@ class McpKeyGate:
 
     async def _body(self, scope: Any, receive: Any, send: Any) -> bytes | None:
         """The whole POST body, checked; None when an answer was sent instead."""
-        from ..errors import ToolrunError
-        from .request import parse_json_value
-
         chunks = bytearray()
         while True:
             message = await receive()
@@ -198,15 +202,6 @@ class McpKeyGate:
         # The MCP fast path reads the parsed body from here (json.loads of these bytes gives the same value).
         scope["state"]["toolrun_mcp_json"] = (body, value)
         return body
-
-
-def _json_content(scope: Any) -> bool:
-    from .request import _is_json_media
-
-    for name, value in scope["headers"]:
-        if name == b"content-type":
-            return _is_json_media(value.decode("latin-1"))
-    return False
 
 
 async def _rpc_error(send: Any, status: int, code: int, message: str) -> None:
