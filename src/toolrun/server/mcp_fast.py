@@ -345,13 +345,14 @@ class McpFastPath:
             self._schemas[id(schema)] = (schema, False)
         return refused
 
-    async def _result(self, request: _Request, params: dict[str, Any], version: str) -> dict[str, Any]:
-        """The handler's result shaped for `version` as the SDK's serialiser shapes it."""
+    async def _result(self, request: _Request, params: dict[str, Any], version: str) -> tuple[dict[str, Any], bool]:
+        """The handler's result shaped for `version` as the SDK's serialiser shapes it, and whether it is
+        plain JSON (the door's usual result, built directly by `_shape`)."""
         result = await self.call_tool(_Context(request, version), _Params(params["name"], params.get("arguments")))
         shaped = self._shape(result, version)
         if shaped is None:  # anything but the door's usual one-text result of plain JSON: the SDK's serialiser
-            shaped = self.runner._serialize("tools/call", version, result)  # type: ignore[union-attr]
-        return shaped
+            return self.runner._serialize("tools/call", version, result), False  # type: ignore[union-attr]
+        return shaped, True
 
     def _shape(self, result: Any, version: str) -> dict[str, Any] | None:
         """The SDK's wire form of the door's usual result (one text block, a structured object of plain JSON),
@@ -393,7 +394,7 @@ class McpFastPath:
         send: Send,
     ) -> None:
         try:
-            result = await self._result(request, params, version)
+            result, _ = await self._result(request, params, version)
         except Exception as exc:  # as the SDK's 2026-07-28 entry maps a failing handler
             error = JSONRPCError(jsonrpc="2.0", id=request_id, error=modern_error_data(exc))
             await _modern_write(error, scope, receive, send)
@@ -408,9 +409,17 @@ class McpFastPath:
     async def _answer_handshake(
         self, request: _Request, request_id: Any, params: dict[str, Any], version: str, send: Send
     ) -> None:
-        msg: JSONRPCResponse | JSONRPCError
+        msg: JSONRPCResponse | JSONRPCError | None = None
+        data = b""
         try:
-            msg = JSONRPCResponse(jsonrpc="2.0", id=request_id, result=await self._result(request, params, version))
+            result, plain = await self._result(request, params, version)
+            if plain:
+                # The door's usual result (plain JSON: finite floats, no lone surrogate): pydantic's own
+                # encoder over what the model would hold, in its field order, gives the model's dump
+                # without building and validating the model.
+                data = pydantic_core.to_json({"jsonrpc": "2.0", "id": request_id, "result": result})
+            else:
+                msg = JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result)
         except Exception as exc:  # as the SDK's JSON-RPC dispatcher maps a failing handler
             error = handler_exception_to_error_data(exc)
             if error is None:
@@ -418,11 +427,12 @@ class McpFastPath:
                 error = ErrorData(code=0, message=str(exc))
             msg = JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
         status = 200
-        try:
-            data = msg.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
-        except Exception:  # (a lone surrogate in a result) what the SDK's transport answers when its dump fails
-            log.exception("Error handling POST request")
-            status, data = 500, _POST_FAILED
+        if msg is not None:
+            try:
+                data = msg.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+            except Exception:  # (a lone surrogate in a result) what the SDK's transport answers when its dump fails
+                log.exception("Error handling POST request")
+                status, data = 500, _POST_FAILED
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": data})
