@@ -26,10 +26,15 @@ def result_text(value: Any) -> str:
     return str(value)
 
 
+_SCALARS = frozenset({str, int, bool, float})  # exact types (a subclass may override how it encodes)
+
+
 def result_json(value: Any) -> Any:
     """A JSON-friendly form of a result (tuples become {returncode, stdout, stderr})."""
     if isinstance(value, tuple) and len(value) == 3 and isinstance(value[0], int):
         return {"returncode": value[0], "stdout": value[1], "stderr": value[2]}
+    if value is None or type(value) in _SCALARS:  # json.dumps never refuses these: no trial encoding
+        return value
     try:
         json.dumps(value)
     except (TypeError, ValueError):
