@@ -50,31 +50,58 @@ class _Libc:
         self.fa_destroy = libc.posix_spawn_file_actions_destroy
         self.fa_dup2 = libc.posix_spawn_file_actions_adddup2
         self.fa_closefrom = libc.posix_spawn_file_actions_addclosefrom_np  # glibc 2.34
-        self.attr = ctypes.create_string_buffer(_STRUCT)  # the same for every spawn: built once
-        # The signals the child gets with their default action: SIGPIPE and SIGXFSZ (Popen's restore_signals),
-        # and glibc's two internal signals (32 and 33), which its posix_spawn would otherwise leave ignored in
-        # the child where Popen's child has them at their default (unless this process ignores them itself).
+        self.setdefault = libc.posix_spawnattr_setsigdefault
+        self.init_attr = libc.posix_spawnattr_init
+        self.set_flags = libc.posix_spawnattr_setflags
+        if sys.byteorder != "little":
+            raise OSError("sigset_t layout unknown")
+        self.attrs: dict[tuple[bool, bool], ctypes.Array[ctypes.c_char]] = {}
+        # glibc's two internal signals (32 and 33): its posix_spawn leaves them ignored in the child unless they are
+        # in the sigdefault set, where Popen's child (an exec) keeps this process's own disposition: ignored stays
+        # ignored, anything else is the default. Neither can become ignored once it is not (glibc never ignores them
+        # and Python cannot touch them), so a process that ignores neither decides once; one started ignoring them
+        # (by GNU make, or any parent that uses posix_spawn) looks at /proc before each spawn, since glibc may
+        # install a handler for 33 (set*id in a threaded process) later.
+        self.fixed: ctypes.Array[ctypes.c_char] | None = None
+        state = _internal_ignored()
+        if state == (False, False):
+            self.fixed = self.attr_for(state)
+
+    def attr(self) -> ctypes.Array[ctypes.c_char]:
+        return self.fixed if self.fixed is not None else self.attr_for(_internal_ignored())
+
+    def attr_for(self, ignored: tuple[bool, bool]) -> ctypes.Array[ctypes.c_char]:
+        """The spawn attributes: a new session, and SIGPIPE, SIGXFSZ (Popen's restore_signals) and the internal
+        signals this process does not ignore back to their default action."""
+        attr = self.attrs.get(ignored)
+        if attr is not None:
+            return attr
+        attr = ctypes.create_string_buffer(_STRUCT)
         # sigaddset refuses the internal two: the bits are set here (sigset_t is a little-endian bit array).
         sigset = bytearray(_STRUCT)
-        for signum in (signal.SIGPIPE, signal.SIGXFSZ, *(s for s in (32, 33) if not _ignored(s))):
+        internal = (s for s, ign in zip((32, 33), ignored, strict=True) if not ign)
+        for signum in (signal.SIGPIPE, signal.SIGXFSZ, *internal):
             sigset[(signum - 1) // 8] |= 1 << ((signum - 1) % 8)
-        ok = libc.posix_spawnattr_init(self.attr) == 0 and sys.byteorder == "little"
-        ok = ok and libc.posix_spawnattr_setsigdefault(self.attr, ctypes.create_string_buffer(bytes(sigset))) == 0
+        ok = self.init_attr(attr) == 0
+        ok = ok and self.setdefault(attr, ctypes.create_string_buffer(bytes(sigset))) == 0
         flags = ctypes.c_short(_POSIX_SPAWN_SETSID | _POSIX_SPAWN_SETSIGDEF)
-        if not (ok and libc.posix_spawnattr_setflags(self.attr, flags) == 0):
+        if not (ok and self.set_flags(attr, flags) == 0):
             raise OSError("posix_spawnattr setup failed")
+        self.attrs[ignored] = attr
+        return attr
 
 
-def _ignored(signum: int) -> bool:
-    """Whether this process ignores `signum` (from /proc: Python cannot ask about glibc's own signals)."""
+def _internal_ignored() -> tuple[bool, bool]:
+    """Whether this process ignores signals 32 and 33 (from /proc: Python cannot ask about glibc's own signals)."""
     try:
         with open("/proc/self/status") as status:
             for line in status:
                 if line.startswith("SigIgn:"):
-                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+                    mask = int(line.split()[1], 16)
+                    return bool(mask >> 31 & 1), bool(mask >> 32 & 1)
     except (OSError, ValueError):
         pass
-    return True  # unknown: leave it to glibc
+    return True, True  # unknown: leave them to glibc
 
 
 def _load() -> _Libc | None:
@@ -125,7 +152,7 @@ def _posix_spawn(libc: _Libc, path: str, argv: list[str], env: Mapping[str, str]
         if libc.fa_closefrom(actions, 3) != 0:  # pragma: no cover - ENOMEM
             raise MemoryError
         pid = ctypes.c_int()
-        err = libc.spawn(ctypes.byref(pid), file, actions, libc.attr, c_argv, c_env)
+        err = libc.spawn(ctypes.byref(pid), file, actions, libc.attr(), c_argv, c_env)
     finally:
         libc.fa_destroy(actions)
     if err:
