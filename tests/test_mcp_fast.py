@@ -469,3 +469,39 @@ def test_a_lone_surrogate_in_a_result_is_replaced_never_a_500(pair: Pair, era: s
     result = fast.json()["result"]
     assert result["content"][0]["text"] == "a?b"
     assert not result.get("isError")
+
+
+def _rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
+
+
+def test_outsized_meta_is_not_remembered(tmp_path: Any) -> None:
+    """The fast path remembers validation outcomes per `_meta`; a client sending a different large `_meta` each
+    time must not make the server keep each one (40 calls of 0.9 MB kept 34 MB before the size bound)."""
+    home = tmp_path / "home"
+    key = mint_key(home, "alice", [])
+    with (
+        ServeProcess(
+            home, tmp_path / "serve.log", ["--workers", "1", "--log-level", "debug"], catalog=CATALOG
+        ) as server,
+        httpx.Client(base_url=server.base_url, timeout=30) as http,
+    ):
+        assert server.process is not None
+
+        def send(i: int) -> None:
+            meta = {**ENVELOPE, "pad": f"{i:06d}" + "x" * 900_000}
+            body = json.dumps(
+                {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "whoami", "_meta": meta}}
+            )
+            response = http.post("/mcp", content=body, headers=modern_headers(key, "whoami"))
+            assert response.status_code == 200 and b'"isError":false' in response.content, response.text[:300]
+
+        for i in range(5):
+            send(i)
+        before = _rss(server.process.pid)
+        for i in range(5, 45):
+            send(i)
+        grown = _rss(server.process.pid) - before
+        assert server.log().count(FAST_LINE) == 45  # answered by the fast path, which holds the memos
+        assert grown < 16 * 1024 * 1024, f"the server kept {grown // 1024 // 1024} MB for 40 calls"

@@ -70,6 +70,7 @@ _ROUTING = frozenset({b"mcp-protocol-version", b"mcp-method", b"mcp-name"})
 _COMPACT = json.JSONEncoder(separators=(",", ":"))  # json.dumps(..., separators=(",", ":")), built once
 _RESULT_FIELDS = frozenset({"content", "structured_content", "is_error"})
 _TEXT_FIELDS = frozenset({"type", "text"})
+_MEMO_MAX = 2048  # characters in one memo key
 # The SDK's transport answer when it cannot encode a handshake-era response.
 _POST_FAILED = (
     JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=INTERNAL_ERROR, message="Error handling POST request"))
@@ -215,9 +216,10 @@ class McpFastPath:
             return True
         if not self._headers_pass(content_type, accept, host, origin):
             return False  # not remembered: the SDK's checks log a refusal each time
-        if len(self._plain_ok) >= 256:
-            self._plain_ok.clear()
-        self._plain_ok.add(key)
+        if _small(key):
+            if len(self._plain_ok) >= 256:
+                self._plain_ok.clear()
+            self._plain_ok.add(key)
         return True
 
     def _headers_pass(self, content_type: str | None, accept: str | None, host: str | None, origin: str | None) -> bool:
@@ -301,9 +303,10 @@ class McpFastPath:
         version = verdict.protocol_version if isinstance(verdict, InboundModernRoute) else None
         if version is not None and not self._valid(version, params):
             version = None
-        if len(self._modern) >= 1024:
-            self._modern.clear()
-        self._modern[memo_key] = version
+        if _small(memo_key):
+            if len(self._modern) >= 1024:
+                self._modern.clear()
+            self._modern[memo_key] = version
         return version
 
     def _valid(self, version: str, params: dict[str, Any]) -> bool:
@@ -321,9 +324,10 @@ class McpFastPath:
                 known = True
             except Exception:  # the SDK answers INVALID_PARAMS (or METHOD_NOT_FOUND) in its own words
                 known = False
-            if len(self._validated) >= 1024:
-                self._validated.clear()
-            self._validated[key] = known
+            if _small(key):
+                if len(self._validated) >= 1024:
+                    self._validated.clear()
+                self._validated[key] = known
         return known
 
     def _param_headers_refused(self, name: str, arguments: dict[str, Any], scope: Scope) -> bool:
@@ -436,6 +440,16 @@ class McpFastPath:
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": data})
+
+
+def _small(key: tuple[Any, ...]) -> bool:
+    """Whether a memo key is small enough to keep: a client's outsized `_meta`, name or headers (up to the body
+    limit) are checked each time instead, so the memos stay a few megabytes at most."""
+    return (
+        sum(len(part) for part in key if isinstance(part, str))
+        + sum(len(a) + len(b) for part in key if isinstance(part, tuple) for a, b in part)
+        <= _MEMO_MAX
+    )
 
 
 def _plain_text(text: str) -> bool:
