@@ -57,7 +57,9 @@ from mcp_types import (
 from mcp_types import methods as _methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .request import replay
 
 log = logging.getLogger("toolrun.mcp")
 
@@ -191,12 +193,12 @@ class McpFastPath:
         request = _Request(scope, seen)
         message = await receive()
         if message["type"] != "http.request" or message.get("more_body", False):
-            await self.app(scope, _replay(message, receive), send)
+            await self.app(scope, replay(receive, message), send)
             return
         body = message.get("body", b"")
         call = self._recognise(request, body, era, version)
         if call is None:
-            await self.app(scope, _replay(message, receive), send)
+            await self.app(scope, replay(receive, message), send)
             return
         request_id, params, protocol_version = call
         if log.isEnabledFor(logging.DEBUG):
@@ -480,16 +482,3 @@ def _plain_json(value: Any, depth: int = 0) -> bool:
     if kind is list:
         return all(_plain_json(v, depth + 1) for v in value)
     return False
-
-
-def _replay(message: Message, receive: Receive) -> Receive:
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return message
-        return await receive()
-
-    return replay

@@ -30,6 +30,8 @@ from typing import Any, Protocol
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .request import replay
+
 _HANDSHAKE = frozenset(v.encode() for v in HANDSHAKE_PROTOCOL_VERSIONS)
 
 
@@ -128,7 +130,7 @@ class McpSessionGate:
             body += message.get("body", b"")
             more = bool(message.get("more_body", False))
         if more or not _is_initialize(bytes(body)):
-            await self.app(scope, _replay(messages, receive), send)
+            await self.app(scope, replay(receive, *messages), send)
             return
         new_sid = secrets.token_hex(16)
 
@@ -139,15 +141,4 @@ class McpSessionGate:
                 message = {**message, "headers": [*message.get("headers", []), (b"mcp-session-id", new_sid.encode())]}
             await send(message)
 
-        await self.app(scope, _replay(messages, receive), send_with_session)
-
-
-def _replay(messages: list[Message], receive: Receive) -> Receive:
-    pending = list(messages)
-
-    async def replay() -> Message:
-        if pending:
-            return pending.pop(0)
-        return await receive()
-
-    return replay
+        await self.app(scope, replay(receive, *messages), send_with_session)

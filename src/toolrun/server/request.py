@@ -10,7 +10,7 @@ from typing import Any
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
-from starlette.types import Scope
+from starlette.types import Message, Receive, Scope
 
 from ..access import Access
 from ..auth import key_from
@@ -153,3 +153,16 @@ async def identity_from_scope(access: Access, scope: Scope, mode: str) -> Identi
 def _is_json_media(content_type: str) -> bool:
     media = content_type.split(";", 1)[0].strip().lower()
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def replay(receive: Receive, *messages: Message) -> Receive:
+    """A `receive` that hands over `messages` (the body a gate has already read) first, then the client's own
+    events (a disconnect)."""
+    pending = list(messages)
+
+    async def replayed() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replayed

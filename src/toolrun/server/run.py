@@ -19,7 +19,7 @@ from ..service import ToolService, catalog_paths
 from ..settings import Settings
 from .app import Backends, create_app, guarded, identity_from_scope, json_error
 from .protocol import http_protocol
-from .request import _is_json_media, parse_json_value
+from .request import _is_json_media, parse_json_value, replay
 
 log = logging.getLogger("toolrun.server")
 
@@ -177,7 +177,7 @@ class McpKeyGate:
             body = await self._body(scope, receive, send)
             if body is None:
                 return
-            receive = _replay(body, receive)
+            receive = replay(receive, {"type": "http.request", "body": body, "more_body": False})
         await self.app(scope, receive, send)
 
     async def _body(self, scope: Any, receive: Any, send: Any) -> bytes | None:
@@ -209,20 +209,6 @@ async def _rpc_error(send: Any, status: int, code: int, message: str) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
-
-
-def _replay(body: bytes, receive: Any) -> Any:
-    """A `receive` that hands over the body already read, then the client's own events (disconnect)."""
-    sent = False
-
-    async def replay() -> Any:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
 
 
 def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> None:
