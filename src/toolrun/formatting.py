@@ -26,6 +26,29 @@ def result_text(value: Any) -> str:
     return str(value)
 
 
+def encodable(text: str) -> bool:
+    """Whether `text` can be sent as UTF-8 (it holds no lone surrogate, which an fn tool's text may)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def scrub_surrogates(value: Any) -> Any:
+    """`value` with every lone surrogate in its strings (keys included) replaced by "?", as the HTTP door's
+    `encode("utf-8", "replace")` does; tuples become lists."""
+    if isinstance(value, str):
+        return value if encodable(value) else value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, dict):
+        return {scrub_surrogates(k): scrub_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrub_surrogates(v) for v in value]
+    return value
+
+
 _SCALARS = frozenset({str, int, bool, float})  # exact types (a subclass may override how it encodes)
 
 

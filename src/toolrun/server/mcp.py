@@ -39,7 +39,7 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from .. import __version__
 from ..audit import CallOrigin, clean_request_id, new_request_id
 from ..errors import NotFound, ParamError, RateLimited, ToolFailed, ToolrunError
-from ..formatting import describe_text, result_text, search_text, structured_result
+from ..formatting import describe_text, encodable, result_text, scrub_surrogates, search_text, structured_result
 from ..models import Identity, ToolSpec
 from ..paramtypes import request_schema
 from ..service import ToolService
@@ -174,25 +174,6 @@ def _text_result(text: str, structured: dict[str, Any] | None = None, error: boo
         structured_content=structured,
         is_error=error,
     )
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _scrub(value: Any) -> Any:
-    """`value` with every lone surrogate in its strings (keys included) replaced by "?"."""
-    if isinstance(value, str):
-        return value if _encodable(value) else value.encode("utf-8", "replace").decode("utf-8")
-    if isinstance(value, dict):
-        return {_scrub(k): _scrub(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_scrub(v) for v in value]
-    return value
 
 
 def _error_result(exc: ToolrunError) -> types.CallToolResult:
@@ -394,10 +375,10 @@ class McpDoor:
         result = await self.service.call(identity, key, arguments, session_id=session_id, origin=self.origin(ctx))
         text = result_text(result.value)
         structured = structured_result(result)
-        if not text.isascii() and not _encodable(text):
+        if not encodable(text):
             # A lone surrogate (an fn tool's text) cannot be sent as UTF-8: "?" takes its place, as in
             # the answer of `POST /tools/{key}`, instead of a failed response.
-            text, structured = _scrub(text), _scrub(structured)
+            text, structured = scrub_surrogates(text), scrub_surrogates(structured)
         return _text_result(text, structured)
 
     def search(self, identity: Identity, args: dict[str, Any]) -> types.CallToolResult:

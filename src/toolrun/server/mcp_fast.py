@@ -59,6 +59,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..formatting import encodable
 from .request import replay
 
 log = logging.getLogger("toolrun.mcp")
@@ -375,7 +376,7 @@ class McpFastPath:
             or block.meta is not None
             or result.meta is not None
             or type(result.is_error) is not bool
-            or not _plain_text(block.text)
+            or not encodable(block.text)
             or (structured is not None and not _plain_json(structured))
         ):
             return None
@@ -454,23 +455,12 @@ def _small(key: tuple[Any, ...]) -> bool:
     )
 
 
-def _plain_text(text: str) -> bool:
-    """A str with no lone surrogate (which the serialisers treat each their own way)."""
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _plain_json(value: Any, depth: int = 0) -> bool:
     """JSON the SDK's JSON-mode dump returns unchanged: objects with string keys, lists, strings without lone
     surrogates, exact ints and bools, finite floats, null (no tuples, no NaN or infinity, no subclasses)."""
     kind = type(value)
     if kind is str:
-        return _plain_text(value)
+        return encodable(value)
     if kind is int or kind is bool or value is None:
         return True
     if kind is float:
@@ -478,7 +468,7 @@ def _plain_json(value: Any, depth: int = 0) -> bool:
     if depth > 100:
         return False
     if kind is dict:
-        return all(type(k) is str and _plain_text(k) and _plain_json(v, depth + 1) for k, v in value.items())
+        return all(type(k) is str and encodable(k) and _plain_json(v, depth + 1) for k, v in value.items())
     if kind is list:
         return all(_plain_json(v, depth + 1) for v in value)
     return False
