@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -287,6 +288,74 @@ class ToolrunServer(Process):
 
     def rss_kib(self) -> int:
         return status_kib(self.pid, "VmRSS")
+
+
+NGINX_CONF = """\
+daemon off;
+{user}
+worker_processes 1;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/client_body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    upstream toolrun {{
+{servers}
+        keepalive 64;
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://toolrun;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host $host;
+            proxy_set_header X-Forwarded-For $remote_addr;
+            proxy_set_header X-Forwarded-Proto $scheme;
+            proxy_buffering off;  # event streams (GET /mcp) pass at once
+        }}
+    }}
+}}
+"""
+
+
+class Nginx(Process):
+    """nginx in the foreground (`daemon off;`), every path inside its work dir: a round robin over `upstreams`."""
+
+    name = "nginx"
+
+    def __init__(self, workdir: Path, upstreams: list[int]) -> None:
+        super().__init__(workdir)
+        self.port = free_port()
+        servers = "\n".join(f"        server 127.0.0.1:{p};" for p in upstreams)
+        user = "user root;" if os.geteuid() == 0 else ""
+        conf = NGINX_CONF.format(dir=workdir, servers=servers, port=self.port, user=user)
+        self.conf = workdir / "nginx.conf"
+        self.conf.write_text(conf, encoding="utf-8")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 10.0) -> Nginx:
+        binary = shutil.which("nginx") or "/usr/sbin/nginx"
+        self.spawn([binary, "-c", str(self.conf), "-p", str(self.workdir), "-e", str(self.workdir / "error.log")])
+
+        def up() -> bool:
+            if not self.alive():
+                raise RuntimeError(f"nginx exited:\n{self.log()}\n{(self.workdir / 'error.log').read_text()}")
+            try:
+                return httpx.get(self.url + "/healthz", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until(up, timeout, "nginx", interval=0.05)
+        return self
 
 
 class Processes(contextlib.ExitStack):

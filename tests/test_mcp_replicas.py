@@ -7,8 +7,6 @@ process that ran them, so the test sees that both replicas served one session.
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +18,7 @@ import pytest
 
 from conftest import require_binary
 from fixtures.mcp_support import MODERN_VERSION, text_of
-from helpers_servers import Process, Processes, RedisServer, ToolrunServer, create_key, free_port, start_all, wait_until
+from helpers_servers import Nginx, Processes, RedisServer, ToolrunServer, create_key, start_all
 
 pytestmark = pytest.mark.serial
 
@@ -46,64 +44,6 @@ def remember(value: str) -> str:
     set_session("value", value)
     return f"{seen}|{os.getpid()}"
 """
-NGINX_CONF = """\
-daemon off;
-{user}
-worker_processes 1;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log warn;
-events {{ worker_connections 256; }}
-http {{
-    access_log off;
-    client_body_temp_path {dir}/client_body;
-    proxy_temp_path {dir}/proxy;
-    fastcgi_temp_path {dir}/fastcgi;
-    uwsgi_temp_path {dir}/uwsgi;
-    scgi_temp_path {dir}/scgi;
-    upstream toolrun {{
-{servers}
-        keepalive 16;
-    }}
-    server {{
-        listen 127.0.0.1:{port};
-        location / {{
-            proxy_pass http://toolrun;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Host $host;
-            proxy_buffering off;
-        }}
-    }}
-}}
-"""
-
-
-class Nginx(Process):
-    name = "nginx"
-
-    def __init__(self, workdir: Path, upstreams: list[int]) -> None:
-        super().__init__(workdir)
-        self.port = free_port()
-        servers = "\n".join(f"        server 127.0.0.1:{p};" for p in upstreams)
-        user = "user root;" if os.geteuid() == 0 else ""
-        self.conf = workdir / "nginx.conf"
-        self.conf.write_text(NGINX_CONF.format(dir=workdir, servers=servers, port=self.port, user=user))
-
-    def start(self) -> Nginx:
-        binary = shutil.which("nginx") or "/usr/sbin/nginx"
-        self.spawn([binary, "-c", str(self.conf), "-p", str(self.workdir), "-e", str(self.workdir / "error.log")])
-        url = f"http://127.0.0.1:{self.port}/healthz"
-
-        def up() -> bool:
-            if not self.alive():
-                raise RuntimeError(f"nginx exited:\n{self.log()}")
-            try:
-                return httpx.get(url, timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_until(up, 10, "nginx", interval=0.05)
-        return self
 
 
 @dataclass
