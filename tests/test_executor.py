@@ -593,3 +593,16 @@ def test_calls_cancelled_while_their_children_start_from_threads_leave_nothing_b
     assert_none_survive(marker)
     assert zombie_children() == []
     assert set(os.listdir("/proc/self/fd")) - before == set()
+
+
+def test_the_buffers_of_every_request_stay_below_the_servers_mmap_threshold() -> None:
+    """`toolrun serve` pins glibc's mmap threshold (heap.big_blocks_mapped): a buffer above it is an mmap, an mremap
+    and page faults each time. asyncio reads every socket into a fresh 256 KiB buffer and a tool's pipes are read in
+    `_READ_SIZE`; both must come from the heap (at 128 KiB they cost an exec call about 100 us of kernel time)."""
+    import asyncio.selector_events
+
+    from toolrun import heap
+
+    assert heap.BIG_BLOCK > asyncio.selector_events._SelectorSocketTransport.max_size
+    assert heap.BIG_BLOCK > executor._READ_SIZE
+    assert executor._READ_SIZE >= 64 * 1024  # a whole default pipe buffer in one read

@@ -128,7 +128,8 @@ class _Sink:
         return head.decode("utf-8", errors="replace") + marker + tail[skip:].decode("utf-8", errors="replace")
 
 
-_READ_SIZE = 256 * 1024
+# A pipe holds 64 KiB (Linux's default): one read takes all there is, from a buffer below the mmap threshold.
+_READ_SIZE = 64 * 1024
 _HAS_PIDFD = hasattr(os, "pidfd_open")
 
 
