@@ -603,6 +603,6 @@ def test_the_buffers_of_every_request_stay_below_the_servers_mmap_threshold() ->
 
     from toolrun import heap
 
-    assert heap.BIG_BLOCK > asyncio.selector_events._SelectorSocketTransport.max_size
+    assert asyncio.selector_events._SelectorSocketTransport.max_size < heap.BIG_BLOCK
     assert heap.BIG_BLOCK > executor._READ_SIZE
     assert executor._READ_SIZE >= 64 * 1024  # a whole default pipe buffer in one read

@@ -58,11 +58,18 @@ class TextFormatter(logging.Formatter):
         """`2026-11-23 21:17:23,573`, the strftime part computed once per second (a log line per request)."""
         if datefmt is not None:
             return super().formatTime(record, datefmt)
-        second = int(record.created)
+        return self.stamp(record.created, int(record.msecs))
+
+    def stamp(self, created: float, msecs: int) -> str:
+        second = int(created)
         if second != self._second:
             self._stamp = time.strftime("%Y-%m-%d %H:%M:%S", self.converter(second))
             self._second = second
-        return f"{self._stamp},{int(record.msecs):03d}"
+        return f"{self._stamp},{msecs:03d}"
+
+    def line(self, created: float, level: str, name: str, message: str) -> str:
+        """The line `format` writes for a record of these values with no exception or stack (the access log's)."""
+        return f"{self.stamp(created, int((created - int(created)) * 1000))} {level} {name}: {escape(message)}"
 
     def format(self, record: logging.LogRecord) -> str:
         record.message = escape(record.getMessage())
@@ -82,12 +89,7 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per line; a record's `fields` dict becomes top-level keys."""
 
     def format(self, record: logging.LogRecord) -> str:
-        data: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
+        data = self._data(record.created, int(record.msecs), record.levelname, record.name, record.getMessage())
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict):
             for key, value in fields.items():
@@ -98,6 +100,18 @@ class JsonFormatter(logging.Formatter):
             data["exc"] = record.exc_text
         if record.stack_info:
             data["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(data, ensure_ascii=True, default=str)
+
+    @staticmethod
+    def _data(created: float, msecs: int, level: str, name: str, message: str) -> dict[str, Any]:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created))
+        return {"ts": f"{stamp}.{msecs:03d}Z", "level": level.lower(), "logger": name, "message": message}
+
+    def line(self, created: float, level: str, name: str, message: str, fields: dict[str, Any]) -> str:
+        """The line `format` writes for a record of these values and `fields` with no exception or stack."""
+        data = self._data(created, int((created - int(created)) * 1000), level, name, message)
+        for key, value in fields.items():
+            data.setdefault(key, value)
         return json.dumps(data, ensure_ascii=True, default=str)
 
 

@@ -20,6 +20,7 @@ from ..errors import (
 )
 from ..settings import Settings
 from .errors import json_error
+from .logs import access_line
 from .toolcall import ToolCall
 
 log = logging.getLogger("toolrun.server")
@@ -168,19 +169,7 @@ class Guard:
                 raw_query = scope.get("query_string", b"")
                 query = scrub_keys(redact_query(raw_query)) if raw_query else ""
                 ms = round((time.perf_counter() - started) * 1000, 1)
-                # The formatter escapes control characters (a `%0A` in the path cannot start a forged line);
-                # `fields` are the JSON log's keys.
-                fields = {"client": client[0], "method": method, "path": path, "query": query}
-                access_log.info(
-                    '%s "%s %s%s" %d %.1fms',
-                    client[0],
-                    method,
-                    path,
-                    query,
-                    status_holder[0],
-                    ms,
-                    extra={"fields": {**fields, "status": status_holder[0], "ms": ms}},
-                )
+                access_line(client[0], method, path, query, status_holder[0], ms)
 
     async def _mcp(self, scope: Scope, receive: Receive, send: Send, status: list[int]) -> None:
         """POST /mcp without the router; a ToolrunError that escapes gets the app's JSON answer, as routed."""

@@ -13,7 +13,10 @@ import io
 import logging
 import os
 import sys
+import time
 from typing import Any
+
+from ..logs import JsonFormatter, TextFormatter
 
 
 class AccessHandler(logging.Handler):
@@ -34,6 +37,10 @@ class AccessHandler(logging.Handler):
         except Exception:  # pragma: no cover - logging's own convention
             self.handleError(record)
             return
+        self.add(line)
+
+    def add(self, line: str) -> None:
+        """Queue one formatted line (written at the end of this loop iteration)."""
         self._pending.append(line)
         if self._scheduled:
             return
@@ -69,3 +76,43 @@ class AccessHandler(logging.Handler):
     def close(self) -> None:
         self.flush()
         super().close()
+
+
+_ACCESS = logging.getLogger("toolrun.access")
+
+
+def _direct(logger: logging.Logger) -> tuple[AccessHandler, Any] | None:
+    """The access logger's one way out, when a line can skip logging's records: `toolrun serve`'s own setup
+    (one AccessHandler with toolrun's text or JSON formatter, no filters, no propagation), else None."""
+    handlers = logger.handlers
+    if len(handlers) != 1 or logger.propagate or logger.filters:
+        return None
+    handler = handlers[0]
+    if type(handler) is not AccessHandler or handler.filters or handler.level > logging.INFO:
+        return None
+    if type(handler.formatter) not in (TextFormatter, JsonFormatter):
+        return None
+    return handler, handler.formatter
+
+
+def access_line(client: str, method: str, path: str, query: str, status: int, ms: float) -> None:
+    """Log one request at INFO on `toolrun.access` (when enabled), as `access_log.info(...)` would.
+
+    With `toolrun serve`'s logging the line is formatted here and queued on the handler: the same text
+    (or JSON object) without a LogRecord and logging's dispatch, about a fifth of the cost."""
+    if not _ACCESS.isEnabledFor(logging.INFO):
+        return
+    fields = {"client": client, "method": method, "path": path, "query": query, "status": status, "ms": ms}
+    direct = _direct(_ACCESS)
+    if direct is None:
+        # The formatter escapes control characters (a `%0A` in the path cannot start a forged line);
+        # `fields` are the JSON log's keys.
+        _ACCESS.info('%s "%s %s%s" %d %.1fms', client, method, path, query, status, ms, extra={"fields": fields})
+        return
+    handler, formatter = direct
+    message = '%s "%s %s%s" %d %.1fms' % (client, method, path, query, status, ms)  # noqa: UP031 - the same text
+    created = time.time()
+    if type(formatter) is JsonFormatter:
+        handler.add(formatter.line(created, "INFO", _ACCESS.name, message, fields))
+    else:
+        handler.add(formatter.line(created, "INFO", _ACCESS.name, message))
