@@ -183,3 +183,30 @@ def test_popen_reference_child_agrees_with_the_probe_format() -> None:
     """The probe itself works under a plain Popen (so a difference above is the spawn's, not the probe's)."""
     done = subprocess.run(["/bin/sh", "-c", PROBE], env=ENV, capture_output=True, text=True, check=False)
     assert done.returncode == 0 and "/dev/" in done.stdout
+
+
+@pytest.mark.skipif(not glibc_234(), reason="posix_spawn with closefrom needs glibc 2.34")
+def test_reused_file_actions_and_encoded_variables_give_every_child_its_own_descriptors_and_values() -> None:
+    """The file actions are cached by descriptor numbers and `NAME=value` bytes by (name, value): children started
+    back to back, on recycled and on fresh descriptor numbers, each see only their own value and their own pipe."""
+
+    async def scenario() -> list[str]:
+        async def one(i: int) -> str:
+            env = {**ENV, "SPAWN_CASE": f"value-{i}", "SHARED": "same"}
+            result = await executor.run('printf "%s %s" "$SPAWN_CASE" "$SHARED"', timeout=10, env=env)
+            assert result.returncode == 0, result
+            return result.stdout
+
+        first = [await one(i) for i in range(5)]  # one after the other: the same pipe numbers each time
+        return first + list(await asyncio.gather(*(one(i) for i in range(5, 25))))  # at once: other numbers
+
+    assert asyncio.run(scenario()) == [f"value-{i} same" for i in range(25)]
+    assert 0 < len(spawn._ACTIONS) <= spawn._ACTIONS_MAX
+    read_end, write_end = os.pipe()
+    try:
+        with pytest.raises(ValueError, match="illegal environment variable name"):  # checked before any cache hit
+            spawn.start(["/bin/true"], {"A=B": "1"}, None, None, write_end, write_end)
+        assert ("A=B", "1") not in spawn._ENV_ITEMS
+    finally:
+        os.close(read_end)
+        os.close(write_end)

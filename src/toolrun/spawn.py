@@ -131,17 +131,32 @@ def _encode(value: str) -> bytes:
     return data
 
 
-def _posix_spawn(libc: _Libc, path: str, argv: list[str], env: Mapping[str, str], fds: tuple[int, int, int]) -> int:
-    file = _encode(path)
-    args = [_encode(a) for a in argv]
-    items = []
-    for key, value in env.items():
+# `NAME=value` bytes of the environment variables children get, by (name, value): a tool's environment is the
+# same at every call but for the call's token, so each variable is encoded and checked once. Emptied when full.
+_ENV_ITEMS: dict[tuple[str, str], bytes] = {}
+_ENV_ITEMS_MAX = 4096
+# File actions (dup2 x 3, closefrom) by the three descriptors they move, built once: the pipes' descriptor
+# numbers come back call after call. Never freed while cached (a spawn in another thread may be reading one),
+# so the cache stops growing at its cap and the rest are built and destroyed per call.
+_ACTIONS: dict[tuple[int, int, int], ctypes.Array[ctypes.c_char]] = {}
+_ACTIONS_MAX = 256
+
+
+def _env_item(key: str, value: str) -> bytes:
+    item = _ENV_ITEMS.get((key, value))
+    if item is None:
         name = _encode(key)
         if b"=" in name:
             raise ValueError("illegal environment variable name")
-        items.append(name + b"=" + _encode(value))
-    c_argv = (ctypes.c_char_p * (len(args) + 1))(*args)
-    c_env = (ctypes.c_char_p * (len(items) + 1))(*items)
+        item = name + b"=" + _encode(value)
+        if len(_ENV_ITEMS) >= _ENV_ITEMS_MAX:
+            _ENV_ITEMS.clear()
+        _ENV_ITEMS[key, value] = item
+    return item
+
+
+def _actions(libc: _Libc, fds: tuple[int, int, int]) -> ctypes.Array[ctypes.c_char]:
+    """posix_spawn_file_actions_t: `fds` dup2'd onto 0, 1, 2, then every descriptor from 3 on closed."""
     actions = ctypes.create_string_buffer(_STRUCT)
     if libc.fa_init(actions) != 0:  # pragma: no cover - it only zeroes the struct
         raise OSError("posix_spawn_file_actions_init failed")
@@ -151,10 +166,30 @@ def _posix_spawn(libc: _Libc, path: str, argv: list[str], env: Mapping[str, str]
                 raise MemoryError
         if libc.fa_closefrom(actions, 3) != 0:  # pragma: no cover - ENOMEM
             raise MemoryError
+    except BaseException:  # pragma: no cover - ENOMEM
+        libc.fa_destroy(actions)
+        raise
+    return actions
+
+
+def _posix_spawn(libc: _Libc, path: str, argv: list[str], env: Mapping[str, str], fds: tuple[int, int, int]) -> int:
+    file = _encode(path)
+    args = [_encode(a) for a in argv]
+    items = [_env_item(key, value) for key, value in env.items()]
+    c_argv = (ctypes.c_char_p * (len(args) + 1))(*args)
+    c_env = (ctypes.c_char_p * (len(items) + 1))(*items)
+    actions = _ACTIONS.get(fds)
+    owned = None  # built for this call only: destroyed after it
+    if actions is None:
+        actions = _actions(libc, fds)
+        if len(_ACTIONS) >= _ACTIONS_MAX or _ACTIONS.setdefault(fds, actions) is not actions:
+            owned = actions  # the cache is full, or another thread cached the same one meanwhile
+    try:
         pid = ctypes.c_int()
         err = libc.spawn(ctypes.byref(pid), file, actions, libc.attr(), c_argv, c_env)
     finally:
-        libc.fa_destroy(actions)
+        if owned is not None:
+            libc.fa_destroy(owned)
     if err:
         raise OSError(err, os.strerror(err), path)  # what Popen raises (FileNotFoundError, PermissionError, ...)
     return pid.value
