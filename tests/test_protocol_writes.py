@@ -95,3 +95,32 @@ def test_a_real_server_answers_requests_on_one_connection_whole_and_in_order(tmp
             data += chunk
         assert data.count(b"HTTP/1.1 200") == 2
         sock.close()
+
+
+def test_deadlines_still_hold_on_a_connection_that_served_requests(tmp_path: Any) -> None:
+    """The connection's one timer: an idle keep-alive connection is closed after 5 seconds, and a head begun
+    after several requests still gets its 408 `request_timeout` seconds after its first byte."""
+    import time
+
+    from helpers_servers import ToolrunServer
+
+    catalog = tmp_path / "tools.yaml"
+    catalog.write_text("group: t\ntools:\n  - {name: hello, public: true, exec: printf hello}\n")
+    with ToolrunServer(tmp_path / "srv", catalog, {"SVC_REQUEST_TIMEOUT": 2}) as server:
+        server.start()
+        idle = socket.create_connection(("127.0.0.1", server.port))
+        slow = socket.create_connection(("127.0.0.1", server.port))
+        for sock in (idle, slow):
+            sock.settimeout(15)
+            for _ in range(3):
+                sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                assert sock.recv(65536).endswith(b'{"status":"ok"}')
+        started = time.monotonic()
+        slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0")  # half a head, never finished
+        answer = slow.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 408"), answer
+        assert 1.5 < time.monotonic() - started < 4.5
+        assert idle.recv(65536) == b""  # closed by the server: idle past the keep-alive timeout
+        assert 4.5 < time.monotonic() - started < 8
+        idle.close()
+        slow.close()

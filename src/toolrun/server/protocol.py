@@ -23,12 +23,23 @@ _METHODS = {
     "on_message_begin": ["self"],
     "on_headers_complete": ["self"],
     "on_message_complete": ["self"],
+    "on_response_complete": ["self"],
+    "_unset_keepalive_if_required": ["self"],
+    "timeout_keep_alive_handler": ["self"],
+    "_start_asgi_task": ["self", "cycle", "app"],
     "_unsupported_upgrade_warning": ["self"],
 }
 # The attributes it reads, and where uvicorn sets them.
 _ATTRIBUTES = {
-    "HttpToolsProtocol.__init__": ("self.loop", "self.cycle"),
-    "HttpToolsProtocol.connection_made": ("self.transport",),
+    "HttpToolsProtocol.__init__": (
+        "self.loop",
+        "self.cycle",
+        "self.server_state",
+        "self.pipeline",
+        "self.timeout_keep_alive",
+        "self.timeout_keep_alive_task",
+    ),
+    "HttpToolsProtocol.connection_made": ("self.transport", "self.flow"),
     "RequestResponseCycle.__init__": ("self.response_started", "self.disconnected", "self.message_event"),
 }
 
@@ -142,19 +153,73 @@ def http_protocol(head_timeout: float) -> Any:
         _in_head = True  # between requests (or before the first one) and until the headers are complete
         _head_bytes = 0
         _head_begun = False
-        _head_timer: Any = None
         _events = 0  # heads and messages completed: a chunk that completes one is not counted
         _in_body = False  # the head is complete, the body is not
         _body_timer: Any = None
+        # Two deadlines, one timer. A head (or the first one, from the connection's start) must be complete by
+        # `_head_at`; an idle keep-alive connection is closed at `_idle_at` (uvicorn's keep-alive timeout). Each
+        # request sets and clears them, which costs an attribute store; the connection's one timer (`_tick`)
+        # wakes at the earliest deadline it was armed for, acts on the deadlines that have passed and re-arms
+        # for the rest. uvicorn's own way is a timer created and cancelled per request for each of them.
+        _head_at: float | None = None
+        _idle_at: float | None = None
+        _timer: Any = None
+        _timer_at = 0.0
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(cast(Any, _Coalescing(transport, self.loop)))  # head and body: one send
-            self._head_timer = self.loop.call_later(head_timeout, self._head_timed_out)
+            self._head_at = self.loop.time() + head_timeout
+            self._arm(self._head_at)
 
         def connection_lost(self, exc: Exception | None) -> None:
-            self._stop_head_timer()
+            self._head_at = self._idle_at = None
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
             self._stop_body_timer()
             super().connection_lost(exc)
+
+        def _arm(self, at: float) -> None:
+            timer = self._timer
+            if timer is not None:
+                if self._timer_at <= at:
+                    return  # it wakes first, and re-arms for this deadline then
+                timer.cancel()
+            self._timer_at = at
+            self._timer = self.loop.call_at(at, self._tick)
+
+        def _tick(self) -> None:
+            self._timer = None
+            if self.transport.is_closing():
+                return
+            now = self.loop.time() + 0.001  # a timer may run a clock tick early
+            if self._head_at is not None and now >= self._head_at:
+                self._head_at = None
+                self._head_timed_out()
+            elif self._idle_at is not None and now >= self._idle_at:
+                self._idle_at = None
+                self.timeout_keep_alive_handler()
+            else:
+                pending = [at for at in (self._head_at, self._idle_at) if at is not None]
+                if pending:
+                    self._arm(min(pending))
+
+        def _unset_keepalive_if_required(self) -> None:
+            self._idle_at = None  # uvicorn cancels its timer here: data arrived, the connection is not idle
+
+        def on_response_complete(self) -> None:
+            # uvicorn's, with the keep-alive deadline set instead of a timer created.
+            self.server_state.total_requests += 1
+            if self.transport.is_closing():
+                return
+            self._idle_at = None
+            self.flow.resume_reading()
+            if self.pipeline:
+                cycle, app = self.pipeline.pop()
+                self._start_asgi_task(cycle, app)
+            else:
+                self._idle_at = self.loop.time() + self.timeout_keep_alive
+                self._arm(self._idle_at)
 
         def data_received(self, data: bytes) -> None:
             if self._in_head:
@@ -174,14 +239,15 @@ def http_protocol(head_timeout: float) -> Any:
         def on_message_begin(self) -> None:
             super().on_message_begin()
             self._head_begun = True
-            if self._head_timer is None:
-                self._head_timer = self.loop.call_later(head_timeout, self._head_timed_out)
+            if self._head_at is None:
+                self._head_at = self.loop.time() + head_timeout
+                self._arm(self._head_at)
 
         def on_headers_complete(self) -> None:
             self._in_head, self._head_bytes, self._head_begun = False, 0, False
             self._in_body = True
             self._events += 1
-            self._stop_head_timer()
+            self._head_at = None
             super().on_headers_complete()
 
         def on_message_complete(self) -> None:
@@ -211,13 +277,7 @@ def http_protocol(head_timeout: float) -> Any:
                     return
             self._refuse(408, "Request Timeout", RequestTimeout(head_timeout).summary)
 
-        def _stop_head_timer(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
-
         def _head_timed_out(self) -> None:
-            self._head_timer = None
             if self._in_head and not self.transport.is_closing():
                 if self._head_begun:
                     self._refuse(408, "Request Timeout", f"request head not received within {head_timeout:g} seconds")
@@ -230,7 +290,7 @@ def http_protocol(head_timeout: float) -> Any:
             self._refuse(400, "Bad Request", "upgrade requests (WebSocket) are not supported")
 
         def _refuse(self, status: int, reason: str, message: str) -> None:
-            self._stop_head_timer()
+            self._head_at = None
             body = message.encode()
             self.transport.write(
                 f"HTTP/1.1 {status} {reason}\r\ncontent-type: text/plain; charset=utf-8\r\n"
