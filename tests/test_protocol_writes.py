@@ -95,6 +95,14 @@ def test_a_real_server_answers_requests_on_one_connection_whole_and_in_order(tmp
             data += chunk
         assert data.count(b"HTTP/1.1 200") == 2
         sock.close()
+        for _ in range(20):  # a client that half-closes after its request still gets the whole answer
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as half:
+                half.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                half.shutdown(socket.SHUT_WR)
+                answer = b""
+                while chunk := half.recv(65536):
+                    answer += chunk
+                assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b'{"status":"ok"}'), answer
 
 
 def test_deadlines_still_hold_on_a_connection_that_served_requests(tmp_path: Any) -> None:

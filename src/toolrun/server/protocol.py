@@ -24,6 +24,7 @@ _METHODS = {
     "on_headers_complete": ["self"],
     "on_message_complete": ["self"],
     "on_response_complete": ["self"],
+    "eof_received": ["self"],
     "_unset_keepalive_if_required": ["self"],
     "timeout_keep_alive_handler": ["self"],
     "_start_asgi_task": ["self", "cycle", "app"],
@@ -82,7 +83,8 @@ class _Coalescing:
     for every small answer. Here the first write of an iteration is held and a flush is scheduled
     for the end of it (`call_soon`); what else is written meanwhile joins it. A stream (an SSE
     event, a 100 Continue) still goes out in the iteration it was written in; `close` flushes first,
-    `abort` drops what is held as it drops the transport's own buffer. About 20 us of CPU less per
+    `abort` drops what is held as it drops the transport's own buffer, and the protocol flushes when the client
+    half-closes (asyncio then closes the transport itself). About 20 us of CPU less per
     small answer."""
 
     __slots__ = ("held", "loop", "transport")
@@ -178,6 +180,12 @@ def http_protocol(head_timeout: float) -> Any:
                 self._timer = None
             self._stop_body_timer()
             super().connection_lost(exc)
+
+        def eof_received(self) -> None:
+            # The client half-closed: asyncio closes the transport itself once this returns (not through the
+            # wrapper), so an answer written in this iteration must leave now.
+            cast(_Coalescing, self.transport).flush()
+            super().eof_received()
 
         def _arm(self, at: float) -> None:
             timer = self._timer
