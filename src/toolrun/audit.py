@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import sys
 import threading
 from collections.abc import Mapping
@@ -50,7 +51,8 @@ class CallOrigin:
 
 
 def new_request_id() -> str:
-    return os.urandom(8).hex()
+    """16 hex digits. Unique, not secret: from `random` (reseeded in every forked worker), no system call."""
+    return f"{random.getrandbits(64):016x}"
 
 
 def clean_request_id(raw: str | None) -> str:

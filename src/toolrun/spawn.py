@@ -310,9 +310,13 @@ class LoopWatcher:
 _WATCHERS: weakref.WeakKeyDictionary[AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
 
 
+_PID = [os.getpid()]  # this process's pid, kept current across forks (os.getpid() is a system call per use)
+os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
+
+
 def watcher(loop: AbstractEventLoop) -> Watcher | LoopWatcher:
     """This loop's watcher (made on first use; a forked process makes its own)."""
     found = _WATCHERS.get(loop)
-    if found is None or found.pid != os.getpid():
+    if found is None or found.pid != _PID[0]:
         found = _WATCHERS[loop] = Watcher(loop) if hasattr(select, "epoll") else LoopWatcher(loop)
     return found
