@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import Any, cast
+from typing import Any
 
 from ..errors import RequestTimeout
 
@@ -129,6 +129,7 @@ class _Coalescing:
         return getattr(self.transport, name)
 
 
+COALESCE = True  # bench/coalesce.py turns it off to measure what it saves
 MAX_HEAD = 64 * 1024  # bytes of one request head (request line and headers); nginx's default is 32 KiB
 
 
@@ -169,7 +170,9 @@ def http_protocol(head_timeout: float) -> Any:
         _timer_at = 0.0
 
         def connection_made(self, transport: Any) -> None:
-            super().connection_made(cast(Any, _Coalescing(transport, self.loop)))  # head and body: one send
+            if COALESCE:  # head and body: one send
+                transport = _Coalescing(transport, self.loop)
+            super().connection_made(transport)
             self._head_at = self.loop.time() + head_timeout
             self._arm(self._head_at)
 
@@ -184,7 +187,9 @@ def http_protocol(head_timeout: float) -> Any:
         def eof_received(self) -> None:
             # The client half-closed: asyncio closes the transport itself once this returns (not through the
             # wrapper), so an answer written in this iteration must leave now.
-            cast(_Coalescing, self.transport).flush()
+            transport: Any = self.transport  # uvicorn types it as asyncio's Transport; it may be the wrapper
+            if isinstance(transport, _Coalescing):
+                transport.flush()
             super().eof_received()
 
         def _arm(self, at: float) -> None:
