@@ -15,8 +15,11 @@ Rows (all call `pub.ping`, an fn tool returning "pong", from tests/fixtures/mcp_
 
 Calls are sequential (one in flight), each timed on its own, all from one asyncio loop; the rows
 are interleaved (round-robin slices) so a load that drifts during the run hits them alike. The
-table gives the median, p90 and min in milliseconds and the median's ratio to POST /tools/{key};
-then each /mcp era's ratio against the target (within 1.3x of POST /tools/{key}). The HTTP rows
+table gives the median, p90 and min in milliseconds and the median's ratio to POST /tools/{key},
+and for the rows served by `toolrun serve` over HTTP, the server's own CPU time per call (its
+processes' scheduler time, in nanoseconds from /proc, summed over each row's slices) and its ratio
+to POST /tools/{key}: what a call costs the server, which other load on the machine moves far less
+than latency; then each /mcp era's ratios against the target (within 1.3x of POST /tools/{key}). The HTTP rows
 authenticate with an API key (X-API-Key), like a real client. The /mcp rows are answered by the
 fast path in front of the SDK (server/mcp_fast.py); `--sdk` starts the server with it off
 (TOOLRUN_MCP_FAST_PATH=0), to compare. A script, not a test: it prints and exits 0.
@@ -48,6 +51,24 @@ from fixtures.mcp_support import CATALOG, ServeProcess, mcp_http, mcp_stdio, min
 
 KEY = "pub.ping"
 ARGS = {"key": KEY}
+
+
+def server_cpu_ns(pid: int) -> int:
+    """CPU time (ns) of the server process and its workers so far: every thread's scheduler time from /proc."""
+    pids = [pid]
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            pids += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    total = 0
+    for one in pids:
+        for task in Path(f"/proc/{one}/task").glob("*"):
+            try:
+                total += int((task / "schedstat").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+    return total
 
 
 def summary(samples: list[float]) -> tuple[float, float, float]:
@@ -138,7 +159,9 @@ async def raw_mcp_call(http: httpx.AsyncClient, mode: str) -> Call:
     return one
 
 
-async def measure(tmp: Path, calls: int, warmup: int, rounds: int, sdk: bool = False) -> dict[str, list[float]]:
+async def measure(
+    tmp: Path, calls: int, warmup: int, rounds: int, sdk: bool = False
+) -> tuple[dict[str, list[float]], dict[str, float]]:
     """Open every client at once, then time the rows round-robin (`rounds` slices each), so a
     machine whose load drifts during the run penalises every row alike."""
     home = tmp / "home"
@@ -173,20 +196,27 @@ async def measure(tmp: Path, calls: int, warmup: int, rounds: int, sdk: bool = F
                 for _ in range(warmup):
                     await call()
             samples: dict[str, list[float]] = {name: [] for name in rows}
+            cpu_ns = dict.fromkeys(SERVED_ROWS, 0)
+            assert server.process is not None
+            pid = server.process.pid
             per_round = max(1, calls // rounds)
             while any(len(s) < calls for s in samples.values()):
                 for name, call in rows.items():
+                    before = server_cpu_ns(pid) if name in cpu_ns else 0
                     for _ in range(min(per_round, calls - len(samples[name]))):
                         started = time.perf_counter()
                         await call()
                         samples[name].append(time.perf_counter() - started)
-            return samples
+                    if name in cpu_ns:
+                        cpu_ns[name] += server_cpu_ns(pid) - before
+            return samples, {name: ns / len(samples[name]) / 1000 for name, ns in cpu_ns.items()}
 
 
 BASELINE = "POST /tools/{key} (httpx keep-alive)"
 HTTP_ROWS = ("MCP HTTP /mcp, 2026-07-28", "MCP HTTP /mcp, handshake era")
 RAW_ROWS = ("/mcp, same bytes by httpx, 2026-07-28", "/mcp, same bytes by httpx, handshake")
 TARGET = 1.3  # issue 14: `execute` through /mcp within 1.3x of POST /tools/{key}, in both eras
+SERVED_ROWS = (*HTTP_ROWS, *RAW_ROWS, BASELINE)  # the rows `toolrun serve` answers over HTTP (its CPU is measured)
 
 
 def main() -> None:
@@ -198,7 +228,7 @@ def main() -> None:
     opts = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="toolrun-bench-mcp-") as tmp:
-        rows = asyncio.run(measure(Path(tmp), opts.calls, opts.warmup, opts.rounds, opts.sdk))
+        rows, cpu_us = asyncio.run(measure(Path(tmp), opts.calls, opts.warmup, opts.rounds, opts.sdk))
 
     baseline = statistics.median(rows[BASELINE]) * 1000
     print(
@@ -209,25 +239,28 @@ def main() -> None:
         + ("; /mcp by the SDK alone (fast path off)" if opts.sdk else "")
     )
     print()
+    base_cpu = cpu_us[BASELINE]
     print(
         f"| {'transport':<40} | {'median ms':>9} | {'p90 ms':>7} | {'min ms':>7} | {'calls/s':>7} |"
-        f" {'vs POST /tools':>14} |"
+        f" {'vs POST /tools':>14} | {'server CPU us/call':>18} | {'vs POST /tools':>14} |"
     )
-    print(f"|{'-' * 42}|{'-' * 10}:|{'-' * 8}:|{'-' * 8}:|{'-' * 8}:|{'-' * 15}:|")
+    print(f"|{'-' * 42}|{'-' * 10}:|{'-' * 8}:|{'-' * 8}:|{'-' * 8}:|{'-' * 15}:|{'-' * 19}:|{'-' * 15}:|")
     for name, samples in rows.items():
         median, p90, low = summary(samples)
+        cpu = f"{cpu_us[name]:>18.0f} | {cpu_us[name] / base_cpu:>13.2f}x" if name in cpu_us else f"{'':>18} | {'':>14}"
         print(
             f"| {name:<40} | {median:>9.2f} | {p90:>7.2f} | {low:>7.2f} | {1000 / median:>7.0f} |"
-            f" {median / baseline:>13.2f}x |"
+            f" {median / baseline:>13.2f}x | {cpu} |"
         )
     print()
     for era, raw in zip(HTTP_ROWS, RAW_ROWS, strict=True):
         ratio = statistics.median(rows[era]) * 1000 / baseline
         server_share = statistics.median(rows[raw]) * 1000 / baseline
+        cpu_ratio = cpu_us[era] / base_cpu
         verdict = "meets" if ratio <= TARGET else "MISSES"
         print(
-            f"{era}: {ratio:.2f}x POST /tools/{{key}} ({verdict} the {TARGET}x target); "
-            f"the same request sent by httpx: {server_share:.2f}x"
+            f"{era}: {ratio:.2f}x POST /tools/{{key}} in latency ({verdict} the {TARGET}x target); "
+            f"the same request sent by httpx: {server_share:.2f}x; server CPU per call: {cpu_ratio:.2f}x"
         )
 
 
