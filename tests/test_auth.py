@@ -71,6 +71,39 @@ def test_expired_and_revoked_keys_do_not_resolve(store: SQLiteKeyStore) -> None:
     assert states == {expired_record.prefix: "expired", record.prefix: "revoked"}
 
 
+def test_a_remembered_key_stops_resolving_the_moment_it_is_revoked_or_changed_anywhere(
+    store: SQLiteKeyStore, tmp_path: Path
+) -> None:
+    """resolve() remembers keys that resolved; every change to the key store, from this store, another connection
+    or another process (`toolrun keys revoke`), is seen at the next call, and an expiry counts without a change."""
+    import subprocess
+    import sys
+    import time
+
+    first, first_record = store.create_key("dave", ["ops"])
+    second, second_record = store.create_key("erin", ["ops"])
+    third, third_record = store.create_key("frank", ["ops"])
+    soon, _ = store.create_key("gina", ["ops"], expires_in=1.0)
+    for key in (first, second, third, soon):
+        assert store.resolve(key) is not None and store.resolve(key) is not None  # remembered now
+    assert store.revoke(first_record.prefix)  # this store's own connection
+    assert store.resolve(first) is None
+    assert SQLiteKeyStore(tmp_path / "keys.db").revoke(second_record.prefix)  # another connection
+    assert store.resolve(second) is None
+    script = (
+        "import sys; from pathlib import Path; from toolrun.auth import SQLiteKeyStore; "
+        f"SQLiteKeyStore(Path(sys.argv[1])).revoke({third_record.prefix!r})"
+    )
+    subprocess.run([sys.executable, "-c", script, str(tmp_path / "keys.db")], check=True, timeout=60)
+    assert store.resolve(third) is None  # another process
+    other = SQLiteKeyStore(tmp_path / "keys.db")
+    other.set_groups("gina", ["finance"])
+    user = store.resolve(soon)
+    assert user is not None and user.groups == ("finance",)  # a changed user is read again
+    time.sleep(1.1)
+    assert store.resolve(soon) is None  # expired while remembered
+
+
 def test_a_second_key_never_changes_the_users_groups_unless_asked(store: SQLiteKeyStore) -> None:
     first, _ = store.create_key("alice", ["ops"], email="a@x")
     with pytest.raises(UsageError, match="--set-groups"):
