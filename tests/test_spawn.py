@@ -123,6 +123,25 @@ def test_stdin_mode_and_exit_codes_are_the_same_both_ways(monkeypatch: pytest.Mo
         assert run_probe(monkeypatch, posix, command="kill -TERM $$")[0] == -15
 
 
+def start_both_ways(
+    monkeypatch: pytest.MonkeyPatch, argv: list[str], env: dict[str, str], error: type[Exception]
+) -> list[Any]:
+    """What `spawn.start(argv, env)` raises with posix_spawn, then with Popen (each must raise `error`)."""
+    raised = []
+    for posix in (True, False):
+        if not posix:
+            monkeypatch.setattr(spawn, "_LIBC", None)
+        read_end, write_end = os.pipe()
+        try:
+            with pytest.raises(error) as caught:
+                spawn.start(argv, env, None, None, write_end, write_end)
+        finally:
+            os.close(read_end)
+            os.close(write_end)
+        raised.append(caught.value)
+    return raised
+
+
 @pytest.mark.parametrize(
     ("argv", "env", "error"),
     [
@@ -137,18 +156,7 @@ def test_stdin_mode_and_exit_codes_are_the_same_both_ways(monkeypatch: pytest.Mo
 def test_a_child_that_cannot_start_raises_what_popen_raises(
     monkeypatch: pytest.MonkeyPatch, argv: list[str], env: dict[str, str], error: type[Exception]
 ) -> None:
-    errors = []
-    for posix in (True, False):
-        if not posix:
-            monkeypatch.setattr(spawn, "_LIBC", None)
-        read_end, write_end = os.pipe()
-        try:
-            with pytest.raises(error) as caught:
-                spawn.start(argv, env, None, None, write_end, write_end)
-        finally:
-            os.close(read_end)
-            os.close(write_end)
-        errors.append((type(caught.value), str(caught.value)))
+    errors = [(type(e), str(e)) for e in start_both_ways(monkeypatch, argv, env, error)]
     assert errors[0] == errors[1]
 
 
@@ -158,18 +166,7 @@ def test_a_script_without_an_interpreter_line_fails_as_with_popen(
     script = tmp_path / "script"
     script.write_text("echo hi\n")
     script.chmod(0o755)
-    errors = []
-    for posix in (True, False):
-        if not posix:
-            monkeypatch.setattr(spawn, "_LIBC", None)
-        read_end, write_end = os.pipe()
-        try:
-            with pytest.raises(OSError) as caught:
-                spawn.start([str(script)], ENV, None, None, write_end, write_end)
-        finally:
-            os.close(read_end)
-            os.close(write_end)
-        errors.append((type(caught.value), caught.value.errno, str(caught.value)))
+    errors = [(type(e), e.errno, str(e)) for e in start_both_ways(monkeypatch, [str(script)], ENV, OSError)]
     assert errors[0] == errors[1]
     assert errors[0][1] == 8  # ENOEXEC: no shell is tried in its place
 
@@ -210,3 +207,21 @@ def test_reused_file_actions_and_encoded_variables_give_every_child_its_own_desc
     finally:
         os.close(read_end)
         os.close(write_end)
+
+
+def test_the_pid_every_per_process_resource_checks_follows_a_fork() -> None:
+    """forks.pid() (what connections, pools, watchers and spawn threads compare to learn they are in a forked
+    worker) is the child's own pid in the child, without a system call per read."""
+    from toolrun import forks
+
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        os.write(write_end, f"{forks.pid()} {os.getpid()}".encode())
+        os._exit(0)
+    os.close(write_end)
+    seen = os.read(read_end, 100).decode().split()
+    os.close(read_end)
+    os.waitpid(child, 0)
+    assert seen[0] == seen[1] == str(child)
+    assert forks.pid() == os.getpid()

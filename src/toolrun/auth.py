@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import re
 import secrets
 import sqlite3
@@ -26,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from . import forks
 from .errors import UsageError
 from .models import Identity
 
@@ -173,7 +173,7 @@ class SQLiteKeyStore:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        self._pid = os.getpid()
+        self._pid = forks.pid()
         with self._conn() as conn:
             conn.executescript(
                 """
@@ -188,8 +188,8 @@ class SQLiteKeyStore:
             )
 
     def _conn(self) -> sqlite3.Connection:
-        if self._pid != os.getpid():  # a forked worker (`serve --workers`) opens its own connection
-            self._local, self._pid = threading.local(), os.getpid()
+        if self._pid != forks.pid():  # a forked worker (`serve --workers`) opens its own connection
+            self._local, self._pid = threading.local(), forks.pid()
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=5.0, isolation_level=None, check_same_thread=False)

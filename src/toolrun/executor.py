@@ -45,7 +45,7 @@ import subprocess
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from . import directexec, procguard, spawn
+from . import directexec, forks, procguard, spawn
 from .models import ExecResult, ResourceLimits
 
 # After the shell exits, how long a background grandchild may keep the pipes open.
@@ -340,8 +340,8 @@ _RUNNING = 0
 
 def _spawner() -> ThreadPoolExecutor:
     global _SPAWNER
-    if _SPAWNER is None or _SPAWNER[0] != os.getpid():  # a forked worker makes its own threads
-        _SPAWNER = (os.getpid(), ThreadPoolExecutor(SPAWN_THREADS, thread_name_prefix="toolrun-spawn"))
+    if _SPAWNER is None or _SPAWNER[0] != forks.pid():  # a forked worker makes its own threads
+        _SPAWNER = (forks.pid(), ThreadPoolExecutor(SPAWN_THREADS, thread_name_prefix="toolrun-spawn"))
     return _SPAWNER[1]
 
 

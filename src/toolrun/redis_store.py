@@ -20,7 +20,6 @@ import hashlib
 import hmac
 import json
 import math
-import os
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -31,6 +30,7 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry as SyncRetry
 
+from . import forks
 from .auth import KeyRecord, User, groups_for_new_key, hash_key, mint, now, split_key, validate_user_fields
 from .errors import BackendUnavailable
 
@@ -63,7 +63,7 @@ class RedisKeyStore:
         self.url = url
         self._sync: redis.Redis | None = None
         self._async: aioredis.Redis | None = None
-        self._pid = os.getpid()
+        self._pid = forks.pid()
 
     # clients
     def sync(self) -> redis.Redis:
@@ -78,12 +78,12 @@ class RedisKeyStore:
         return self._sync
 
     def aio(self) -> aioredis.Redis:
-        if self._async is None or self._pid != os.getpid():  # a forked worker opens its own connections
+        if self._async is None or self._pid != forks.pid():  # a forked worker opens its own connections
             # One quick retry on a connection error: after a Redis restart the pool's first
             # connection is stale, and that should not fail a request. Never on a timeout: a Redis
             # that hangs would double the wait, and a Redis that is only slow may still run the
             # first INCR, so a retried one would count a call twice.
-            self._pid = os.getpid()
+            self._pid = forks.pid()
             self._async = aioredis.Redis.from_url(
                 self.url,
                 socket_timeout=TIMEOUT,

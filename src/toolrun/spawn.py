@@ -32,6 +32,8 @@ from asyncio import AbstractEventLoop
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from . import forks
+
 # -- posix_spawn through ctypes ------------------------------------------------------------------
 
 _POSIX_SPAWN_SETSIGDEF = 0x04
@@ -257,7 +259,7 @@ class Watcher:
     """Readiness callbacks for the descriptors of a loop's children, through one epoll of their own."""
 
     def __init__(self, loop: AbstractEventLoop) -> None:
-        self.pid = os.getpid()
+        self.pid = forks.pid()
         self.epoll = select.epoll()  # close-on-exec
         self.callbacks: dict[int, Callable[[int], None]] = {}
         # No reference to the loop: the loop's entry in _WATCHERS (and this epoll) goes when the loop does.
@@ -283,7 +285,7 @@ class LoopWatcher:
     """The same with the loop's own add_reader / add_writer (no epoll: not Linux)."""
 
     def __init__(self, loop: AbstractEventLoop) -> None:
-        self.pid = os.getpid()
+        self.pid = forks.pid()
         self.loop = weakref.ref(loop)
         self.writers: set[int] = set()
 
@@ -310,13 +312,9 @@ class LoopWatcher:
 _WATCHERS: weakref.WeakKeyDictionary[AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
 
 
-_PID = [os.getpid()]  # this process's pid, kept current across forks (os.getpid() is a system call per use)
-os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
-
-
 def watcher(loop: AbstractEventLoop) -> Watcher | LoopWatcher:
     """This loop's watcher (made on first use; a forked process makes its own)."""
     found = _WATCHERS.get(loop)
-    if found is None or found.pid != _PID[0]:
+    if found is None or found.pid != forks.pid():
         found = _WATCHERS[loop] = Watcher(loop) if hasattr(select, "epoll") else LoopWatcher(loop)
     return found

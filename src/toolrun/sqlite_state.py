@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sqlite3
 import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
+
+from . import forks
 
 SESSION_TTL = 24 * 3600.0
 _SCHEMA = """
@@ -40,13 +41,13 @@ class SQLiteState:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        self._pid = os.getpid()
+        self._pid = forks.pid()
         conn = self.conn()
         conn.executescript(_SCHEMA)
 
     def conn(self) -> sqlite3.Connection:
-        if self._pid != os.getpid():  # a forked worker never uses its parent's connection
-            self._local, self._pid = threading.local(), os.getpid()
+        if self._pid != forks.pid():  # a forked worker never uses its parent's connection
+            self._local, self._pid = threading.local(), forks.pid()
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=5.0, isolation_level=None, check_same_thread=False)
