@@ -306,10 +306,7 @@ class McpFastPath:
         version = verdict.protocol_version if isinstance(verdict, InboundModernRoute) else None
         if version is not None and not self._valid(version, params):
             version = None
-        if _small(memo_key):
-            if len(self._modern) >= 1024:
-                self._modern.clear()
-            self._modern[memo_key] = version
+        _remember(self._modern, memo_key, version)
         return version
 
     def _valid(self, version: str, params: dict[str, Any]) -> bool:
@@ -327,10 +324,7 @@ class McpFastPath:
                 known = True
             except Exception:  # the SDK answers INVALID_PARAMS (or METHOD_NOT_FOUND) in its own words
                 known = False
-            if _small(key):
-                if len(self._validated) >= 1024:
-                    self._validated.clear()
-                self._validated[key] = known
+            _remember(self._validated, key, known)
         return known
 
     def _param_headers_refused(self, name: str, arguments: dict[str, Any], scope: Scope) -> bool:
@@ -443,6 +437,14 @@ class McpFastPath:
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": data})
+
+
+def _remember(memo: dict[Any, Any], key: tuple[Any, ...], value: Any) -> None:
+    """Keep `value` under `key` when the key is small (`_small`); a full memo (1,024 entries) starts over."""
+    if _small(key):
+        if len(memo) >= 1024:
+            memo.clear()
+        memo[key] = value
 
 
 def _small(key: tuple[Any, ...]) -> bool:
