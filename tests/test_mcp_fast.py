@@ -108,15 +108,17 @@ def call(name: str, arguments: Any = None, rid: Any = 1, modern: bool = True) ->
     return rpc("tools/call", params, rid)
 
 
-def modern_headers(key: str, name: str = "execute", method: str = "tools/call") -> dict[str, str]:
+def handshake_headers(key: str, version: str) -> dict[str, str]:
     return {
         "X-API-Key": key,
         "Content-Type": "application/json",
         "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": MODERN_VERSION,
-        "Mcp-Method": method,
-        "Mcp-Name": name,
+        "MCP-Protocol-Version": version,
     }
+
+
+def modern_headers(key: str, name: str = "execute", method: str = "tools/call") -> dict[str, str]:
+    return {**handshake_headers(key, MODERN_VERSION), "Mcp-Method": method, "Mcp-Name": name}
 
 
 def seen(response: httpx.Response) -> tuple[int, list[tuple[str, str]], bytes]:
@@ -294,12 +296,7 @@ def handshake(pair: Pair, user: str, version: str) -> dict[str, str]:
 @pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])
 def test_handshake_era_requests_get_the_sdks_answer(pair: Pair, version: str) -> None:
     sids = handshake(pair, "alice", version)
-    base = {
-        "X-API-Key": "user:alice",
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": version,
-    }
+    base = handshake_headers("user:alice", version)
 
     def send(case: str, body: bytes, fast: bool, **headers: str) -> None:
         both(
@@ -450,12 +447,7 @@ def test_a_lone_surrogate_in_a_result_is_replaced_never_a_500(pair: Pair, era: s
         fast, _ = both(pair, "a lone surrogate", body, modern_headers("user:alice"), True)
     else:
         sids = handshake(pair, "alice", era)
-        headers = {
-            "X-API-Key": "user:alice",
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": era,
-        }
+        headers = handshake_headers("user:alice", era)
         fast, _ = both(
             pair,
             "a lone surrogate",

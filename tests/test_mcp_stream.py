@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from conftest import write_catalog
-from fixtures.mcp_support import MODERN_VERSION, text_of
+from fixtures.mcp_support import MODERN_VERSION, RELOADING, mcp_stdio, text_of
 from helpers_servers import ToolrunServer, create_key, wait_until
 
 V1 = """
@@ -106,7 +106,6 @@ def test_a_2026_client_listens_for_tool_list_changes(tmp_path: Path) -> None:
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared.subscriptions import ToolsListChanged
 
     server, catalog, _, olga = start(tmp_path, 1)
 
@@ -115,12 +114,7 @@ def test_a_2026_client_listens_for_tool_list_changes(tmp_path: Path) -> None:
             httpx2.AsyncClient(headers={"X-API-Key": olga}, timeout=30) as http,
             Client(streamable_http_client(url, http_client=http), mode=MODERN_VERSION) as c,
         ):
-            async with c.listen(tools_list_changed=True) as sub:
-                catalog.write_text(V2)
-                with anyio.fail_after(BOUND):
-                    event = await sub.__anext__()
-                assert isinstance(event, ToolsListChanged)
-            return [t.name for t in (await c.list_tools()).tools]
+            return await tools_after_a_change(c, catalog)
 
     with server.start():
         assert "ops__two" in anyio.run(main, server.url + "/mcp")
@@ -230,30 +224,27 @@ def test_streams_are_capped_per_process_and_a_second_get_of_a_session_replaces_i
 
 
 def test_a_2026_client_over_stdio_listens_for_tool_list_changes(tmp_path: Path) -> None:
-    import sys
-
-    from mcp import Client, StdioServerParameters
-    from mcp.client.stdio import stdio_client
-    from mcp.shared.subscriptions import ToolsListChanged
-
     catalog = write_catalog(tmp_path, V1)
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "toolrun", "serve", "--stdio", "-c", str(catalog)],
-        env={"TOOLRUN_HOME": str(tmp_path / "home"), "SVC_RELOAD_INTERVAL": "0.2", "SVC_MCP_DIRECT": "true"},
-    )
 
     async def main() -> list[str]:
         with (tmp_path / "stderr.txt").open("w") as errlog:
-            async with Client(stdio_client(params, errlog=errlog), mode=MODERN_VERSION) as c:
-                async with c.listen(tools_list_changed=True) as sub:
-                    catalog.write_text(V2)
-                    with anyio.fail_after(BOUND):
-                        event = await sub.__anext__()
-                    assert isinstance(event, ToolsListChanged)
-                return [t.name for t in (await c.list_tools()).tools]
+            home = tmp_path / "home"
+            async with mcp_stdio(home, env=RELOADING, errlog=errlog, mode=MODERN_VERSION, catalog=catalog) as c:
+                return await tools_after_a_change(c, catalog)
 
     assert "ops__two" in anyio.run(main)
+
+
+async def tools_after_a_change(client: Any, catalog: Path) -> list[str]:
+    """Listen for tool list changes, change the catalog, wait (bounded) for the event; the tool names then."""
+    from mcp.shared.subscriptions import ToolsListChanged
+
+    async with client.listen(tools_list_changed=True) as sub:
+        catalog.write_text(V2)
+        with anyio.fail_after(BOUND):
+            event = await sub.__anext__()
+        assert isinstance(event, ToolsListChanged)
+    return [t.name for t in (await client.list_tools()).tools]
 
 
 def test_a_client_that_stops_reading_loses_its_stream_after_the_write_deadline() -> None:

@@ -7,7 +7,6 @@ handshake era are sent `notifications/tools/list_changed`.
 from __future__ import annotations
 
 import signal
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ import httpx
 import pytest
 
 from conftest import write_catalog
-from fixtures.mcp_support import text_of
+from fixtures.mcp_support import RELOADING, mcp_stdio, text_of
 from helpers_servers import ToolrunServer, create_key, wait_until
 
 V1 = """
@@ -151,24 +150,19 @@ def test_a_call_in_flight_finishes_on_the_catalog_it_started_with(tmp_path: Path
 
 
 def test_an_mcp_client_of_the_handshake_era_is_told_the_tool_list_changed(tmp_path: Path) -> None:
-    from mcp import Client, StdioServerParameters
-    from mcp.client.stdio import stdio_client
-
     catalog = write_catalog(tmp_path, V1)
     seen: list[Any] = []
 
     async def on_message(message: Any) -> None:
         seen.append(message)
 
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "toolrun", "serve", "--stdio", "-c", str(catalog)],
-        env={"TOOLRUN_HOME": str(tmp_path / "home"), "SVC_RELOAD_INTERVAL": "0.2", "SVC_MCP_DIRECT": "true"},
-    )
-
     async def main() -> list[str]:
         with (tmp_path / "stderr.txt").open("w") as errlog:
-            async with Client(stdio_client(params, errlog=errlog), mode="legacy", message_handler=on_message) as c:
+            home = tmp_path / "home"
+            stdio = mcp_stdio(
+                home, env=RELOADING, errlog=errlog, mode="legacy", catalog=catalog, message_handler=on_message
+            )
+            async with stdio as c:
                 before = [t.name for t in (await c.list_tools()).tools]
                 assert "ops__two" not in before
                 catalog.write_text(V2)
