@@ -33,10 +33,6 @@ OFF = (
 )
 
 
-def get_script_text(wrk_script: str) -> str:
-    return wrk_script.replace('wrk.method = "POST"', 'wrk.method = "GET"').replace("wrk.body = ", "-- wrk.body = ")
-
-
 def main() -> None:
     # http_routes lives next to this file (imported here, not at the top: bench/ on sys.path shadows the
     # `mcp` package with bench/mcp.py for anything imported after it).
@@ -46,6 +42,7 @@ def main() -> None:
         CATALOG,
         CONCURRENCY,
         FNS,
+        GET_SCRIPT,
         PYTHON,
         WRK_SCRIPT,
         Target,
@@ -66,7 +63,7 @@ def main() -> None:
         (home / "bench_fns.py").write_text(FNS)
         post_script, get_script = home / "post.lua", home / "get.lua"
         post_script.write_text(WRK_SCRIPT)
-        get_script.write_text(get_script_text(WRK_SCRIPT))
+        get_script.write_text(GET_SCRIPT)
         env = {**os.environ, "TOOLRUN_HOME": str(home / "home"), "SVC_LOG_LEVEL": "warning"}
         servers = {}
         for name, code in (("on", ON), ("off", OFF)):
