@@ -48,11 +48,12 @@ def _block(text: str) -> str:
 class TextFormatter(logging.Formatter):
     """`%(asctime)s %(levelname)s %(name)s: %(message)s`, the message on one line."""
 
+    FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
     _second = -1
     _stamp = ""
 
     def __init__(self) -> None:
-        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        super().__init__(self.FORMAT)
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         """`2026-11-23 21:17:23,573`, the strftime part computed once per second (a log line per request)."""
@@ -69,7 +70,8 @@ class TextFormatter(logging.Formatter):
 
     def line(self, created: float, level: str, name: str, message: str) -> str:
         """The line `format` writes for a record of these values with no exception or stack (the access log's)."""
-        return f"{self.stamp(created, int((created - int(created)) * 1000))} {level} {name}: {escape(message)}"
+        stamp = self.stamp(created, int((created - int(created)) * 1000))
+        return self.FORMAT % {"asctime": stamp, "levelname": level, "name": name, "message": escape(message)}
 
     def format(self, record: logging.LogRecord) -> str:
         record.message = escape(record.getMessage())
