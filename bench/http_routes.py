@@ -224,14 +224,21 @@ class Server:
 
     def cpu_seconds(self) -> float:
         """CPU time (user + system) the server and its workers have used themselves, tool children excluded."""
-        total = 0
+        return self.cpu_split()[0]
+
+    def cpu_split(self) -> tuple[float, float]:
+        """(the server's own CPU seconds, its tool children's): the children's is what the server and its workers
+        have reaped so far (cutime + cstime), so every finished tool process of a run is counted."""
+        own = children = 0
         for pid in self.pids():
             try:
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            total += int(fields[11]) + int(fields[12])
-        return total / os.sysconf("SC_CLK_TCK")
+            own += int(fields[11]) + int(fields[12])
+            children += int(fields[13]) + int(fields[14])
+        tick = os.sysconf("SC_CLK_TCK")
+        return own / tick, children / tick
 
     def rss(self) -> int:
         """Resident memory (kB) of the server process, or of its largest worker when it has workers."""
@@ -339,8 +346,10 @@ def webhook_hooks(directory: Path) -> Path:
 
 
 def run_wrk(url: str, connections: int, seconds: float, script: Path, server: Server | None = None) -> dict[str, float]:
-    """One wrk run; with `server`, also its CPU time per request (robust to other load: stolen time is not ours)."""
-    cpu_before = server.cpu_seconds() if server else 0.0
+    """One wrk run; with `server`, also its CPU time per request (robust to other load: stolen time is not ours),
+    its tool children's CPU time per request, and the share of the machine's CPU time left idle meanwhile."""
+    before = server.cpu_split() if server else (0.0, 0.0)
+    idle_before = machine_idle()
     argv = [
         "wrk",
         "-t1",
@@ -353,19 +362,33 @@ def run_wrk(url: str, connections: int, seconds: float, script: Path, server: Se
         url,
     ]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    cpu = (server.cpu_seconds() - cpu_before) if server else 0.0
+    after = server.cpu_split() if server else (0.0, 0.0)
+    idle_after = machine_idle()
+    cpu, tools = after[0] - before[0], after[1] - before[1]
+    idle = (idle_after[0] - idle_before[0]) / max(1, idle_after[1] - idle_before[1])
     for line in done.stdout.splitlines():
         if line.startswith("RESULT "):
             raw = json.loads(line[len("RESULT ") :])
             return {
                 "rps": raw["requests"] / (raw["duration_us"] / 1e6),
                 "cpu_us": cpu / max(1, raw["requests"]) * 1e6,
+                "tools_us": tools / max(1, raw["requests"]) * 1e6,
+                "idle": idle,
                 "p50_ms": raw["p50_us"] / 1000,
                 "p99_ms": raw["p99_us"] / 1000,
                 "errors": raw["errors"],
                 "non2xx": raw["non2xx"],
             }
     raise SystemExit(f"wrk failed for {url}:\n{done.stdout}\n{done.stderr}")
+
+
+def machine_idle() -> tuple[int, int]:
+    """(idle + iowait ticks, all ticks) of the whole machine so far, from /proc/stat."""
+    try:
+        ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    return ticks[3] + ticks[4], sum(ticks[:8])
 
 
 def measure(targets: list[Target], seconds: float, rounds: int, script: Path) -> None:
@@ -387,11 +410,18 @@ def measure(targets: list[Target], seconds: float, rounds: int, script: Path) ->
             flag = "" if not (r["errors"] or r["non2xx"]) else f"  errors={r['errors']:.0f} non2xx={r['non2xx']:.0f}"
             print(
                 f"  {target.label:<38} c={c:<3} {r['rps']:8.0f} req/s  p50 {r['p50_ms']:6.2f} ms"
-                f"  p99 {r['p99_ms']:7.2f} ms  cpu {r['cpu_us']:5.0f} us/req{flag}",
+                f"  p99 {r['p99_ms']:7.2f} ms  cpu {r['cpu_us']:5.0f} us/req{budget(r)}{flag}",
                 flush=True,
             )
     for target in targets:
         target.server.rss_kb = max(target.server.rss_kb, target.server.rss())
+
+
+def budget(result: dict[str, float]) -> str:
+    """The tool children's CPU per request and the machine's idle share, for a route that spawns (else nothing)."""
+    if result.get("tools_us", 0) < 1:
+        return ""
+    return f"  tools {result['tools_us']:5.0f} us/req  idle {result['idle'] * 100:3.0f}%"
 
 
 # -- report --------------------------------------------------------------------------------------------
@@ -428,6 +458,17 @@ def ratios(label: str, ours: Target, base: Target, targets: dict[int, float] | N
         cpu_cells.append(f"c={c}: {mine:4.0f} vs {theirs:4.0f} us ({theirs / mine if mine else 0:4.2f}x)")
     print(f"  {label:<42} " + "   ".join(cells))
     print(f"  {'  server CPU per request':<42} " + "   ".join(cpu_cells))
+    if all(t.results[c].get("tools_us", 0) >= 1 for c in CONCURRENCY for t in (ours, base)):
+        # Where a spawning route's CPU goes: the machine's whole budget per request is the server's share plus
+        # its tool processes' (and wrk's and the kernel's), and what it leaves idle is throughput not taken.
+        cells = []
+        for c in CONCURRENCY:
+            mine, theirs = ours.results[c], base.results[c]
+            cells.append(
+                f"c={c}: {mine['tools_us']:4.0f} vs {theirs['tools_us']:4.0f} us, "
+                f"idle {mine['idle'] * 100:2.0f} vs {theirs['idle'] * 100:2.0f}%"
+            )
+        print(f"  {'  tool processes CPU per request, idle':<42} " + "   ".join(cells))
     return verdicts
 
 
