@@ -247,6 +247,16 @@ def test_a_finished_call_leaves_no_zombie_and_no_open_descriptor() -> None:
     assert zombie_children() == []  # every child was reaped by its call
 
 
+def test_a_child_that_closes_its_pipes_and_runs_on_is_waited_for() -> None:
+    """The call ends when the shell exits, not when its pipes close: one that closes them early is waited for."""
+    for pause in ("0.01", "0.3"):
+        started = time.monotonic()
+        result = run(f"echo early; exec >&- 2>&-; sleep {pause}; exit 3")
+        assert result.value() == (3, "early\n", "")
+        assert time.monotonic() - started >= float(pause)
+    assert zombie_children() == []
+
+
 def zombie_children() -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
