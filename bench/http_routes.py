@@ -222,10 +222,6 @@ class Server:
                 continue
         return pids
 
-    def cpu_seconds(self) -> float:
-        """CPU time (user + system) the server and its workers have used themselves, tool children excluded."""
-        return self.cpu_split()[0]
-
     def cpu_split(self) -> tuple[float, float]:
         """(the server's own CPU seconds, its tool children's): the children's is what the server and its workers
         have reaped so far (cutime + cstime), so every finished tool process of a run is counted."""

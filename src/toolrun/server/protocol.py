@@ -38,7 +38,6 @@ _ATTRIBUTES = {
         "self.server_state",
         "self.pipeline",
         "self.timeout_keep_alive",
-        "self.timeout_keep_alive_task",
     ),
     "HttpToolsProtocol.connection_made": ("self.transport", "self.flow"),
     "RequestResponseCycle.__init__": ("self.response_started", "self.disconnected", "self.message_event"),
