@@ -19,9 +19,9 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
 EXAMPLES := examples/
 
-# apt package -> the command that proves it is installed
+# apt package -> the command that proves it is installed (wrk, webhook, hyperfine and ab are for bench/)
 APT_COMMANDS := redis-server:redis-server chromium:chromium prometheus:promtool wrk:wrk \
-	webhook:webhook curl:curl hyperfine:hyperfine nginx:nginx
+	webhook:webhook curl:curl hyperfine:hyperfine nginx:nginx apache2-utils:ab
 
 .PHONY: help demo test lint typecheck pytest ui ui-lint bench completions schema system-deps python-deps clean
 

@@ -145,6 +145,19 @@ def child(kind: str, port: int) -> None:
         out, _ = await proc.communicate()
         return PlainTextResponse(out.decode())
 
+    async def sleep(request: Request) -> PlainTextResponse:
+        # bench/load.py's bare baseline: `sleep <seconds>` with no shell, as toolrun runs `exec: sleep {{ seconds }}`.
+        data = json.loads(await request.body())
+        proc = await asyncio.create_subprocess_exec(
+            shutil.which("sleep") or "/bin/sleep",
+            str(data["seconds"]),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        out, _ = await proc.communicate()
+        return PlainTextResponse(out.decode())
+
     async def echo(request: Request) -> PlainTextResponse:
         data = json.loads(await request.body())
         return PlainTextResponse(str(data["msg"]))
@@ -159,7 +172,7 @@ def child(kind: str, port: int) -> None:
 
     @asynccontextmanager
     async def lifespan(app: Any) -> Any:
-        if kind == "spawn-pidfd":
+        if kind in ("spawn-pidfd", "sleep"):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)
                 watcher = asyncio.PidfdChildWatcher()
@@ -177,7 +190,7 @@ def child(kind: str, port: int) -> None:
             return JSONResponse({"error": "not found"}, status_code=404)
         return JSONResponse(entry)
 
-    endpoint = {"json": echo, "json-thread": echo_in_thread}.get(kind, spawn)
+    endpoint = {"json": echo, "json-thread": echo_in_thread, "sleep": sleep}.get(kind, spawn)
     routes = [Route("/run", endpoint, methods=["POST"])]
     if kind == "light":
         routes = [Route("/healthz", healthz, methods=["GET"]), Route("/tools/{key}", tool, methods=["GET"])]

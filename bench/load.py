@@ -1,13 +1,18 @@
 """Load figures of one `toolrun serve` (a script, not a test; see bench/README.md).
 
 - 200 concurrent calls of a tool `exec: sleep {{ seconds }}` with seconds=1, each on its own connection:
-  p50 / p99 / max (target, issue 14: p99 at most 1.15 s). Beside it, from the same run, two floors:
-  adnanh/webhook (Debian `webhook`) answering the same 200 concurrent calls with the same `/bin/sh -c "sleep 1"`,
-  and a bare spawn: this script starting 200 `/bin/sh -c "sleep 1"` itself with no HTTP (subprocess.Popen in a
-  loop, each latency from the first spawn to that child's exit), and the same with `sleep 1` and no shell
-  (what toolrun runs for this tool: it skips a shell that would only exec one program). The bare figures are
-  what this machine can do at all: each call starts one or two programs (sh, which execs sleep), about 1-3 ms
-  of CPU per call on a small VM, so the last of 200 starts late by about 200 x that CPU / the number of cores.
+  p50 / p99 / max (target, issue 14: p99 at most 1.15 s). The calls come from ApacheBench (`ab -n 200 -c 200`,
+  Debian's apache2-utils: C, one event loop), as wrk's do in bench/http_routes.py: on a 2-CPU machine the client's
+  CPU is taken from the server's, and Python's asyncio streams spend about 0.5 ms of CPU per call, some 50 ms of a
+  burst. The asyncio client's figure is printed beside it (it is the client of the figures before 2026-11-24).
+  From the same run, the same 200 calls to
+  - adnanh/webhook (Debian `webhook`), running `/bin/sh -c "sleep 1"` per call;
+  - a bare Starlette route on uvicorn that runs `sleep <seconds>` with no shell (asyncio subprocess, pidfd
+    watcher): what a Python HTTP server that does nothing else does;
+  and the floors, with no HTTP at all: this script's own processes starting 200 `/bin/sh -c "sleep 1"` or
+  `sleep 1` back to back (os.posix_spawn), from one process, and from as many processes as toolrun has workers;
+  each latency from the first start to that child's exit. Every call starts one or two programs, about 1-2 ms
+  of CPU each on a small VM, so the last of 200 starts late by about 200 x the CPU per call / the cores.
 - 1,000 concurrent POSTs to an echo tool: how many 200s and 503s (the documented overload answer),
   and the slowest /healthz seen meanwhile.
 
@@ -20,12 +25,15 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -56,38 +64,95 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+async def warm(port: int, path: str) -> None:
+    await asyncio.gather(*(raw_call(port, "POST", path, b'{"seconds": 0.01}', JSON) for _ in range(20)))
+
+
 async def sleepers(port: int, path: str = "/tools/load.sleep") -> list[float]:
-    warm = b'{"seconds": 0.01}'
-    await asyncio.gather(*(raw_call(port, "POST", path, warm, JSON) for _ in range(20)))
+    """The 200 `sleep 1` calls from this script's asyncio streams (raw_call), one connection each."""
+    await warm(port, path)
     results = await asyncio.gather(*(raw_call(port, "POST", path, b'{"seconds": 1}', JSON) for _ in range(200)))
     assert all(status == 200 for status, *_ in results), {status for status, *_ in results}
     return [took for *_, took in results]
 
 
-def bare_sleepers(n: int = 200, shell: bool = True) -> list[float]:
-    """n `/bin/sh -c "sleep 1"` (or `sleep 1` with no shell) started back to back by this process (no HTTP):
-    seconds from the first start to each child's exit."""
-    started = time.perf_counter()
+def bare_sleepers(n: int = 200, shell: bool = True, processes: int = 1) -> list[float]:
+    """n `/bin/sh -c "sleep 1"` (or `sleep 1` with no shell) started back to back with os.posix_spawn (no HTTP) by
+    `processes` forked spawners, n / processes each: seconds from the common start to each child's exit."""
     argv = ["/bin/sh", "-c", "sleep 1"] if shell else [shutil.which("sleep") or "/bin/sleep", "1"]
-    children = [
-        subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
+    env = dict(os.environ)
+    read, write = os.pipe()
+    started = time.monotonic()
+    spawners = []
+    for _ in range(processes):
+        pid = os.fork()
+        if pid == 0:  # a spawner: start its share, wait for each, report the latencies
+            try:
+                os.close(read)
+                children = [os.posix_spawn(argv[0], argv, env, setsid=True) for _ in range(n // processes)]
+                took = []
+                for _ in children:
+                    os.wait()
+                    took.append(time.monotonic() - started)
+                os.write(write, (" ".join(f"{t:.6f}" for t in took) + " ").encode())
+            finally:
+                os._exit(0)
+        spawners.append(pid)
+    os.close(write)
+    with os.fdopen(read, "rb") as reports:
+        latencies = [float(t) for t in reports.read().split()]
+    for pid in spawners:
+        os.waitpid(pid, 0)
+    return latencies
+
+
+def ab_sleepers(port: int, path: str, directory: Path) -> list[float]:
+    """The 200 `sleep 1` calls from ApacheBench, one connection each: seconds from each connect to its answer."""
+    body, times = directory / "sleep.json", directory / "ab.tsv"
+    body.write_text('{"seconds": 1}')
+    asyncio.run(warm(port, path))
+    argv = ["ab", "-q", "-n", "200", "-c", "200", "-s", "30", "-p", str(body), "-T", "application/json"]
+    done = subprocess.run(
+        [*argv, "-g", str(times), f"http://127.0.0.1:{port}{path}"], capture_output=True, text=True, check=False
+    )
+    complete = re.search(r"^Complete requests:\s+(\d+)", done.stdout, re.M)
+    failed = re.search(r"^Failed requests:\s+(\d+)", done.stdout, re.M)
+    if done.returncode or not complete or complete[1] != "200" or not failed or failed[1] != "0":
+        raise SystemExit(f"ab against {path} failed:\n{done.stdout}{done.stderr}")
+    if "Non-2xx responses" in done.stdout:
+        raise SystemExit(f"ab against {path}: some answers were not 200:\n{done.stdout}")
+    # -g: one tab-separated line per request (starttime, seconds, ctime, dtime, ttime, wait), ttime in ms.
+    rows = times.read_text().splitlines()[1:]
+    return [int(line.split("\t")[4]) / 1000 for line in rows]
+
+
+class Bare:
+    """A bare Starlette route on uvicorn (bench/http_routes.py's `sleep` child): `sleep <seconds>`, no shell."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        argv = [sys.executable, str(ROOT / "bench" / "http_routes.py"), "--child", "sleep", "--port", str(self.port)]
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        for _ in range(n)
-    ]
-    pids = {child.pid: child for child in children}
-    took = []
-    while pids:
-        pid, status = os.wait()
-        child = pids.pop(pid, None)
-        if child is not None:
-            child.returncode = os.waitstatus_to_exitcode(status)
-            took.append(time.perf_counter() - started)
-    return took
+        wait_serving(self.port, "/run", "bare Starlette")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def wait_serving(port: int, path: str, name: str) -> None:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            status, *_ = asyncio.run(raw_call(port, "POST", path, b'{"seconds": 0}', JSON))
+            if status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise SystemExit(f"{name} did not start")
 
 
 class Webhook:
@@ -113,16 +178,7 @@ class Webhook:
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                status, *_ = asyncio.run(raw_call(self.port, "POST", "/hooks/sleep", b'{"seconds": 0}', JSON))
-                if status == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise SystemExit("webhook did not start")
+        wait_serving(self.port, "/hooks/sleep", "webhook")
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -132,7 +188,7 @@ class Webhook:
 def row(label: str, latencies: list[float], verdict: str = "") -> float:
     p99 = pct(latencies, 0.99)
     print(
-        f"    {label:<38} p50 {pct(latencies, 0.5):.3f} s  p99 {p99:.3f} s  max {max(latencies):.3f} s  {verdict}",
+        f"    {label:<46} p50 {pct(latencies, 0.5):.3f} s  p99 {p99:.3f} s  max {max(latencies):.3f} s  {verdict}",
         flush=True,
     )
     return p99
@@ -167,42 +223,89 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, help="worker processes (default: the server's default, one per CPU)")
     args = parser.parse_args()
-    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    webhook_ok = shutil.which("webhook") is not None
+    from toolrun.server.workers import default_workers
+
+    workers = args.workers or default_workers()
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}  ({os.cpu_count()} CPUs)")
+    have_ab = shutil.which("ab") is not None
+    have_webhook = shutil.which("webhook") is not None
     with tempfile.TemporaryDirectory() as tmp:
-        catalog = Path(tmp) / "tools.yaml"
+        work = Path(tmp)
+        catalog = work / "tools.yaml"
         catalog.write_text(CATALOG, encoding="utf-8")
         settings = {"SVC_LOG_LEVEL": "warning"}
         if args.workers is not None:
             settings["SVC_WORKERS"] = str(args.workers)
-        server = ToolrunServer(Path(tmp) / "server", catalog, settings).start()
-        webhook = Webhook(Path(tmp)) if webhook_ok else None
+        server = ToolrunServer(work / "server", catalog, settings).start()
+        webhook = Webhook(work) if have_webhook else None
+        bare = Bare()
         try:
-            print(f"\n200 concurrent calls of `sleep 1` (target, issue 14: toolrun p99 <= {TARGET_P99} s)")
-            ratios = []
+            client = "ab" if have_ab else "Python asyncio client"
+            print(f"\n200 concurrent calls of `sleep 1`, {client} (target, issue 14: toolrun p99 <= {TARGET_P99} s)")
+            if not have_ab:
+                print("  (ab is not installed: apt-get install apache2-utils; the asyncio client's figures are higher)")
+
+            def burst(port: int, path: str) -> list[float]:
+                return ab_sleepers(port, path, work) if have_ab else asyncio.run(sleepers(port, path))
+
+            rounds: dict[str, list[float]] = {}
+
+            def measure(key: str, label: str, run: Any, verdict: Any = None) -> None:
+                latencies = run()
+                p99 = pct(latencies, 0.99)
+                rounds.setdefault(key, []).append(p99)
+                row(label, latencies, verdict(p99) if verdict else "")
+                time.sleep(1)
+
+            def ok(p99: float) -> str:
+                return f"(target <= {TARGET_P99} s: {'ok' if p99 <= TARGET_P99 else 'MISSED'})"
+
+            floor_label = f"bare spawn of sleep 1, {workers} processes"
             for round_ in range(1, args.rounds + 1):
                 print(f"  round {round_} (load average {os.getloadavg()[0]:.2f})")
-                latencies = asyncio.run(sleepers(server.port))
-                p99 = pct(latencies, 0.99)
-                verdict = f"(target <= {TARGET_P99} s: {'ok' if p99 <= TARGET_P99 else 'MISSED'})"
-                row("toolrun, exec: sleep {{ seconds }}", latencies, verdict)
-                time.sleep(1)
+                measure(
+                    "toolrun", "toolrun, exec: sleep {{ seconds }}", lambda: burst(server.port, "/tools/load.sleep"), ok
+                )
+                if have_ab:
+                    measure(
+                        "asyncio", "toolrun, Python asyncio client (before)", lambda: asyncio.run(sleepers(server.port))
+                    )
                 if webhook is not None:
-                    wp99 = row("webhook (Go), sh -c 'sleep 1'", asyncio.run(sleepers(webhook.port, "/hooks/sleep")))
-                    time.sleep(1)
-                else:
-                    wp99 = 0.0
-                bp99 = row("bare spawn of sh -c 'sleep 1' (floor)", bare_sleepers())
-                time.sleep(1)
-                row("bare spawn of sleep 1, no shell", bare_sleepers(shell=False))
-                time.sleep(1)
-                ratios.append((p99, wp99, bp99))
-                extra = f"  over webhook's {p99 - wp99:+.3f} s" if webhook is not None else "  (webhook not installed)"
-                print(f"    {'':<38} toolrun p99 over the bare floor {p99 - bp99:+.3f} s{extra}")
-            best = min(ratios)
+                    measure("webhook", "webhook (Go), sh -c 'sleep 1'", lambda: burst(webhook.port, "/hooks/sleep"))
+                measure("bare", "bare Starlette route, sleep 1 (no shell)", lambda: burst(bare.port, "/run"))
+                measure("sh", "bare spawn of sh -c 'sleep 1', 1 process", lambda: bare_sleepers())
+                measure("floor1", "bare spawn of sleep 1, 1 process", lambda: bare_sleepers(shell=False))
+                if workers > 1:
+                    measure("floor", floor_label, lambda: bare_sleepers(shell=False, processes=workers))
+            print(f"  p99 over {args.rounds} round(s), median (best):")
+            labels = {
+                "toolrun": "toolrun",
+                "asyncio": "toolrun, Python asyncio client",
+                "webhook": "webhook (Go)",
+                "bare": "bare Starlette route (Python HTTP, nothing else)",
+                "sh": "bare spawn of sh -c 'sleep 1', 1 process",
+                "floor1": "bare spawn of sleep 1, 1 process",
+                "floor": floor_label,
+            }
+            for key, values in rounds.items():
+                median = statistics.median(values)
+                note = (
+                    f"  target <= {TARGET_P99} s: {'ok' if median <= TARGET_P99 else 'MISSED'}"
+                    if key == "toolrun"
+                    else ""
+                )
+                print(f"    {labels[key]:<50} {median:.3f} s ({min(values):.3f} s){note}")
+            ours = statistics.median(rounds["toolrun"])
+            others = [
+                ("the bare Starlette route", "bare"),
+                ("webhook", "webhook"),
+                ("the no-HTTP floor", "floor" if workers > 1 else "floor1"),
+            ]
             print(
-                f"  best round: toolrun p99 {best[0]:.3f} s, webhook {best[1]:.3f} s, bare spawn {best[2]:.3f} s "
-                f"(target {TARGET_P99} s: {'ok' if best[0] <= TARGET_P99 else 'MISSED'})"
+                "    toolrun's median p99 over "
+                + ", ".join(
+                    f"{name}'s {ours - statistics.median(rounds[key]):+.3f} s" for name, key in others if key in rounds
+                )
             )
             counts, worst = asyncio.run(flood(server.port))
             print("\n1,000 concurrent POSTs to an echo tool")
@@ -210,6 +313,7 @@ def main() -> None:
             print(f"  server RSS after: {server.rss_kib() / 1024:.0f} MiB")
         finally:
             server.stop()
+            bare.stop()
             if webhook is not None:
                 webhook.stop()
     print(f"\nload average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
