@@ -87,6 +87,7 @@ def bare_sleepers(n: int = 200, shell: bool = True, processes: int = 1) -> list[
     for _ in range(processes):
         pid = os.fork()
         if pid == 0:  # a spawner: start its share, wait for each, report the latencies
+            code = 1
             try:
                 os.close(read)
                 children = [os.posix_spawn(argv[0], argv, env, setsid=True) for _ in range(n // processes)]
@@ -95,14 +96,16 @@ def bare_sleepers(n: int = 200, shell: bool = True, processes: int = 1) -> list[
                     os.wait()
                     took.append(time.monotonic() - started)
                 os.write(write, (" ".join(f"{t:.6f}" for t in took) + " ").encode())
+                code = 0
             finally:
-                os._exit(0)
+                os._exit(code)
         spawners.append(pid)
     os.close(write)
     with os.fdopen(read, "rb") as reports:
         latencies = [float(t) for t in reports.read().split()]
-    for pid in spawners:
-        os.waitpid(pid, 0)
+    failed = [pid for pid in spawners if os.waitpid(pid, 0)[1] != 0]
+    if failed or len(latencies) != n // processes * processes:
+        raise SystemExit(f"the bare spawn of {argv} failed in {len(failed)} of {processes} spawner(s)")
     return latencies
 
 
