@@ -129,20 +129,26 @@ def ab_sleepers(port: int, path: str, directory: Path) -> list[float]:
     return [int(line.split("\t")[4]) / 1000 for line in rows]
 
 
-class Bare:
-    """A bare Starlette route on uvicorn (bench/http_routes.py's `sleep` child): `sleep <seconds>`, no shell."""
+class Peer:
+    """A server this script starts with `argv` on `port` and waits for until `path` answers a zero-second call."""
 
-    def __init__(self) -> None:
-        self.port = free_port()
-        argv = [sys.executable, str(ROOT / "bench" / "http_routes.py"), "--child", "sleep", "--port", str(self.port)]
+    def __init__(self, argv: list[str], port: int, path: str, name: str) -> None:
+        self.port = port
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        wait_serving(self.port, "/run", "bare Starlette")
+        wait_serving(port, path, name)
 
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=10)
+
+
+def bare() -> Peer:
+    """A bare Starlette route on uvicorn (bench/http_routes.py's `sleep` child): `sleep <seconds>`, no shell."""
+    port = free_port()
+    argv = [sys.executable, str(ROOT / "bench" / "http_routes.py"), "--child", "sleep", "--port", str(port)]
+    return Peer(argv, port, "/run", "bare Starlette")
 
 
 def wait_serving(port: int, path: str, name: str) -> None:
@@ -158,34 +164,25 @@ def wait_serving(port: int, path: str, name: str) -> None:
     raise SystemExit(f"{name} did not start")
 
 
-class Webhook:
+def webhook(directory: Path) -> Peer:
     """adnanh/webhook with one hook, `sleep`: /bin/sh -c 'sleep "$0"' <seconds>, answered when it ends."""
-
-    def __init__(self, directory: Path) -> None:
-        hooks = [
-            {
-                "id": "sleep",
-                "execute-command": "/bin/sh",
-                "http-methods": ["POST"],
-                "include-command-output-in-response": True,
-                "pass-arguments-to-command": [
-                    {"source": "string", "name": "-c"},
-                    {"source": "string", "name": 'sleep "$0"'},
-                    {"source": "payload", "name": "seconds"},
-                ],
-            }
-        ]
-        (directory / "hooks.json").write_text(json.dumps(hooks))
-        self.port = free_port()
-        argv = ["webhook", "-hooks", str(directory / "hooks.json"), "-ip", "127.0.0.1", "-port", str(self.port)]
-        self.proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        wait_serving(self.port, "/hooks/sleep", "webhook")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
+    hooks = [
+        {
+            "id": "sleep",
+            "execute-command": "/bin/sh",
+            "http-methods": ["POST"],
+            "include-command-output-in-response": True,
+            "pass-arguments-to-command": [
+                {"source": "string", "name": "-c"},
+                {"source": "string", "name": 'sleep "$0"'},
+                {"source": "payload", "name": "seconds"},
+            ],
+        }
+    ]
+    (directory / "hooks.json").write_text(json.dumps(hooks))
+    port = free_port()
+    argv = ["webhook", "-hooks", str(directory / "hooks.json"), "-ip", "127.0.0.1", "-port", str(port)]
+    return Peer(argv, port, "/hooks/sleep", "webhook")
 
 
 def row(label: str, latencies: list[float], verdict: str = "") -> float:
@@ -240,8 +237,8 @@ def main() -> None:
         if args.workers is not None:
             settings["SVC_WORKERS"] = str(args.workers)
         server = ToolrunServer(work / "server", catalog, settings).start()
-        webhook = Webhook(work) if have_webhook else None
-        bare = Bare()
+        hook = webhook(work) if have_webhook else None
+        plain = bare()
         try:
             client = "ab" if have_ab else "Python asyncio client"
             print(f"\n200 concurrent calls of `sleep 1`, {client} (target, issue 14: toolrun p99 <= {TARGET_P99} s)")
@@ -255,9 +252,8 @@ def main() -> None:
 
             def measure(key: str, label: str, run: Any, verdict: Any = None) -> None:
                 latencies = run()
-                p99 = pct(latencies, 0.99)
+                p99 = row(label, latencies, verdict(pct(latencies, 0.99)) if verdict else "")
                 rounds.setdefault(key, []).append(p99)
-                row(label, latencies, verdict(p99) if verdict else "")
                 time.sleep(1)
 
             def ok(p99: float) -> str:
@@ -273,9 +269,9 @@ def main() -> None:
                     measure(
                         "asyncio", "toolrun, Python asyncio client (before)", lambda: asyncio.run(sleepers(server.port))
                     )
-                if webhook is not None:
-                    measure("webhook", "webhook (Go), sh -c 'sleep 1'", lambda: burst(webhook.port, "/hooks/sleep"))
-                measure("bare", "bare Starlette route, sleep 1 (no shell)", lambda: burst(bare.port, "/run"))
+                if hook is not None:
+                    measure("webhook", "webhook (Go), sh -c 'sleep 1'", lambda: burst(hook.port, "/hooks/sleep"))
+                measure("bare", "bare Starlette route, sleep 1 (no shell)", lambda: burst(plain.port, "/run"))
                 measure("sh", "bare spawn of sh -c 'sleep 1', 1 process", lambda: bare_sleepers())
                 measure("floor1", "bare spawn of sleep 1, 1 process", lambda: bare_sleepers(shell=False))
                 if workers > 1:
@@ -316,9 +312,9 @@ def main() -> None:
             print(f"  server RSS after: {server.rss_kib() / 1024:.0f} MiB")
         finally:
             server.stop()
-            bare.stop()
-            if webhook is not None:
-                webhook.stop()
+            plain.stop()
+            if hook is not None:
+                hook.stop()
     print(f"\nload average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
