@@ -136,11 +136,17 @@ class NotFound(ToolrunError):
 
 
 class Unauthorized(ToolrunError):
+    """With OAuth on, `oauth_error` (invalid_token, insufficient_scope) and `description` go into the 401's
+    `WWW-Authenticate` header, and the HTTP door sets `challenge` to that header's value."""
+
     exit_code = 2
     http_status = 401
 
-    def __init__(self, message: str = "unauthorized") -> None:
+    def __init__(self, message: str = "unauthorized", *, oauth_error: str = "", description: str = "") -> None:
         super().__init__(message)
+        self.oauth_error = oauth_error
+        self.description = description
+        self.challenge = ""
 
 
 class RateLimited(ToolrunError):

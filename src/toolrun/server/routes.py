@@ -235,5 +235,21 @@ ROUTES: tuple[RouteDef, ...] = (
             },
         },
     ),
+    *(
+        RouteDef(
+            f"/.well-known/oauth-protected-resource{resource}",
+            "GET",
+            "protected_resource",
+            "anonymous",
+            f"OAuth protected-resource metadata of {what}: its authorization server (404 when OAuth is off)",
+            {
+                "responses": {
+                    "200": _json({"$ref": "#/components/schemas/ResourceMetadata"}, "The metadata"),
+                    "404": _json(_ERR, "OAuth is off (no oauth_issuer)"),
+                }
+            },
+        )
+        for resource, what in (("", "this server"), ("/mcp", "the MCP endpoint"))
+    ),
     RouteDef("/openapi.json", "GET", "openapi", "optional", "This document", documented=False),
 )

@@ -89,6 +89,7 @@ class ToolCall:
                 status, text = 200, formatting.result_text(result.value)
         except Unauthorized as exc:  # the same JSON body as on every other route
             status, text, media = exc.http_status, '{"error": "unauthorized"}', b"application/json"
+            headers += [(k.lower().encode(), v.encode()) for k, v in _retry_headers(exc).items()]
         except ToolrunError as exc:
             status, text = exc.http_status, _error_text(exc, self.debug)
             headers += [(k.lower().encode(), v.encode()) for k, v in _retry_headers(exc).items()]
