@@ -549,3 +549,59 @@ def test_a_token_from_a_real_openid_provider_resolves_through_discovery(tmp_path
         other = provider.sign_in("tina", {"groups": ["ops"]}, "another-app")
         refused = client.get("/whoami", headers=bearer(other["id_token"]))
         assert refused.status_code == 401 and "not meant for this server" in refused.headers["www-authenticate"]
+
+
+# -- the verifier's own rules: memo and bounded fetches, pinned to the plain path ----------------------------
+
+
+def _verifier(issuer: Issuer, min_interval: float = 60.0) -> Any:
+    from toolrun.oauth import OAuthConfig, SigningKeys, TokenVerifier, fetch_json
+
+    config = OAuthConfig(issuer=issuer.url, audience=AUDIENCE, jwks_min_interval=min_interval)
+    clock = [1000.0]
+    keys = SigningKeys(config, fetch=fetch_json, clock=lambda: clock[0])
+    return TokenVerifier(config, keys), clock
+
+
+def test_a_remembered_token_still_expires_and_a_new_key_set_checks_it_again(setup: Setup) -> None:
+    from toolrun.errors import Unauthorized
+
+    verifier, _ = _verifier(setup.issuer)
+    now = time.time()
+    token = setup.issuer.mint(exp=int(now) + 60)
+    first = verifier.identify_now(token, "10.0.0.1")
+    again = verifier.identify_now(token, "10.0.0.2")  # from the memo: the same user, this request's client
+    assert (first.username, again.username, again.client) == ("tina", "tina", "10.0.0.2")
+    verifier.clock = lambda: now + 60 + 31  # past exp and its leeway
+    with pytest.raises(Unauthorized) as refused:
+        verifier.identify_now(token)
+    assert refused.value.description == "the token has expired"
+    verifier.clock = time.time
+    assert verifier.identify_now(token).username == "tina"
+    verifier.keys.generation += 1  # as a fetch of the key set does: the memo is not trusted across it
+    assert verifier.remembered(token, "") is None
+
+
+def test_unknown_kids_fetch_the_key_set_at_most_once_per_interval(setup: Setup) -> None:
+    from toolrun.errors import Unauthorized
+
+    verifier, clock = _verifier(setup.issuer, min_interval=30)
+    verifier.identify_now(setup.issuer.mint())
+    assert verifier.keys.fetches == 1
+    for step in (0, 30, 29, 1):  # seconds passed since the step before
+        clock[0] += step
+        for _ in range(10):
+            with pytest.raises(Unauthorized):
+                verifier.identify_now(setup.issuer.mint(kid="rsa2"))
+    # The first fetch at start, then one when 30 s had passed, then one 30 s later: never two within 30 s.
+    assert verifier.keys.fetches == 3
+
+
+def test_an_issuer_that_does_not_answer_is_a_503_not_a_401_or_a_500(tmp_path: Path, setup: Setup) -> None:
+    from http_support import servers
+
+    with servers(tmp_path) as make:
+        client = make({"oauth_issuer": f"http://127.0.0.1:{free_port()}", "oauth_audience": AUDIENCE}).client
+        response = client.get("/whoami", headers=bearer(setup.issuer.mint()))
+        assert response.status_code == 503 and response.headers["retry-after"] == "1"
+        assert "did not answer" in response.json()["error"]

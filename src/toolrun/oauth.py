@@ -29,7 +29,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -46,6 +46,7 @@ MAX_AGE = 3600.0  # seconds after which cached signing keys are fetched again (a
 FETCH_TIMEOUT = 5.0  # seconds for one request to the issuer
 MAX_DOCUMENT = 1024 * 1024  # bytes of a discovery document or key set
 MAX_TOKEN = 16 * 1024  # characters of a bearer token
+_MEMO_MAX = 1024  # verified tokens remembered
 # Asymmetric signatures only: `none` and the HMACs (HS256...) are never accepted, whatever the setting says.
 SAFE_ALGORITHMS = frozenset(
     {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "Ed25519"}
@@ -165,6 +166,7 @@ class SigningKeys:
         self.loaded_at: float | None = None
         self.tried_at: float | None = None
         self.fetches = 0
+        self.generation = 0  # moves with every key set loaded: tokens verified with an older set are checked again
         self._lock = threading.Lock()
 
     def find(self, kid: str | None) -> Any:
@@ -203,6 +205,7 @@ class SigningKeys:
             log.warning("keeping the cached OAuth signing keys: %s", exc)
             return
         self.keys, self.loaded_at = keys, self.clock()
+        self.generation += 1
 
     def discover(self) -> str:
         """The `jwks_uri` of the issuer's OpenID configuration (whose `issuer` must be the configured one)."""
@@ -232,12 +235,13 @@ _CLAIM_REASONS = {
 }
 
 
-def check_claims(claims: dict[str, Any], config: OAuthConfig) -> None:
+def check_claims(claims: dict[str, Any], config: OAuthConfig, now: float) -> None:
     """iss, aud, exp (required), nbf and iat (when present), with LEEWAY; Unauthorized naming the claim."""
     from joserfc.errors import ClaimError, ExpiredTokenError, MissingClaimError
     from joserfc.jwt import JWTClaimsRegistry
 
     registry = JWTClaimsRegistry(
+        now=int(now),
         leeway=LEEWAY,
         iss={"essential": True, "value": config.issuer},
         aud={"essential": True, "value": config.audience},
@@ -299,6 +303,26 @@ class TokenVerifier:
         self.config = config
         self.keys = keys or SigningKeys(config)
         self.allowed = frozenset(config.algorithms) & SAFE_ALGORITHMS
+        self.clock = time.time
+        # Tokens that verified, until they expire or the key set changes: a client sends the same token on
+        # every request until it expires. A hit costs about 2 us instead of 70 (RS256) or 200 (ES256).
+        self._memo: dict[str, tuple[Identity, float, int]] = {}
+
+    def remembered(self, token: str, client: str) -> Identity | None:
+        hit = self._memo.get(token)
+        if hit is None:
+            return None
+        identity, expires, generation = hit
+        if generation != self.keys.generation or self.clock() >= expires + LEEWAY:
+            del self._memo[token]
+            return None
+        return replace(identity, client=client)
+
+    def remember(self, token: str, claims: Mapping[str, Any], identity: Identity) -> Identity:
+        if len(self._memo) >= _MEMO_MAX:  # bounded: only tokens that verified get in, and the memo starts over
+            self._memo.clear()
+        self._memo[token] = (replace(identity, client=""), float(claims["exp"]), self.keys.generation)
+        return identity
 
     def header(self, token: str) -> tuple[str, str | None]:
         """(alg, kid) of the token's protected header, the alg checked against the allowlist."""
@@ -328,20 +352,28 @@ class TokenVerifier:
             claims = jwt.decode(token, key, algorithms=[alg]).claims
         except (JoseError, ValueError):
             raise _refuse("the token's signature does not verify") from None
-        check_claims(claims, self.config)
+        check_claims(claims, self.config, self.clock())
         return claims
 
     async def identify(self, token: str, client: str = "") -> Identity:
+        known = self.remembered(token, client)
+        if known is not None:
+            return known
         alg, kid = self.header(token)
         if self.keys.wants_fetch(kid):
             key = await asyncio.to_thread(self.keys.get, kid)  # the only blocking step, off the event loop
         else:
             key = self.keys.find(kid)
-        return identity_from(token, self.claims(token, alg, key), self.config, client)
+        claims = self.claims(token, alg, key)
+        return self.remember(token, claims, identity_from(token, claims, self.config, client))
 
     def identify_now(self, token: str, client: str = "") -> Identity:
+        known = self.remembered(token, client)
+        if known is not None:
+            return known
         alg, kid = self.header(token)
-        return identity_from(token, self.claims(token, alg, self.keys.get(kid)), self.config, client)
+        claims = self.claims(token, alg, self.keys.get(kid))
+        return self.remember(token, claims, identity_from(token, claims, self.config, client))
 
     def inspect(self, token: str) -> tuple[Identity | None, dict[str, Any]]:
         """`toolrun access explain TOKEN`: the identity (None when refused) and what the token says."""
