@@ -605,3 +605,44 @@ def test_an_issuer_that_does_not_answer_is_a_503_not_a_401_or_a_500(tmp_path: Pa
         response = client.get("/whoami", headers=bearer(setup.issuer.mint()))
         assert response.status_code == 503 and response.headers["retry-after"] == "1"
         assert "did not answer" in response.json()["error"]
+
+
+# -- the UI: a token pasted where a key goes ----------------------------------------------------------------
+
+
+def test_the_ui_signs_in_with_a_pasted_token(setup: Setup, tmp_path: Path) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from conftest import require_binary
+    from test_ui_browser import CHROMIUM_ARGS, build_ui
+
+    chromium = require_binary("chromium")
+    settings = {
+        **{k: v for k, v in setup.server.env.items() if k.startswith("SVC_OAUTH_")},
+        "SVC_UI_ENABLED": True,
+        "TOOLRUN_UI_DIST": str(build_ui()),
+    }
+    token = setup.issuer.mint(sub="uma", groups=["ops", "finance"])
+    with ToolrunServer(tmp_path / "ui", setup.server.catalog, settings) as server, sync_api.sync_playwright() as pw:
+        server.start()
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(8000)
+            page.goto(server.url + "/ui/")
+            expect = sync_api.expect
+            expect(page.get_by_test_id("identity")).to_contain_text("Anonymous")
+            page.get_by_role("button", name="Sign in").click()
+            dialog = page.get_by_role("dialog", name="Sign in with an API key")
+            dialog.get_by_label("API key", exact=True).fill(setup.issuer.mint(exp=int(time.time()) - 120))
+            dialog.get_by_role("button", name="Sign in").click()
+            expect(dialog.get_by_role("alert")).to_contain_text("not accepted")  # an expired token is refused
+            dialog.get_by_label("API key", exact=True).fill(token)
+            dialog.get_by_role("button", name="Sign in").click()
+            expect(dialog).to_be_hidden()
+            expect(page.get_by_test_id("username")).to_have_text("uma")
+            expect(page.get_by_test_id("groups")).to_contain_text("finance, ops")
+            page.goto(server.url + "/ui/tools/finance.payroll")
+            page.get_by_role("button", name="Run", exact=True).click()
+            expect(page.get_by_test_id("result-text")).to_have_text("paid")
+        finally:
+            browser.close()
