@@ -194,7 +194,8 @@ async def explain_token(
     elif visible and identity.is_admin:
         reasons.append(f"{identity.username} is in group admin: admins see every tool")
     elif visible:
-        reasons.append(f"{identity.username}'s " + ", ".join(f"group {g!r} matches tag {g!r}" for g in matched))
+        pairs = ", ".join(f"group {g!r} matches tag {g!r}" for g in matched)
+        reasons.append(f"{identity.username}'s {pairs} of {tool.key}")
     else:
         reasons.append(f"none of the token's groups is a tag of {tool.key} ({', '.join(tool.groups) or 'none'})")
     callable_now = visible
