@@ -646,3 +646,29 @@ def test_the_ui_signs_in_with_a_pasted_token(setup: Setup, tmp_path: Path) -> No
             expect(page.get_by_test_id("result-text")).to_have_text("paid")
         finally:
             browser.close()
+
+
+def test_mcp_over_stdio_acts_for_the_user_of_a_token_in_toolrun_api_key(setup: Setup, tmp_path: Path) -> None:
+    from fixtures.mcp_support import mcp_stdio
+
+    env = {"SVC_OAUTH_ISSUER": setup.issuer.url, "SVC_OAUTH_AUDIENCE": AUDIENCE}
+
+    async def main() -> Any:
+        token = setup.issuer.mint(sub="stella", groups=["finance"])
+        async with mcp_stdio(tmp_path, env={**env, "TOOLRUN_API_KEY": token}, catalog=setup.server.catalog) as client:
+            return await client.call_tool("whoami", {})
+
+    who = anyio.run(main)
+    assert who.structured_content["username"] == "stella"
+    assert who.structured_content["tools"] == ["finance.payroll", "pub.echo"]
+
+
+def test_oauth_without_the_extra_installed_says_how_to_get_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolrun.access import Access
+    from toolrun.errors import UsageError
+    from toolrun.settings import Settings
+
+    monkeypatch.setitem(sys.modules, "joserfc", None)  # as when toolrun[oauth] is not installed
+    settings = Settings.load(environ={"TOOLRUN_HOME": str(tmp_path), **ON})
+    with pytest.raises(UsageError, match=re.escape("pip install 'toolrun[oauth]'")):
+        Access.from_settings(settings)
