@@ -627,9 +627,10 @@ def test_the_ui_signs_in_with_a_pasted_token(setup: Setup, tmp_path: Path) -> No
         browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page()
-            page.set_default_timeout(8000)
+            page.set_default_timeout(20000)
             page.goto(server.url + "/ui/")
             expect = sync_api.expect
+            expect.set_options(timeout=20000)  # generous on a loaded CI box: each step still waits only as needed
             expect(page.get_by_test_id("identity")).to_contain_text("Anonymous")
             page.get_by_role("button", name="Sign in").click()
             dialog = page.get_by_role("dialog", name="Sign in with an API key")
@@ -645,6 +646,7 @@ def test_the_ui_signs_in_with_a_pasted_token(setup: Setup, tmp_path: Path) -> No
             page.get_by_role("button", name="Run", exact=True).click()
             expect(page.get_by_test_id("result-text")).to_have_text("paid")
         finally:
+            sync_api.expect.set_options(timeout=5000)  # Playwright's default, for the modules that run after
             browser.close()
 
 
