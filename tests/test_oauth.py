@@ -316,6 +316,7 @@ def test_without_credentials_a_required_route_points_at_the_metadata(setup: Setu
     assert response.status_code == 401
     expected = f'Bearer resource_metadata="{setup.url}/.well-known/oauth-protected-resource"'
     assert response.headers["www-authenticate"] == expected
+    assert httpx.get(setup.url + "/users").headers["www-authenticate"] == expected  # an admin route alike
     # An optional route stays open to anonymous callers, as with keys.
     assert httpx.get(setup.url + "/tools").status_code == 200
 
@@ -674,3 +675,16 @@ def test_oauth_without_the_extra_installed_says_how_to_get_it(tmp_path: Path, mo
     settings = Settings.load(environ={"TOOLRUN_HOME": str(tmp_path), **ON})
     with pytest.raises(UsageError, match=re.escape("pip install 'toolrun[oauth]'")):
         Access.from_settings(settings)
+
+
+def test_the_issuer_may_be_configured_with_or_without_its_trailing_slash(setup: Setup, tmp_path: Path) -> None:
+    from http_support import servers
+
+    with servers(tmp_path) as make:
+        client = make({"oauth_issuer": setup.issuer.url + "/", "oauth_audience": AUDIENCE}).client
+        for iss in (setup.issuer.url, setup.issuer.url + "/"):  # Auth0's `iss` ends with a slash, most do not
+            assert client.get("/whoami", headers=bearer(setup.issuer.mint(iss=iss))).status_code == 200, iss
+        other = setup.issuer.mint(iss=setup.issuer.url + "/other")
+        assert client.get("/whoami", headers=bearer(other)).status_code == 401
+        metadata = client.get("/.well-known/oauth-protected-resource").json()
+        assert metadata["authorization_servers"] == [setup.issuer.url + "/"]

@@ -95,7 +95,7 @@ class OAuthConfig:
         if not settings.oauth_issuer:
             return None
         return cls(
-            issuer=settings.oauth_issuer.rstrip("/"),
+            issuer=settings.oauth_issuer,
             audience=settings.oauth_audience,
             jwks_url=settings.oauth_jwks_url,
             username_claim=settings.oauth_username_claim,
@@ -209,7 +209,7 @@ class SigningKeys:
 
     def discover(self) -> str:
         """The `jwks_uri` of the issuer's OpenID configuration (whose `issuer` must be the configured one)."""
-        issuer = self.config.issuer
+        issuer = self.config.issuer.rstrip("/")
         document = self.fetch(issuer + "/.well-known/openid-configuration")
         if str(document.get("issuer", "")).rstrip("/") != issuer:
             raise BackendUnavailable(f"the OpenID configuration of {issuer} names another issuer")
@@ -243,7 +243,8 @@ def check_claims(claims: dict[str, Any], config: OAuthConfig, now: float) -> Non
     registry = JWTClaimsRegistry(
         now=int(now),
         leeway=LEEWAY,
-        iss={"essential": True, "value": config.issuer},
+        # The issuer as configured, with or without a trailing slash (Auth0's `iss` ends with one).
+        iss={"essential": True, "values": [config.issuer.rstrip("/"), config.issuer.rstrip("/") + "/"]},
         aud={"essential": True, "value": config.audience},
         exp={"essential": True},
     )
@@ -285,7 +286,7 @@ def identity_from(token: str, claims: Mapping[str, Any], config: OAuthConfig, cl
         raise _refuse(f"the token has no usable {config.username_claim} claim")
     email = claims.get("email")
     jti = claims.get("jti")
-    ref = jti[:64] if isinstance(jti, str) and jti.isprintable() and jti else hashlib.sha256(token.encode()).hexdigest()
+    ref = jti if isinstance(jti, str) and jti.isprintable() and jti else hashlib.sha256(token.encode()).hexdigest()
     return Identity(
         username,
         email if isinstance(email, str) else "",

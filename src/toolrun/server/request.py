@@ -154,7 +154,7 @@ async def identity_from_scope(access: Access, scope: Scope, mode: str) -> Identi
         return await access.identify(key, mode, client)
     except Unauthorized as exc:
         base = access.tokens.config.resource or public_base(scope)
-        exc.challenge = bearer_challenge(base, scope, exc if key or mode == "admin" else None)
+        exc.challenge = bearer_challenge(base, scope, exc if key else None)  # no credential: no error code
         raise
 
 
