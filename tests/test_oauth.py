@@ -688,3 +688,24 @@ def test_the_issuer_may_be_configured_with_or_without_its_trailing_slash(setup: 
         assert client.get("/whoami", headers=bearer(other)).status_code == 401
         metadata = client.get("/.well-known/oauth-protected-resource").json()
         assert metadata["authorization_servers"] == [setup.issuer.url + "/"]
+
+
+def test_mcp_auth_required_answers_anonymous_mcp_callers_with_the_challenge(setup: Setup, tmp_path: Path) -> None:
+    from http_support import servers
+
+    flags = {"oauth_issuer": setup.issuer.url, "oauth_audience": AUDIENCE, "mcp_auth_required": True}
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    body = (
+        b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+        b'"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}'
+    )
+    with servers(tmp_path) as make:
+        client = make(flags).client
+        anonymous = client.post("/mcp", headers=headers, content=body)
+        assert anonymous.status_code == 401
+        assert anonymous.headers["www-authenticate"] == (
+            'Bearer resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource/mcp"'
+        )
+        signed = client.post("/mcp", headers={**headers, **bearer(setup.issuer.mint())}, content=body)
+        assert signed.status_code == 200, signed.text
+        assert client.get("/tools").status_code == 200  # the REST routes stay open to anonymous callers

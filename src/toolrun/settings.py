@@ -80,6 +80,9 @@ class Settings:
     redis_url: str = setting("", "A redis:// URL: keys, buckets, sessions and cache move to Redis.")
     readiness_timeout: float = setting(1.0, "Seconds each /readyz check may take.")
     mcp_direct: bool = setting(False, "MCP also lists each catalog tool as its own tool.")
+    mcp_auth_required: bool = setting(
+        False, "MCP over HTTP refuses anonymous callers with a 401 (an OAuth client then starts its login)."
+    )
     mcp_stream_keepalive: float = setting(
         15.0, "Seconds between keep-alive comments on an open GET /mcp event stream (and session checks)."
     )

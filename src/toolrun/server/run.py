@@ -135,7 +135,8 @@ def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:
         enabled=os.environ.get("TOOLRUN_MCP_FAST_PATH", "1") != "0",
     )
     gate = McpSessionGate(fast, sessions, settings.max_body_bytes, streams)
-    endpoint = McpKeyGate(gate, backends.access, settings.max_body_bytes)
+    mode = "required" if settings.mcp_auth_required else "keyed"
+    endpoint = McpKeyGate(gate, backends.access, settings.max_body_bytes, mode)
     backends.mcp_endpoint = endpoint
     backends.extra_routes.append(Route("/mcp", endpoint=endpoint, methods=["GET", "POST", "DELETE"]))
 
@@ -143,22 +144,23 @@ def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:
 class McpKeyGate:
     """What /mcp checks before the MCP machinery runs.
 
-    - A key that is present but does not resolve: 401.
+    - A key that is present but does not resolve: 401; no key at all too, with `mcp_auth_required`.
     - Two `Mcp-Session-Id` headers: 400 (McpSessionGate, behind this gate, binds each session to
       the identity that opened it).
     - A POST body is read here (up to `max_body_bytes`) and must be JSON without duplicate keys or
       NaN/Infinity, the rule `POST /tools/{key}` applies: else 400 with a JSON-RPC parse error.
     """
 
-    def __init__(self, app: Any, access: Access, max_body: int = 1024 * 1024) -> None:
+    def __init__(self, app: Any, access: Access, max_body: int = 1024 * 1024, mode: str = "keyed") -> None:
         self.app = app
         self.access = access
         self.max_body = max_body
+        self.mode = mode  # `required` with mcp_auth_required: no anonymous MCP callers
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         # (The imports are module-level: an import statement in a per-request path costs a lookup each time.)
         try:
-            identity = await identity_from_scope(self.access, scope, "keyed")
+            identity = await identity_from_scope(self.access, scope, self.mode)
         except ToolrunError as exc:
             await json_error(exc)(scope, receive, send)
             return
