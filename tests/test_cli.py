@@ -135,12 +135,12 @@ def test_describe_shows_signature_params_return_type_description_and_example(cat
         "ops.show(n: int, ratio: float = 0.5, flag: bool = false, items?: list, opts?: dict, text?: str)"
         " -> str | (int, str, str)"
     )
-    assert "returns: str | (int, str, str)" in lines
-    # The exec return type in words: a new user need not guess what the tuple is.
-    assert (
-        "  the command's standard output when it exits with code 0; otherwise the tuple (exit code, stdout, "
+    # The exec return type in words, under it: a new user need not guess what the tuple is.
+    at = lines.index("returns: str | (int, str, str)")
+    assert " ".join(line.strip() for line in lines[at + 1 : at + 3]) == (
+        "the command's standard output when it exits with code 0; otherwise the tuple (exit code, stdout, "
         "stderr), where exit code -1 means the timeout stopped it"
-    ) in lines
+    )
     assert "Echo every validated parameter back as JSON" in out
     params = lines[lines.index("params:") + 1 :]
     for line in (

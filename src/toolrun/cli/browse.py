@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -145,7 +146,8 @@ def _print_tool(tool: ToolSpec) -> None:
     console.print(f"returns: {escape(tool.return_type)}", soft_wrap=True)
     words = return_words(tool.return_type)
     if words:
-        console.print(f"  {escape(words)}", soft_wrap=True)
+        for line in textwrap.wrap(words, 96):
+            console.print(f"  {escape(line)}", soft_wrap=True, highlight=False)
     if tool.description.strip():
         console.print()
         console.print(Markdown(tool.description))
