@@ -53,6 +53,11 @@ tools:
     public: true
     description: One line of 400 numbers, then a short one.
     exec: seq -s ' ' 1 400; echo short
+  - name: flood
+    public: true
+    description: More output than its cap keeps.
+    exec: seq 1 20000
+    limits: {output: 1K}
   - name: fn_dict
     public: true
     description: An fn tool that returns a dict.
@@ -169,6 +174,15 @@ def test_an_error_answer_is_shown_as_the_plain_text_line_of_the_api(app: App) ->
     assert answer.status == 400 and body["type"] == "ParamError"
     expect(page.get_by_test_id("error").locator(".pill")).to_have_text("400 Bad Request")
     assert page.get_by_test_id("error-text").text_content() == f"ParamError: {body['error']}"
+
+
+def test_output_the_server_cut_is_said_so_with_the_bytes_dropped(app: App) -> None:
+    answer = run_tool(app, "out.flood").json()
+    assert answer["truncated"] is True and answer["bytes_dropped"] > 0
+    expect(app.page.get_by_test_id("result-cut")).to_have_text(
+        f"The output was cut: the server dropped {answer['bytes_dropped']} bytes over its cap."
+    )
+    assert "[toolrun: stdout truncated" in app.result_text()
 
 
 # -- long lines wrap ---------------------------------------------------------------------------------------------
