@@ -65,6 +65,13 @@ def _host_name(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
+# The answer headers a page of an allowed origin may read (the CORS-safelisted ones need no listing).
+EXPOSE = (
+    b"access-control-expose-headers",
+    b"X-Toolrun-Exit-Code, X-Request-Id, Retry-After, X-Total-Count, X-Has-More, X-Next-Offset",
+)
+
+
 class Guard:
     """Host check (DNS rebinding), Origin check on unsafe methods, optional CORS, access log."""
 
@@ -104,7 +111,7 @@ class Guard:
             if message["type"] == "http.response.start":
                 status_holder[0] = message["status"]
                 if origin and origin in self.origins:
-                    extra = [(b"access-control-allow-origin", origin.encode()), (b"vary", b"Origin")]
+                    extra = [(b"access-control-allow-origin", origin.encode()), (b"vary", b"Origin"), EXPOSE]
                     message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)
 

@@ -178,6 +178,13 @@ _CALL_RESULT = {
     },
 }
 
+# The 200 answer of an exec or curl tool (either form): its exit code. fn tools run no process: absent.
+EXIT_CODE_DOC = {
+    "description": "Exec and curl tools only: the exit code (0 success, -1 killed by the timeout, "
+    "another negative number: killed by that signal); absent for fn tools",
+    "schema": {"type": "integer"},
+}
+
 
 def _text_or_json(description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
     """Plain text by default; JSON to a client that sends `Accept: application/json`."""

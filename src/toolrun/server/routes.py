@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .openapi import _BAD, _CALL_RESULT, _ERR, _KEY_PARAM, _UNAUTH, _json, _text_or_json
+from .openapi import _BAD, _CALL_RESULT, _ERR, _KEY_PARAM, _UNAUTH, EXIT_CODE_DOC, _json, _text_or_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,9 +56,10 @@ ROUTES: tuple[RouteDef, ...] = (
                 "content": {"application/json": {"schema": {"type": "object", "additionalProperties": True}}},
             },
             "responses": {
-                "200": _text_or_json(
-                    "The result coerced to text (exec failures are normal tuple results)", _CALL_RESULT
-                ),
+                "200": {
+                    **_text_or_json("The result as text (an exec failure is a normal tuple result)", _CALL_RESULT),
+                    "headers": {"X-Toolrun-Exit-Code": EXIT_CODE_DOC},
+                },
                 "400": _text_or_json("Malformed JSON, not an object, or a parameter error"),
                 "403": _text_or_json("Cross-origin request not allowed"),
                 "404": _text_or_json("Unknown or inaccessible key"),

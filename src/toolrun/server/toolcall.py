@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("toolrun.server")
 
+# On every 200 answer of an exec or curl tool: the process's exit code (0 success, -1 killed by the
+# timeout, another negative number: killed by that signal). An fn tool runs no process: no header.
+EXIT_CODE_HEADER = b"x-toolrun-exit-code"
+
 
 class ToolCall:
     """`POST /tools/{key}` as a plain ASGI app: the hot route, with no Request, Response or router.
@@ -35,6 +39,7 @@ class ToolCall:
     built without the guard). The answer is plain text (the result, or `Type: message` from the
     error's status), unless the client sends `Accept: application/json` without text/plain: then
     the structured result, or `{error, type}`. A refused key is the JSON 401 of every route.
+    An exec or curl tool's answer carries its exit code in `X-Toolrun-Exit-Code`, in either form.
     """
 
     def __init__(self, backends: Backends) -> None:
@@ -83,6 +88,8 @@ class ToolCall:
                 raise UnsupportedMediaType(content_type.split(";", 1)[0].strip().lower())
             args = parse_json_object(body)
             result = await self.service.call(identity, key, args, origin=CallOrigin(door, request_id))
+            if result.exec is not None:  # exec and curl tools: the exit code, so no client parses a tuple
+                headers.append((EXIT_CODE_HEADER, str(result.exec.returncode).encode()))
             if as_json:
                 status, text = 200, _json_text(formatting.call_payload(result))
             else:
