@@ -306,6 +306,8 @@ class ToolService:
             return result
         except BaseException as exc:
             error = type(exc.original) if isinstance(exc, ToolFailed) else type(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                outcome = "cancelled"  # its client went away, or the server is stopping: its processes are killed
             if isinstance(exc, ToolrunError) and tool.has_secrets:
                 given = args or {}
                 hidden = [v for p in tool.params if p.secret and isinstance(v := given.get(p.name), str)]

@@ -19,6 +19,7 @@ from ..errors import (
     UnsupportedMediaType,
     UsageError,
 )
+from .disconnect import unless_gone
 from .errors import _error_object, _error_text, _json_text, _retry_headers
 from .request import _is_json_media, identity_from_scope, parse_json_object
 
@@ -82,7 +83,8 @@ class ToolCall:
             if (body or content_type) and not _is_json_media(content_type):
                 raise UnsupportedMediaType(content_type.split(";", 1)[0].strip().lower())
             args = parse_json_object(body)
-            result = await self.service.call(identity, key, args, origin=CallOrigin(door, request_id))
+            call = self.service.call(identity, key, args, origin=CallOrigin(door, request_id))
+            result = await unless_gone(scope, call)  # cancelled (processes killed) if the client goes away
             if as_json:
                 status, text = 200, _json_text(formatting.call_payload(result))
             else:
