@@ -29,6 +29,7 @@ from .errors import Overloaded, ParamError, RateLimited, ToolFailed, ToolrunErro
 from .models import CallResult, Identity, ToolSpec
 from .ratelimit import Limiter
 from .registry import Page, Registry
+from .slots import Slots
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -130,6 +131,7 @@ class ToolService:
         max_concurrent: int | None = None,
         queue_timeout: float = 0.0,
         audit: AuditLog | None = None,
+        slots: Slots | None = None,
     ) -> None:
         self.state = CatalogState(catalog)
         self.audit = audit
@@ -138,10 +140,10 @@ class ToolService:
         self.limiter = limiter
         self.observer = observer
         self.sessions = sessions
-        self.max_concurrent = max_concurrent
+        # The concurrency pool: this process's (`max_concurrent`), or one shared by the workers (slots.py).
+        self.slots = slots if slots is not None else Slots(max_concurrent)
+        self.max_concurrent = self.slots.cap
         self.queue_timeout = queue_timeout
-        self.running = 0
-        self.waiting = 0
         self._freed: asyncio.Event | None = None
         self._freed_loop: asyncio.AbstractEventLoop | None = None
 
@@ -286,16 +288,15 @@ class ToolService:
             except ParamError:
                 outcome = "invalid"
                 raise
-            full = self.max_concurrent is not None and self.running >= self.max_concurrent
-            if full and not await self._wait_for_slot():
+            slots = self.slots
+            if not slots.take() and not await self._wait_for_slot():
                 outcome = "overloaded"
-                raise Overloaded(self.max_concurrent or 0)
-            self.running += 1
+                raise Overloaded(slots.cap or 0)
             try:
                 result = await self._run(state, identity, tool, values, session_id)
             finally:
-                self.running -= 1
-                if self._freed is not None and self.waiting:
+                slots.give()
+                if self._freed is not None and slots.waiting:
                     self._freed.set()
             if result.exec is None:
                 outcome = "ok"
@@ -324,16 +325,28 @@ class ToolService:
             if self.audit is not None:
                 self.audit.write(call_record(identity, tool, args, origin, outcome, result, error, seconds))
 
+    @property
+    def running(self) -> int:
+        """Calls running in this process."""
+        return self.slots.running
+
+    @property
+    def waiting(self) -> int:
+        """Calls of this process waiting for a slot."""
+        return self.slots.waiting
+
     async def _wait_for_slot(self) -> bool:
-        """Wait up to `queue_timeout` for a free slot; at most `max_concurrent` callers wait."""
-        assert self.max_concurrent is not None
-        if self.queue_timeout <= 0 or self.waiting >= self.max_concurrent:
+        """Wait up to `queue_timeout` for a free slot (taken when True); at most `max_concurrent` callers wait.
+
+        A slot freed in this process wakes its waiters; one freed by another worker is seen at the pool's
+        next look (`slots.poll`)."""
+        slots = self.slots
+        if self.queue_timeout <= 0 or not slots.queue():
             return False
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.queue_timeout
-        self.waiting += 1
         try:
-            while self.running >= self.max_concurrent:
+            while not slots.take():
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     return False
@@ -341,12 +354,13 @@ class ToolService:
                     self._freed, self._freed_loop = asyncio.Event(), loop
                 event = self._freed
                 try:
-                    await asyncio.wait_for(event.wait(), remaining)
+                    await asyncio.wait_for(event.wait(), min(remaining, slots.poll or remaining))
                 except TimeoutError:
-                    return False
+                    if slots.poll is None:
+                        return False
             return True
         finally:
-            self.waiting -= 1
+            slots.unqueue()
 
     async def _run(
         self, state: CatalogState, identity: Identity, tool: ToolSpec, values: dict[str, Any], session_id: str | None

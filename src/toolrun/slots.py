@@ -1,0 +1,125 @@
+"""The concurrency pool: at most `max_concurrent_calls` tool calls run at once in the whole server.
+
+`Slots` counts one process's calls. `SharedSlots` is one pool for every worker of `serve --workers N`:
+made by the supervisor before it forks, so each worker inherits the same shared memory. The memory
+holds one cell per worker for its running calls and one for its waiting calls; a worker only ever
+writes its own cells, and takes a slot under a lock (an `fcntl` record lock on the memory's file:
+the kernel releases it if its holder dies), in which it adds up the cells and claims a slot only
+while the total is under the cap. So the cap holds exactly across the workers, and a call waits only
+when the server as a whole is full, however unevenly the kernel spreads connections over the workers.
+
+A call that finds the pool full waits (up to `queue_timeout`) while fewer than the cap wait in the
+whole server, else it is refused at once. A worker wakes its own waiters when it frees a slot; a
+slot freed by another worker is seen at the next look, every `POLL` seconds (only while waiting).
+
+Cost, measured on the shared 2-core VM (CPython 3.11): a take and a give of `Slots` 0.36 us, of
+`SharedSlots` 2.1-2.6 us (two `fcntl` calls and the sum of the cells), in a call that costs about 1 ms of CPU.
+A replacement worker (after a crash) starts its cells at zero.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+import tempfile
+
+POLL = 0.01  # seconds between looks at the shared pool while a call waits for a slot
+
+
+class Slots:
+    """The slots of one process: `cap` calls at most (None: no cap, only counted), as many waiting."""
+
+    shared = False
+    poll: float | None = None  # a waiter needs no look of its own: a freed slot here wakes it
+
+    def __init__(self, cap: int | None) -> None:
+        self.cap = cap
+        self.running = 0  # this process's calls
+        self.waiting = 0  # this process's callers waiting for a slot
+
+    def take(self) -> bool:
+        """Claim a slot if one is free."""
+        cap = self.cap
+        if cap is not None and self.running >= cap:
+            return False
+        self.running += 1
+        return True
+
+    def give(self) -> None:
+        self.running -= 1
+
+    def queue(self) -> bool:
+        """Join the queue of callers waiting for a slot, if it has room (`cap` callers)."""
+        if self.cap is not None and self.waiting >= self.cap:
+            return False
+        self.waiting += 1
+        return True
+
+    def unqueue(self) -> None:
+        self.waiting -= 1
+
+
+class SharedSlots(Slots):
+    """One pool for the worker processes of one server (see the module): make it before the fork."""
+
+    shared = True
+    poll = POLL
+
+    def __init__(self, cap: int, workers: int) -> None:
+        super().__init__(cap)
+        self.workers = workers
+        self.index = 0
+        size = 16 * workers  # a running cell and a waiting cell (8 bytes each) per worker
+        if hasattr(os, "memfd_create"):
+            self.fd = os.memfd_create("toolrun-slots", os.MFD_CLOEXEC)
+        else:  # pragma: no cover - not Linux
+            with tempfile.TemporaryFile() as file:
+                self.fd = os.dup(file.fileno())
+        os.ftruncate(self.fd, size)
+        self._map = mmap.mmap(self.fd, size)
+        cells = memoryview(self._map).cast("q")
+        self._running = cells[:workers]
+        self._waiting = cells[workers:]
+
+    def attach(self, index: int) -> None:
+        """In worker `index` (0-based), at its start: its cells (a predecessor's, if it died) start at zero."""
+        self.index = index
+        self.running = self.waiting = 0
+        self._running[index] = self._waiting[index] = 0
+
+    def total(self) -> tuple[int, int]:
+        """(running, waiting) in the whole server, as last written by each worker."""
+        return sum(self._running), sum(self._waiting)
+
+    def _claim(self, cells: memoryview, limit: int) -> bool:
+        fcntl.lockf(self.fd, fcntl.LOCK_EX)
+        try:
+            if sum(cells) >= limit:
+                return False
+            cells[self.index] += 1
+            return True
+        finally:
+            fcntl.lockf(self.fd, fcntl.LOCK_UN)
+
+    def take(self) -> bool:
+        assert self.cap is not None
+        if not self._claim(self._running, self.cap):
+            return False
+        self.running += 1
+        return True
+
+    def give(self) -> None:
+        self.running -= 1
+        self._running[self.index] -= 1  # this worker's own cell: no lock (a reader sees the old or the new count)
+
+    def queue(self) -> bool:
+        assert self.cap is not None
+        if not self._claim(self._waiting, self.cap):
+            return False
+        self.waiting += 1
+        return True
+
+    def unqueue(self) -> None:
+        self.waiting -= 1
+        self._waiting[self.index] -= 1
