@@ -144,8 +144,6 @@ class ToolService:
         self.slots = slots if slots is not None else Slots(max_concurrent)
         self.max_concurrent = self.slots.cap
         self.queue_timeout = queue_timeout
-        self._freed: asyncio.Event | None = None
-        self._freed_loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def catalog(self) -> Catalog:
@@ -289,15 +287,13 @@ class ToolService:
                 outcome = "invalid"
                 raise
             slots = self.slots
-            if not slots.take() and not await self._wait_for_slot():
+            if not slots.take() and not await slots.wait(self.queue_timeout):
                 outcome = "overloaded"
                 raise Overloaded(slots.cap or 0)
             try:
                 result = await self._run(state, identity, tool, values, session_id)
             finally:
                 slots.give()
-                if self._freed is not None and slots.waiting:
-                    self._freed.set()
             if result.exec is None:
                 outcome = "ok"
             elif result.exec.timed_out:
@@ -334,33 +330,6 @@ class ToolService:
     def waiting(self) -> int:
         """Calls of this process waiting for a slot."""
         return self.slots.waiting
-
-    async def _wait_for_slot(self) -> bool:
-        """Wait up to `queue_timeout` for a free slot (taken when True); at most `max_concurrent` callers wait.
-
-        A slot freed in this process wakes its waiters; one freed by another worker is seen at the pool's
-        next look (`slots.poll`)."""
-        slots = self.slots
-        if self.queue_timeout <= 0 or not slots.queue():
-            return False
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.queue_timeout
-        try:
-            while not slots.take():
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    return False
-                if self._freed is None or self._freed.is_set() or self._freed_loop is not loop:
-                    self._freed, self._freed_loop = asyncio.Event(), loop
-                event = self._freed
-                try:
-                    await asyncio.wait_for(event.wait(), min(remaining, slots.poll or remaining))
-                except TimeoutError:
-                    if slots.poll is None:
-                        return False
-            return True
-        finally:
-            slots.unqueue()
 
     async def _run(
         self, state: CatalogState, identity: Identity, tool: ToolSpec, values: dict[str, Any], session_id: str | None

@@ -96,6 +96,7 @@ def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:
         keepalive=settings.mcp_stream_keepalive,
         write_timeout=settings.request_timeout,
         max_streams=settings.mcp_max_streams,
+        per_caller=settings.mcp_max_streams_per_caller,
     )
     server = build_server(door, list_changed=True, listen=streams.listen)
     if backends.reloader is not None:
