@@ -142,18 +142,20 @@ def test_a_call_queued_on_one_worker_gets_the_slot_another_worker_frees(server: 
     assert [s for s, _ in results] == [200] * CAP
 
 
-def test_the_shared_pool_counts_every_worker_and_a_restarted_worker_starts_at_zero() -> None:
+def test_the_shared_pool_counts_every_worker_and_a_replacement_worker_gives_back_what_a_dead_one_held() -> None:
     pool = SharedSlots(3, workers=2)
     pool.attach(0)
     assert pool.take() and pool.take()
     pool.attach(1)  # the same memory as another worker sees it (a fork shares it; one process stands in here)
     assert pool.take()
-    assert not pool.take() and pool.total() == (3, 0)
+    assert not pool.take() and not pool.free() and pool.total() == (3, 0)
     assert pool.queue() and pool.total() == (3, 1)
     pool.unqueue()
     pool.give()
-    assert pool.total() == (2, 0) and pool.take()
-    pool.attach(0)  # worker 0 died with two calls; its replacement starts at zero
+    assert pool.total() == (2, 0) and pool.free() and pool.take()
+    assert not pool.take()
+    pool.attach(0)  # worker 0 died holding two slots: its replacement gives them back
     assert pool.total() == (1, 0)
+    assert pool.take() and pool.take() and not pool.take()
     local = Slots(None)  # no cap: every call runs, counted
     assert all(local.take() for _ in range(1000)) and local.running == 1000

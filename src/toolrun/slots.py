@@ -1,30 +1,30 @@
 """The concurrency pool: at most `max_concurrent_calls` tool calls run at once in the whole server.
 
 `Slots` counts one process's calls. `SharedSlots` is one pool for every worker of `serve --workers N`:
-made by the supervisor before it forks, so each worker inherits the same shared memory. The memory
-holds one cell per worker for its running calls and one for its waiting calls; a worker only ever
-writes its own cells, and takes a slot under a lock (an `fcntl` record lock on the memory's file:
-the kernel releases it if its holder dies), in which it adds up the cells and claims a slot only
-while the total is under the cap. So the cap holds exactly across the workers, and a call waits only
-when the server as a whole is full, however unevenly the kernel spreads connections over the workers.
+made by the supervisor before it forks, so each worker inherits it. The pool is a POSIX semaphore
+(in shared memory: taking or giving a slot is an atomic operation, a system call only when workers
+contend) that starts at the cap, and a second one for the places in the queue; so the cap holds
+exactly across the workers, and a call waits only when the server as a whole is full, however
+unevenly the kernel spreads connections over the workers. Each worker also counts what it holds in
+its own cell of a shared page: a worker that dies holding slots (killed) cannot give them back, so
+its replacement (the same cell) gives them back to the pool when it starts. (A worker killed in the
+instant between the semaphore and its cell costs the pool one slot until the server restarts: never one
+slot more than the cap.)
 
 A call that finds the pool full waits (up to `queue_timeout`) while fewer than the cap wait in the
 whole server, else it is refused at once. A worker wakes its own waiters when it frees a slot; a
 slot freed by another worker is seen at the next look of the worker's poller, every `POLL` seconds (one
 task per worker, only while calls wait there).
 
-Cost, measured on the shared 2-core VM (CPython 3.11): a take and a give of `Slots` 0.36 us, of
-`SharedSlots` 2.1-2.6 us (two `fcntl` calls and the sum of the cells), in a call that costs about 1 ms of CPU.
-A replacement worker (after a crash) starts its cells at zero.
+Cost, measured on the shared 2-core VM (CPython 3.11, load average about 10): a take and a give of
+`Slots` 0.35-0.46 us, of `SharedSlots` 0.75-1.0 us (an `fcntl` record lock around a sum of the cells,
+tried first, took 2-6 us), in a call that costs about 1 ms of CPU.
 """
 
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import mmap
-import os
-import tempfile
 
 POLL = 0.01  # seconds between looks at the shared pool while a call waits for a slot
 
@@ -116,63 +116,55 @@ class SharedSlots(Slots):
     poll = POLL
 
     def __init__(self, cap: int, workers: int) -> None:
+        import multiprocessing
+
         super().__init__(cap)
         self.workers = workers
         self.index = 0
-        size = 16 * workers  # a running cell and a waiting cell (8 bytes each) per worker
-        if hasattr(os, "memfd_create"):
-            self.fd = os.memfd_create("toolrun-slots", os.MFD_CLOEXEC)
-        else:  # pragma: no cover - not Linux
-            with tempfile.TemporaryFile() as file:
-                self.fd = os.dup(file.fileno())
-        os.ftruncate(self.fd, size)
-        self._map = mmap.mmap(self.fd, size)
+        context = multiprocessing.get_context("fork")  # an unnamed semaphore, inherited by the forked workers
+        self._slots = context.Semaphore(cap)
+        self._seats = context.Semaphore(cap)  # places in the queue
+        self._map = mmap.mmap(-1, 16 * workers)  # shared and anonymous: a running and a waiting cell per worker
         cells = memoryview(self._map).cast("q")
         self._running = cells[:workers]
         self._waiting = cells[workers:]
 
     def attach(self, index: int) -> None:
-        """In worker `index` (0-based), at its start: its cells (a predecessor's, if it died) start at zero."""
+        """In worker `index` (0-based), at its start: what a predecessor (dead) still held goes back to the pool."""
         self.index = index
         self.running = self.waiting = 0
-        self._running[index] = self._waiting[index] = 0
+        for cells, semaphore in ((self._running, self._slots), (self._waiting, self._seats)):
+            for _ in range(max(0, cells[index])):
+                semaphore.release()
+            cells[index] = 0
 
     def total(self) -> tuple[int, int]:
-        """(running, waiting) in the whole server, as last written by each worker."""
+        """(running, waiting) in the whole server, as counted by each worker."""
         return sum(self._running), sum(self._waiting)
 
-    def _claim(self, cells: memoryview, limit: int) -> bool:
-        fcntl.lockf(self.fd, fcntl.LOCK_EX)
-        try:
-            if sum(cells) >= limit:
-                return False
-            cells[self.index] += 1
-            return True
-        finally:
-            fcntl.lockf(self.fd, fcntl.LOCK_UN)
-
     def free(self) -> bool:
-        assert self.cap is not None
-        return sum(self._running) < self.cap
+        return bool(self._slots.get_value() > 0)
 
     def take(self) -> bool:
-        assert self.cap is not None
-        if not self._claim(self._running, self.cap):
+        if not self._slots.acquire(False):
             return False
+        self._running[self.index] += 1  # this worker's own cell: only it writes there
         self.running += 1
         return True
 
     def give(self) -> None:
-        self._running[self.index] -= 1  # this worker's own cell: no lock (a reader sees the old or the new count)
+        self._running[self.index] -= 1
+        self._slots.release()
         super().give()
 
     def queue(self) -> bool:
-        assert self.cap is not None
-        if not self._claim(self._waiting, self.cap):
+        if not self._seats.acquire(False):
             return False
+        self._waiting[self.index] += 1
         self.waiting += 1
         return True
 
     def unqueue(self) -> None:
         self.waiting -= 1
         self._waiting[self.index] -= 1
+        self._seats.release()
