@@ -242,6 +242,29 @@ def test_an_anonymous_flood_of_streams_gets_its_share_and_a_keyed_user_still_ope
         assert OpenStream(url, initialize(url, None), None).status == 503
 
 
+def test_listen_streams_count_towards_the_same_share_of_a_caller(tmp_path: Path) -> None:
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    server, _, _, olga = start(tmp_path, 1, SVC_MCP_MAX_STREAMS_PER_CALLER="1")
+
+    async def main(url: str) -> str:
+        async with (
+            httpx2.AsyncClient(headers={"X-API-Key": olga}, timeout=30) as http,
+            Client(streamable_http_client(url, http_client=http), mode=MODERN_VERSION) as c,
+            c.listen(tools_list_changed=True),
+        ):
+            try:
+                async with c.listen(tools_list_changed=True):
+                    return "a second stream was opened"
+            except Exception as exc:
+                return str(exc)
+
+    with server.start():
+        assert "at most 1 per caller" in anyio.run(main, server.url + "/mcp")
+
+
 def test_a_2026_client_over_stdio_listens_for_tool_list_changes(tmp_path: Path) -> None:
     catalog = write_catalog(tmp_path, V1)
 
