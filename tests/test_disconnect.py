@@ -89,4 +89,7 @@ def test_a_call_whose_client_hangs_up_is_killed_frees_its_slot_and_is_audited_as
         assert len(sleep) == 1 and sleep[0]["outcome"] == "cancelled", sleep
         assert sleep[0]["duration_ms"] < 10_000  # type: ignore[operator]
         assert sleep[0]["door"] == ("http" if door == "rest" else "mcp-http")
-        assert "Traceback" not in server.log() and "Exception in ASGI application" not in server.log()
+        log = server.log()
+        assert "Traceback" not in log and "Exception in ASGI application" not in log
+        path = "/tools/ops.sleep" if door == "rest" else "/mcp"
+        assert any(path in line and " 499 " in line for line in log.splitlines()), log  # the access log

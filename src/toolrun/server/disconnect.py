@@ -8,8 +8,9 @@ hold its concurrency slot all that time. The HTTP protocol of `toolrun serve`
 `unless_gone`, which puts a callback there for the length of the call. When the connection is lost
 before the answer is complete, the protocol calls it: the call's task is cancelled, so the executor
 kills the process group and every process carrying the call's token (as at a timeout), the audit
-record says `cancelled`, and `unless_gone` raises `ClientGone` (HTTP 499 in the access log; the
-answer goes nowhere). No task and no timer per call: a dictionary entry set and cleared.
+record says `cancelled`, and `unless_gone` raises `ClientGone`; the answer goes nowhere, and the
+access log shows status 499 (nginx's "client closed request"), whatever the door would have sent.
+No task and no timer per call: a dictionary entry set and cleared.
 
 A scope without the mark (another ASGI server, the in-process test client) runs calls unwatched.
 """
@@ -24,6 +25,7 @@ from ..errors import ClientGone
 
 T = TypeVar("T")
 HOOK = "toolrun.on_disconnect"  # scope key: None while nothing listens, else a callable with no argument
+GONE = "toolrun.client_gone"  # scope key, set when a call was cancelled: the access log's status is then 499
 
 
 class _Watch:
@@ -61,4 +63,5 @@ def client_gone(scope: Any) -> None:
     hook = scope.get(HOOK)
     if hook is not None:
         scope[HOOK] = None
+        scope[GONE] = True
         hook()
