@@ -10,7 +10,8 @@ before the answer is complete, the protocol calls it: the call's task is cancell
 kills the process group and every process carrying the call's token (as at a timeout), the audit
 record says `cancelled`, and `unless_gone` raises `ClientGone`; the answer goes nowhere, and the
 access log shows status 499 (nginx's "client closed request"), whatever the door would have sent.
-No task and no timer per call: a dictionary entry set and cleared.
+No task and no timer per call: a dictionary entry set and cleared (about 1.7 us a call, measured on the
+shared 2-core VM, in a call that costs about 1 ms of CPU).
 
 A scope without the mark (another ASGI server, the in-process test client) runs calls unwatched.
 """
