@@ -13,6 +13,7 @@
     ├── RateLimited               exit 75, HTTP 429: the caller's bucket for this tool is empty
     ├── Overloaded                exit 75, HTTP 503: too many tool processes already running
     ├── BackendUnavailable        exit 69, HTTP 503: a shared backend (Redis) does not answer
+    ├── ClientGone                HTTP 499: the client went away before the answer (the call was cancelled)
     └── ToolFailed                exit 1, HTTP 500: the tool itself raised (fn tools, render errors)
         └── UndefinedVariable     exit 2, HTTP 500: the template used a variable that was not provided
 
@@ -169,6 +170,17 @@ class Overloaded(ToolrunError):
 class BackendUnavailable(ToolrunError):
     exit_code = 69
     http_status = 503
+
+
+class ClientGone(ToolrunError):
+    """The client closed its connection while its call ran: the call was cancelled (its processes killed).
+
+    Nobody reads the answer; 499 (nginx's "client closed request") is what the access log shows."""
+
+    http_status = 499
+
+    def __init__(self, message: str = "the client closed the connection; the call was cancelled") -> None:
+        super().__init__(message)
 
 
 class ToolFailed(ToolrunError):

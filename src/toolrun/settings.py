@@ -89,6 +89,9 @@ class Settings:
     mcp_max_streams: int = setting(
         1000, "Open MCP event streams (GET /mcp, and apart subscriptions/listen) per server process."
     )
+    mcp_max_streams_per_caller: int = setting(
+        10, "Open MCP event streams one caller (a user; an anonymous client address) holds per server process."
+    )
     catalog_cache: bool = setting(True, "Cache parsed catalogs by content hash in the cache dir.")
     curl_protocols: tuple[str, ...] = setting(
         ("http", "https"), "Protocols curl tools may use (`curl --proto`); a tool's `protocols:` replaces it."
@@ -228,6 +231,7 @@ RANGES: dict[str, tuple[Any, str]] = {
     "readiness_timeout": (_finite(0, 3600, low_open=True), "seconds > 0 (at most 3600)"),
     "mcp_stream_keepalive": (_finite(0, 3600, low_open=True), "seconds > 0 (at most 3600)"),
     "mcp_max_streams": (_finite(0, 1e6), "an integer from 0 (no streams) to 1000000"),
+    "mcp_max_streams_per_caller": (_finite(1, 1e6), "an integer from 1 to 1000000"),
     "log_level": (lambda v: v.strip().lower() in ("debug", "info", "warning", "error"), "debug, info, warning, error"),
     "log_format": (lambda v: v.strip().lower() in ("text", "json"), "text or json"),
     "oauth_jwks_min_interval": (_finite(0, _DAY), "seconds from 0 to 86400"),

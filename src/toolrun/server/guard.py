@@ -19,6 +19,7 @@ from ..errors import (
     ToolrunError,
 )
 from ..settings import Settings
+from .disconnect import GONE
 from .errors import json_error
 from .logs import access_line
 from .toolcall import ToolCall
@@ -176,7 +177,8 @@ class Guard:
                 raw_query = scope.get("query_string", b"")
                 query = scrub_keys(redact_query(raw_query)) if raw_query else ""
                 ms = round((time.perf_counter() - started) * 1000, 1)
-                access_line(client[0], method, path, query, status_holder[0], ms)
+                status = 499 if scope.get(GONE) else status_holder[0]  # a call cancelled: its client went away
+                access_line(client[0], method, path, query, status, ms)
 
     async def _mcp(self, scope: Scope, receive: Receive, send: Send, status: list[int]) -> None:
         """POST /mcp without the router; a ToolrunError that escapes gets the app's JSON answer, as routed."""

@@ -32,6 +32,8 @@ def build_backends(
     workers: int = 1,
     metrics_dir: str | None = None,
 ) -> Backends:
+    from ..slots import SharedSlots
+
     metrics = Metrics(metrics_dir)
     access = Access.from_settings(settings)
     limiter, sessions = shared_state(settings, access, workers)
@@ -43,8 +45,9 @@ def build_backends(
         limiter=limiter,
         observer=metrics,
         sessions=sessions,
-        # The whole server's limit, split evenly between the workers (the kernel spreads connections evenly).
-        max_concurrent=-(-settings.max_concurrent_calls // workers),
+        max_concurrent=settings.max_concurrent_calls,
+        # One pool for the whole server: with workers, in memory they all share (made here, before the fork).
+        slots=SharedSlots(settings.max_concurrent_calls, workers) if workers > 1 else None,
         queue_timeout=settings.queue_timeout,
         audit=open_audit(settings.audit_log),
     )
@@ -93,6 +96,7 @@ def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:
         keepalive=settings.mcp_stream_keepalive,
         write_timeout=settings.request_timeout,
         max_streams=settings.mcp_max_streams,
+        per_caller=settings.mcp_max_streams_per_caller,
     )
     server = build_server(door, list_changed=True, listen=streams.listen)
     if backends.reloader is not None:
@@ -394,6 +398,9 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
 
             start_watchdog(log)
             count_reloads(backends, first=sock is sockets[0])
+            attach = getattr(backends.service.slots, "attach", None)
+            if attach is not None:
+                attach(sockets.index(sock))  # this worker's cells of the shared concurrency pool
             return 0 if _run_server(config, sock) else 3
 
         def worker_exited(pid: int) -> None:

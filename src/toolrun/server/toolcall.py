@@ -19,6 +19,7 @@ from ..errors import (
     UnsupportedMediaType,
     UsageError,
 )
+from .disconnect import unless_gone
 from .errors import _error_object, _error_text, _json_text, _retry_headers
 from .request import _is_json_media, identity_from_scope, parse_json_object
 
@@ -87,7 +88,8 @@ class ToolCall:
             if (body or content_type) and not _is_json_media(content_type):
                 raise UnsupportedMediaType(content_type.split(";", 1)[0].strip().lower())
             args = parse_json_object(body)
-            result = await self.service.call(identity, key, args, origin=CallOrigin(door, request_id))
+            call = self.service.call(identity, key, args, origin=CallOrigin(door, request_id))
+            result = await unless_gone(scope, call)  # cancelled (processes killed) if the client goes away
             if result.exec is not None:  # exec and curl tools: the exit code, so no client parses a tuple
                 headers.append((EXIT_CODE_HEADER, str(result.exec.returncode).encode()))
             if as_json:
