@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import difflib
+from typing import Any
+
 from ..models import ToolSpec
 from .build import BuildMixin
 from .parse import ParseMixin
 from .positions import _Locator
+from .source import NotACatalogFile, link_note, read_catalog
 from .substitute import SubstituteMixin
+
+CATALOG_FIELDS = frozenset({"$schema", "version", "group", "defaults", "tools"})  # schema.CatalogFile's
 
 
 class _FileLoader(BuildMixin, SubstituteMixin, ParseMixin):
@@ -18,7 +24,10 @@ class _FileLoader(BuildMixin, SubstituteMixin, ParseMixin):
         from ..schema import CatalogFile, ToolDef
 
         try:
-            raw = self.path.read_bytes()
+            raw = read_catalog(self.path)
+        except NotACatalogFile as exc:
+            self.problem_at((1, 1), "", str(exc))
+            return []
         except OSError as exc:
             self.problem_at((1, 1), "", f"cannot read catalog: {exc.strerror or exc}")
             return []
@@ -36,7 +45,11 @@ class _FileLoader(BuildMixin, SubstituteMixin, ParseMixin):
             self.problem_at((1, 1), "", "catalog file is empty (expected a mapping with `tools:`)", "warning")
             return []
         if not isinstance(data, dict):
-            self.problem_at((1, 1), "", f"a catalog file is a mapping with `tools:`, not a {type(data).__name__}")
+            what = f"a catalog file is a mapping with `tools:`, not a {type(data).__name__}"
+            self.problem_at((1, 1), "", what + link_note(self.path))
+            return []
+        if "tools" not in data and not data.keys() <= CATALOG_FIELDS:
+            self.not_a_catalog(data)
             return []
         tools_raw = data.get("tools")
         header = self.substitute_tree({k: v for k, v in data.items() if k != "tools"}, (), "")
@@ -71,3 +84,18 @@ class _FileLoader(BuildMixin, SubstituteMixin, ParseMixin):
             if spec is not None and self.errors() == before:
                 specs.append(spec)
         return specs
+
+    def not_a_catalog(self, data: dict[Any, Any]) -> None:
+        """A mapping with neither `tools:` nor only catalog fields: some other file (a password file, a
+        config) was named as a catalog. One error naming the file; none of its content is quoted."""
+        for name in data:
+            if isinstance(name, str) and difflib.get_close_matches(name, ["tools"], n=1, cutoff=0.75):
+                where = self.locate.key((name,))
+                self.problem_at(where, "", "no `tools:` list; this top-level field is not one: is `tools:` misspelled?")
+                return
+        self.problem_at(
+            (1, 1),
+            "",
+            f"not a catalog file{link_note(self.path)}: a catalog is a mapping with `tools:`, and this one has "
+            "other top-level fields (its content is not shown)",
+        )

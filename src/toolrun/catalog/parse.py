@@ -1,4 +1,4 @@
-"""YAML text -> data (libyaml), with duplicate keys found and reported."""
+"""YAML text -> data (libyaml), with duplicate keys found and reported and alias expansion bounded."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from .problems import _LoaderBase
+from .source import expansion_problem
 
 if TYPE_CHECKING:
     import yaml
@@ -34,7 +35,16 @@ class ParseMixin(_LoaderBase):
 
         loader = _yaml_loader()(text)
         try:
-            data = loader.get_single_data()
+            node = loader.get_single_node()
+            if node is None:
+                data = None
+            else:
+                # Before anything walks the data: aliases could make it a billion values (see source.py).
+                found = expansion_problem(node, len(text))
+                if found is not None:
+                    self.problem_at(found[0], "", found[1])
+                    return False, None
+                data = loader.construct_document(node)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             pos = (mark.line + 1, mark.column + 1) if mark else (1, 1)
