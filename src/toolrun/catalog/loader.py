@@ -44,12 +44,7 @@ class _FileLoader(BuildMixin, SubstituteMixin, ParseMixin):
         if data is None:
             self.problem_at((1, 1), "", "catalog file is empty (expected a mapping with `tools:`)", "warning")
             return []
-        if not isinstance(data, dict):
-            what = f"a catalog file is a mapping with `tools:`, not a {type(data).__name__}"
-            self.problem_at((1, 1), "", what + link_note(self.path))
-            return []
-        if "tools" not in data and not data.keys() <= CATALOG_FIELDS:
-            self.not_a_catalog(data)
+        if not self.is_catalog(data):
             return []
         tools_raw = data.get("tools")
         header = self.substitute_tree({k: v for k, v in data.items() if k != "tools"}, (), "")
@@ -84,6 +79,17 @@ class _FileLoader(BuildMixin, SubstituteMixin, ParseMixin):
             if spec is not None and self.errors() == before:
                 specs.append(spec)
         return specs
+
+    def is_catalog(self, data: Any) -> bool:
+        """Whether `data` is a catalog's top-level mapping; if not, its one error is reported."""
+        if not isinstance(data, dict):
+            what = f"a catalog file is a mapping with `tools:`, not a {type(data).__name__}"
+            self.problem_at((1, 1), "", what + link_note(self.path))
+            return False
+        if "tools" not in data and not data.keys() <= CATALOG_FIELDS:
+            self.not_a_catalog(data)
+            return False
+        return True
 
     def not_a_catalog(self, data: dict[Any, Any]) -> None:
         """A mapping with neither `tools:` nor only catalog fields: some other file (a password file, a
