@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 from ..models import ToolSpec
 from .build import BuildMixin
 from .parse import ParseMixin
 from .positions import _Locator
-from .source import NotACatalogFile, link_note, read_catalog
+from .source import NotACatalogFile, read_catalog
 from .substitute import SubstituteMixin
-
-CATALOG_FIELDS = frozenset({"$schema", "version", "group", "defaults", "tools"})  # schema.CatalogFile's
 
 
 class _FileLoader(BuildMixin, SubstituteMixin, ParseMixin):
@@ -81,27 +78,8 @@ class _FileLoader(BuildMixin, SubstituteMixin, ParseMixin):
         return specs
 
     def is_catalog(self, data: Any) -> bool:
-        """Whether `data` is a catalog's top-level mapping; if not, its one error is reported."""
-        if not isinstance(data, dict):
-            what = f"a catalog file is a mapping with `tools:`, not a {type(data).__name__}"
-            self.problem_at((1, 1), "", what + link_note(self.path))
-            return False
-        if "tools" not in data and not data.keys() <= CATALOG_FIELDS:
-            self.not_a_catalog(data)
-            return False
-        return True
-
-    def not_a_catalog(self, data: dict[Any, Any]) -> None:
-        """A mapping with neither `tools:` nor only catalog fields: some other file (a password file, a
-        config) was named as a catalog. One error naming the file; none of its content is quoted."""
-        for name in data:
-            if isinstance(name, str) and difflib.get_close_matches(name, ["tools"], n=1, cutoff=0.75):
-                where = self.locate.key((name,))
-                self.problem_at(where, "", "no `tools:` list; this top-level field is not one: is `tools:` misspelled?")
-                return
-        self.problem_at(
-            (1, 1),
-            "",
-            f"not a catalog file{link_note(self.path)}: a catalog is a mapping with `tools:`, and this one has "
-            "other top-level fields (its content is not shown)",
-        )
+        """Whether `data` is a mapping (the root was checked on its nodes: a tagged one, `!!set`, is not)."""
+        if isinstance(data, dict):
+            return True
+        self.problem_at((1, 1), "", f"a catalog file is a mapping with `tools:`, not a {type(data).__name__}")
+        return False
