@@ -15,6 +15,8 @@ Doors ask it what a caller may see (list, describe, visible, search) and how rea
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import inspect
 import json
 import os
@@ -22,7 +24,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import context, executor, params, render
+from . import context, executor, params, render, telemetry
 from .audit import AuditLog, CallOrigin, call_record
 from .catalog import Catalog, LoadOptions, child_env, load, resolve_fn
 from .errors import Overloaded, ParamError, RateLimited, ToolFailed, ToolrunError
@@ -272,6 +274,8 @@ class ToolService:
         state = self.state  # this call's catalog, to its end, whatever a reload does meanwhile
         started = time.perf_counter()
         tool = state.registry.get(identity, key)  # unknown or hidden: a 404, not a call (no audit record)
+        tracing = telemetry.TRACING
+        span = tracing.start_call(tool, identity, origin) if tracing is not None else None
         outcome = "exception"
         result: CallResult | None = None
         error: type[BaseException] | None = None
@@ -320,7 +324,12 @@ class ToolService:
                     if counted is not None:
                         counted(tool.key)
             if self.audit is not None:
-                self.audit.write(call_record(identity, tool, args, origin, outcome, result, error, seconds))
+                record = call_record(identity, tool, args, origin, outcome, result, error, seconds)
+                if span is not None:
+                    record["trace_id"] = span.trace_id
+                self.audit.write(record)
+            if span is not None:
+                span.end(outcome, result, error, seconds)
 
     async def _wait_for_slot(self) -> bool:
         """Wait up to `queue_timeout` for a free slot; at most `max_concurrent` callers wait."""
@@ -361,6 +370,11 @@ class ToolService:
             refs, secret_env = render.secret_refs(tool, values)
             env = {**env, **secret_env}
         command = render.render(tool.source, refs)
+        tracing = telemetry.TRACING
+        if tracing is not None:  # the call's trace context reaches into the tool
+            env = {**env, **tracing.child_env()}
+            if tool.kind == "curl":
+                command = tracing.curl_command(command)
         size = len(command.encode("utf-8", "surrogatepass"))
         if size > MAX_COMMAND:
             raise ParamError(
@@ -407,7 +421,10 @@ class ToolService:
                     if is_async:
                         value = await fn(**values)
                     else:
-                        value = await _WORKERS.run(asyncio.get_running_loop(), _call_in_context, ctx, fn, values)
+                        call: Any = _call_in_context
+                        if telemetry.TRACING is not None:  # the call's span stays current in the worker thread
+                            call = functools.partial(_in_context, contextvars.copy_context())
+                        value = await _WORKERS.run(asyncio.get_running_loop(), call, ctx, fn, values)
         except TimeoutError as exc:
             raise ToolFailed(TimeoutError(f"timeout after {executor.format_seconds(tool.timeout)}s")) from exc
         except ToolrunError:
@@ -493,3 +510,8 @@ def _call_in_context(ctx: context.CallContext, fn: Any, values: dict[str, Any]) 
         return fn(**values)
     finally:
         context.deactivate(token)
+
+
+def _in_context(copied: contextvars.Context, ctx: context.CallContext, fn: Any, values: dict[str, Any]) -> Any:
+    """`_call_in_context` inside `copied` (the caller's context variables, its current span among them)."""
+    return copied.run(_call_in_context, ctx, fn, values)

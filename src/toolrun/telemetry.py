@@ -1,0 +1,96 @@
+"""Optional OpenTelemetry tracing: the switch, read from the standard OTEL_* environment variables.
+
+Tracing is on when the environment asks for trace export and the `otel` extra is installed
+(`pip install 'toolrun[otel]'`):
+
+- `OTEL_SDK_DISABLED=true` turns it off, whatever else is set;
+- `OTEL_TRACES_EXPORTER` names the exporters (`otlp`, `console`; `none` is off);
+- without it, `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` turns on `otlp`;
+- everything else (sampler, resource, headers, timeouts, batching, propagators) is the SDK's own
+  reading of the same variables.
+
+Off, nothing of OpenTelemetry is imported here, and every hook in the hot paths is one check of
+`TRACING is None`. On, `setup` installs the SDK's tracer provider globally (the MCP SDK's own
+`tools/call` spans use it too) and `TRACING` holds the `otel.Tracing` that makes toolrun's spans.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from .errors import UsageError
+
+if TYPE_CHECKING:
+    from .otel import Tracing
+
+log = logging.getLogger("toolrun.telemetry")
+
+EXPORTERS = ("otlp", "console")
+# The OTLP exporter the `otel` extra ships speaks protobuf over HTTP.
+PROTOCOLS = ("http/protobuf",)
+
+TRACING: Tracing | None = None
+
+
+def exporters(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The span exporters the environment asks for; () when tracing is off.
+
+    Raises UsageError for an exporter or an OTLP protocol this build cannot serve."""
+    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return ()
+    raw = environ.get("OTEL_TRACES_EXPORTER", "").strip()
+    if not raw:
+        endpoint = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+        endpoint = endpoint or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+        names: tuple[str, ...] = ("otlp",) if endpoint.strip() else ()
+    else:
+        names = tuple(dict.fromkeys(n.strip().lower() for n in raw.split(",") if n.strip() and n.strip() != "none"))
+    for name in names:
+        if name not in EXPORTERS:
+            raise UsageError(
+                f"OTEL_TRACES_EXPORTER names {name!r}: toolrun exports traces with {', '.join(EXPORTERS)} "
+                "(or none); send them to an OpenTelemetry Collector to reach other back ends"
+            )
+    if "otlp" in names:
+        for var in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+            protocol = environ.get(var, "").strip().lower()
+            if protocol:
+                if protocol not in PROTOCOLS:
+                    raise UsageError(
+                        f"{var}={protocol}: toolrun exports OTLP over HTTP (http/protobuf); point "
+                        "OTEL_EXPORTER_OTLP_ENDPOINT at the collector's OTLP/HTTP port (4318 by default)"
+                    )
+                break
+    return names
+
+
+def setup(environ: Mapping[str, str]) -> Tracing | None:
+    """Turn tracing on when `environ` asks for it (see the module docstring); the Tracing, or None.
+
+    Configured but without the `otel` extra, a warning says so and the server runs without traces."""
+    global TRACING
+    names = exporters(environ)
+    if not names:
+        return None
+    try:
+        from .otel import Tracing
+    except ImportError as exc:
+        log.warning(
+            "tracing is configured (OTEL_* environment variables) but OpenTelemetry is not installed (%s): "
+            "install it with `pip install 'toolrun[otel]'`; serving without traces",
+            exc.name or exc,
+        )
+        return None
+    if TRACING is None:
+        TRACING = Tracing.start(names, environ)
+    return TRACING
+
+
+def shutdown() -> None:
+    """Export the spans still queued and stop tracing (at the end of a serving process)."""
+    global TRACING
+    tracing, TRACING = TRACING, None
+    if tracing is not None:
+        tracing.shutdown()
