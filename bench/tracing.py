@@ -96,7 +96,6 @@ class Server:
         self.log = open(workdir / f"{name}.log", "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(argv, env=env, cwd=workdir, stdout=self.log, stderr=self.log)
         wait_for(self.up, f"{name} server")
-        self.conn = http.client.HTTPConnection("127.0.0.1", self.port)
 
     def up(self) -> bool:
         if self.proc.poll() is not None:
@@ -113,15 +112,18 @@ class Server:
         body = b'{"msg": "hi"}' if method == "POST" else None
         headers = {"content-type": "application/json"} if body else {}
         times = []
+        conn = http.client.HTTPConnection("127.0.0.1", self.port)  # a new one: the server closes idle ones after 5 s
         cpu = cpu_seconds(self.proc.pid)
         for _ in range(calls):
             started = time.perf_counter()
-            self.conn.request(method, path, body=body, headers=headers)
-            answer = self.conn.getresponse()
+            conn.request(method, path, body=body, headers=headers)
+            answer = conn.getresponse()
             answer.read()
             times.append(time.perf_counter() - started)
             assert answer.status == 200, answer.status
-        return times, (cpu_seconds(self.proc.pid) - cpu) / calls
+        cpu = cpu_seconds(self.proc.pid) - cpu
+        conn.close()
+        return times, cpu / calls
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from . import telemetry
 from .logs import JsonFormatter
 from .models import CallResult, Identity, ToolSpec
 
@@ -141,6 +142,9 @@ def call_record(
     }
     if ex is not None and ex.truncated:
         record["bytes_dropped"] = ex.bytes_dropped
+    trace_id = telemetry.current_trace_id()  # the call's span is current while its record is made
+    if trace_id:
+        record["trace_id"] = trace_id
     return record
 
 

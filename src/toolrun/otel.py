@@ -18,10 +18,11 @@ OpenTelemetry context inside an fn tool (threads included).
 
 from __future__ import annotations
 
+import contextvars
 import shlex
 import sys
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
@@ -38,6 +39,7 @@ from .models import CallResult, Identity, ToolSpec
 _W3C = TraceContextTextMapPropagator()  # what a tool gets: traceparent and tracestate, whatever OTEL_PROPAGATORS says
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"})
 _CARRIED = (b"traceparent", b"tracestate", b"baggage")
+F = TypeVar("F", bound=Callable[..., object])
 
 
 def _resource(environ: Mapping[str, str]) -> Resource:
@@ -196,21 +198,28 @@ class Tracing:
         return format(context.trace_id, "032x") if context.is_valid else ""
 
     @staticmethod
-    def child_env() -> dict[str, str]:
-        """`TRACEPARENT` (and `TRACESTATE`) of the current span, for a tool's environment."""
+    def into_tool(kind: str, command: str, env: dict[str, str]) -> tuple[str, dict[str, str]]:
+        """`TRACEPARENT` (and `TRACESTATE`) of the current span in the tool's environment; for a curl tool,
+        `traceparent` (and `tracestate`) headers too.
+
+        A curl tool's command starts with `curl ` (the catalog builds it so); the headers go right after
+        it, before the template's words, so they apply to each URL of the request."""
         carrier: dict[str, str] = {}
         _W3C.inject(carrier)
-        return {name.upper(): value for name, value in carrier.items()}
+        if not carrier:
+            return command, env
+        env = {**env, **{name.upper(): value for name, value in carrier.items()}}
+        if kind == "curl" and command.startswith("curl "):
+            headers = " ".join(f"-H {shlex.quote(f'{name}: {value}')}" for name, value in carrier.items())
+            command = f"curl {headers} {command[5:]}"
+        return command, env
 
     @staticmethod
-    def curl_command(command: str) -> str:
-        """A curl tool's rendered command with the current `traceparent` (and `tracestate`) as headers.
+    def carried(fn: F) -> F:
+        """`fn`, to be run by another thread inside the current context (the call's span current there too)."""
+        copied = contextvars.copy_context()
 
-        The command starts with `curl ` (the catalog builds it so); the headers go right after it,
-        before the template's words, so they apply to each URL of the request."""
-        carrier: dict[str, str] = {}
-        _W3C.inject(carrier)
-        if not carrier or not command.startswith("curl "):
-            return command
-        headers = " ".join(f"-H {shlex.quote(f'{name}: {value}')}" for name, value in carrier.items())
-        return f"curl {headers} {command[5:]}"
+        def run(*args: Any, **kwargs: Any) -> Any:
+            return copied.run(fn, *args, **kwargs)
+
+        return run  # type: ignore[return-value]

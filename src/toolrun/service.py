@@ -15,8 +15,6 @@ Doors ask it what a caller may see (list, describe, visible, search) and how rea
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import functools
 import inspect
 import json
 import os
@@ -274,8 +272,7 @@ class ToolService:
         state = self.state  # this call's catalog, to its end, whatever a reload does meanwhile
         started = time.perf_counter()
         tool = state.registry.get(identity, key)  # unknown or hidden: a 404, not a call (no audit record)
-        tracing = telemetry.TRACING
-        span = tracing.start_call(tool, identity, origin) if tracing is not None else None
+        span = telemetry.start_call(tool, identity, origin)  # None unless tracing is on
         outcome = "exception"
         result: CallResult | None = None
         error: type[BaseException] | None = None
@@ -324,12 +321,8 @@ class ToolService:
                     if counted is not None:
                         counted(tool.key)
             if self.audit is not None:
-                record = call_record(identity, tool, args, origin, outcome, result, error, seconds)
-                if span is not None:
-                    record["trace_id"] = span.trace_id
-                self.audit.write(record)
-            if span is not None:
-                span.end(outcome, result, error, seconds)
+                self.audit.write(call_record(identity, tool, args, origin, outcome, result, error, seconds))
+            telemetry.end_call(span, outcome, result, error, seconds)
 
     async def _wait_for_slot(self) -> bool:
         """Wait up to `queue_timeout` for a free slot; at most `max_concurrent` callers wait."""
@@ -369,12 +362,7 @@ class ToolService:
         if tool.has_secrets:
             refs, secret_env = render.secret_refs(tool, values)
             env = {**env, **secret_env}
-        command = render.render(tool.source, refs)
-        tracing = telemetry.TRACING
-        if tracing is not None:  # the call's trace context reaches into the tool
-            env = {**env, **tracing.child_env()}
-            if tool.kind == "curl":
-                command = tracing.curl_command(command)
+        command, env = telemetry.into_tool(tool.kind, render.render(tool.source, refs), env)  # trace context
         size = len(command.encode("utf-8", "surrogatepass"))
         if size > MAX_COMMAND:
             raise ParamError(
@@ -421,9 +409,7 @@ class ToolService:
                     if is_async:
                         value = await fn(**values)
                     else:
-                        call: Any = _call_in_context
-                        if telemetry.TRACING is not None:  # the call's span stays current in the worker thread
-                            call = functools.partial(_in_context, contextvars.copy_context())
+                        call = telemetry.carried(_call_in_context)  # the call's span, current in the thread too
                         value = await _WORKERS.run(asyncio.get_running_loop(), call, ctx, fn, values)
         except TimeoutError as exc:
             raise ToolFailed(TimeoutError(f"timeout after {executor.format_seconds(tool.timeout)}s")) from exc
@@ -510,8 +496,3 @@ def _call_in_context(ctx: context.CallContext, fn: Any, values: dict[str, Any]) 
         return fn(**values)
     finally:
         context.deactivate(token)
-
-
-def _in_context(copied: contextvars.Context, ctx: context.CallContext, fn: Any, values: dict[str, Any]) -> Any:
-    """`_call_in_context` inside `copied` (the caller's context variables, its current span among them)."""
-    return copied.run(_call_in_context, ctx, fn, values)

@@ -17,13 +17,17 @@ Off, nothing of OpenTelemetry is imported here, and every hook in the hot paths 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, TypeVar
 
 from .errors import UsageError
 
 if TYPE_CHECKING:
-    from .otel import Tracing
+    from .audit import CallOrigin
+    from .models import CallResult, Identity, ToolSpec
+    from .otel import CallSpan, Tracing
+
+F = TypeVar("F", bound=Callable[..., object])
 
 log = logging.getLogger("toolrun.telemetry")
 
@@ -94,3 +98,36 @@ def shutdown() -> None:
     tracing, TRACING = TRACING, None
     if tracing is not None:
         tracing.shutdown()
+
+
+# -- the hooks of the core: each one check of TRACING when tracing is off ---------------------------------
+
+
+def start_call(tool: ToolSpec, identity: Identity, origin: CallOrigin | None) -> CallSpan | None:
+    """The span of a tool call, current until `end_call`; None when tracing is off."""
+    return None if TRACING is None else TRACING.start_call(tool, identity, origin)
+
+
+def end_call(
+    span: CallSpan | None, outcome: str, result: CallResult | None, error: type[BaseException] | None, seconds: float
+) -> None:
+    if span is not None:
+        span.end(outcome, result, error, seconds)
+
+
+def into_tool(kind: str, command: str, env: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """The command and environment of an exec or curl tool, carrying the current trace context when tracing is on:
+    `TRACEPARENT` and `TRACESTATE` in the environment, and for a curl tool `traceparent` and `tracestate` headers."""
+    if TRACING is None:
+        return command, env
+    return TRACING.into_tool(kind, command, env)
+
+
+def carried(fn: F) -> F:
+    """`fn` as it is when tracing is off; on, `fn` made to run in the current context from another thread."""
+    return fn if TRACING is None else TRACING.carried(fn)
+
+
+def current_trace_id() -> str:
+    """The current trace's id (32 hex digits); "" when tracing is off or outside a trace."""
+    return "" if TRACING is None else TRACING.current_trace_id()

@@ -170,9 +170,7 @@ class Guard:
                 raw_query = scope.get("query_string", b"")
                 query = scrub_keys(redact_query(raw_query)) if raw_query else ""
                 ms = round((time.perf_counter() - started) * 1000, 1)
-                tracing = telemetry.TRACING
-                trace_id = tracing.current_trace_id() if tracing is not None else ""
-                access_line(client[0], method, path, query, status_holder[0], ms, trace_id)
+                access_line(client[0], method, path, query, status_holder[0], ms, telemetry.current_trace_id())
 
     async def _mcp(self, scope: Scope, receive: Receive, send: Send, status: list[int]) -> None:
         """POST /mcp without the router; a ToolrunError that escapes gets the app's JSON answer, as routed."""

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .guard import scrub_keys
 from .routes import ROUTES
 
 if TYPE_CHECKING:
@@ -43,8 +44,6 @@ class Traced:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        from .guard import scrub_keys
-
         path = scope.get("path", "")
         span = self.tracing.start_request(scope, scrub_keys(path) if "trk_" in path else path, route_of(path))
         status = 0
