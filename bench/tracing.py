@@ -10,12 +10,17 @@ round sends `--calls` sequential requests on one keep-alive connection to each s
 
     exec     POST /tools/bench.echo      an exec tool, `printf '%s' {{ msg | quote }}` (a process per call)
     fn       POST /tools/bench.ifn_echo  an `inline: true` fn tool (no process, no thread: the pure overhead)
+    mcp      POST /mcp                   MCP `execute` of that fn tool, a raw 2026-07-28 request (with tracing on,
+                                         it goes through the MCP SDK, which makes the `tools/call` span, instead
+                                         of toolrun's fast path)
     healthz  GET /healthz                no tool call: the request span alone
 
-and reads the server's CPU time (utime + stime of the server process, tool processes excluded) before and
-after. Printed per route: median and p99 latency as the client saw it, and server CPU per request, off
-and on, and the difference (what one traced call costs). Best round of `--rounds` (the machine may be
-shared: the load average is printed). Exits 0.
+interleaved in chunks of 100 (so a burst of other load hits each server alike), and reads the server's
+CPU time (utime + stime of the server process, tool processes excluded) around each chunk. A third
+server is traced but samples nothing (`OTEL_TRACES_SAMPLER=always_off`): spans made, context passed on to
+the tools, nothing recorded or exported. Printed per route: median and p99 latency as the client saw it and
+server CPU per request, for each server, and the difference against off (what one traced call costs); the
+median of `--rounds` rounds (the machine may be shared: the load average is printed). Exits 0.
 """
 
 from __future__ import annotations
@@ -49,10 +54,35 @@ tools:
     inline: true
 """
 FNS = "def echo(msg: str) -> str:\n    return msg\n"
+CHUNK = 100
 ROUTES = {
     "exec": ("POST", "/tools/bench.echo"),
     "fn": ("POST", "/tools/bench.ifn_echo"),
+    "mcp": ("POST", "/mcp"),
     "healthz": ("GET", "/healthz"),
+}
+MCP_BODY = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": "execute",
+            "arguments": {"key": "bench.ifn_echo", "arguments": {"msg": "hi"}},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    },
+    separators=(",", ":"),
+).encode()
+MCP_HEADERS = {
+    "content-type": "application/json",
+    "accept": "application/json, text/event-stream",
+    "mcp-protocol-version": "2026-07-28",
+    "mcp-method": "tools/call",
+    "mcp-name": "execute",
 }
 
 
@@ -107,12 +137,15 @@ class Server:
         except OSError:
             return False
 
-    def round(self, route: str, calls: int) -> tuple[list[float], float]:
+    def measure(self, route: str, calls: int, times: list[float]) -> float:
+        """`calls` requests on a new keep-alive connection (the server closes idle ones after 5 s); their
+        latencies go to `times`; returns the server's CPU seconds meanwhile."""
         method, path = ROUTES[route]
         body = b'{"msg": "hi"}' if method == "POST" else None
         headers = {"content-type": "application/json"} if body else {}
-        times = []
-        conn = http.client.HTTPConnection("127.0.0.1", self.port)  # a new one: the server closes idle ones after 5 s
+        if route == "mcp":
+            body, headers = MCP_BODY, MCP_HEADERS
+        conn = http.client.HTTPConnection("127.0.0.1", self.port)
         cpu = cpu_seconds(self.proc.pid)
         for _ in range(calls):
             started = time.perf_counter()
@@ -123,7 +156,7 @@ class Server:
             assert answer.status == 200, answer.status
         cpu = cpu_seconds(self.proc.pid) - cpu
         conn.close()
-        return times, cpu / calls
+        return cpu
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
@@ -151,19 +184,28 @@ def main() -> None:
         endpoint = Path(port_file).read_text(encoding="utf-8")
         base = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "SVC_"))}
         base |= {"TOOLRUN_HOME": str(work / "home"), "PYTHONPATH": str(work)}
+        traced = base | {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SERVICE_NAME": "bench"}
         servers = [
             Server("off", work, base),
-            Server("on", work, base | {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SERVICE_NAME": "bench"}),
+            Server("on", work, traced),
+            # Spans made and context passed on, nothing recorded or exported: what a sampled-out call costs.
+            Server("unsampled", work, traced | {"OTEL_TRACES_SAMPLER": "always_off"}),
         ]
         try:
             results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
             for _ in range(args.rounds):
                 for route in ROUTES:
                     for server in servers:
-                        server.round(route, min(200, args.calls))  # warm-up
-                        times, cpu = server.round(route, args.calls)
-                        p99 = statistics.quantiles(times, n=100)[98]
-                        results.setdefault((route, server.name), []).append((statistics.median(times), p99, cpu))
+                        server.measure(route, 100, [])  # warm-up
+                    # Interleaved in chunks of CHUNK calls, so a burst of load elsewhere hits every server alike.
+                    times: dict[str, list[float]] = {server.name: [] for server in servers}
+                    cpu = dict.fromkeys(times, 0.0)
+                    for _ in range(max(1, args.calls // CHUNK)):
+                        for server in servers:
+                            cpu[server.name] += server.measure(route, CHUNK, times[server.name])
+                    for name, got in times.items():
+                        figure = (statistics.median(got), statistics.quantiles(got, n=100)[98], cpu[name] / len(got))
+                        results.setdefault((route, name), []).append(figure)
         finally:
             for server in servers:
                 server.stop()
@@ -178,19 +220,21 @@ def main() -> None:
 
 def report(results: dict[tuple[str, str], list[tuple[float, float, float]]], spans: int) -> None:
     us = 1e6
-    print(f"\n{'route':8} {'tracing':8} {'p50 ms':>8} {'p99 ms':>8} {'server CPU us/req':>18}")
-    figures: dict[str, dict[str, float]] = {}
+    print(f"\n{'route':8} {'tracing':10} {'p50 ms':>8} {'p99 ms':>8} {'server CPU us/req':>18}")
+    figures: dict[str, dict[str, tuple[float, float]]] = {}
     for (route, name), rounds in results.items():
-        p50, p99, cpu = min(rounds)  # the best round (least disturbed by other load)
-        figures.setdefault(route, {})[name] = cpu
-        figures[route][name + "_p50"] = p50
-        print(f"{route:8} {name:8} {p50 * 1000:8.3f} {p99 * 1000:8.3f} {cpu * us:18.0f}")
-    print("\nwhat tracing adds to one request (on - off):")
+        # The median round of each figure (several rounds: a disturbed one does not decide).
+        p50 = statistics.median(r[0] for r in rounds)
+        p99 = statistics.median(r[1] for r in rounds)
+        cpu = statistics.median(r[2] for r in rounds)
+        figures.setdefault(route, {})[name] = (p50, cpu)
+        print(f"{route:8} {name:10} {p50 * 1000:8.3f} {p99 * 1000:8.3f} {cpu * us:18.0f}")
+    print("\nwhat tracing adds to one request (against off):")
     for route, f in figures.items():
-        print(
-            f"  {route:8} latency {(f['on_p50'] - f['off_p50']) * us:+6.0f} us (p50), "
-            f"server CPU {(f['on'] - f['off']) * us:+6.0f} us/request"
-        )
+        for name in ("on", "unsampled"):
+            p50 = (f[name][0] - f["off"][0]) * us
+            cpu = (f[name][1] - f["off"][1]) * us
+            print(f"  {route:8} {name:10} latency {p50:+6.0f} us (p50), server CPU {cpu:+6.0f} us/request")
     print(f"spans the receiver decoded: {spans}")
     print(json.dumps({"spans": spans, "figures": figures}))
 

@@ -241,6 +241,52 @@ def test_mcp_over_http_joins_the_trace_in_params_meta(workdir: Path, receiver: O
     assert call.attributes["toolrun.door"] == "mcp-http"
 
 
+def test_mcp_over_http_without_meta_joins_the_trace_of_the_http_headers(workdir: Path, receiver: OtlpReceiver) -> None:
+    trace_id, parent, traceparent = caller()
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {
+            "name": "execute",
+            "arguments": {"key": "ops.trace"},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": "execute",
+        "traceparent": traceparent,
+    }
+    with start(workdir, receiver.endpoint) as server:
+        answer = httpx.post(f"{server.url}/mcp", json=body, headers=headers)
+        assert answer.status_code == 200, answer.text
+        spans = receiver.wait_for(in_trace(trace_id, "POST /mcp", "tools/call execute", "execute_tool ops.trace"))
+    request = one(spans, "POST /mcp", trace_id)
+    assert request.parent_span_id == parent and request.attributes["http.route"] == "/mcp"
+    mcp = one(spans, "tools/call execute", trace_id)
+    assert mcp.parent_span_id == request.span_id
+    call = one(spans, "execute_tool ops.trace", trace_id)
+    assert call.parent_span_id == mcp.span_id
+    assert answer.json()["result"]["content"][0]["text"].startswith(f"tp=00-{trace_id}-{call.span_id}-")
+
+
+def test_a_malformed_traceparent_starts_a_trace_of_its_own(workdir: Path, receiver: OtlpReceiver) -> None:
+    with start(workdir, receiver.endpoint) as server:
+        answer = httpx.post(f"{server.url}/tools/ops.trace", headers={"traceparent": "00-nothex-zz-01"})
+        assert answer.status_code == 200
+        spans = receiver.wait_for(lambda s: any(x.name == "execute_tool ops.trace" for x in s))
+    call = next(s for s in spans if s.name == "execute_tool ops.trace")
+    request = next(s for s in spans if s.span_id == call.parent_span_id)
+    assert request.parent_span_id == "" and request.trace_id == call.trace_id
+    assert answer.text.startswith(f"tp=00-{call.trace_id}-{call.span_id}-")  # flags: sampled (and random id)
+
+
 def test_mcp_over_stdio_joins_the_trace_in_params_meta(workdir: Path, receiver: OtlpReceiver) -> None:
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
