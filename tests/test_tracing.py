@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import httpx
 import pytest
 
 from conftest import require_binary
-from helpers_servers import ToolrunServer, toolrun_cli
+from helpers_servers import ToolrunServer, free_port, toolrun_cli
 
 if os.environ.get("CI") != "true":  # CI installs the test extra: there a missing package fails the module
     pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed")
@@ -307,6 +308,22 @@ def test_mcp_over_stdio_joins_the_trace_in_params_meta(workdir: Path, receiver: 
     spans = receiver.wait_for(in_trace(trace_id, "tools/call execute", "execute_tool ops.trace"), timeout=5)
     _mcp_checks(spans, trace_id, parent, text)
     assert one(spans, "execute_tool ops.trace", trace_id).attributes["toolrun.door"] == "mcp-stdio"
+
+
+def test_a_collector_that_is_down_neither_fails_calls_nor_holds_the_stop_up(workdir: Path) -> None:
+    down = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    server = start(workdir, down)
+    try:
+        for _ in range(5):
+            answer = httpx.post(f"{server.url}/tools/ops.trace")
+            assert answer.status_code == 200 and answer.text.startswith("tp=00-")
+    finally:
+        started = time.monotonic()
+        code = server.stop(timeout=20)
+        took = time.monotonic() - started
+    assert code == 0
+    assert took < 3.0 + 4.0, took  # the bounded wait for the last spans (3 s), not the exporter's 10 s and retries
+    assert "the spans still queued were not exported in 3s" in server.log()
 
 
 # -- off: nothing imported, nothing added -----------------------------------------------------------

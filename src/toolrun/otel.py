@@ -19,8 +19,10 @@ OpenTelemetry context inside an fn tool (threads included).
 from __future__ import annotations
 
 import contextvars
+import logging
 import shlex
 import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -40,6 +42,9 @@ _W3C = TraceContextTextMapPropagator()  # what a tool gets: traceparent and trac
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"})
 _CARRIED = (b"traceparent", b"tracestate", b"baggage")
 F = TypeVar("F", bound=Callable[..., object])
+SHUTDOWN_WAIT = 3.0  # seconds a stopping server waits for its last spans to be exported
+
+log = logging.getLogger("toolrun.telemetry")
 
 
 def _resource(environ: Mapping[str, str]) -> Resource:
@@ -138,8 +143,14 @@ class Tracing:
         trace.set_tracer_provider(provider)
         return cls(provider)
 
-    def shutdown(self) -> None:
-        self.provider.shutdown()  # exports what is queued (bounded by the exporter's timeout)
+    def shutdown(self, wait: float = SHUTDOWN_WAIT) -> None:
+        """Export what is queued, waiting at most `wait` seconds: a collector that does not answer must not
+        hold a stopping server up for the exporter's whole timeout (10 s by default) and its retries."""
+        stopping = threading.Thread(target=self.provider.shutdown, name="toolrun-otel-shutdown", daemon=True)
+        stopping.start()
+        stopping.join(wait)
+        if stopping.is_alive():
+            log.warning("tracing: the spans still queued were not exported in %gs (is the collector up?)", wait)
 
     # -- spans ---------------------------------------------------------------------------------
 
