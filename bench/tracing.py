@@ -10,9 +10,8 @@ round sends `--calls` sequential requests on one keep-alive connection to each s
 
     exec     POST /tools/bench.echo      an exec tool, `printf '%s' {{ msg | quote }}` (a process per call)
     fn       POST /tools/bench.ifn_echo  an `inline: true` fn tool (no process, no thread: the pure overhead)
-    mcp      POST /mcp                   MCP `execute` of that fn tool, a raw 2026-07-28 request (with tracing on,
-                                         it goes through the MCP SDK, which makes the `tools/call` span, instead
-                                         of toolrun's fast path)
+    mcp      POST /mcp                   MCP `execute` of that fn tool, a raw 2026-07-28 request (toolrun's fast
+                                         path; with tracing on it runs the MCP SDK's span middleware: 3 spans)
     healthz  GET /healthz                no tool call: the request span alone
 
 interleaved in chunks of 100 (so a burst of other load hits each server alike), and reads the server's

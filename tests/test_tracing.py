@@ -99,8 +99,10 @@ def receiver() -> Iterator[OtlpReceiver]:
         yield received
 
 
-def start(workdir: Path, endpoint: str | None, settings: dict[str, Any] | None = None) -> ToolrunServer:
-    server = ToolrunServer(workdir / "server", workdir / "tools.yaml", {"SVC_WORKERS": 1, **(settings or {})})
+def start(
+    workdir: Path, endpoint: str | None, settings: dict[str, Any] | None = None, name: str = "server"
+) -> ToolrunServer:
+    server = ToolrunServer(workdir / name, workdir / "tools.yaml", {"SVC_WORKERS": 1, **(settings or {})})
     server.env = {**otel_env(endpoint), **{k: v for k, v in server.env.items() if not k.startswith("OTEL_")}}
     return server.start()
 
@@ -242,18 +244,19 @@ def test_mcp_over_http_joins_the_trace_in_params_meta(workdir: Path, receiver: O
     assert call.attributes["toolrun.door"] == "mcp-http"
 
 
-def test_mcp_over_http_without_meta_joins_the_trace_of_the_http_headers(workdir: Path, receiver: OtlpReceiver) -> None:
-    trace_id, parent, traceparent = caller()
+def raw_mcp(key: str, meta: dict[str, str] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """A 2026-07-28 `execute` request as the SDK client sends it: (body, headers)."""
     body = {
         "jsonrpc": "2.0",
         "id": 7,
         "method": "tools/call",
         "params": {
             "name": "execute",
-            "arguments": {"key": "ops.trace"},
+            "arguments": {"key": key},
             "_meta": {
                 "io.modelcontextprotocol/protocolVersion": "2026-07-28",
                 "io.modelcontextprotocol/clientCapabilities": {},
+                **(meta or {}),
             },
         },
     }
@@ -262,10 +265,15 @@ def test_mcp_over_http_without_meta_joins_the_trace_of_the_http_headers(workdir:
         "mcp-protocol-version": "2026-07-28",
         "mcp-method": "tools/call",
         "mcp-name": "execute",
-        "traceparent": traceparent,
     }
+    return body, headers
+
+
+def test_mcp_over_http_without_meta_joins_the_trace_of_the_http_headers(workdir: Path, receiver: OtlpReceiver) -> None:
+    trace_id, parent, traceparent = caller()
+    body, headers = raw_mcp("ops.trace")
     with start(workdir, receiver.endpoint) as server:
-        answer = httpx.post(f"{server.url}/mcp", json=body, headers=headers)
+        answer = httpx.post(f"{server.url}/mcp", json=body, headers=headers | {"traceparent": traceparent})
         assert answer.status_code == 200, answer.text
         spans = receiver.wait_for(in_trace(trace_id, "POST /mcp", "tools/call execute", "execute_tool ops.trace"))
     request = one(spans, "POST /mcp", trace_id)
@@ -275,6 +283,40 @@ def test_mcp_over_http_without_meta_joins_the_trace_of_the_http_headers(workdir:
     call = one(spans, "execute_tool ops.trace", trace_id)
     assert call.parent_span_id == mcp.span_id
     assert answer.json()["result"]["content"][0]["text"].startswith(f"tp=00-{trace_id}-{call.span_id}-")
+
+
+VARYING = ("toolrun.request_id", "toolrun.call.duration_ms")
+
+
+def test_the_mcp_fast_path_records_the_spans_the_sdk_records(workdir: Path, receiver: OtlpReceiver) -> None:
+    """With tracing on, a plain `tools/call` still takes toolrun's fast path, which runs the SDK's span middleware."""
+    shapes = {}
+    for fast in ("1", "0"):
+        trace_id, parent, traceparent = caller()
+        body, headers = raw_mcp("ops.fail", {"traceparent": traceparent})
+        settings = {"TOOLRUN_MCP_FAST_PATH": fast, "SVC_LOG_LEVEL": "debug"}
+        with start(workdir, receiver.endpoint, settings, name=f"fast-{fast}") as server:
+            answer = httpx.post(f"{server.url}/mcp", json=body, headers=headers)
+            assert answer.status_code == 200, answer.text
+            spans = receiver.wait_for(in_trace(trace_id, "tools/call execute", "execute_tool ops.fail"))
+            assert ("MCP fast path: tools/call execute" in server.log()) == (fast == "1")
+        mine = {s.span_id: s for s in spans if s.trace_id == trace_id}
+        shapes[fast] = sorted(
+            (
+                s.name,
+                s.kind,
+                s.status_code,
+                "caller" if s.parent_span_id == parent else mine[s.parent_span_id].name,
+                sorted((k, v) for k, v in s.attributes.items() if k not in VARYING),
+            )
+            for s in mine.values()
+            if s.scope in ("mcp-python-sdk", "toolrun") and s.name != "POST /mcp"
+        )
+    assert shapes["1"] == shapes["0"]
+    assert [shape[:4] for shape in shapes["1"]] == [
+        ("execute_tool ops.fail", "internal", 2, "tools/call execute"),
+        ("tools/call execute", "server", 0, "caller"),
+    ]
 
 
 def test_a_malformed_traceparent_starts_a_trace_of_its_own(workdir: Path, receiver: OtlpReceiver) -> None:
