@@ -79,11 +79,14 @@ def caller() -> tuple[str, str, str]:
     return trace_id, span_id, f"00-{trace_id}-{span_id}-01"
 
 
+def exporting(endpoint: str | None) -> dict[str, str]:
+    """The variables that send spans to `endpoint` (within 50 ms of their end); none for None."""
+    return {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_BSP_SCHEDULE_DELAY": "50"} if endpoint else {}
+
+
 def otel_env(endpoint: str | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    if endpoint is not None:
-        env |= {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_BSP_SCHEDULE_DELAY": "50"}
-    return env
+    """This environment without its own OTEL_* variables, exporting to `endpoint`."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")} | exporting(endpoint)
 
 
 @pytest.fixture
@@ -102,8 +105,11 @@ def receiver() -> Iterator[OtlpReceiver]:
 def start(
     workdir: Path, endpoint: str | None, settings: dict[str, Any] | None = None, name: str = "server"
 ) -> ToolrunServer:
-    server = ToolrunServer(workdir / name, workdir / "tools.yaml", {"SVC_WORKERS": 1, **(settings or {})})
-    server.env = {**otel_env(endpoint), **{k: v for k, v in server.env.items() if not k.startswith("OTEL_")}}
+    """`toolrun serve` exporting to `endpoint` (None: tracing off), with `settings` in its environment."""
+    settings = {"SVC_WORKERS": 1, **exporting(endpoint), **(settings or {})}
+    server = ToolrunServer(workdir / name, workdir / "tools.yaml", settings)
+    # No OTEL_* variable of the test's own environment: only those of `settings`.
+    server.env = {k: v for k, v in server.env.items() if not k.startswith("OTEL_") or k in settings}
     return server.start()
 
 
@@ -428,9 +434,16 @@ def test_a_tracing_setting_toolrun_cannot_serve_stops_the_server_with_its_reason
     assert "Traceback" not in done.stderr
 
 
-def test_forked_workers_export_their_spans(workdir: Path, receiver: OtlpReceiver) -> None:
+def test_forked_workers_export_their_spans_as_the_service_the_environment_names(
+    workdir: Path, receiver: OtlpReceiver
+) -> None:
     trace_id, parent, traceparent = caller()
-    with start(workdir, receiver.endpoint, {"SVC_WORKERS": 2}) as server:
+    settings = {
+        "SVC_WORKERS": 2,
+        "OTEL_SERVICE_NAME": "tools-prod",
+        "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment.name=test,service.version=9",
+    }
+    with start(workdir, receiver.endpoint, settings) as server:
         for _ in range(4):
             answer = httpx.post(f"{server.url}/tools/ops.trace", headers={"traceparent": traceparent})
             assert answer.status_code == 200
@@ -439,3 +452,6 @@ def test_forked_workers_export_their_spans(workdir: Path, receiver: OtlpReceiver
     assert {s.trace_id for s in calls} == {trace_id}
     requests = {s.span_id: s for s in spans if s.name == "POST /tools/{key}"}
     assert all(requests[s.parent_span_id].parent_span_id == parent for s in calls)
+    resource = calls[0].resource
+    assert resource["service.name"] == "tools-prod" and resource["service.version"] == "9"
+    assert resource["deployment.environment.name"] == "test"

@@ -48,15 +48,13 @@ log = logging.getLogger("toolrun.telemetry")
 
 
 def _resource(environ: Mapping[str, str]) -> Resource:
-    """`service.name` toolrun unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES names one."""
-    attributes: dict[str, str] = {"service.version": __version__}
-    pairs = environ.get("OTEL_RESOURCE_ATTRIBUTES", "").split(",")
-    named = environ.get("OTEL_SERVICE_NAME", "").strip() or any(
-        pair.split("=", 1)[0].strip() == "service.name" for pair in pairs
-    )
-    if not named:
-        attributes["service.name"] = "toolrun"
-    return Resource.create(attributes)
+    """`service.name` toolrun and `service.version` toolrun's, unless OTEL_SERVICE_NAME or
+    OTEL_RESOURCE_ATTRIBUTES say otherwise (the SDK reads both)."""
+    given = {pair.split("=", 1)[0].strip() for pair in environ.get("OTEL_RESOURCE_ATTRIBUTES", "").split(",")}
+    if environ.get("OTEL_SERVICE_NAME", "").strip():
+        given.add("service.name")
+    defaults = {"service.name": "toolrun", "service.version": __version__}
+    return Resource.create({k: v for k, v in defaults.items() if k not in given})
 
 
 def _exporter(name: str) -> SpanExporter:
