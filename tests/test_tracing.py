@@ -414,6 +414,21 @@ def test_the_server_imports_no_opentelemetry_sdk_when_tracing_is_off(workdir: Pa
     assert " trace=" not in log
 
 
+def test_tracing_configured_without_the_extra_warns_and_serves_untraced(workdir: Path, receiver: OtlpReceiver) -> None:
+    # The OpenTelemetry SDK made unimportable, as in an install without the `otel` extra.
+    missing = workdir / "no-otel" / "opentelemetry" / "sdk"
+    missing.mkdir(parents=True)
+    (missing / "__init__.py").write_text('raise ModuleNotFoundError("no SDK", name="opentelemetry.sdk")\n')
+    (workdir / "tools.yaml").write_text(CATALOG.split("  - name: current")[0], encoding="utf-8")  # no fn tool
+    with start(workdir, receiver.endpoint, {"PYTHONPATH": str(workdir / "no-otel")}) as server:
+        answer = httpx.post(f"{server.url}/tools/ops.trace", headers={"traceparent": caller()[2]})
+        assert answer.status_code == 200 and answer.text.strip() == "tp= ts="
+        log = server.log()
+    assert "tracing is configured (OTEL_* environment variables) but OpenTelemetry is not installed" in log
+    assert "pip install 'toolrun[otel]'" in log
+    assert receiver.count == 0
+
+
 @pytest.mark.parametrize(
     ("variables", "message"),
     [
