@@ -53,6 +53,9 @@ tools:
   - name: current_async
     public: true
     fn: tracefns:current_async
+  - name: bag
+    public: true
+    fn: tracefns:bag
 """
 
 FNS = """\
@@ -70,6 +73,12 @@ def current() -> str:
 
 async def current_async() -> str:
     return _ids()
+
+
+def bag() -> dict:
+    from opentelemetry import baggage
+
+    return dict(baggage.get_all())
 """
 
 
@@ -214,6 +223,14 @@ def test_an_fn_tool_runs_inside_the_call_span(workdir: Path, receiver: OtlpRecei
     assert answer.text == f"{trace_id}/{call.span_id}"
 
 
+def test_an_fn_tool_sees_the_callers_baggage(workdir: Path, receiver: OtlpReceiver) -> None:
+    headers = {"traceparent": caller()[2], "baggage": "tenant=acme,region=eu"}
+    with start(workdir, receiver.endpoint, {"PYTHONPATH": str(workdir)}) as server:
+        answer = httpx.post(f"{server.url}/tools/ops.bag", headers=headers | {"accept": "application/json"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["result"] == {"tenant": "acme", "region": "eu"}
+
+
 # -- MCP: the caller's context in params._meta ------------------------------------------------------
 
 
@@ -233,17 +250,21 @@ def _mcp_checks(spans: list[ReceivedSpan], trace_id: str, parent: str, text: str
     assert text.startswith(f"tp=00-{trace_id}-{call.span_id}-")
 
 
-def test_mcp_over_http_joins_the_trace_in_params_meta(workdir: Path, receiver: OtlpReceiver) -> None:
+def test_mcp_over_http_joins_the_trace_and_baggage_in_params_meta(workdir: Path, receiver: OtlpReceiver) -> None:
     from mcp import Client
 
     trace_id, parent, traceparent = caller()
-    with start(workdir, receiver.endpoint) as server:
+    with start(workdir, receiver.endpoint, {"PYTHONPATH": str(workdir)}) as server:
 
-        async def main() -> str:
+        async def main() -> tuple[str, Any]:
             async with Client(f"{server.url}/mcp") as client:
-                return await _mcp_call(client, traceparent)
+                text = await _mcp_call(client, traceparent)
+                meta = {"traceparent": caller()[2], "baggage": "tenant=acme"}  # a trace of its own
+                bag = await client.call_tool("execute", {"key": "ops.bag"}, meta=meta)
+                return text, bag.structured_content
 
-        text = anyio.run(main)
+        text, bag = anyio.run(main)
+        assert bag["result"] == {"tenant": "acme"}  # the baggage of `_meta` reached the fn tool
         spans = receiver.wait_for(in_trace(trace_id, "tools/call execute", "execute_tool ops.trace"))
     _mcp_checks(spans, trace_id, parent, text)
     call = one(spans, "execute_tool ops.trace", trace_id)
@@ -336,22 +357,26 @@ def test_a_malformed_traceparent_starts_a_trace_of_its_own(workdir: Path, receiv
     assert answer.text.startswith(f"tp=00-{call.trace_id}-{call.span_id}-")  # flags: sampled (and random id)
 
 
-def test_mcp_over_stdio_joins_the_trace_in_params_meta(workdir: Path, receiver: OtlpReceiver) -> None:
+def test_mcp_over_stdio_joins_the_trace_and_baggage_in_params_meta(workdir: Path, receiver: OtlpReceiver) -> None:
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
     trace_id, parent, traceparent = caller()
-    env = otel_env(receiver.endpoint) | {"TOOLRUN_HOME": str(workdir / "home")}
+    env = otel_env(receiver.endpoint) | {"TOOLRUN_HOME": str(workdir / "home"), "PYTHONPATH": str(workdir)}
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "toolrun", "serve", "--stdio", "-c", str(workdir / "tools.yaml")], env=env
     )
 
-    async def main() -> str:
+    async def main() -> tuple[str, Any]:
         with (workdir / "stderr.txt").open("w") as errlog:
             async with Client(stdio_client(params, errlog=errlog)) as client:
-                return await _mcp_call(client, traceparent)
+                text = await _mcp_call(client, traceparent)
+                meta = {"traceparent": caller()[2], "baggage": "tenant=acme"}  # a trace of its own
+                bag = await client.call_tool("execute", {"key": "ops.bag"}, meta=meta)
+                return text, bag.structured_content
 
-    text = anyio.run(main)
+    text, bag = anyio.run(main)
+    assert bag["result"] == {"tenant": "acme"}  # the baggage of `_meta` reached the fn tool
     # the stdio server exported what it had queued when its client closed it
     spans = receiver.wait_for(in_trace(trace_id, "tools/call execute", "execute_tool ops.trace"), timeout=5)
     _mcp_checks(spans, trace_id, parent, text)

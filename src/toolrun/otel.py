@@ -26,8 +26,9 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from opentelemetry import baggage, propagate, trace
 from opentelemetry import context as otel_context
-from opentelemetry import propagate, trace
+from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
@@ -39,6 +40,7 @@ from .audit import CallOrigin, output_bytes
 from .models import CallResult, Identity, ToolSpec
 
 _W3C = TraceContextTextMapPropagator()  # what a tool gets: traceparent and tracestate, whatever OTEL_PROPAGATORS says
+_BAGGAGE = W3CBaggagePropagator()
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"})
 _CARRIED = (b"traceparent", b"tracestate", b"baggage")
 F = TypeVar("F", bound=Callable[..., object])
@@ -107,9 +109,10 @@ class RequestSpan:
 
     __slots__ = ("span", "token")
 
-    def __init__(self, span: Span) -> None:
+    def __init__(self, span: Span, parent: otel_context.Context | None) -> None:
         self.span = span
-        self.token = otel_context.attach(trace.set_span_in_context(span))
+        # In the caller's context (its baggage with it), not only its span.
+        self.token = otel_context.attach(trace.set_span_in_context(span, parent))
 
     def end(self, status: int, error: BaseException | None = None) -> None:
         span = self.span
@@ -196,7 +199,7 @@ class Tracing:
         name = f"{known} {route}" if route is not None else ("HTTP" if known == "_OTHER" else known)
         parent = propagate.extract(carrier) if carrier else None
         span = self.tracer.start_span(name, context=parent, kind=SpanKind.SERVER, attributes=attributes)
-        return RequestSpan(span)
+        return RequestSpan(span, parent)
 
     # -- what reaches the tool -----------------------------------------------------------------
 
@@ -222,6 +225,21 @@ class Tracing:
             headers = " ".join(f"-H {shlex.quote(f'{name}: {value}')}" for name, value in carrier.items())
             command = f"curl {headers} {command[5:]}"
         return command, env
+
+    @staticmethod
+    def join_baggage(meta: Mapping[str, Any]) -> object | None:
+        """The baggage of `meta` (an MCP request's `_meta`) added to the current context; a token for `leave`."""
+        entries = baggage.get_all(_BAGGAGE.extract(meta))
+        if not entries:
+            return None
+        context = otel_context.get_current()
+        for name, value in entries.items():
+            context = baggage.set_baggage(name, value, context)
+        return otel_context.attach(context)
+
+    @staticmethod
+    def leave(token: object) -> None:
+        otel_context.detach(token)  # type: ignore[arg-type]
 
     @staticmethod
     def carried(fn: F) -> F:

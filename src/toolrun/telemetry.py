@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import UsageError
 
@@ -126,6 +126,17 @@ def into_tool(kind: str, command: str, env: dict[str, str]) -> tuple[str, dict[s
 def carried(fn: F) -> F:
     """`fn` as it is when tracing is off; on, `fn` made to run in the current context from another thread."""
     return fn if TRACING is None else TRACING.carried(fn)
+
+
+def join_baggage(meta: Mapping[str, Any] | None) -> object | None:
+    """An MCP request's `_meta` baggage made current for its tool call (the MCP SDK's span joins the `_meta` trace
+    but not its baggage); a token for `leave`, None when there is none or tracing is off."""
+    return None if TRACING is None or not meta or "baggage" not in meta else TRACING.join_baggage(meta)
+
+
+def leave(token: object | None) -> None:
+    if token is not None and TRACING is not None:
+        TRACING.leave(token)
 
 
 def current_trace_id() -> str:

@@ -122,11 +122,12 @@ class _Request:
 class _Context:
     """What `McpDoor.call_tool` reads of the SDK's request context: the HTTP request and the version."""
 
-    __slots__ = ("protocol_version", "request", "session")
+    __slots__ = ("meta", "protocol_version", "request", "session")
 
-    def __init__(self, request: _Request, protocol_version: str) -> None:
+    def __init__(self, request: _Request, protocol_version: str, meta: Any = None) -> None:
         self.request = request
         self.protocol_version = protocol_version
+        self.meta = meta  # the request's `_meta` (the door reads its baggage while tracing)
         self.session = None  # no standing channel on /mcp (McpDoor.remember skips it)
 
 
@@ -364,7 +365,8 @@ class McpFastPath:
     ) -> tuple[dict[str, Any], bool]:
         """The handler's result shaped for `version` as the SDK's serialiser shapes it, and whether it is
         plain JSON (the door's usual result, built directly by `_shape`)."""
-        context, arguments = _Context(request, version), _Params(params["name"], params.get("arguments"))
+        context = _Context(request, version, params.get("_meta"))
+        arguments = _Params(params["name"], params.get("arguments"))
         if _tracing_off():  # the SDK's span middleware would record nothing
             result = await self.call_tool(context, arguments)
         else:  # the SDK's own span middleware makes the `tools/call` span, joined to `_meta`'s trace
