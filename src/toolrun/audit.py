@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from . import telemetry
 from .logs import JsonFormatter
 from .models import CallResult, Identity, ToolSpec
 
@@ -111,6 +112,17 @@ def audit_args(tool: ToolSpec | None, args: Mapping[str, Any] | None) -> dict[st
 _NO_ORIGIN = CallOrigin()
 
 
+def output_bytes(result: CallResult | None) -> int:
+    """The bytes of output a call gave: an exec tool's stdout and stderr as kept, an fn tool's result as text."""
+    if result is None:
+        return 0
+    if result.exec is not None:
+        return result.exec.bytes_kept
+    from .formatting import result_text
+
+    return len(result_text(result.value).encode("utf-8", "replace"))
+
+
 def call_record(
     identity: Identity,
     tool: ToolSpec,
@@ -124,14 +136,6 @@ def call_record(
     """The audit record of a call that just ended (docs/operations.md lists the fields)."""
     origin = origin or _NO_ORIGIN
     ex = result.exec if result is not None else None
-    if ex is not None:
-        output_bytes = ex.bytes_kept
-    elif result is not None:
-        from .formatting import result_text
-
-        output_bytes = len(result_text(result.value).encode("utf-8", "replace"))
-    else:
-        output_bytes = 0
     record: dict[str, Any] = {
         "request_id": origin.request_id or None,
         "door": origin.door,
@@ -144,12 +148,15 @@ def call_record(
         "exit_code": ex.returncode if ex is not None else None,
         "error": error.__name__ if error is not None else None,
         "duration_ms": round(seconds * 1000, 3),
-        "output_bytes": output_bytes,
+        "output_bytes": output_bytes(result),
         "truncated": bool(ex is not None and ex.truncated),
         "args": audit_args(tool, args),
     }
     if ex is not None and ex.truncated:
         record["bytes_dropped"] = ex.bytes_dropped
+    trace_id = telemetry.current_trace_id()  # the call's span is current while its record is made
+    if trace_id:
+        record["trace_id"] = trace_id
     return record
 
 

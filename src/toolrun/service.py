@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import context, executor, params, render
+from . import context, executor, params, render, telemetry
 from .audit import AuditLog, CallOrigin, call_record
 from .catalog import Catalog, LoadOptions, child_env, load, resolve_fn
 from .errors import Overloaded, ParamError, RateLimited, ToolFailed, ToolrunError
@@ -272,6 +272,7 @@ class ToolService:
         state = self.state  # this call's catalog, to its end, whatever a reload does meanwhile
         started = time.perf_counter()
         tool = state.registry.get(identity, key)  # unknown or hidden: a 404, not a call (no audit record)
+        span = telemetry.start_call(tool, identity, origin)  # None unless tracing is on
         outcome = "exception"
         result: CallResult | None = None
         error: type[BaseException] | None = None
@@ -320,6 +321,7 @@ class ToolService:
                         counted(tool.key)
             if self.audit is not None:
                 self.audit.write(call_record(identity, tool, args, origin, outcome, result, error, seconds))
+            telemetry.end_call(span, outcome, result, error, seconds)
 
     @property
     def running(self) -> int:
@@ -345,7 +347,7 @@ class ToolService:
         if tool.has_secrets:
             refs, secret_env = render.secret_refs(tool, values)
             env = {**env, **secret_env}
-        command = render.render(tool.source, refs)
+        command, env = telemetry.into_tool(tool.kind, render.render(tool.source, refs), env)  # trace context
         size = len(command.encode("utf-8", "surrogatepass"))
         if size > MAX_COMMAND:
             raise ParamError(
@@ -392,7 +394,8 @@ class ToolService:
                     if is_async:
                         value = await fn(**values)
                     else:
-                        value = await _WORKERS.run(asyncio.get_running_loop(), _call_in_context, ctx, fn, values)
+                        call = telemetry.carried(_call_in_context)  # the call's span, current in the thread too
+                        value = await _WORKERS.run(asyncio.get_running_loop(), call, ctx, fn, values)
         except TimeoutError as exc:
             raise ToolFailed(TimeoutError(f"timeout after {executor.format_seconds(tool.timeout)}s")) from exc
         except ToolrunError:

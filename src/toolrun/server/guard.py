@@ -14,6 +14,7 @@ from urllib.parse import parse_qsl, urlencode
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .. import telemetry
 from ..errors import (
     Forbidden,
     ToolrunError,
@@ -178,7 +179,7 @@ class Guard:
                 query = scrub_keys(redact_query(raw_query)) if raw_query else ""
                 ms = round((time.perf_counter() - started) * 1000, 1)
                 status = 499 if scope.get(GONE) else status_holder[0]  # a call cancelled: its client went away
-                access_line(client[0], method, path, query, status, ms)
+                access_line(client[0], method, path, query, status, ms, telemetry.current_trace_id())
 
     async def _mcp(self, scope: Scope, receive: Receive, send: Send, status: list[int]) -> None:
         """POST /mcp without the router; a ToolrunError that escapes gets the app's JSON answer, as routed."""
@@ -200,4 +201,9 @@ def guarded(app: ASGIApp, settings: Settings) -> ASGIApp:
     state = getattr(app, "state", None)
     tool_call, tool_get = getattr(state, "tool_call", None), getattr(state, "tool_get", None)
     mcp = getattr(state, "mcp_endpoint", None)
-    return Guard(app, list(settings.allowed_hosts), list(settings.allowed_origins), tool_call, tool_get, mcp)
+    guard = Guard(app, list(settings.allowed_hosts), list(settings.allowed_origins), tool_call, tool_get, mcp)
+    if telemetry.TRACING is None:
+        return guard
+    from .tracing import Traced
+
+    return Traced(guard, telemetry.TRACING)

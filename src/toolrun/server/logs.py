@@ -95,22 +95,36 @@ def _direct(logger: logging.Logger) -> tuple[AccessHandler, Any] | None:
     return handler, handler.formatter
 
 
-def access_line(client: str, method: str, path: str, query: str, status: int, ms: float) -> None:
+def access_line(client: str, method: str, path: str, query: str, status: int, ms: float, trace_id: str = "") -> None:
     """Log one request at INFO on `toolrun.access` (when enabled), as `access_log.info(...)` would.
+
+    With tracing on, the line ends with ` trace=<trace id>` (JSON: a `trace_id` field).
 
     With `toolrun serve`'s logging the line is formatted here and queued on the handler: the same text
     (or JSON object) without a LogRecord and logging's dispatch, about a fifth of the cost."""
     if not _ACCESS.isEnabledFor(logging.INFO):
         return
-    fields = {"client": client, "method": method, "path": path, "query": query, "status": status, "ms": ms}
+    fields: dict[str, Any] = {
+        "client": client,
+        "method": method,
+        "path": path,
+        "query": query,
+        "status": status,
+        "ms": ms,
+    }
+    if trace_id:
+        fields["trace_id"] = trace_id
     direct = _direct(_ACCESS)
     if direct is None:
         # The formatter escapes control characters (a `%0A` in the path cannot start a forged line);
         # `fields` are the JSON log's keys.
-        _ACCESS.info('%s "%s %s%s" %d %.1fms', client, method, path, query, status, ms, extra={"fields": fields})
+        form = '%s "%s %s%s" %d %.1fms' + (" trace=%s" if trace_id else "%s")
+        _ACCESS.info(form, client, method, path, query, status, ms, trace_id, extra={"fields": fields})
         return
     handler, formatter = direct
     message = '%s "%s %s%s" %d %.1fms' % (client, method, path, query, status, ms)  # noqa: UP031 - the same text
+    if trace_id:
+        message += f" trace={trace_id}"
     created = time.time()
     if type(formatter) is JsonFormatter:
         handler.add(formatter.line(created, "INFO", _ACCESS.name, message, fields))

@@ -36,7 +36,7 @@ import anyio
 import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 
-from .. import __version__
+from .. import __version__, telemetry
 from ..audit import CallOrigin, clean_request_id, new_request_id
 from ..errors import NotFound, ParamError, RateLimited, ToolFailed, ToolrunError
 from ..formatting import describe_text, encodable, result_text, scrub_surrogates, search_text, structured_result
@@ -373,9 +373,13 @@ class McpDoor:
     async def run(
         self, ctx: Any, identity: Identity, key: str, arguments: dict[str, Any], session_id: str | None
     ) -> types.CallToolResult:
-        call = self.service.call(identity, key, arguments, session_id=session_id, origin=self.origin(ctx))
-        # Over HTTP (the SDK's request or the fast path's), cancelled if the client goes away (disconnect.py).
-        result = await unless_gone(getattr(getattr(ctx, "request", None), "scope", None), call)
+        token = telemetry.join_baggage(getattr(ctx, "meta", None))  # None unless tracing is on
+        try:
+            call = self.service.call(identity, key, arguments, session_id=session_id, origin=self.origin(ctx))
+            # Over HTTP (the SDK's request or the fast path's), cancelled if the client goes away (disconnect.py).
+            result = await unless_gone(getattr(getattr(ctx, "request", None), "scope", None), call)
+        finally:
+            telemetry.leave(token)
         text = result_text(result.value)
         structured = structured_result(result)
         if not encodable(text):

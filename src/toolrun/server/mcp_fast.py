@@ -11,10 +11,10 @@ its owner). It answers a request only when it recognises it with certainty as on
 dispatch to the `tools/call` handler without complaint: a POST of one JSON-RPC request object,
 JSON content type and an Accept that takes JSON, a known protocol version in the
 `MCP-Protocol-Version` header, routing headers that agree with the body (2026-07-28), params
-that pass the SDK's own per-version validation, and no OpenTelemetry tracer configured (the
-SDK's span middleware is then a no-op). Anything else (batches, notifications, other methods,
-odd headers, an Accept of event streams only, `Mcp-Param-*` headers, a missing version header)
-goes to the SDK unchanged.
+that pass the SDK's own per-version validation, and no middleware but the SDK's span middleware
+(with a tracer configured, it is run here as the SDK runs it: the same span). Anything else
+(batches, notifications, other methods, odd headers, an Accept of event streams only,
+`Mcp-Param-*` headers, a missing version header) goes to the SDK unchanged.
 
 What it runs is the SDK path minus the plumbing, with the same pieces: the SDK's checks
 (transport security, Accept, the 2026-07-28 envelope ladder, per-version params validation),
@@ -122,12 +122,26 @@ class _Request:
 class _Context:
     """What `McpDoor.call_tool` reads of the SDK's request context: the HTTP request and the version."""
 
-    __slots__ = ("protocol_version", "request", "session")
+    __slots__ = ("meta", "protocol_version", "request", "session")
 
-    def __init__(self, request: _Request, protocol_version: str) -> None:
+    def __init__(self, request: _Request, protocol_version: str, meta: Any = None) -> None:
         self.request = request
         self.protocol_version = protocol_version
+        self.meta = meta  # the request's `_meta` (the door reads its baggage while tracing)
         self.session = None  # no standing channel on /mcp (McpDoor.remember skips it)
+
+
+class _SpanContext:
+    """What the SDK's span middleware reads of a request context: method, version, params, id and `_meta`."""
+
+    __slots__ = ("meta", "method", "params", "protocol_version", "request_id")
+
+    def __init__(self, version: str, params: dict[str, Any], request_id: Any) -> None:
+        self.method = "tools/call"
+        self.protocol_version = version
+        self.params = params
+        self.request_id = request_id
+        self.meta = params.get("_meta")
 
 
 class McpFastPath:
@@ -212,8 +226,8 @@ class McpFastPath:
     def _plain(self, content_type: str | None, accept: str | None, host: str | None, origin: str | None) -> bool:
         """The header checks the SDK makes before it reads a body, each passed (else the SDK answers)."""
         middleware = self.server.middleware
-        if len(middleware) != 1 or type(middleware[0]) is not OpenTelemetryMiddleware or not _tracing_off():
-            return False  # a span would be recorded, or other middleware would see the call: the SDK runs it
+        if len(middleware) != 1 or type(middleware[0]) is not OpenTelemetryMiddleware:
+            return False  # other middleware would see the call: the SDK runs it
         key = (content_type, accept, host, origin)
         if key in self._plain_ok:  # a pure function of these four strings and the fixed settings
             return True
@@ -346,10 +360,18 @@ class McpFastPath:
             self._schemas[id(schema)] = (schema, False)
         return refused
 
-    async def _result(self, request: _Request, params: dict[str, Any], version: str) -> tuple[dict[str, Any], bool]:
+    async def _result(
+        self, request: _Request, params: dict[str, Any], version: str, request_id: Any
+    ) -> tuple[dict[str, Any], bool]:
         """The handler's result shaped for `version` as the SDK's serialiser shapes it, and whether it is
         plain JSON (the door's usual result, built directly by `_shape`)."""
-        result = await self.call_tool(_Context(request, version), _Params(params["name"], params.get("arguments")))
+        context = _Context(request, version, params.get("_meta"))
+        arguments = _Params(params["name"], params.get("arguments"))
+        if _tracing_off():  # the SDK's span middleware would record nothing
+            result = await self.call_tool(context, arguments)
+        else:  # the SDK's own span middleware makes the `tools/call` span, joined to `_meta`'s trace
+            traced = _SpanContext(version, params, request_id)
+            result = await self.server.middleware[0](traced, lambda _: self.call_tool(context, arguments))
         shaped = self._shape(result, version)
         if shaped is None:  # anything but the door's usual one-text result of plain JSON: the SDK's serialiser
             return self.runner._serialize("tools/call", version, result), False  # type: ignore[union-attr]
@@ -395,7 +417,7 @@ class McpFastPath:
         send: Send,
     ) -> None:
         try:
-            result, _ = await self._result(request, params, version)
+            result, _ = await self._result(request, params, version, request_id)
         except Exception as exc:  # as the SDK's 2026-07-28 entry maps a failing handler
             error = JSONRPCError(jsonrpc="2.0", id=request_id, error=modern_error_data(exc))
             await _modern_write(error, scope, receive, send)
@@ -413,7 +435,7 @@ class McpFastPath:
         msg: JSONRPCResponse | JSONRPCError | None = None
         data = b""
         try:
-            result, plain = await self._result(request, params, version)
+            result, plain = await self._result(request, params, version, request_id)
             if plain:
                 # The door's usual result (plain JSON: finite floats, no lone surrogate): pydantic's own
                 # encoder over what the model would hold, in its field order, gives the model's dump

@@ -11,6 +11,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .. import telemetry
 from ..access import Access, mcp_session_store, shared_state
 from ..audit import open_audit
 from ..errors import ToolrunError
@@ -229,6 +230,7 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
 
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a closed pipe to a tool's stdin is an error, not our death
     configure_logging(settings.log_level, settings.log_format)
+    telemetry.setup(os.environ)  # OTEL_* variables: off (nothing imported) unless they ask for traces
     access = Access.from_settings(settings)
     limiter, sessions = shared_state(settings, access)
     service = ToolService.from_paths(
@@ -288,7 +290,10 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
             lines.send = send
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
-    anyio.run(main)
+    try:
+        anyio.run(main)
+    finally:
+        telemetry.shutdown()
 
 
 def build_app(
@@ -351,6 +356,7 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
     # writes into a connection its client has closed: EPIPE stays that connection's error.
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     configure_logging(settings.log_level, settings.log_format)
+    telemetry.setup(os.environ)  # before the app is built: the request span wraps the guard
     # Big buffers (a large answer, a tool's output, the catalog file being read) get their own mappings, given
     # back when freed: the process does not keep the high-water mark of its largest answers (see heap.py).
     big_blocks_mapped()
@@ -388,7 +394,9 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
         )
         if workers == 1:
             log.info("listening on http://%s:%s", settings.host, settings.port)
-            if not _run_server(config):
+            started = _run_server(config)
+            telemetry.shutdown()
+            if not started:
                 raise SystemExit(1)  # uvicorn logged why (port in use, startup failed)
             return
         sockets = bind(settings.host, settings.port, workers)
@@ -402,7 +410,9 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
             attach = getattr(backends.service.slots, "attach", None)
             if attach is not None:
                 attach(sockets.index(sock))  # this worker's cells of the shared concurrency pool
-            return 0 if _run_server(config, sock) else 3
+            started = _run_server(config, sock)
+            telemetry.shutdown()  # this worker's queued spans
+            return 0 if started else 3
 
         def worker_exited(pid: int) -> None:
             from prometheus_client import multiprocess
