@@ -4,7 +4,8 @@
 and guards) to the spot of the shell command it is rendered into, and returns one `Use` per
 rendered value: is it still shell-quoted when it arrives (`quote` was the last thing applied), is
 it inside a quoted string of the command, at the start of a shell word, before a `--`, the
-argument of `sh -c` or `eval`, and is it guarded by an `{% if %}` that tests it.
+argument of `sh -c` or `eval` (or reaches one through a shell variable it was assigned to), right
+after a backslash, inside a shell comment, and is it guarded by an `{% if %}` that tests it.
 
 Two ways in, one scanner: a template made only of `{{ name | filters }}` and `{% if [not] name %}`
 tags (most commands) is tokenised by a regex, without Jinja (parsing costs milliseconds a template);
@@ -16,7 +17,7 @@ at call time to refuse a value that would reach curl's option position.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import render
@@ -29,6 +30,13 @@ _NUMERIC = frozenset({"int", "float", "abs", "round"})
 _COUNTS = frozenset({"length", "count", "wordcount"})  # never negative: no option, no shell syntax
 _KEEPS = frozenset({"default", "d"})
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"})
+_DASH_C = re.compile(r"-[a-zA-Z]*c[a-zA-Z]*")  # `-c`, and clusters holding it: `-ec`, `-lc`
+_ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=")
+_DECLARES = frozenset({"export", "local", "readonly", "declare", "typeset"})
+_VAR_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+# Roles of a value that the shell runs as code: the command name, the argument of `eval`, the
+# command string of `sh -c`.
+COMMAND, EVAL, SHELL_C = "command", "eval", "sh -c"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,11 +49,19 @@ class Use:
     word_start: bool  # the value begins a shell word
     after_dashdash: bool  # a `--` word came before it in this command
     prev_word: str  # the word before it in this command ("" when first)
-    code: bool  # it is shell code: the argument of `sh -c` / `eval`, or the command name itself
+    role: str  # "" or what the shell runs it as: COMMAND (the command name), EVAL, SHELL_C
     guarded: bool  # inside a guard that tests it (`{% if x %}`, `x is defined`, `x | default`)
-    via: str  # "" or how it got there: "{% set y %}", "{% for y %}"
+    via: str  # "" or how it got there: "{% set y %}", "{% for y %}", "$V" (a shell variable)
     after_quote: str  # a filter applied after `quote` (which undoes it), or ""
     line: int
+    escaped: bool = False  # a backslash comes right before it: it escapes the value's first character
+    comment: bool = False  # it lands inside a shell comment (`# ...`), which a newline in it ends
+    shell: str = ""  # for SHELL_C: the shell's name as written (`sh`, `bash`...)
+
+    @property
+    def code(self) -> bool:
+        """The shell runs it as code: the command name, the argument of `eval`, `sh -c`'s string."""
+        return bool(self.role)
 
 
 @dataclass
@@ -74,7 +90,11 @@ class _Value:
 
 
 class _Shell:
-    """A small POSIX shell lexer fed text and values in order: quotes, words, commands, `$(...)`."""
+    """A small POSIX shell lexer fed text and values in order: quotes, words, commands, `$(...)`.
+
+    It also remembers the shell variables a value was assigned to (`V={{ v }}`), and notes each
+    `$V` of those that the shell runs as code (in `eval`'s arguments, `sh -c`'s string, as the
+    command name): `reached` lists them, as (variable, role, shell)."""
 
     def __init__(self, words: tuple[str, ...] = ()) -> None:
         self.frames: list[list[Any]] = [["plain", None, 0]]  # kind, saved command state, paren depth
@@ -83,12 +103,16 @@ class _Shell:
         self.in_word = False
         self.dashdash = False
         self.comment = False
+        self.escape = False  # a backslash ended the last text: it escapes what comes next
+        self.tainted: dict[str, list[Use]] = {}  # shell variable -> the values assigned to it
+        self.reached: list[tuple[str, str, str]] = []
 
     def copy(self) -> _Shell:
         other = _Shell()
         other.frames = [list(f) for f in self.frames]
         other.words, other.cur, other.in_word = list(self.words), self.cur, self.in_word
-        other.dashdash, other.comment = self.dashdash, self.comment
+        other.dashdash, other.comment, other.escape = self.dashdash, self.comment, self.escape
+        other.tainted, other.reached = {k: list(v) for k, v in self.tainted.items()}, self.reached
         return other
 
     def _end_word(self) -> None:
@@ -113,72 +137,125 @@ class _Shell:
         self.cur += "\0"
         self.in_word = True
 
+    def role(self) -> tuple[str, str]:
+        """(role, shell) of what is written here: COMMAND, EVAL, SHELL_C or ""; the shell for SHELL_C."""
+        words = self.words
+        if not words:
+            plain = self.frames[-1][0] not in ("single", "double")
+            return (COMMAND, "") if plain and not self.in_word else ("", "")
+        command = words[0].rsplit("/", 1)[-1]
+        if command == "eval":
+            return EVAL, ""
+        if command in _SHELLS and _DASH_C.fullmatch(words[-1]) and all(w.startswith("-") for w in words[1:]):
+            return SHELL_C, command
+        return "", ""
+
+    def _reference(self, text: str, i: int) -> None:
+        """`$V` / `${V}` at `text[i]`: note it when V holds a value and the shell runs it as code here."""
+        match = _VAR_REF.match(text, i)
+        if match is None or not self.tainted:
+            return
+        var = match.group(1) or match.group(2)
+        role, shell = self.role()
+        if var in self.tainted and role:
+            self.reached.append((var, role, shell))
+
     def feed(self, text: str) -> None:
         i = 0
+        if self.escape and text:
+            self.escape = False
+            if self.frames[-1][0] != "single":
+                self.cur += text[0]
+                self.in_word = True
+                i = 1
         while i < len(text):
-            c = text[i]
-            kind = self.frames[-1][0]
-            if self.comment:
-                if c == "\n":
-                    self.comment = False
-                    self._end_command()
-            elif kind == "single":
-                if c == "'":
-                    self.frames.pop()
-                else:
-                    self.cur += c
-            elif c == "\\":
-                self.cur += text[i + 1 : i + 2]
-                self.in_word = True
-                i += 1
-            elif text.startswith("$(", i):
-                self.in_word = True
-                self._push("subst")
-                i += 1
-            elif c == "`" and kind == "back":
+            i = self._char(text, i) + 1
+
+    def _char(self, text: str, i: int) -> int:
+        """Scan the character at `text[i]`; return the index of the last character it took."""
+        c = text[i]
+        kind = self.frames[-1][0]
+        if self.comment:
+            if c == "\n":
+                self.comment = False
+                self._end_command()
+        elif kind == "single":
+            if c == "'":
+                self.frames.pop()
+            else:
+                self.cur += c
+        elif c == "\\":
+            self.cur += text[i + 1 : i + 2]
+            self.in_word = True
+            self.escape = i + 1 == len(text)
+            return i + 1
+        elif text.startswith("$(", i):
+            self.in_word = True
+            self._push("subst")
+            return i + 1
+        elif c == "`":
+            if kind == "back":
                 self._pop()
-            elif c == "`":
+            else:
                 self.in_word = True
                 self._push("back")
-            elif kind == "double":
+        else:
+            if c == "$":
+                self._reference(text, i)
+            if kind == "double":
                 if c == '"':
                     self.frames.pop()
                 else:
                     self.cur += c
-            elif c in " \t":
-                self._end_word()
-            elif c in "\n;&|":
-                self._end_command()
-            elif c == "(":
-                self.frames[-1][2] += 1
-                self._end_command()
-            elif c == ")":
-                if kind == "subst" and self.frames[-1][2] == 0:
-                    self._end_word()
-                    self._pop()
-                else:
-                    self.frames[-1][2] = max(0, self.frames[-1][2] - 1)
-                    self._end_command()
-            elif c in "'\"":
-                self.in_word = True
-                self.frames.append(["single" if c == "'" else "double", None, 0])
-            elif c == "#" and not self.in_word:
-                self.comment = True
             else:
-                self.cur += c
-                self.in_word = True
-            i += 1
+                self._plain(c, kind)
+        return i
 
-    def value(self) -> tuple[str, bool, bool, str, bool]:
-        """(context, word start, after --, previous word, is code) for a value rendered here; then mid-word."""
+    def _plain(self, c: str, kind: str) -> None:
+        """A character outside quotes: words, commands, parentheses, quotes opening, comments."""
+        if c in " \t":
+            self._end_word()
+        elif c in "\n;&|":
+            self._end_command()
+        elif c == "(":
+            self.frames[-1][2] += 1
+            self._end_command()
+        elif c == ")":
+            if kind == "subst" and self.frames[-1][2] == 0:
+                self._end_word()
+                self._pop()
+            else:
+                self.frames[-1][2] = max(0, self.frames[-1][2] - 1)
+                self._end_command()
+        elif c in "'\"":
+            self.in_word = True
+            self.frames.append(["single" if c == "'" else "double", None, 0])
+        elif c == "#" and not self.in_word:
+            self.comment = True
+        else:
+            self.cur += c
+            self.in_word = True
+
+    def value(self) -> dict[str, Any]:
+        """Where a value rendered here lands (the fields of its Use); then the scan goes on mid-word."""
         kind = self.frames[-1][0]
         context = kind if kind in ("single", "double") else "plain"
-        start = not self.in_word and context == "plain"
         words = self.words
-        command = words[0].rsplit("/", 1)[-1] if words else ""
-        prev = words[-1] if words else ""
-        code = (start and not words) or command == "eval" or (command in _SHELLS and "-c" in words[1:])
-        info = (context, start, self.dashdash, prev, code)
+        role, shell = self.role()
+        assigned = _ASSIGN.match(self.cur.replace("\0", ""))
+        settable = not words or words[0] in _DECLARES or all(_ASSIGN.match(w) for w in words)
+        info = {
+            "context": context,
+            "word_start": not self.in_word and context == "plain",
+            "after_dashdash": self.dashdash,
+            "prev_word": words[-1] if words else "",
+            "role": role,
+            "shell": shell,
+            "escaped": self.escape and context == "plain",
+            "comment": self.comment,
+            "assigned": assigned.group(1) if assigned and settable and not self.comment else "",
+        }
+        self.escape = False
         self.cur += "\0"
         self.in_word = True
         return info
@@ -188,7 +265,10 @@ class _Shell:
 
 
 def uses(source: str, words: tuple[str, ...] = ()) -> list[Use]:
-    """Every param value the template renders, where and how (`words`: the command words before it)."""
+    """Every param value the template renders, where and how (`words`: the command words before it).
+
+    A value assigned to a shell variable that the command later runs as code (`V={{ v }}; eval "$V"`)
+    gives a second Use, with that role and `via` `$V`."""
     events = _simple_events(source)
     if events is None:
         events = _jinja_events(source)
@@ -199,6 +279,7 @@ def uses(source: str, words: tuple[str, ...] = ()) -> list[Use]:
         kind = event[0]
         if kind == "text":
             shell.feed(event[1])
+            _reached(shell, found)
         elif kind == "branch":
             stack.append((shell.copy(), None))
         elif kind == "next":
@@ -210,12 +291,28 @@ def uses(source: str, words: tuple[str, ...] = ()) -> list[Use]:
             shell = first or shell
         else:
             value, guards, line = event[1], event[2], event[3]
-            context, start, dashdash, prev, code = shell.value()
+            info = shell.value()
+            assigned = info.pop("assigned")
             for name, state in sorted(value.states.items()):
                 guarded = name in guards or name not in value.unguarded
                 via, after = value.via.get(name, ""), value.after_quote.get(name, "")
-                found.append(Use(name, state, context, start, dashdash, prev, code, guarded, via, after, line))
+                use = Use(name, state, guarded=guarded, via=via, after_quote=after, line=line, **info)
+                found.append(use)
+                if assigned and state in (QUOTED, RAW):
+                    shell.tainted.setdefault(assigned, []).append(use)
+    _reached(shell, found)
     return found
+
+
+def _reached(shell: _Shell, found: list[Use]) -> None:
+    """The Uses of values that reach code through a shell variable, since the last look."""
+    seen = {(u.name, u.via, u.role) for u in found}
+    for var, role, name in shell.reached:
+        for use in shell.tainted.get(var, []):
+            if (use.name, f"${var}", role) not in seen:
+                seen.add((use.name, f"${var}", role))
+                found.append(replace(use, role=role, shell=name, via=f"${var}", escaped=False, comment=False))
+    shell.reached.clear()
 
 
 _SIMPLE = re.compile(

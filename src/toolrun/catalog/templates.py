@@ -83,6 +83,27 @@ CURL_PREFIX = ("curl", "-s", "-o", "-", "--proto", "=http,https")
 _TEXT_TYPES = ("str", "list", "dict")
 
 
+def code_message(use: lint.Use) -> str:
+    """The warning for a value the shell runs as code, naming the role it has."""
+    name = use.name
+    if use.role == lint.COMMAND:
+        where = "the command name"
+    elif use.role == lint.EVAL:
+        where = "shell code (the argument of `eval`)"
+    else:
+        where = f"shell code (the command string of `{use.shell or 'sh'} -c`)"
+    if use.via.startswith("$"):
+        what = "runs what the value names" if use.role == lint.COMMAND else "reads the variable's text as code"
+        return (
+            f"param {name!r} becomes {where} through the shell variable `{use.via}` it is assigned to: the "
+            f"shell {what}, so `| quote` does not protect it; pass the value as an argument or through stdin"
+        )
+    return (
+        f"param {name!r} becomes {where}: `| quote` protects one shell level only; pass the value as an "
+        "argument or through stdin"
+    )
+
+
 def data_flow(
     uses: list[lint.Use], declared: dict[str, Param], kind: str
 ) -> tuple[list[tuple[str, bool, str]], tuple[tuple[str, bool], ...]]:
@@ -107,12 +128,13 @@ def data_flow(
                 f"leaves it out fails; wrap it in `{{% if {name} %}}` or give it a default",
             )
         if use.code and use.state in (RAW, QUOTED) and ptype in _TEXT_TYPES:
-            where = "the command name" if use.word_start and not use.prev_word else "shell code (`sh -c`, `eval`)"
+            warn(name, f"code {use.via}", code_message(use))
+        elif use.escaped and use.state == QUOTED and ptype in _TEXT_TYPES:
             warn(
                 name,
-                "code",
-                f"param {name!r} becomes {where}: `| quote` protects one shell level only; pass the value as an "
-                "argument or through stdin",
+                "escaped",
+                f"param {name!r} comes right after a backslash, which escapes the opening quote that `| quote` "
+                "adds: the value then runs as shell code; remove the backslash",
             )
         elif use.state == RAW and ptype in _TEXT_TYPES:
             how = f" (through `{use.via}`)" if use.via else ""
@@ -126,6 +148,13 @@ def data_flow(
                 "nested",
                 f"param {name!r} is quoted with `| quote` inside a {marks} string of the command, where that "
                 "quoting does not hold (the value can end the string); drop the surrounding quotes",
+            )
+        if use.comment and use.state in (RAW, QUOTED) and ptype in _TEXT_TYPES:
+            warn(
+                name,
+                "comment",
+                f"param {name!r} is rendered inside a shell comment (after `#`): a newline in the value ends "
+                "the comment and the rest of the value runs as a command; move it out of the comment",
             )
         at_option = use.context == "plain" and use.word_start and not use.after_dashdash
         if kind == "curl":
