@@ -42,7 +42,12 @@ def test_call_json_prints_one_error_object_when_the_call_cannot_run(tmp_path: Pa
         "error": "parameter 'n' expects int, got str 'x'",
         "type": "ParamError",
     }
-    assert bad.stderr == "toolrun: parameter 'n' expects int, got str 'x'\n"
+    warning, error = bad.stderr.splitlines()
+    assert error == "toolrun: parameter 'n' expects int, got str 'x'"
+    assert warning.endswith(
+        "demo.fmt: warning: param 'n' (int) starts a word before `--`: a negative value like -5 "
+        "is read as an option; put `--` before it or set `min: 0` [negative-number]"
+    )
     unknown = toolrun_cli("call", "demo.nope", "--json", "-c", str(path), env=env)
     assert unknown.returncode == 2
     body = json.loads(unknown.stdout)

@@ -61,11 +61,29 @@ class Problem:
     key: str
     message: str
     severity: str = "error"  # or "warning"
+    code: str = ""  # a warning a tool can acknowledge: one of WARNING_CODES (its `allow_warnings:`)
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}:{self.col}"
         level = "" if self.severity == "error" else "warning: "
-        return f"{where}: {self.key or '-'}: {level}{self.message}"
+        code = f" [{self.code}]" if self.code else ""
+        return f"{where}: {self.key or '-'}: {level}{self.message}{code}"
+
+
+# The warnings a tool may acknowledge in `allow_warnings:` (so that the others stay loud), and what each is.
+WARNING_CODES: dict[str, str] = {
+    "unquoted-param": "a str, list or dict value reaches the command without `| quote` as the last step",
+    "nested-quotes": "a quoted value inside a '...' or \"...\" string of the command",
+    "shell-code": "a value becomes shell code: the command name, `eval`'s argument, `sh -c`'s string",
+    "backslash-quote": "a quoted value right after a backslash, which escapes its opening quote",
+    "shell-comment": "a value inside a shell comment, which a newline in it ends",
+    "negative-number": "a number starts a word before `--`: a negative one reads as an option",
+    "curl-option-position": "a caller value at curl's option position",
+    "curl-option": "a `curl:` value with an option that fights the shorthand (-o, -O, --proto, -K)",
+    "unguarded-param": "an optional param without a default rendered outside a guard",
+    "unused-param": "a declared param the command never uses",
+    "example-left-out": "a param whose generated example toolrun cannot make (declare `example:`)",
+}
 
 
 class CatalogError(ToolrunError):

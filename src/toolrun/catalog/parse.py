@@ -5,7 +5,9 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
+from .positions import _Locator
 from .problems import _LoaderBase
+from .yamlhints import repair, tool_at
 
 if TYPE_CHECKING:
     import yaml
@@ -29,7 +31,9 @@ def _yaml_loader() -> Any:
 
 
 class ParseMixin(_LoaderBase):
-    def parse(self, text: str) -> tuple[bool, Any]:
+    def parse(self, text: str, repairs: int = 0) -> tuple[bool, Any]:
+        """The file's data; after a syntax error in a command (a value `yamlhints.repair` can quote), the
+        data of the file with that value quoted, so that its other problems are found too."""
         import yaml
 
         loader = _yaml_loader()(text)
@@ -43,8 +47,15 @@ class ParseMixin(_LoaderBase):
             cmark = getattr(exc, "context_mark", None)
             if context and cmark is not None and (cmark.line, cmark.column) != (pos[0] - 1, pos[1] - 1):
                 context += f" started at line {cmark.line + 1}, column {cmark.column + 1}"
-            self.problem_at(pos, "", f"YAML syntax error: {what}" + (f" ({context})" if context else ""))
-            return False, None
+            message = f"YAML syntax error: {what}" + (f" ({context})" if context else "")
+            lines = (pos[0] - 1, *((cmark.line,) if cmark is not None else ()))
+            repaired = repair(text, lines) if repairs < 20 else None
+            key = tool_at(text, repaired[2] if repaired else pos[0] - 1)
+            self.problem_at(pos, key, message + (repaired[1] if repaired else ""))
+            if repaired is None:
+                return False, None
+            self.locate = _Locator(repaired[0])  # the same lines: positions of later problems hold
+            return self.parse(repaired[0], repairs + 1)
         finally:
             loader.dispose()
         if loader.duplicates:

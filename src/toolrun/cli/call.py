@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import CatalogOpt, JsonOpt, _fail, _make_service, _operator, _print_json, _remote, _settings, app
+from .common import CatalogOpt, JsonOpt, _err, _fail, _make_service, _operator, _print_json, _remote, _settings, app
 
 
 def _exit_code(returncode: int, timed_out: bool) -> int:
@@ -57,6 +57,8 @@ def call(
                 service = _make_service(catalog)
             identity = _operator()
             tool = service.describe(identity, key)
+            for problem in service.catalog_warnings(key):
+                _err(f"toolrun: {problem}")
         else:
             tool = remote.describe(key)
         values: dict[str, Any] = {}

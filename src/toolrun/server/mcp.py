@@ -43,6 +43,7 @@ from ..formatting import describe_text, encodable, result_text, scrub_surrogates
 from ..models import Identity, ToolSpec
 from ..paramtypes import request_schema
 from ..service import ToolService
+from ..words import plural
 
 log = logging.getLogger("toolrun.mcp")
 MAX_NOTIFIED_SESSIONS = 1000
@@ -433,7 +434,7 @@ class McpDoor:
         if identity.email:
             who += f" <{identity.email}>"
         groups = ", ".join(sorted(identity.groups)) or "none"
-        text = f"{who}; groups: {groups}; {len(tools)} tools (list them with `search`)"
+        text = f"{who}; groups: {groups}; {plural(len(tools), 'tool')} (list them with `search`)"
         return _text_result(text, body)
 
 
