@@ -168,10 +168,8 @@ class ToolService:
     # -- reading ---------------------------------------------------------------------------------
 
     def catalog_warnings(self, key: str | None = None) -> list[Problem]:
-        """The loaded catalog's warnings (those a tool acknowledged in `allow_warnings:` are gone);
-        with `key`, only the ones about that tool."""
-        warnings = self.catalog.warnings
-        return [p for p in warnings if p.key == key] if key is not None else list(warnings)
+        """The catalog's warnings (with `key`: about that tool), less those its tools acknowledged."""
+        return [p for p in self.catalog.warnings if key is None or p.key == key]
 
     def list(self, identity: Identity, group: str | None = None) -> list[ToolSpec]:
         tools = self.registry.visible(identity)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,17 +21,20 @@ def _exit_code(returncode: int, timed_out: bool) -> int:
     return min(returncode, 255)
 
 
-@app.command()
+# Unknown options reach `args`, so that `--path /` gets a hint (`path=/`) instead of "No such option".
+@app.command(context_settings={"ignore_unknown_options": True})
 def call(
     key: Annotated[str, typer.Argument(help="Tool key, e.g. ops.disk_usage.")],
     args: Annotated[
         list[str] | None,
-        typer.Argument(help="name=value (coerced to the declared type) or name:=<json>.", show_default=False),
+        typer.Argument(help="name=value (coerced to the declared type) or name:=JSON.", show_default=False),
     ] = None,
     catalog: CatalogOpt = None,
     input_file: Annotated[
         str | None,
-        typer.Option("--input", "-i", help="Read all arguments as one JSON object from a file, or - for stdin."),
+        typer.Option(
+            "--input", "-i", metavar="FILE", help="Read all arguments as one JSON object from a file, or - for stdin."
+        ),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would run, and run nothing.")] = False,
     as_json: JsonOpt = False,
@@ -71,6 +75,7 @@ def call(
             if not isinstance(loaded, dict):
                 raise UsageError("--input: expected a JSON object of parameter name to value")
             values.update(loaded)
+        _refuse_option_words(tool, args or [])
         values.update(parse_cli_args(tool, args or []))
         if remote is not None:
             if dry_run:
@@ -106,6 +111,34 @@ def call(
     sys.stdout.write(text)
     if ex is None and text and not text.endswith("\n"):
         sys.stdout.write("\n")
+
+
+_CALL_OPTIONS = ("--catalog", "--input", "--dry-run", "--json", "--audit", "--help")
+
+
+def _refuse_option_words(tool: Any, words: list[str]) -> None:
+    """A word like `--path` among the arguments: say how a param is written (`path=/`), or that there is no such
+    option."""
+    from ..errors import UsageError
+
+    for i, word in enumerate(words):
+        if not word.startswith("-") or word == "-":
+            continue
+        name, eq, value = word.lstrip("-").partition("=")
+        param = next((p for p in tool.params if p.name in (name, name.replace("-", "_"))), None)
+        if param is None:
+            import difflib
+
+            option = word.split("=", 1)[0]
+            close = difflib.get_close_matches(option, _CALL_OPTIONS, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise UsageError(f"no such option: {option} ({hint}tool params are written name=value)")
+        if not eq:
+            following = words[i + 1] if i + 1 < len(words) else ""
+            value = following if following and "=" not in following and not following.startswith("-") else "VALUE"
+        raise UsageError(
+            f"{word}: tool params are written name=value, without dashes: {shlex.join([f'{param.name}={value}'])}"
+        )
 
 
 def error_object(key: str, exc: BaseException) -> dict[str, Any]:

@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from .fastcoerce import _install_fast_coercion
+from .helpwords import install_help_words
 
 if TYPE_CHECKING:
     from ..service import ToolService
     from ..settings import Settings
 
 _install_fast_coercion()
+install_help_words()
 
 
 def _install_bash_script() -> None:
@@ -73,6 +75,7 @@ CatalogOpt = Annotated[
     typer.Option(
         "--catalog",
         "-c",
+        metavar="FILE",
         help="Catalog file or directory (repeatable). Default: $SVC_CATALOG, the config file, ./tools.yaml.",
         show_default=False,
     ),

@@ -22,7 +22,7 @@ def validate_catalog(
     ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors.")] = False,
     output: Annotated[
-        str, typer.Option("--format", "-f", help="text, json, or github (Actions annotations).")
+        str, typer.Option("--format", "-f", metavar="FORMAT", help="text, json, or github (Actions annotations).")
     ] = "text",
 ) -> None:
     """Check catalog files; one line per problem (`file:line:col: key: message`); exit 1 on errors.
