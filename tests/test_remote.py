@@ -22,6 +22,7 @@ tools:
     public: true
     description: "Print **text**."
     exec: printf '%s' {{ text | quote }}
+    allow_warnings: [unused-param]
     params:
       - {name: text, type: str, description: What to print}
       - {name: times, type: int, default: 1}

@@ -102,8 +102,11 @@ class Settings:
     )
     audit_log: str = setting("", "Audit trail of tool calls (JSON lines): a file path, - for stderr, empty for none.")
 
-    # Not a setting: where config, data and cache live (see `paths`).
+    # Not settings: where config, data and cache live (see `paths`); where each value came from (the command
+    # line, an SVC_* variable, the config file's path, the default); the config file read (or looked for).
     dirs: Mapping[str, Path] = field(default_factory=dict, compare=False)
+    origins: Mapping[str, str] = field(default_factory=dict, compare=False)
+    config_file: Path | None = field(default=None, compare=False)
 
     def __getitem__(self, name: str) -> Any:
         return getattr(self, BY_NAME[name].attr)
@@ -309,4 +312,4 @@ def _load(
         values[s.name] = value
     _check(values, origins)
     kwargs: dict[str, Any] = {s.attr: tuple(values[s.name]) if s.type is list else values[s.name] for s in SETTINGS}
-    return cls(**kwargs, dirs=dirs)
+    return cls(**kwargs, dirs=dirs, origins=origins, config_file=path)
