@@ -112,3 +112,15 @@ def test_help_placeholders_read_as_words() -> None:
         "--port INTEGER" in helps["serve"]
         and "Usage: toolrun access explain [OPTIONS] USER TOOL" in helps["access explain"]
     )
+
+
+def test_counts_agree_with_their_number() -> None:
+    from toolrun.errors import Overloaded, RateLimited, RequestTimeout
+    from toolrun.words import plural, seconds
+
+    assert [plural(n, "tool") for n in (0, 1, 2)] == ["0 tools", "1 tool", "2 tools"]
+    assert plural(1, "match") == "1 match" and plural(3, "match") == "3 matches"
+    assert (seconds(1), seconds(0.2), seconds(30)) == ("1 second", "0.2 seconds", "30 seconds")
+    assert str(RateLimited("t.x", 1)).endswith("retry after 1 second")
+    assert str(Overloaded(1)) == "server busy: 1 tool process already running; retry shortly"
+    assert str(RequestTimeout(1)) == "request body not received within 1 second"

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import words
+
 
 class ToolrunError(Exception):
     """Base class: a failure toolrun explains in one line."""
@@ -132,7 +134,7 @@ class RequestTimeout(UsageError):
     http_status = 408
 
     def __init__(self, seconds: float) -> None:
-        super().__init__(f"request body not received within {seconds:g} seconds")
+        super().__init__(f"request body not received within {words.seconds(seconds)}")
 
 
 class Forbidden(ToolrunError):
@@ -167,7 +169,7 @@ class RateLimited(ToolrunError):
 
     def __init__(self, key: str, retry_after: int) -> None:
         self.retry_after = max(1, int(retry_after))
-        super().__init__(f"rate limit exceeded for {key!r}; retry after {self.retry_after} seconds")
+        super().__init__(f"rate limit exceeded for {key!r}; retry after {words.seconds(self.retry_after)}")
 
 
 class Overloaded(ToolrunError):
@@ -175,7 +177,7 @@ class Overloaded(ToolrunError):
     http_status = 503
 
     def __init__(self, limit: int) -> None:
-        super().__init__(f"server busy: {limit} tool processes already running; retry shortly")
+        super().__init__(f"server busy: {words.plural(limit, 'tool process')} already running; retry shortly")
 
 
 class BackendUnavailable(ToolrunError):

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from .errors import Problem
+if TYPE_CHECKING:  # errors.py uses `plural` itself
+    from .errors import Problem
 
 # Nouns whose plural is not the word plus "s".
 _IRREGULAR = {"match": "matches", "entry": "entries", "process": "processes", "is": "are", "was": "were"}
@@ -15,6 +17,11 @@ def plural(count: int, noun: str, many: str | None = None) -> str:
     if count == 1:
         return f"{count} {noun}"
     return f"{count} {many or _IRREGULAR.get(noun, noun + 's')}"
+
+
+def seconds(value: float) -> str:
+    """`1 second`, `0.2 seconds`, `30 seconds`."""
+    return f"{value:g} second" + ("" if value == 1 else "s")
 
 
 def warning_lines(warnings: Sequence[Problem], shown: int = 20) -> list[str]:

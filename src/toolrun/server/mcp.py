@@ -43,7 +43,7 @@ from ..formatting import describe_text, encodable, result_text, scrub_surrogates
 from ..models import Identity, ToolSpec
 from ..paramtypes import request_schema
 from ..service import ToolService
-from ..words import plural
+from ..words import plural, seconds
 
 log = logging.getLogger("toolrun.mcp")
 MAX_NOTIFIED_SESSIONS = 1000
@@ -186,7 +186,7 @@ def _error_result(exc: ToolrunError) -> types.CallToolResult:
     elif isinstance(exc, ParamError):
         text = f"Invalid arguments: {exc}. Use `describe_tools` to see the parameters."
     elif isinstance(exc, RateLimited):
-        text = f"Rate limited: retry after {exc.retry_after} seconds."
+        text = f"Rate limited: retry after {seconds(exc.retry_after)}."
     elif isinstance(exc, ToolFailed):
         text = f"The tool failed: {exc.summary}"
     else:
