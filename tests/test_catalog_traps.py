@@ -46,14 +46,17 @@ def test_an_acknowledged_warning_is_gone_and_the_others_stay(tmp_path: Path) -> 
     assert [(p.key, p.code) for p in problems] == [("ops.greet", "unquoted-param")]
 
 
-def test_serve_prints_the_catalog_warnings_at_start(tmp_path: Path) -> None:
+def test_serve_prints_the_catalog_warnings_at_start_and_after_a_reload(tmp_path: Path) -> None:
     path = write_catalog(tmp_path, LOUD)
-    with ToolrunServer(tmp_path, path) as server:
+    with ToolrunServer(tmp_path, path, {"SVC_RELOAD_INTERVAL": "0.2"}) as server:
         server.start()
         log = wait_until(lambda: server.log() if "[unquoted-param]" in server.log() else "", 10, "the warning")
-    lines = [line for line in log.splitlines() if "ops." in line and "warning" in line]
-    assert len(lines) == 1 and "ops.greet: warning: param 'who' (str) is interpolated without `| quote`" in lines[0]
-    assert "allow_warnings" in log and "validate-catalog --strict" in log
+        lines = [line for line in log.splitlines() if "ops." in line and "warning" in line]
+        assert len(lines) == 1
+        assert "ops.greet: warning: param 'who' (str) is interpolated without `| quote`" in lines[0]
+        assert "allow_warnings" in log and "validate-catalog --strict" in log
+        path.write_text(LOUD + "  - {name: later, exec: 'echo {{ x }}', params: [{name: x, type: str}]}\n")
+        wait_until(lambda: "ops.later: warning:" in server.log(), 10, "the reloaded catalog's warning")
 
 
 def test_serve_stdio_prints_the_catalog_warnings_on_stderr(tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ from typing import Any
 from .catalog import expand, load
 from .catalog.options import LoadOptions
 from .errors import CatalogError
-from .words import plural
+from .words import plural, warning_lines
 
 log = logging.getLogger("toolrun.reload")
 
@@ -144,6 +144,8 @@ class Reloader:
         seconds = time.perf_counter() - started
         tools = len(catalog.tools)
         log.info("catalog reloaded (%s): %s in %.2fs", reason, plural(tools, "tool"), seconds)
+        for line in warning_lines(catalog.warnings):
+            log.warning("%s", line)
         if counted:
             self._count("ok")
         for listener in list(self.listeners):
