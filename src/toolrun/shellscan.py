@@ -20,6 +20,15 @@ _VAR_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]
 # Roles of a value that the shell runs as code: the command name, the argument of `eval`, the
 # command string of `sh -c`.
 COMMAND, EVAL, SHELL_C = "command", "eval", "sh -c"
+# Runs of characters with no meaning to the scanner, per context: they only extend the current word.
+_PLAIN_RUN = re.compile(r"[^\s;&|()'\"\\$`#]+")
+_RUNS = {
+    "plain": _PLAIN_RUN,
+    "subst": _PLAIN_RUN,
+    "back": _PLAIN_RUN,
+    "double": re.compile(r"[^\"\\$`]+"),
+    "single": re.compile(r"[^']+"),
+}
 
 
 class Shell:
@@ -101,8 +110,15 @@ class Shell:
                 self.cur += text[0]
                 self.in_word = True
                 i = 1
-        while i < len(text):
-            i = self._char(text, i) + 1
+        end = len(text)
+        while i < end:
+            run = None if self.comment else _RUNS[self.frames[-1][0]].match(text, i)
+            if run is not None:  # a run of plain characters: one step (the scan costs a call a character else)
+                self.cur += run.group()
+                self.in_word = True
+                i = run.end()
+            else:
+                i = self._char(text, i) + 1
 
     def _char(self, text: str, i: int) -> int:
         """Scan the character at `text[i]`; return the index of the last character it took."""
