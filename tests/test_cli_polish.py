@@ -78,6 +78,11 @@ def test_a_param_written_as_an_option_gets_the_name_equals_value_form(tmp_path: 
         done = toolrun_cli("call", "ops.du", *words, "-c", str(path), env=env)
         assert (done.returncode, done.stdout) == (2, ""), words
         assert done.stderr == f"toolrun: {hint}\n", words
+    before = toolrun_cli("call", "--jsn", "ops.du", "path=/", "-c", str(path), env=env)
+    assert (before.returncode, before.stderr) == (
+        2,
+        "toolrun: no such option: --jsn (did you mean --json? tool params are written name=value)\n",
+    )
     works = toolrun_cli("call", "ops.du", "path=/dev/null", "--json", "-c", str(path), env=env)
     assert works.returncode == 0 and json.loads(works.stdout)["ok"] is True
 

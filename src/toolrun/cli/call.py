@@ -52,6 +52,8 @@ def call(
     remote = _remote()
     payload: dict[str, Any] | None = None
     try:
+        if key.startswith("-"):  # an unknown option before the key (known ones never get here)
+            raise _no_such_option(key)
         if remote is None:
             if audit:
                 from ..audit import open_audit
@@ -116,6 +118,17 @@ def call(
 _CALL_OPTIONS = ("--catalog", "--input", "--dry-run", "--json", "--audit", "--help")
 
 
+def _no_such_option(word: str) -> Exception:
+    import difflib
+
+    from ..errors import UsageError
+
+    option = word.split("=", 1)[0]
+    close = difflib.get_close_matches(option, _CALL_OPTIONS, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return UsageError(f"no such option: {option} ({hint}tool params are written name=value)")
+
+
 def _refuse_option_words(tool: Any, words: list[str]) -> None:
     """A word like `--path` among the arguments: say how a param is written (`path=/`), or that there is no such
     option."""
@@ -127,12 +140,7 @@ def _refuse_option_words(tool: Any, words: list[str]) -> None:
         name, eq, value = word.lstrip("-").partition("=")
         param = next((p for p in tool.params if p.name in (name, name.replace("-", "_"))), None)
         if param is None:
-            import difflib
-
-            option = word.split("=", 1)[0]
-            close = difflib.get_close_matches(option, _CALL_OPTIONS, n=1)
-            hint = f"did you mean {close[0]}? " if close else ""
-            raise UsageError(f"no such option: {option} ({hint}tool params are written name=value)")
+            raise _no_such_option(word)
         if not eq:
             following = words[i + 1] if i + 1 < len(words) else ""
             value = following if following and "=" not in following and not following.startswith("-") else "VALUE"
