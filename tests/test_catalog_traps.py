@@ -185,3 +185,35 @@ def test_init_shows_validate_catalog_strict_for_ci(tmp_path: Path) -> None:
     assert done.returncode == 0
     assert "validate-catalog --strict" in (tmp_path / "tools.yaml").read_text()
     assert f"in CI: toolrun validate-catalog --strict {tmp_path / 'tools.yaml'}" in done.stderr
+
+
+def test_a_yaml_error_names_the_tool_whatever_the_order_of_its_fields(tmp_path: Path) -> None:
+    text = """\
+group: g
+tools:
+  - name: first
+    exec: "true"
+  - params:
+      - name: file
+        type: str
+        description: the file
+    name: second
+    exec: grep -c foo: {{ file | quote }}
+  - name: third
+    exec: echo {{ x: y }}
+"""
+    _, problems = catalog_mod.check([write_catalog(tmp_path, text)])
+    errors = [(p.line, p.key, p.message.split(";")[0]) for p in problems if p.severity == "error"]
+    assert errors[:2] == [
+        (10, "g.second", "YAML syntax error: mapping values are not allowed in this context"),
+        (12, "g.third", "YAML syntax error: mapping values are not allowed in this context"),
+    ]
+
+
+def test_a_yaml_error_that_quoting_does_not_mend_is_reported_once() -> None:
+    from toolrun.catalog.yamlhints import repair
+
+    text = "tools:\n  - name: t\n    exec: a: b\n"
+    fixed = repair(text, (2,))
+    assert fixed is not None and fixed[0].splitlines()[2] == '    exec: "a: b"' and fixed[2] == 2
+    assert repair(fixed[0], (2,), skip=(2,)) is None

@@ -55,8 +55,7 @@ def _candidates(param: Param) -> list[Any]:
 def _number_within(param: Param) -> float:
     low, high = param.min, param.max
     if low is not None:
-        value = float(-(-low // 1)) if param.type == "int" else float(low)  # the least int >= min
-        return value
+        return float(-(-low // 1)) if param.type == "int" else float(low)  # for an int: the least int >= min
     if high is not None and high < 1:
         return float(high // 1) if param.type == "int" else float(high)
     return 1.0

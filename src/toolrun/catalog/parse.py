@@ -31,7 +31,7 @@ def _yaml_loader() -> Any:
 
 
 class ParseMixin(_LoaderBase):
-    def parse(self, text: str, repairs: int = 0) -> tuple[bool, Any]:
+    def parse(self, text: str, repaired: tuple[int, ...] = ()) -> tuple[bool, Any]:
         """The file's data; after a syntax error in a command (a value `yamlhints.repair` can quote), the
         data of the file with that value quoted, so that its other problems are found too."""
         import yaml
@@ -49,13 +49,13 @@ class ParseMixin(_LoaderBase):
                 context += f" started at line {cmark.line + 1}, column {cmark.column + 1}"
             message = f"YAML syntax error: {what}" + (f" ({context})" if context else "")
             lines = (pos[0] - 1, *((cmark.line,) if cmark is not None else ()))
-            repaired = repair(text, lines) if repairs < 20 else None
-            key = tool_at(text, repaired[2] if repaired else pos[0] - 1)
-            self.problem_at(pos, key, message + (repaired[1] if repaired else ""))
-            if repaired is None:
+            fixed = repair(text, lines, skip=repaired) if len(repaired) < 20 else None
+            key = tool_at(text, fixed[2] if fixed else pos[0] - 1)
+            self.problem_at(pos, key, message + (fixed[1] if fixed else ""))
+            if fixed is None:
                 return False, None
-            self.locate = _Locator(repaired[0])  # the same lines: positions of later problems hold
-            return self.parse(repaired[0], repairs + 1)
+            self.locate = _Locator(fixed[0])  # the same lines: positions of later problems hold
+            return self.parse(fixed[0], (*repaired, fixed[2]))
         finally:
             loader.dispose()
         if loader.duplicates:

@@ -21,12 +21,13 @@ _ITEM = re.compile(r"\s*-\s")
 _TOOLS_LINE = re.compile(r"^tools:\s*(#.*)?$")
 
 
-def repair(text: str, lines: tuple[int, ...]) -> tuple[str, str, int] | None:
+def repair(text: str, lines: tuple[int, ...], skip: tuple[int, ...] = ()) -> tuple[str, str, int] | None:
     """For an error reported at 0-based `lines` (the problem's line, then its context's): (the text with the
-    offending value quoted, the hint for the message, the line quoted), or None when no text field is there."""
+    offending value quoted, the hint for the message, the line quoted), or None when no text field is there
+    (or it is one of the lines in `skip`, quoted already: the error is not the value's)."""
     rows = text.split("\n")
     for line in dict.fromkeys(lines):
-        if not 0 <= line < len(rows):
+        if not 0 <= line < len(rows) or line in skip:
             continue
         match = _FIELD_LINE.match(rows[line])
         if match is None or match.group(3)[0] in "|>":
