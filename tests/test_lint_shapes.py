@@ -105,3 +105,12 @@ def test_the_three_shapes_are_in_the_scanner_model() -> None:
     assert commented.comment
     direct, through = lint.uses('V={{ v | quote }}; eval "echo $V"')
     assert (direct.role, through.role, through.via) == ("", lint.EVAL, "$V")
+
+
+@pytest.mark.parametrize(
+    "template", ["cmd 2>&{{ v | quote }}", "cmd >&2 {{ v | quote }}", "cmd &>/dev/null {{ v | quote }}"]
+)
+def test_a_redirection_with_an_ampersand_does_not_end_the_command(template: str) -> None:
+    """`2>&` is a redirection: the value after it is no command name."""
+    assert [u.role for u in lint.uses(template)] == [""]
+    assert [u.role for u in lint.uses("a && {{ v | quote }}")] == [lint.COMMAND]

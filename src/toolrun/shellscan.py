@@ -156,6 +156,9 @@ class Shell:
                     self.frames.pop()
                 else:
                     self.cur += c
+            elif c == "&" and (self.cur[-1:] in ("<", ">") or text[i + 1 : i + 2] == ">"):
+                self.cur += c  # a redirection (`2>&1`, `>&2`, `&>file`), not the end of a command
+                self.in_word = True
             else:
                 self._plain(c, kind)
         return i

@@ -55,28 +55,10 @@ def call(
         if key.startswith("-"):  # an unknown option before the key (known ones never get here)
             raise _no_such_option(key)
         if remote is None:
-            if audit:
-                from ..audit import open_audit
-
-                service = _make_service(catalog, audit=open_audit(_settings().audit_log or "-"))
-            else:
-                service = _make_service(catalog)
-            identity = _operator()
-            tool = service.describe(identity, key)
-            for problem in service.catalog_warnings(key):
-                _err(f"toolrun: {problem}")
+            service, identity, tool = _local_tool(catalog, key, audit)
         else:
             tool = remote.describe(key)
-        values: dict[str, Any] = {}
-        if input_file is not None:
-            text = sys.stdin.read() if input_file == "-" else _read_text(input_file)
-            try:
-                loaded = json.loads(text) if text.strip() else {}
-            except ValueError as exc:
-                raise UsageError(f"--input: not valid JSON ({exc})") from None
-            if not isinstance(loaded, dict):
-                raise UsageError("--input: expected a JSON object of parameter name to value")
-            values.update(loaded)
+        values = _input_values(input_file)
         _refuse_option_words(tool, args or [])
         values.update(parse_cli_args(tool, args or []))
         if remote is not None:
@@ -116,6 +98,37 @@ def call(
 
 
 _CALL_OPTIONS = ("--catalog", "--input", "--dry-run", "--json", "--audit", "--help")
+
+
+def _local_tool(catalog: list[str] | None, key: str, audit: bool) -> tuple[Any, Any, Any]:
+    """(service, identity, tool) on this machine; the tool's catalog warnings go to stderr."""
+    if audit:
+        from ..audit import open_audit
+
+        service = _make_service(catalog, audit=open_audit(_settings().audit_log or "-"))
+    else:
+        service = _make_service(catalog)
+    identity = _operator()
+    tool = service.describe(identity, key)
+    for problem in service.catalog_warnings(key):
+        _err(f"toolrun: {problem}")
+    return service, identity, tool
+
+
+def _input_values(input_file: str | None) -> dict[str, Any]:
+    """The arguments of `--input FILE` (or `-`: stdin), a JSON object; {} without --input."""
+    from ..errors import UsageError
+
+    if input_file is None:
+        return {}
+    text = sys.stdin.read() if input_file == "-" else _read_text(input_file)
+    try:
+        loaded = json.loads(text) if text.strip() else {}
+    except ValueError as exc:
+        raise UsageError(f"--input: not valid JSON ({exc})") from None
+    if not isinstance(loaded, dict):
+        raise UsageError("--input: expected a JSON object of parameter name to value")
+    return loaded
 
 
 def _no_such_option(word: str) -> Exception:
