@@ -71,6 +71,7 @@ def test_the_injection_runs_and_validate_catalog_warns(
         "echo x\\\\{{ v | quote }}",  # an escaped backslash, then the quoted value
         "echo '#' {{ v | quote }} # a note",  # `#` inside quotes is no comment
         "echo a#{{ v | quote }}",  # `#` inside a word is no comment
+        "cmd 2>&{{ v | quote }}",  # a redirection's descriptor, not a command name
     ],
 )
 def test_safe_look_alikes_get_no_shell_code_warning(template: str, tmp_path: Path) -> None:
