@@ -1,10 +1,10 @@
 """The patches of dependencies' private APIs fit the installed versions, and say so loudly when not.
 
-cli/fastcoerce.py replaces a Typer internal (option coercion without pydantic); server/protocol.py
-subclasses uvicorn's httptools protocol and overrides private methods (deadlines and a size cap on
-request heads and bodies); server/mcp_fast.py reuses private pieces of the MCP SDK. pyproject.toml
-bounds these packages to the versions they were written for; these tests fail, naming the patch,
-on a version whose internals moved."""
+cli/fastcoerce.py replaces a Typer internal (option coercion without pydantic), cli/helpwords.py the help
+placeholders; server/protocol.py subclasses uvicorn's httptools protocol and overrides private methods
+(deadlines and a size cap on request heads and bodies); server/mcp_fast.py reuses private pieces of the
+MCP SDK. pyproject.toml bounds these packages to the versions they were written for; these tests fail,
+naming the patch, on a version whose internals moved."""
 
 from __future__ import annotations
 
@@ -109,3 +109,19 @@ def test_the_mcp_fast_path_finds_the_sdk_pieces_it_reuses() -> None:
     assert list(inspect.signature(ServerRunner._serialize).parameters) == ["self", "method", "version", "result"]
     assert list(inspect.signature(TransportSecurityMiddleware._validate_host).parameters) == ["self", "host"]
     assert list(inspect.signature(TransportSecurityMiddleware._validate_origin).parameters) == ["self", "origin"]
+
+
+def test_the_help_words_patch_fits_the_installed_typer() -> None:
+    from toolrun.cli import helpwords
+
+    assert helpwords.help_misfit() is None
+
+
+def test_the_help_words_check_names_the_patch_when_typer_internals_move(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer import core as typer_core
+
+    from toolrun.cli import helpwords
+
+    monkeypatch.delattr(typer_core.TyperArgument, "_usage_display_name")
+    misfit = helpwords.help_misfit()
+    assert misfit is not None and helpwords.PATCH in misfit and "_usage_display_name is gone" in misfit

@@ -379,7 +379,7 @@ def test_503_when_max_concurrent_calls_are_all_running(tmp_path: Path) -> None:
             return held, busy, after
 
     held, busy, after = asyncio.run(main())
-    assert_text(busy, 503, "Overloaded: server busy: 1 tool processes already running; retry shortly")
+    assert_text(busy, 503, "Overloaded: server busy: 1 tool process already running; retry shortly")
     assert busy.headers["retry-after"] == "1"
     assert (held.status_code, held.text) == (200, "released")
     assert (after.status_code, after.text) == (200, "hi")
@@ -411,7 +411,7 @@ def test_a_call_beyond_the_cap_waits_for_a_free_slot_within_queue_timeout(tmp_pa
     held, queued, refused = asyncio.run(main())
     assert (held.status_code, held.text) == (200, "released")
     assert (queued.status_code, queued.text) == (200, "queued")
-    assert_text(refused, 503, "Overloaded: server busy: 1 tool processes already running; retry shortly")
+    assert_text(refused, 503, "Overloaded: server busy: 1 tool process already running; retry shortly")
     assert (backends.service.running, backends.service.waiting) == (0, 0)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -119,9 +120,10 @@ def test_the_rate_limit_bucket_is_read_without_counting_a_call(tools: Any, store
     assert full["reasons"][-1].startswith("rate limit reached: 3 of 3 calls; resets in ")
     assert "visible, but not callable right now" in explain_text(full)
     off = ask(tools, store, "alice", "ops.disk", limiter=None, settings=Limits(enabled=False))
-    assert off["rate_limit"] == {"enabled": False}
+    assert off["rate_limit"]["enabled"] is False
+    assert off["rate_limit"]["from"]["rate_limit.enabled"] == "the command line"  # where the value came from
     remote = ask(tools, store, "alice", "ops.disk", limiter=None, settings=Limits())
-    assert "GET /whoami?explain=TOOL" in remote["rate_limit"]["note"]
+    assert "(--url URL)" in remote["rate_limit"]["note"]
 
 
 def test_key_report_says_whose_key_and_what_it_may_call(tools: Any, store: SQLiteKeyStore) -> None:
@@ -245,3 +247,67 @@ def test_explain_and_key_report_over_redis_read_the_shared_bucket(tmp_path: Path
         assert revoked is not None and revoked[0].state() == "revoked"
         assert store.inspect(key[:-1] + ("A" if key[-1] != "A" else "B")) is None
         store.sync().close()
+
+
+def test_access_explain_reads_the_servers_config_file_and_environment_and_says_where_each_value_came_from(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    from helpers_servers import clean_env, create_key, toolrun_cli
+
+    env = clean_env(tmp_path / "home")
+    path = write_catalog(tmp_path, CATALOG)
+    create_key(env, "alice", "ops")
+    off = toolrun_cli("access", "explain", "alice", "ops.disk", "-c", str(path), env=env)
+    config = tmp_path / "home" / "config" / "config.toml"
+    assert "rate limit: off (rate_limit.enabled from the default)" in off.stdout
+    assert f"settings read from: the config file {config} (not found)" in off.stdout
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("[rate_limit]\nenabled = true\ncalls = 5\n", encoding="utf-8")
+    on = toolrun_cli(
+        "access", "explain", "alice", "ops.disk", "-c", str(path), "--json", env={**env, "SVC_RATE_LIMIT_WINDOW": "30"}
+    )
+    rate = json.loads(on.stdout)["rate_limit"]
+    assert (rate["enabled"], rate["calls"], rate["window"]) == (True, 5, 30)
+    assert rate["from"] == {
+        "rate_limit.enabled": str(config),
+        "rate_limit.calls": str(config),
+        "rate_limit.window": "SVC_RATE_LIMIT_WINDOW",
+    }
+    assert json.loads(on.stdout)["settings"] == {"config_file": str(config), "config_file_found": True}
+
+
+def test_access_explain_with_url_asks_the_running_server_which_answers_from_its_own_flags(tmp_path: Path) -> None:
+    import httpx
+
+    from helpers_servers import JSON, ToolrunServer, create_key, toolrun_cli
+
+    path = write_catalog(tmp_path, CATALOG)
+    with ToolrunServer(tmp_path / "srv", path) as server:
+        admin = create_key(server.env, "root", "admin")
+        alice = create_key(server.env, "alice", "ops")
+        argv = [sys.executable, "-m", "toolrun", "serve", "-c", str(path), "--host", "127.0.0.1"]
+        server.spawn([*argv, "--port", str(server.port), "--rate-limit", "--workers", "1"], server.env)
+        server.ready()
+        httpx.post(server.url + "/tools/ops.disk", headers={**JSON, "X-API-Key": alice}, content=b"{}")
+        local = toolrun_cli("access", "explain", "alice", "ops.disk", "-c", str(path), env=server.env)
+        assert "rate limit: off (rate_limit.enabled from the default)" in local.stdout  # this shell's settings
+        asked = toolrun_cli(
+            "access", "explain", "alice", "ops.disk", "--url", server.url, "--api-key", admin, env=server.env
+        )
+        assert asked.returncode == 0, asked.stderr
+        assert "rate limit: 1 of 60 calls used in this 60s window, 59 left" in asked.stdout
+        assert "rate_limit.enabled from the command line" in asked.stdout
+        assert f"answered by the server at {server.url}" in asked.stdout
+        root = toolrun_cli(
+            "--url", server.url, "--api-key", admin, "access", "explain", "alice", "ops.disk", env=server.env
+        )
+        assert root.returncode == 0 and "1 of 60 calls used" in root.stdout
+        refused = toolrun_cli(
+            "access", "explain", "alice", "ops.disk", "--url", server.url, "--api-key", alice, env=server.env
+        )
+        assert refused.returncode == 2
+        assert refused.stderr == (
+            "toolrun: the server explains access to admins only: pass an admin's key (--api-key or TOOLRUN_API_KEY)\n"
+        )

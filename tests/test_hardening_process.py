@@ -246,7 +246,7 @@ def test_half_a_body_gets_408_after_request_timeout_on_every_route(
     answer = raw(server.port, data, timeout=6)
     took = time.monotonic() - started
     assert answer.startswith(b"HTTP/1.1 408 Request Timeout"), answer[:200]
-    assert b"RequestTimeout: request body not received within 1 seconds" in answer
+    assert b"RequestTimeout: request body not received within 1 second" in answer
     assert 0.9 < took < 4, took
 
 

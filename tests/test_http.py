@@ -560,7 +560,8 @@ def test_the_third_call_in_a_window_of_two_is_a_429_with_retry_after(make: Calla
     assert limited.headers["content-type"] == "text/plain; charset=utf-8"
     seconds = int(limited.headers["retry-after"])
     assert 1 <= seconds <= 60
-    assert limited.text == f"RateLimited: rate limit exceeded for 'pub.noargs'; retry after {seconds} seconds"
+    unit = "second" if seconds == 1 else "seconds"
+    assert limited.text == f"RateLimited: rate limit exceeded for 'pub.noargs'; retry after {seconds} {unit}"
 
 
 def test_rate_limit_buckets_are_per_user_and_per_tool(make: Callable[..., Server]) -> None:

@@ -290,7 +290,9 @@ def test_whoami_returns_the_identity_record_with_the_callers_tool_keys(
     if expected["email"]:
         who += f" <{expected['email']}>"
     groups = ", ".join(expected["groups"]) or "none"
-    assert text_of(result) == f"{who}; groups: {groups}; {len(expected['tools'])} tools (list them with `search`)"
+    count = len(expected["tools"])
+    tools = f"{count} tool" if count == 1 else f"{count} tools"
+    assert text_of(result) == f"{who}; groups: {groups}; {tools} (list them with `search`)"
 
 
 # -- errors an agent can act on -----------------------------------------------------------------------

@@ -129,7 +129,7 @@ def seen(response: httpx.Response) -> tuple[int, list[tuple[str, str]], bytes]:
     return response.status_code, headers, response.content
 
 
-_RETRY = re.compile(rb"retry after \d+ seconds")
+_RETRY = re.compile(rb"retry after \d+ seconds?")
 
 
 def assert_same(fast: httpx.Response, sdk: httpx.Response, case: str) -> None:

@@ -204,7 +204,10 @@ def test_n_calls_spread_over_the_replicas_allow_exactly_the_limit(cluster: Clust
             retry = int(r.headers["retry-after"])
             assert 1 <= retry <= WINDOW
             assert r.headers["content-type"].startswith("text/plain")
-            assert r.text.startswith("RateLimited: ") and f"retry after {retry} seconds" in r.text
+            assert (
+                r.text.startswith("RateLimited: ")
+                and f"retry after {retry} second{'s' if retry != 1 else ''}" in r.text
+            )
         else:
             assert r.text == "x"
     # another user's bucket is untouched

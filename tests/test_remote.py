@@ -23,6 +23,7 @@ tools:
     read_only: true
     description: "Print **text**."
     exec: printf '%s' {{ text | quote }}
+    allow_warnings: [unused-param]
     params:
       - {name: text, type: str, description: What to print}
       - {name: times, type: int, default: 1, min: 1, max: 9}

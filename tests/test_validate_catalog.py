@@ -48,6 +48,11 @@ REQUIRED = {
     "fn_import",
     "bad_limits",
     "duplicate_field",
+    "curl_options",
+    "allow_warnings",
+    "shell_shapes",
+    "generated_examples",
+    "yaml_command",
 }
 
 
@@ -86,7 +91,7 @@ def test_a_valid_catalog_exits_zero_with_no_problem_lines(monkeypatch: pytest.Mo
     result = CliRunner().invoke(app, ["validate-catalog", "valid.yaml"])
     assert result.exit_code == 0
     assert result.stdout == ""
-    assert result.stderr == "valid: 1 tools, 0 errors, 0 warnings\n"
+    assert result.stderr == "valid: 1 tool, 0 errors, 0 warnings\n"
 
 
 def test_the_example_catalog_is_valid_even_under_strict() -> None:
@@ -127,7 +132,8 @@ def test_json_format_lists_every_problem_with_its_severity(monkeypatch: pytest.M
         ("unquoted.yaml", "warning"),
         ("unquoted.yaml", "warning"),
     ]
-    assert set(report["problems"][0]) == {"file", "line", "col", "key", "severity", "message"}
+    assert set(report["problems"][0]) == {"file", "line", "col", "key", "severity", "message", "code"}
+    assert [p["code"] for p in report["problems"]] == [None, "unquoted-param", "unquoted-param", "negative-number"]
 
 
 def test_github_format_turns_warnings_into_errors_under_strict(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import words
+
 
 class ToolrunError(Exception):
     """Base class: a failure toolrun explains in one line."""
@@ -62,11 +64,29 @@ class Problem:
     key: str
     message: str
     severity: str = "error"  # or "warning"
+    code: str = ""  # a warning a tool can acknowledge: one of WARNING_CODES (its `allow_warnings:`)
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}:{self.col}"
         level = "" if self.severity == "error" else "warning: "
-        return f"{where}: {self.key or '-'}: {level}{self.message}"
+        code = f" [{self.code}]" if self.code else ""
+        return f"{where}: {self.key or '-'}: {level}{self.message}{code}"
+
+
+# The warnings a tool may acknowledge in `allow_warnings:` (so that the others stay loud), and what each is.
+WARNING_CODES: dict[str, str] = {
+    "unquoted-param": "a str, list or dict value reaches the command without `| quote` as the last step",
+    "nested-quotes": "a quoted value inside a '...' or \"...\" string of the command",
+    "shell-code": "a value becomes shell code: the command name, `eval`'s argument, `sh -c`'s string",
+    "backslash-quote": "a quoted value right after a backslash, which escapes its opening quote",
+    "shell-comment": "a value inside a shell comment, which a newline in it ends",
+    "negative-number": "a number starts a word before `--`: a negative one reads as an option",
+    "curl-option-position": "a caller value at curl's option position",
+    "curl-option": "a `curl:` value with an option that fights the shorthand (-o, -O, --proto, -K)",
+    "unguarded-param": "an optional param without a default rendered outside a guard",
+    "unused-param": "a declared param the command never uses",
+    "example-left-out": "a param whose generated example toolrun cannot make (declare `example:`)",
+}
 
 
 class CatalogError(ToolrunError):
@@ -115,7 +135,7 @@ class RequestTimeout(UsageError):
     http_status = 408
 
     def __init__(self, seconds: float) -> None:
-        super().__init__(f"request body not received within {seconds:g} seconds")
+        super().__init__(f"request body not received within {words.seconds(seconds)}")
 
 
 class Forbidden(ToolrunError):
@@ -156,7 +176,7 @@ class RateLimited(ToolrunError):
 
     def __init__(self, key: str, retry_after: int) -> None:
         self.retry_after = max(1, int(retry_after))
-        super().__init__(f"rate limit exceeded for {key!r}; retry after {self.retry_after} seconds")
+        super().__init__(f"rate limit exceeded for {key!r}; retry after {words.seconds(self.retry_after)}")
 
 
 class Overloaded(ToolrunError):
@@ -164,7 +184,7 @@ class Overloaded(ToolrunError):
     http_status = 503
 
     def __init__(self, limit: int) -> None:
-        super().__init__(f"server busy: {limit} tool processes already running; retry shortly")
+        super().__init__(f"server busy: {words.plural(limit, 'tool process')} already running; retry shortly")
 
 
 class BackendUnavailable(ToolrunError):

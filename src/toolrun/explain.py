@@ -42,16 +42,35 @@ def _key_entry(record: KeyRecord, at: float) -> dict[str, Any]:
     return entry
 
 
+RATE_SETTINGS = ("rate_limit.enabled", "rate_limit.calls", "rate_limit.window")
+
+
+def _sources(settings: Settings | None, names: Sequence[str]) -> dict[str, str]:
+    """Where each of `names` came from: the command line, an SVC_* variable, the config file, the default."""
+    origins = getattr(settings, "origins", None) or {}
+    return {name: origins[name] for name in names if name in origins}
+
+
+def settings_source(settings: Settings) -> dict[str, Any]:
+    """The configuration an answer was computed from: the config file (and whether it exists); the
+    environment's SVC_* variables are named per value, in `from`."""
+    path = settings.config_file
+    return {"config_file": str(path) if path else None, "config_file_found": bool(path and path.is_file())}
+
+
 async def _rate(limiter: Any, settings: Settings | None, bucket: str, key: str) -> dict[str, Any]:
     """The caller's bucket for this tool: counted calls, what is left and when it resets."""
+    sources = _sources(settings, RATE_SETTINGS)
     if settings is not None and not settings.rate_limit_enabled:
-        return {"enabled": False}
+        return {"enabled": False, "from": sources}
     calls = settings.rate_limit_calls if settings is not None else int(getattr(limiter, "calls", 0))
     window = settings.rate_limit_window if settings is not None else float(getattr(limiter, "window", 0))
     info: dict[str, Any] = {"enabled": True, "bucket": f"{bucket} {key}", "calls": calls, "window": window}
+    if sources:
+        info["from"] = sources
     peek = getattr(limiter, "peek", None)
     if peek is None:
-        info["note"] = "the buckets live in the memory of the running server: ask it (GET /whoami?explain=TOOL)"
+        info["note"] = "the buckets live in the memory of the running server: ask it (--url URL)"
         return info
     used, resets_in = await peek(bucket, key)
     info.update(used=min(used, calls), remaining=max(0, calls - used), resets_in=round(resets_in, 1))
@@ -239,18 +258,42 @@ def explain_text(answer: dict[str, Any]) -> str:
         lines.append(f"bearer token: {token['state']}{why}, issuer {token['issuer']}")
     elif user["known"] and not shown:
         lines.append("keys: none")
-    rate = answer.get("rate_limit")
-    if rate is not None:
-        if not rate["enabled"]:
-            lines.append("rate limit: off")
-        elif "remaining" in rate:
-            lines.append(
-                f"rate limit: {rate['used']} of {rate['calls']} calls used in this {rate['window']:g}s window, "
-                f"{rate['remaining']} left, resets in {rate['resets_in']:g}s"
-            )
-        else:
-            lines.append(f"rate limit: {rate['calls']} calls per {rate['window']:g}s; {rate['note']}")
+    lines += _rate_lines(answer.get("rate_limit"))
+    lines += _source_lines(answer)
     return "\n".join(lines) + "\n"
+
+
+def _rate_lines(rate: dict[str, Any] | None) -> list[str]:
+    if rate is None:
+        return []
+    if not rate["enabled"]:
+        line = "rate limit: off"
+    elif "remaining" in rate:
+        line = (
+            f"rate limit: {rate['used']} of {rate['calls']} calls used in this {rate['window']:g}s window, "
+            f"{rate['remaining']} left, resets in {rate['resets_in']:g}s"
+        )
+    else:
+        line = f"rate limit: {rate['calls']} calls per {rate['window']:g}s; {rate['note']}"
+    sources = rate.get("from") or {}
+    shown = sources if rate["enabled"] else {k: v for k, v in sources.items() if k == "rate_limit.enabled"}
+    if shown:
+        line += " (" + ", ".join(f"{name} from {origin}" for name, origin in shown.items()) + ")"
+    return [line]
+
+
+def _source_lines(answer: dict[str, Any]) -> list[str]:
+    """Where the configuration came from: this machine's config file and environment, or the server asked."""
+    if "server" in answer:
+        return [f"answered by the server at {answer['server']} (its own configuration and live buckets)"]
+    source = answer.get("settings")
+    if not source:
+        return []
+    found = "" if source["config_file_found"] else " (not found)"
+    return [
+        f"settings read from: the config file {source['config_file']}{found} and the SVC_* environment of this "
+        "shell; a server started with other settings or flags answers for itself: --url URL"
+    ]
 
 
 def key_report(

@@ -4,11 +4,13 @@
 and guards) to the spot of the shell command it is rendered into, and returns one `Use` per
 rendered value: is it still shell-quoted when it arrives (`quote` was the last thing applied), is
 it inside a quoted string of the command, at the start of a shell word, before a `--`, the
-argument of `sh -c` or `eval`, and is it guarded by an `{% if %}` that tests it.
+argument of `sh -c` or `eval` (or reaches one through a shell variable it was assigned to), right
+after a backslash, inside a shell comment, and is it guarded by an `{% if %}` that tests it.
 
 Two ways in, one scanner: a template made only of `{{ name | filters }}` and `{% if [not] name %}`
 tags (most commands) is tokenised by a regex, without Jinja (parsing costs milliseconds a template);
-anything else is walked through Jinja's AST. Both produce the same events for the scanner.
+anything else is walked through Jinja's AST. Both produce the same events for the scanner
+(`shellscan.Shell`, the shell lexer).
 The catalog turns these into warnings (docs/catalog.md lists them); `curl` tools also use them
 at call time to refuse a value that would reach curl's option position.
 """
@@ -16,10 +18,13 @@ at call time to refuse a value that would reach curl's option position.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import render
+from .shellscan import COMMAND, EVAL, SHELL_C, Shell
+
+__all__ = ["COMMAND", "EVAL", "NUMBER", "QUOTED", "RAW", "SAFE", "SHELL_C", "Use", "uses"]
 
 # States of a value as it reaches the output: a count (never negative, no shell syntax), still shell-quoted,
 # a number (from `int`, `float`...; it can be negative), or raw text.
@@ -28,7 +33,6 @@ _RANK = {SAFE: 0, QUOTED: 1, NUMBER: 2, RAW: 3}
 _NUMERIC = frozenset({"int", "float", "abs", "round"})
 _COUNTS = frozenset({"length", "count", "wordcount"})  # never negative: no option, no shell syntax
 _KEEPS = frozenset({"default", "d"})
-_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,11 +45,19 @@ class Use:
     word_start: bool  # the value begins a shell word
     after_dashdash: bool  # a `--` word came before it in this command
     prev_word: str  # the word before it in this command ("" when first)
-    code: bool  # it is shell code: the argument of `sh -c` / `eval`, or the command name itself
+    role: str  # "" or what the shell runs it as: COMMAND (the command name), EVAL, SHELL_C
     guarded: bool  # inside a guard that tests it (`{% if x %}`, `x is defined`, `x | default`)
-    via: str  # "" or how it got there: "{% set y %}", "{% for y %}"
+    via: str  # "" or how it got there: "{% set y %}", "{% for y %}", "$V" (a shell variable)
     after_quote: str  # a filter applied after `quote` (which undoes it), or ""
     line: int
+    escaped: bool = False  # a backslash comes right before it: it escapes the value's first character
+    comment: bool = False  # it lands inside a shell comment (`# ...`), which a newline in it ends
+    shell: str = ""  # for SHELL_C: the shell's name as written (`sh`, `bash`...)
+
+    @property
+    def code(self) -> bool:
+        """The shell runs it as code: the command name, the argument of `eval`, `sh -c`'s string."""
+        return bool(self.role)
 
 
 @dataclass
@@ -70,135 +82,25 @@ class _Value:
         return _Value(dict.fromkeys(self.states, state), set(self.unguarded), dict(self.via), dict(self.after_quote))
 
 
-# -- the shell scanner -----------------------------------------------------------------------------
-
-
-class _Shell:
-    """A small POSIX shell lexer fed text and values in order: quotes, words, commands, `$(...)`."""
-
-    def __init__(self, words: tuple[str, ...] = ()) -> None:
-        self.frames: list[list[Any]] = [["plain", None, 0]]  # kind, saved command state, paren depth
-        self.words = list(words)
-        self.cur = ""
-        self.in_word = False
-        self.dashdash = False
-        self.comment = False
-
-    def copy(self) -> _Shell:
-        other = _Shell()
-        other.frames = [list(f) for f in self.frames]
-        other.words, other.cur, other.in_word = list(self.words), self.cur, self.in_word
-        other.dashdash, other.comment = self.dashdash, self.comment
-        return other
-
-    def _end_word(self) -> None:
-        if self.in_word:
-            if self.cur == "--":
-                self.dashdash = True
-            self.words.append(self.cur)
-        self.cur, self.in_word = "", False
-
-    def _end_command(self) -> None:
-        self._end_word()
-        self.words, self.dashdash = [], False
-
-    def _push(self, kind: str) -> None:
-        saved = (self.words, self.cur, self.in_word, self.dashdash)
-        self.frames.append([kind, saved, 0])
-        self.words, self.cur, self.in_word, self.dashdash = [], "", False, False
-
-    def _pop(self) -> None:
-        _, saved, _ = self.frames.pop()
-        self.words, self.cur, _, self.dashdash = saved
-        self.cur += "\0"
-        self.in_word = True
-
-    def feed(self, text: str) -> None:
-        i = 0
-        while i < len(text):
-            c = text[i]
-            kind = self.frames[-1][0]
-            if self.comment:
-                if c == "\n":
-                    self.comment = False
-                    self._end_command()
-            elif kind == "single":
-                if c == "'":
-                    self.frames.pop()
-                else:
-                    self.cur += c
-            elif c == "\\":
-                self.cur += text[i + 1 : i + 2]
-                self.in_word = True
-                i += 1
-            elif text.startswith("$(", i):
-                self.in_word = True
-                self._push("subst")
-                i += 1
-            elif c == "`" and kind == "back":
-                self._pop()
-            elif c == "`":
-                self.in_word = True
-                self._push("back")
-            elif kind == "double":
-                if c == '"':
-                    self.frames.pop()
-                else:
-                    self.cur += c
-            elif c in " \t":
-                self._end_word()
-            elif c in "\n;&|":
-                self._end_command()
-            elif c == "(":
-                self.frames[-1][2] += 1
-                self._end_command()
-            elif c == ")":
-                if kind == "subst" and self.frames[-1][2] == 0:
-                    self._end_word()
-                    self._pop()
-                else:
-                    self.frames[-1][2] = max(0, self.frames[-1][2] - 1)
-                    self._end_command()
-            elif c in "'\"":
-                self.in_word = True
-                self.frames.append(["single" if c == "'" else "double", None, 0])
-            elif c == "#" and not self.in_word:
-                self.comment = True
-            else:
-                self.cur += c
-                self.in_word = True
-            i += 1
-
-    def value(self) -> tuple[str, bool, bool, str, bool]:
-        """(context, word start, after --, previous word, is code) for a value rendered here; then mid-word."""
-        kind = self.frames[-1][0]
-        context = kind if kind in ("single", "double") else "plain"
-        start = not self.in_word and context == "plain"
-        words = self.words
-        command = words[0].rsplit("/", 1)[-1] if words else ""
-        prev = words[-1] if words else ""
-        code = (start and not words) or command == "eval" or (command in _SHELLS and "-c" in words[1:])
-        info = (context, start, self.dashdash, prev, code)
-        self.cur += "\0"
-        self.in_word = True
-        return info
-
-
 # -- events: ("text", str) | ("out", _Value, guards, line) | ("branch",) | ("next",) | ("end",) ---------
 
 
 def uses(source: str, words: tuple[str, ...] = ()) -> list[Use]:
-    """Every param value the template renders, where and how (`words`: the command words before it)."""
+    """Every param value the template renders, where and how (`words`: the command words before it).
+
+    A value assigned to a shell variable that the command later runs as code (`V={{ v }}; eval "$V"`)
+    gives a second Use, with that role and `via` `$V`."""
     events = _simple_events(source)
     if events is None:
         events = _jinja_events(source)
     found: list[Use] = []
-    shell = _Shell(words)
-    stack: list[tuple[_Shell, _Shell | None]] = []
+    shell = Shell(words)
+    stack: list[tuple[Shell, Shell | None]] = []
     for event in events:
         kind = event[0]
         if kind == "text":
             shell.feed(event[1])
+            _reached(shell, found)
         elif kind == "branch":
             stack.append((shell.copy(), None))
         elif kind == "next":
@@ -210,12 +112,28 @@ def uses(source: str, words: tuple[str, ...] = ()) -> list[Use]:
             shell = first or shell
         else:
             value, guards, line = event[1], event[2], event[3]
-            context, start, dashdash, prev, code = shell.value()
+            info = shell.value()
+            assigned = info.pop("assigned")
             for name, state in sorted(value.states.items()):
                 guarded = name in guards or name not in value.unguarded
                 via, after = value.via.get(name, ""), value.after_quote.get(name, "")
-                found.append(Use(name, state, context, start, dashdash, prev, code, guarded, via, after, line))
+                use = Use(name, state, guarded=guarded, via=via, after_quote=after, line=line, **info)
+                found.append(use)
+                if assigned and state in (QUOTED, RAW):
+                    shell.tainted.setdefault(assigned, []).append(use)
+    _reached(shell, found)
     return found
+
+
+def _reached(shell: Shell, found: list[Use]) -> None:
+    """The Uses of values that reach code through a shell variable, since the last look."""
+    seen = {(u.name, u.via, u.role) for u in found}
+    for var, role, name in shell.reached:
+        for use in shell.tainted.get(var, []):
+            if (use.name, f"${var}", role) not in seen:
+                seen.add((use.name, f"${var}", role))
+                found.append(replace(use, role=role, shell=name, via=f"${var}", escaped=False, comment=False))
+    shell.reached.clear()
 
 
 _SIMPLE = re.compile(

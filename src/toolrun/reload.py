@@ -43,6 +43,7 @@ from .catalog import expand, load
 from .catalog.options import LoadOptions
 from .catalog.source import read_catalog
 from .errors import CatalogError
+from .words import plural, warning_lines
 
 log = logging.getLogger("toolrun.reload")
 T = TypeVar("T")
@@ -172,7 +173,9 @@ class Reloader:
         self.hash, self.last_error = digest, None
         seconds = time.perf_counter() - started
         tools = len(catalog.tools)
-        log.info("catalog reloaded (%s): %d tools in %.2fs", reason, tools, seconds)
+        log.info("catalog reloaded (%s): %s in %.2fs", reason, plural(tools, "tool"), seconds)
+        for line in warning_lines(catalog.warnings):
+            log.warning("%s", line)
         if counted:
             self._count("ok")
         for listener in list(self.listeners):
@@ -187,9 +190,9 @@ class Reloader:
     def _failed(self, reason: str, digest: str, problems: list[str], started: float, counted: bool) -> ReloadResult:
         self.hash, self.last_error = digest, problems
         log.error(
-            "catalog reload (%s) failed; still serving the previous catalog (%d tools). Problems:",
+            "catalog reload (%s) failed; still serving the previous catalog (%s). Problems:",
             reason,
-            len(self.service.registry),
+            plural(len(self.service.registry), "tool"),
         )
         for problem in problems:
             log.error("  %s", problem)
@@ -262,4 +265,4 @@ class Reloader:
     def check(self) -> None:
         """The /readyz check: fails while the last reload failed."""
         if self.last_error is not None:
-            raise RuntimeError(f"the last catalog reload failed ({len(self.last_error)} problems)")
+            raise RuntimeError(f"the last catalog reload failed ({plural(len(self.last_error), 'problem')})")

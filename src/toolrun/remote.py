@@ -197,6 +197,22 @@ class Remote:
         page["tools"] = [tool_from_entry(e) for e in page.get("items") or [] if isinstance(e, dict)]
         return page
 
+    def explain(self, user: str, tool: str) -> dict[str, Any]:
+        """`toolrun access explain` answered by the server (GET /whoami?explain=TOOL&user=USER: admins only),
+        from its own settings and live rate-limit buckets."""
+        query = urlencode({"explain": tool, "user": "-" if user in ("", "anonymous") else user})
+        try:
+            body = self.request("GET", "/whoami?" + query)
+        except Unauthorized:
+            raise Unauthorized(
+                "the server explains access to admins only: pass an admin's key (--api-key or TOOLRUN_API_KEY)"
+            ) from None
+        if not isinstance(body, dict) or not isinstance(body.get("explain"), dict):
+            raise RemoteError(f"{self.url}/whoami did not answer an explanation")
+        answer: dict[str, Any] = body["explain"]
+        answer["server"] = self.url
+        return answer
+
     def call(self, key: str, args: dict[str, Any]) -> tuple[CallResult, dict[str, Any]]:
         """Run the tool on the server: (the result, the server's JSON payload as sent)."""
         body = json.dumps(args, ensure_ascii=False).encode("utf-8")

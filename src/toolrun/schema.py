@@ -180,6 +180,21 @@ class ExampleDef(_Strict):
     )
 
 
+WarningCode = Literal[
+    "unquoted-param",
+    "nested-quotes",
+    "shell-code",
+    "backslash-quote",
+    "shell-comment",
+    "negative-number",
+    "curl-option-position",
+    "curl-option",
+    "unguarded-param",
+    "unused-param",
+    "example-left-out",
+]
+
+
 class ToolDef(RuntimeOptions):
     """One tool as written in a catalog file."""
 
@@ -230,6 +245,11 @@ class ToolDef(RuntimeOptions):
     )
     examples: list[ExampleDef] | None = Field(
         None, description="Example calls with what they should give; `toolrun test` runs them."
+    )
+    allow_warnings: list[WarningCode] | None = Field(
+        None,
+        description="Warnings of this tool that are deliberate (by name, as validate-catalog prints them): they "
+        "are no longer reported, the others still are.",
     )
 
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from . import context, executor, params, render, telemetry
 from .audit import AuditLog, CallOrigin, call_record
 from .catalog import Catalog, LoadOptions, child_env, load, resolve_fn
-from .errors import Overloaded, ParamError, RateLimited, ToolFailed, ToolrunError
+from .errors import Overloaded, ParamError, Problem, RateLimited, ToolFailed, ToolrunError
 from .models import CallResult, Identity, ToolSpec
 from .ratelimit import Limiter
 from .registry import Page, Registry
@@ -166,6 +166,10 @@ class ToolService:
         return cls(catalog, environ=environ, **kwargs)
 
     # -- reading ---------------------------------------------------------------------------------
+
+    def catalog_warnings(self, key: str | None = None) -> list[Problem]:
+        """The catalog's warnings (with `key`: about that tool), less those its tools acknowledged."""
+        return [p for p in self.catalog.warnings if key is None or p.key == key]
 
     def list(self, identity: Identity, group: str | None = None) -> list[ToolSpec]:
         tools = self.registry.visible(identity)

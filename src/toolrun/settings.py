@@ -130,8 +130,11 @@ class Settings:
         "", "OAuth: this server's public URL in its protected-resource metadata (empty: from the request)."
     )
 
-    # Not a setting: where config, data and cache live (see `paths`).
+    # Not settings: where config, data and cache live (see `paths`); where each value came from (the command
+    # line, an SVC_* variable, the config file's path, the default); the config file read (or looked for).
     dirs: Mapping[str, Path] = field(default_factory=dict, compare=False)
+    origins: Mapping[str, str] = field(default_factory=dict, compare=False)
+    config_file: Path | None = field(default=None, compare=False)
 
     def __getitem__(self, name: str) -> Any:
         return getattr(self, BY_NAME[name].attr)
@@ -359,4 +362,4 @@ def _load(
         values[s.name] = value
     _check(values, origins)
     kwargs: dict[str, Any] = {s.attr: tuple(values[s.name]) if s.type is list else values[s.name] for s in SETTINGS}
-    return cls(**kwargs, dirs=dirs)
+    return cls(**kwargs, dirs=dirs, origins=origins, config_file=path)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..models import EXEC_RETURN_TYPE, Param, ResourceLimits, ToolSpec
 from .envfiles import EnvMixin
 from .exampledefs import ExamplesMixin
+from .examplevalue import example_value
 from .fn import FnMixin
 from .paramdefs import ParamsMixin
 from .templates import TemplateMixin
@@ -104,6 +105,7 @@ class BuildMixin(ParamsMixin, TemplateMixin, FnMixin, EnvMixin, ExamplesMixin):
                 pwd.getpwnam(opts.user)
             except KeyError:
                 self.problem((*loc, "user"), key, f"user {opts.user!r} does not exist on this machine")
+        self.check_example_values(params, key, loc, kind, before)
         if tool.read_only and tool.destructive:
             self.problem((*loc, "destructive"), key, "a read_only tool cannot be destructive", "warning")
         if self.errors() > before:
@@ -146,6 +148,25 @@ class BuildMixin(ParamsMixin, TemplateMixin, FnMixin, EnvMixin, ExamplesMixin):
         if tool.examples:
             spec = self.build_examples(spec, tool, loc)
         return spec
+
+    def check_example_values(
+        self, params: Sequence[Param], key: str, loc: tuple[Any, ...], kind: str, errors_before: int
+    ) -> None:
+        """Warn about each param of the example call for which no value obeying its rules can be made
+        (not for a tool with errors: a broken rule is reported already)."""
+        if kind == "fn" or self.errors() > errors_before:
+            return
+        for i, param in enumerate(params):
+            if (param.required or param.example is not None) and example_value(param) is None:
+                rules = f"matches its pattern {param.pattern!r}" if param.pattern else "obeys its rules"
+                self.problem(
+                    (*loc, "params", i, "pattern" if param.pattern else "name"),
+                    key,
+                    f"param {param.name!r}: toolrun cannot make an example value that {rules}, so the tool's "
+                    "example call leaves it out; declare `example:`",
+                    "warning",
+                    "example-left-out",
+                )
 
     def share(self, value: T) -> T:
         """One object for equal values of one file (strings, tuples of strings, limits): a catalog repeats
@@ -198,21 +219,11 @@ def _merge(defaults: RuntimeOptions | None, tool: ToolDef) -> RuntimeOptions:
     )
 
 
-_PLACEHOLDER: dict[str, Any] = {"str": "text", "int": 1, "float": 1.0, "bool": True, "list": [], "dict": {}}
-
-
-def _example_value(param: Param) -> Any:
-    for value in (param.example, param.default):
-        if value is not None:
-            return value
-    if param.enum:
-        return param.enum[0]
-    if param.type in ("int", "float") and param.min is not None:
-        return int(param.min) if param.type == "int" else float(param.min)
-    return _PLACEHOLDER.get(param.type, "text")
-
-
 def example_call(key: str, params: Sequence[Param]) -> str:
-    """`key(param=value, ...)` with Python literals: required params, and optional ones with an example."""
+    """`key(param=value, ...)` with Python literals: required params, and optional ones with an example.
+
+    A param without `example:` or `default` gets a value made to obey its rules (examplevalue); one
+    for which none can be made is left out (the catalog warns: `example-left-out`)."""
     shown = [p for p in params if p.required or p.example is not None]
-    return f"{key}({', '.join(f'{p.name}={_example_value(p)!r}' for p in shown)})"
+    values = [(p.name, example_value(p)) for p in shown]
+    return f"{key}({', '.join(f'{name}={value!r}' for name, value in values if value is not None)})"

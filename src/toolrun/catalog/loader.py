@@ -66,6 +66,7 @@ class _FileLoader(BuildMixin, SubstituteMixin, ParseMixin):
                 continue
             key = self.key_of(item, index, head.group)
             before = self.errors()
+            since = len(self.problems)
             item = self.substitute_tool(item, loc, key)
             try:
                 tool = ToolDef.model_validate(item)
@@ -73,6 +74,7 @@ class _FileLoader(BuildMixin, SubstituteMixin, ParseMixin):
                 self.report(exc, loc, key, ToolDef, item)
                 continue
             spec = self.build(tool, head, loc)
+            self.acknowledge(tool.allow_warnings, since, loc, key)
             if spec is not None and self.errors() == before:
                 specs.append(spec)
         return specs

@@ -6,8 +6,10 @@ import difflib
 import functools
 from typing import TYPE_CHECKING, Any
 
+from .positions import _Locator
 from .problems import _LoaderBase
 from .source import expansion_problem, link_note
+from .yamlhints import repair, tool_at
 
 if TYPE_CHECKING:
     import yaml
@@ -43,7 +45,9 @@ def _yaml_loader() -> Any:
 
 
 class ParseMixin(_LoaderBase):
-    def parse(self, text: str) -> tuple[bool, Any]:
+    def parse(self, text: str, repaired: tuple[int, ...] = ()) -> tuple[bool, Any]:
+        """The file's data; after a syntax error in a command (a value `yamlhints.repair` can quote), the
+        data of the file with that value quoted, so that its other problems are found too."""
         import yaml
 
         loader = _yaml_loader()(text)
@@ -68,8 +72,15 @@ class ParseMixin(_LoaderBase):
             cmark = getattr(exc, "context_mark", None)
             if context and cmark is not None and (cmark.line, cmark.column) != (pos[0] - 1, pos[1] - 1):
                 context += f" started at line {cmark.line + 1}, column {cmark.column + 1}"
-            self.problem_at(pos, "", f"YAML syntax error: {what}" + (f" ({context})" if context else ""))
-            return False, None
+            message = f"YAML syntax error: {what}" + (f" ({context})" if context else "")
+            lines = (pos[0] - 1, *((cmark.line,) if cmark is not None else ()))
+            fixed = repair(text, lines, skip=repaired) if len(repaired) < 20 else None
+            key = tool_at(text, fixed[2] if fixed else pos[0] - 1)
+            self.problem_at(pos, key, message + (fixed[1] if fixed else ""))
+            if fixed is None:
+                return False, None
+            self.locate = _Locator(fixed[0])  # the same lines: positions of later problems hold
+            return self.parse(fixed[0], (*repaired, fixed[2]))
         finally:
             loader.dispose()
         if loader.duplicates:

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import Problem
+from ..errors import WARNING_CODES, Problem
 from ..models import PARAM_TYPES
 from .options import LoadOptions
 from .positions import _Locator
@@ -37,6 +37,31 @@ def _data_loc(loc: Sequence[Any], data: Any) -> tuple[Any, ...]:
 
 def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
+
+
+# What people coming from JSON Schema, TypeScript or Python's typing write for toolrun's types.
+TYPE_ALIASES = {
+    "integer": "int",
+    "number": "float",
+    "string": "str",
+    "text": "str",
+    "boolean": "bool",
+    "array": "list",
+    "object": "dict",
+    "double": "float",
+    "long": "int",
+    "map": "dict",
+}
+
+
+def unknown_type_message(given: Any) -> str:
+    """The error for a param type toolrun does not know, suggesting the one meant."""
+    meant = TYPE_ALIASES.get(str(given).strip().lower())
+    if meant is None:
+        close = difflib.get_close_matches(str(given), PARAM_TYPES, n=1)
+        meant = close[0] if close else None
+    hint = f"; did you mean {meant!r}?" if meant else ""
+    return f"unknown param type {given!r} (expected one of {', '.join(PARAM_TYPES)}{hint})"
 
 
 def _fields_at(model: type[Any], loc: Sequence[Any]) -> list[str]:
@@ -76,13 +101,35 @@ class _LoaderBase:
         self.shared: dict[tuple[type, Any], Any] = {}  # equal values of this file's tools, one object each
         self.locate = _Locator("")
 
-    def problem(self, loc: Sequence[Any], key: str, message: str, severity: str = "error") -> None:
-        """A problem with the field at `loc` (positioned at its key)."""
+    def problem(self, loc: Sequence[Any], key: str, message: str, severity: str = "error", code: str = "") -> None:
+        """A problem with the field at `loc` (positioned at its key); `code`: a warning's WARNING_CODES name."""
         line, col = self.locate.key(loc)
-        self.problems.append(Problem(self.name, line, col, key, message, severity))
+        self.problems.append(Problem(self.name, line, col, key, message, severity, code))
 
-    def problem_at(self, pos: tuple[int, int], key: str, message: str, severity: str = "error") -> None:
-        self.problems.append(Problem(self.name, pos[0], pos[1], key, message, severity))
+    def problem_at(self, pos: tuple[int, int], key: str, message: str, severity: str = "error", code: str = "") -> None:
+        self.problems.append(Problem(self.name, pos[0], pos[1], key, message, severity, code))
+
+    def acknowledge(self, allowed: Sequence[str] | None, since: int, loc: tuple[Any, ...], key: str) -> None:
+        """Drop the warnings (found since problem number `since`) that the tool's `allow_warnings:` names;
+        an entry that names none of its warnings is a warning itself (it would hide a future one)."""
+        if not allowed:
+            return
+        used: set[str] = set()
+        kept = []
+        for problem in self.problems[since:]:
+            if problem.severity == "warning" and problem.code in allowed:
+                used.add(problem.code)
+            else:
+                kept.append(problem)
+        self.problems[since:] = kept
+        for i, code in enumerate(allowed):
+            if code not in used:
+                self.problem(
+                    (*loc, "allow_warnings", i),
+                    key,
+                    f"allow_warnings: {code!r} acknowledges no warning of this tool; remove it",
+                    "warning",
+                )
 
     def errors(self) -> int:
         return sum(1 for p in self.problems if p.severity == "error")
@@ -109,7 +156,11 @@ class _LoaderBase:
                 message = f"missing required field {field_name!r}"
                 pos = self.locate.value(loc[:-1])
             elif kind == "literal_error" and field_name == "type":
-                message = f"unknown param type {err['input']!r} (expected one of {', '.join(PARAM_TYPES)})"
+                message = unknown_type_message(err["input"])
+            elif kind == "literal_error" and where == "allow_warnings":
+                close = difflib.get_close_matches(str(err["input"]), list(WARNING_CODES), n=1)
+                hint = f"did you mean {close[0]!r}?" if close else f"one of {', '.join(WARNING_CODES)}"
+                message = f"allow_warnings: {err['input']!r} is not the name of a warning ({hint})"
             elif kind == "string_pattern_mismatch" and (field_name in ("name", "group") or where == "groups"):
                 message = f"{where}: {err['input']!r} is not a valid name (letters, digits, _ and -)"
             elif kind == "string_pattern_mismatch" and err["loc"][-1] == "[key]":

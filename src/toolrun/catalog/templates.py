@@ -4,6 +4,7 @@ command (unquoted, inside another quoting layer, shell code, an option position,
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from typing import Any
 
@@ -62,12 +63,87 @@ class TemplateMixin(_LoaderBase):
                         key,
                         f"param {p.name!r} is declared but never used in {kind}",
                         "warning",
+                        "unused-param",
                     )
+        if kind == "curl":
+            for word, message in curl_option_problems(template):
+                found = self.locate.find(tloc, functools.partial(_find_word, word=word))
+                self.problem_at(found or self.locate.value(tloc), key, message, "warning", "curl-option")
         words = CURL_PREFIX if kind == "curl" else ()
         findings, option_params = data_flow(lint.uses(template, words), declared, kind)
-        for name, unquoted, message in findings:
-            self.problem_at(where(name, unquoted=unquoted), key, message, "warning")
+        for name, unquoted, message, code in findings:
+            self.problem_at(where(name, unquoted=unquoted), key, message, "warning", code)
         return option_params
+
+
+def _find_word(text: str, word: str) -> int | None:
+    match = re.search(rf"(?<![^\s'\"]){re.escape(word)}", text)
+    return match.start() if match else None
+
+
+# curl's short options that take an argument (the rest of a cluster, else the next word).
+_CURL_SHORT_ARGS = frozenset("AbcCdDeEFHKmoPQrtTuUwxXyYz")
+_CURL_OUTPUT = (
+    "the shorthand already sends the body to stdout (`curl -s -o -`), so the body is printed anyway; to discard or "
+    "save it, write an `exec:` tool that runs curl itself (`exec: curl -s -o /dev/null -w '%{http_code}' -- "
+    "{{ url | quote }}`)"
+)
+CURL_CONFLICTS = {
+    "-o": _CURL_OUTPUT,
+    "--output": _CURL_OUTPUT,
+    "-O": "it writes the body to a file named after the URL instead of stdout, against the shorthand's `-o -`; "
+    "write an `exec:` tool that runs curl itself to save files",
+    "--remote-name": "",
+    "--remote-name-all": "",
+    "-J": "",
+    "--remote-header-name": "",
+    "--output-dir": "",
+    "--proto": "it replaces the protocols toolrun lets curl use (`--proto =http,https`); set `protocols:` on the "
+    "tool instead",
+    "-K": "it reads curl options from a file, which can undo the shorthand's `-o -` and `--proto`; write the "
+    "options in the value itself",
+    "--config": "",
+}
+for _name in ("--remote-name", "--remote-name-all", "-J", "--remote-header-name", "--output-dir"):
+    CURL_CONFLICTS[_name] = CURL_CONFLICTS["-O"]
+CURL_CONFLICTS["--config"] = CURL_CONFLICTS["-K"]
+
+
+def curl_option_problems(template: str) -> list[tuple[str, str]]:
+    """(option as written, warning) for each option of a `curl:` value that fights the shorthand
+    (`curl -s -o - --proto =...`): output to a file, other protocols, a config file. `-w` is fine:
+    curl prints it after the body."""
+    import shlex
+
+    literal = _TAG.sub("X", template)  # template tags as plain words: they are never options
+    try:
+        words = shlex.split(literal, comments=True)
+    except ValueError:
+        return []
+    found: list[tuple[str, str]] = []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+            continue
+        if word == "--":
+            break
+        option = word.split("=", 1)[0] if word.startswith("--") else word
+        if word.startswith("--"):
+            skip = option in CURL_ARG_OPTIONS and "=" not in word
+        elif word.startswith("-") and len(word) > 1:
+            for i, letter in enumerate(word[1:], 1):
+                if f"-{letter}" in CURL_CONFLICTS:
+                    option = f"-{letter}"
+                    break
+                if letter in _CURL_SHORT_ARGS:
+                    skip = i == len(word) - 1
+                    break
+            else:
+                continue
+        if option in CURL_CONFLICTS:
+            found.append((word, f"`{option}` in a `curl:` value: {CURL_CONFLICTS[option]}"))
+    return found
 
 
 # Options of curl that take the next word as their argument: a value right after one is that argument.
@@ -83,16 +159,50 @@ CURL_PREFIX = ("curl", "-s", "-o", "-", "--proto", "=http,https")
 _TEXT_TYPES = ("str", "list", "dict")
 
 
+def code_message(use: lint.Use) -> str:
+    """The warning for a value the shell runs as code, naming the role it has."""
+    name = use.name
+    if use.role == lint.COMMAND:
+        where = "the command name"
+    elif use.role == lint.EVAL:
+        where = "shell code (the argument of `eval`)"
+    else:
+        where = f"shell code (the command string of `{use.shell or 'sh'} -c`)"
+    if use.via.startswith("$"):
+        what = "runs what the value names" if use.role == lint.COMMAND else "reads the variable's text as code"
+        return (
+            f"param {name!r} becomes {where} through the shell variable `{use.via}` it is assigned to: the "
+            f"shell {what}, so `| quote` does not protect it; pass the value as an argument or through stdin"
+        )
+    return (
+        f"param {name!r} becomes {where}: `| quote` protects one shell level only; pass the value as an "
+        "argument or through stdin"
+    )
+
+
+# The `what` of each data-flow warning -> its name in WARNING_CODES (for `allow_warnings:`).
+_CODES = {
+    "unguarded": "unguarded-param",
+    "code": "shell-code",
+    "escaped": "backslash-quote",
+    "unquoted": "unquoted-param",
+    "nested": "nested-quotes",
+    "comment": "shell-comment",
+    "negative": "negative-number",
+    "curl-option": "curl-option-position",
+}
+
+
 def data_flow(
     uses: list[lint.Use], declared: dict[str, Param], kind: str
-) -> tuple[list[tuple[str, bool, str]], tuple[tuple[str, bool], ...]]:
-    """Warnings (param, about an unquoted use, message) for where the template puts each value, and
+) -> tuple[list[tuple[str, bool, str, str]], tuple[tuple[str, bool], ...]]:
+    """Warnings (param, about an unquoted use, message, warning code) for where the template puts each value, and
     (for curl) the params that can reach curl's option position, with whether they arrive quoted."""
-    found: dict[tuple[str, str], tuple[str, bool, str]] = {}
+    found: dict[tuple[str, str], tuple[str, bool, str, str]] = {}
     options: dict[str, bool] = {}
 
     def warn(name: str, what: str, message: str, unquoted: bool = False) -> None:
-        found.setdefault((name, what), (name, unquoted, message))
+        found.setdefault((name, what), (name, unquoted, message, _CODES[what.split()[0]]))
 
     for use in uses:
         param = declared.get(use.name)
@@ -107,12 +217,13 @@ def data_flow(
                 f"leaves it out fails; wrap it in `{{% if {name} %}}` or give it a default",
             )
         if use.code and use.state in (RAW, QUOTED) and ptype in _TEXT_TYPES:
-            where = "the command name" if use.word_start and not use.prev_word else "shell code (`sh -c`, `eval`)"
+            warn(name, f"code {use.via}", code_message(use))
+        elif use.escaped and use.state == QUOTED and ptype in _TEXT_TYPES:
             warn(
                 name,
-                "code",
-                f"param {name!r} becomes {where}: `| quote` protects one shell level only; pass the value as an "
-                "argument or through stdin",
+                "escaped",
+                f"param {name!r} comes right after a backslash, which escapes the opening quote that `| quote` "
+                "adds: the value then runs as shell code; remove the backslash",
             )
         elif use.state == RAW and ptype in _TEXT_TYPES:
             how = f" (through `{use.via}`)" if use.via else ""
@@ -126,6 +237,13 @@ def data_flow(
                 "nested",
                 f"param {name!r} is quoted with `| quote` inside a {marks} string of the command, where that "
                 "quoting does not hold (the value can end the string); drop the surrounding quotes",
+            )
+        if use.comment and use.state in (RAW, QUOTED) and ptype in _TEXT_TYPES:
+            warn(
+                name,
+                "comment",
+                f"param {name!r} is rendered inside a shell comment (after `#`): a newline in the value ends "
+                "the comment and the rest of the value runs as a command; move it out of the comment",
             )
         at_option = use.context == "plain" and use.word_start and not use.after_dashdash
         if kind == "curl":

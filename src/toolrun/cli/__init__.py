@@ -1,9 +1,9 @@
 """The `toolrun` command: parse, call the one in-process ToolService, print.
 
 One module per command group: common (the Typer app, shared options, errors to exit codes),
-fastcoerce, init, browse (list, describe, search), call, examples (test), validate (validate-catalog),
-keys, serve (serve, mcp-config), access (access explain, keys test). Importing this package
-registers every command on `app`.
+fastcoerce, helpwords (help placeholders), init, browse (list, describe, search), call, examples
+(test), validate (validate-catalog), keys, serve (serve, mcp-config), access (access explain, keys
+test). Importing this package registers every command on `app`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`toolrun access explain USER TOOL` and `toolrun keys test KEY`: who may see and call what, and why.
 
-Both read the key store and the catalog directly (no server); the reasoning is the core's
-(`toolrun.explain`), these commands only print it.
+Both read the key store and the catalog directly (`access explain --url URL` asks a running server
+instead); the reasoning is the core's (`toolrun.explain`), these commands only print it.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from .common import CatalogOpt, JsonOpt, _err, _fail, _make_service, _operator, _print_json, _settings, app
+from .common import CatalogOpt, JsonOpt, _err, _fail, _make_service, _operator, _print_json, _remote, _settings, app
 from .keys import _access, keys_app
 
 access_app = typer.Typer(help="Explain who may see and call which tool, and why.")
@@ -26,25 +26,46 @@ def access_explain(
     tool: Annotated[str, typer.Argument(help="Tool key, e.g. ops.disk_usage.")],
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url",
+            metavar="URL",
+            help="Ask this running server instead (it answers from its own settings and live buckets; "
+            "needs an admin key). Default: toolrun's --url / $TOOLRUN_URL.",
+            show_default=False,
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option("--api-key", metavar="KEY", help="An admin's API key for --url.", show_default=False),
+    ] = None,
 ) -> None:
     """Why USER may or may not see and call TOOL: groups against tags, public, keys, rate limit.
 
-    Exit 0 when the tool is visible and callable, 1 when it is not."""
+    Without --url it reads what the server reads (the config file, SVC_* variables, the key store) and says
+    where each value came from; with --url it asks the running server. Exit 0 when the tool is visible and
+    callable, 1 when it is not."""
     import asyncio
 
     from ..access import looks_like_jwt
     from ..errors import ToolrunError
-    from ..explain import explain_text
+    from ..explain import explain_text, settings_source
 
     try:
-        settings = _settings()
-        service = _make_service(catalog, settings)
-        access = _access()
-        limiter = access.readable_limiter(settings)
-        if looks_like_jwt(user):  # a token's access: its own claims, checked against the issuer
-            answer = asyncio.run(access.explain_token(service, user, tool, limiter=limiter, settings=settings))
+        remote = _remote(url, api_key)
+        if remote is not None:
+            answer = remote.explain(user, tool)
         else:
-            answer = asyncio.run(access.explain(service, user, tool, limiter=limiter, settings=settings))
+            settings = _settings()
+            service = _make_service(catalog, settings)
+            access = _access()
+            limiter = access.readable_limiter(settings)
+            if looks_like_jwt(user):  # a token's access: its own claims, checked against the issuer
+                answer = asyncio.run(access.explain_token(service, user, tool, limiter=limiter, settings=settings))
+            else:
+                answer = asyncio.run(access.explain(service, user, tool, limiter=limiter, settings=settings))
+            answer["settings"] = settings_source(settings)
     except ToolrunError as exc:
         _fail(exc)
     if as_json:

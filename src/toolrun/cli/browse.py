@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 @app.command("list")
 def list_tools(
     catalog: CatalogOpt = None,
-    group: Annotated[str | None, typer.Option("--group", "-g", help="Only tools tagged with this group.")] = None,
+    group: Annotated[
+        str | None, typer.Option("--group", "-g", metavar="GROUP", help="Only tools tagged with this group.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List the catalog's tools: key, groups and the first line of each description."""

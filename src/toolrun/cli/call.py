@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from .common import CatalogOpt, JsonOpt, _fail, _make_service, _operator, _print_json, _remote, _settings, app
+from .common import CatalogOpt, JsonOpt, _err, _fail, _make_service, _operator, _print_json, _remote, _settings, app
 
 
 def _exit_code(returncode: int, timed_out: bool) -> int:
@@ -20,17 +21,20 @@ def _exit_code(returncode: int, timed_out: bool) -> int:
     return min(returncode, 255)
 
 
-@app.command()
+# Unknown options reach `args`, so that `--path /` gets a hint (`path=/`) instead of "No such option".
+@app.command(context_settings={"ignore_unknown_options": True})
 def call(
     key: Annotated[str, typer.Argument(help="Tool key, e.g. ops.disk_usage.")],
     args: Annotated[
         list[str] | None,
-        typer.Argument(help="name=value (coerced to the declared type) or name:=<json>.", show_default=False),
+        typer.Argument(help="name=value (coerced to the declared type) or name:=JSON.", show_default=False),
     ] = None,
     catalog: CatalogOpt = None,
     input_file: Annotated[
         str | None,
-        typer.Option("--input", "-i", help="Read all arguments as one JSON object from a file, or - for stdin."),
+        typer.Option(
+            "--input", "-i", metavar="FILE", help="Read all arguments as one JSON object from a file, or - for stdin."
+        ),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would run, and run nothing.")] = False,
     as_json: JsonOpt = False,
@@ -48,27 +52,14 @@ def call(
     remote = _remote()
     payload: dict[str, Any] | None = None
     try:
+        if key.startswith("-"):  # an unknown option before the key (known ones never get here)
+            raise _no_such_option(key)
         if remote is None:
-            if audit:
-                from ..audit import open_audit
-
-                service = _make_service(catalog, audit=open_audit(_settings().audit_log or "-"))
-            else:
-                service = _make_service(catalog)
-            identity = _operator()
-            tool = service.describe(identity, key)
+            service, identity, tool = _local_tool(catalog, key, audit)
         else:
             tool = remote.describe(key)
-        values: dict[str, Any] = {}
-        if input_file is not None:
-            text = sys.stdin.read() if input_file == "-" else _read_text(input_file)
-            try:
-                loaded = json.loads(text) if text.strip() else {}
-            except ValueError as exc:
-                raise UsageError(f"--input: not valid JSON ({exc})") from None
-            if not isinstance(loaded, dict):
-                raise UsageError("--input: expected a JSON object of parameter name to value")
-            values.update(loaded)
+        values = _input_values(input_file)
+        _refuse_option_words(tool, args or [])
         values.update(parse_cli_args(tool, args or []))
         if remote is not None:
             if dry_run:
@@ -104,6 +95,71 @@ def call(
     sys.stdout.write(text)
     if ex is None and text and not text.endswith("\n"):
         sys.stdout.write("\n")
+
+
+_CALL_OPTIONS = ("--catalog", "--input", "--dry-run", "--json", "--audit", "--help")
+
+
+def _local_tool(catalog: list[str] | None, key: str, audit: bool) -> tuple[Any, Any, Any]:
+    """(service, identity, tool) on this machine; the tool's catalog warnings go to stderr."""
+    if audit:
+        from ..audit import open_audit
+
+        service = _make_service(catalog, audit=open_audit(_settings().audit_log or "-"))
+    else:
+        service = _make_service(catalog)
+    identity = _operator()
+    tool = service.describe(identity, key)
+    for problem in service.catalog_warnings(key):
+        _err(f"toolrun: {problem}")
+    return service, identity, tool
+
+
+def _input_values(input_file: str | None) -> dict[str, Any]:
+    """The arguments of `--input FILE` (or `-`: stdin), a JSON object; {} without --input."""
+    from ..errors import UsageError
+
+    if input_file is None:
+        return {}
+    text = sys.stdin.read() if input_file == "-" else _read_text(input_file)
+    try:
+        loaded = json.loads(text) if text.strip() else {}
+    except ValueError as exc:
+        raise UsageError(f"--input: not valid JSON ({exc})") from None
+    if not isinstance(loaded, dict):
+        raise UsageError("--input: expected a JSON object of parameter name to value")
+    return loaded
+
+
+def _no_such_option(word: str) -> Exception:
+    import difflib
+
+    from ..errors import UsageError
+
+    option = word.split("=", 1)[0]
+    close = difflib.get_close_matches(option, _CALL_OPTIONS, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return UsageError(f"no such option: {option} ({hint}tool params are written name=value)")
+
+
+def _refuse_option_words(tool: Any, words: list[str]) -> None:
+    """A word like `--path` among the arguments: say how a param is written (`path=/`), or that there is no such
+    option."""
+    from ..errors import UsageError
+
+    for i, word in enumerate(words):
+        if not word.startswith("-") or word == "-":
+            continue
+        name, eq, value = word.lstrip("-").partition("=")
+        param = next((p for p in tool.params if p.name in (name, name.replace("-", "_"))), None)
+        if param is None:
+            raise _no_such_option(word)
+        if not eq:
+            following = words[i + 1] if i + 1 < len(words) else ""
+            value = following if following and "=" not in following and not following.startswith("-") else "VALUE"
+        raise UsageError(
+            f"{word}: tool params are written name=value, without dashes: {shlex.join([f'{param.name}={value}'])}"
+        )
 
 
 def error_object(key: str, exc: BaseException) -> dict[str, Any]:

@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from .fastcoerce import _install_fast_coercion
+from .helpwords import install_help_words
 
 if TYPE_CHECKING:
     from ..service import ToolService
     from ..settings import Settings
 
 _install_fast_coercion()
+install_help_words()
 
 
 def _install_bash_script() -> None:
@@ -73,6 +75,7 @@ CatalogOpt = Annotated[
     typer.Option(
         "--catalog",
         "-c",
+        metavar="FILE",
         help="Catalog file or directory (repeatable). Default: $SVC_CATALOG, the config file, ./tools.yaml.",
         show_default=False,
     ),
@@ -170,21 +173,25 @@ def _root(
     """Run the tools of a YAML catalog from the terminal, over HTTP and MCP, and in a browser."""
     _remote_options.update(url=url or None, api_key=api_key or None)
     typed = getattr(ctx.get_parameter_source("url"), "name", "") == "COMMANDLINE"
-    if url and typed and ctx.invoked_subcommand not in REMOTE_COMMANDS:
-        _err(f"toolrun: --url applies to {', '.join(REMOTE_COMMANDS)}; `{ctx.invoked_subcommand}` runs locally")
+    if url and typed and ctx.invoked_subcommand not in (*REMOTE_COMMANDS, "access"):
+        _err(
+            f"toolrun: --url applies to {', '.join(REMOTE_COMMANDS)} and access explain; "
+            f"`{ctx.invoked_subcommand}` runs locally"
+        )
         raise typer.Exit(2)
 
 
-def _remote() -> Any:
-    """The server of --url / $TOOLRUN_URL as a Remote, or None for the local catalog."""
-    url = _remote_options["url"]
+def _remote(url: str | None = None, api_key: str | None = None) -> Any:
+    """The server of `url` (a command's own --url), else of toolrun's --url / $TOOLRUN_URL, as a Remote; None
+    for the local catalog."""
+    url = url or _remote_options["url"]
     if not url:
         return None
     from ..errors import ToolrunError
     from ..remote import Remote
 
     try:
-        return Remote(url, _remote_options["api_key"])
+        return Remote(url, api_key or _remote_options["api_key"])
     except ToolrunError as exc:
         _fail(exc)
 

@@ -28,7 +28,10 @@ def test_examples(
         typer.Option("--all", help="Also run examples of tools that change things (destructive, not read-only)."),
     ] = False,
     output: Annotated[
-        str, typer.Option("--format", "-f", help="text, junit (XML for CI test reports) or github (annotations).")
+        str,
+        typer.Option(
+            "--format", "-f", metavar="FORMAT", help="text, junit (XML for CI test reports) or github (annotations)."
+        ),
     ] = "text",
     key: Annotated[
         str | None, typer.Option("--key", "-k", help="Only tools whose key contains this text.", show_default=False)

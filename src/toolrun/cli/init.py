@@ -15,6 +15,8 @@ SCHEMA_FILE = "catalog.schema.json"
 STARTER = """\
 # yaml-language-server: $schema={schema}
 # A toolrun catalog: edit it, then `toolrun validate-catalog {name}` and `toolrun test {name}`.
+# In CI, `toolrun validate-catalog --strict {name}` also fails on warnings (an unquoted value...);
+# a tool that means one lists its name (shown in brackets) in `allow_warnings:`.
 $schema: {schema}
 version: 1
 group: starter                  # keys are <group>.<name>: starter.disk_usage
@@ -88,7 +90,8 @@ def init(
     }
     existing = [str(f) for f in files if f.exists()]
     if existing and not force:
-        _err(f"toolrun: {', '.join(existing)} already exist(s): pass --force to overwrite")
+        verb = "exists" if len(existing) == 1 else "exist"
+        _err(f"toolrun: {', '.join(existing)} already {verb}: pass --force to overwrite")
         raise typer.Exit(2)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -100,3 +103,4 @@ def init(
     for file in files:
         sys.stdout.write(f"wrote {file}\n")
     _err(f"next: toolrun validate-catalog {target} && toolrun test {target} && toolrun list -c {target}")
+    _err(f"in CI: toolrun validate-catalog --strict {target} (warnings fail too) && toolrun test {target}")

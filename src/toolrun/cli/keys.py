@@ -27,7 +27,8 @@ def _access() -> Access:
 def keys_create(
     username: Annotated[str, typer.Argument(help="The user the key belongs to (created if new).")],
     group: Annotated[
-        list[str] | None, typer.Option("--group", "-g", help="Group of the user (repeatable); `admin` for admins.")
+        list[str] | None,
+        typer.Option("--group", "-g", metavar="GROUP", help="Group of the user (repeatable); `admin` for admins."),
     ] = None,
     email: Annotated[str, typer.Option(help="The user's email.")] = "",
     expires: Annotated[str | None, typer.Option(help="Lifetime, e.g. 30d, 12h (default: never).")] = None,

@@ -18,7 +18,7 @@ from .common import CatalogOpt, _err, _fail, _settings, app
 @app.command()
 def serve(
     catalog: CatalogOpt = None,
-    host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1).")] = None,
+    host: Annotated[str | None, typer.Option(metavar="ADDRESS", help="Bind address (default 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default 8080).")] = None,
     workers: Annotated[
         int | None,
@@ -29,7 +29,7 @@ def serve(
     rate_limit: Annotated[
         bool | None, typer.Option("--rate-limit/--no-rate-limit", help="Per (user, tool) rate limits.")
     ] = None,
-    log_level: Annotated[str | None, typer.Option(help="debug, info, warning or error.")] = None,
+    log_level: Annotated[str | None, typer.Option(metavar="LEVEL", help="debug, info, warning or error.")] = None,
     stdio: Annotated[
         bool, typer.Option("--stdio", help="Speak MCP over stdin/stdout (for desktop agents) instead of HTTP.")
     ] = False,
@@ -66,7 +66,14 @@ def serve(
 
 @app.command("mcp-config")
 def mcp_config(
-    client: Annotated[str, typer.Option("--client", help="claude-desktop, claude-code or vscode.")] = "claude-desktop",
+    client: Annotated[
+        str,
+        typer.Option(
+            "--client",
+            metavar="CLIENT",
+            help="claude-desktop, claude-code, vscode, cursor, windsurf, gemini-cli or codex.",
+        ),
+    ] = "claude-desktop",
     catalog: CatalogOpt = None,
     url: Annotated[
         str | None, typer.Option(help="Connect to a running `toolrun serve` at this /mcp URL instead of stdio.")
@@ -76,12 +83,18 @@ def mcp_config(
     ] = False,
     name: Annotated[str, typer.Option(help="The server's name in the client.")] = "toolrun",
 ) -> None:
-    """Print the snippet that connects Claude Desktop, Claude Code or VS Code to toolrun (absolute paths)."""
+    """Print the snippet that connects an MCP client to toolrun (absolute paths): Claude Desktop, Claude Code,
+    VS Code, Cursor, Windsurf, Gemini CLI or Codex CLI."""
 
     from ..errors import ToolrunError
-    from ..mcpconfig import WHERE, find_toolrun, mcp_config_snippet
+    from ..mcpconfig import WHERE, client_name, find_toolrun, mcp_config_snippet
     from ..service import catalog_paths
 
+    try:
+        client = client_name(client)
+    except ValueError as exc:
+        _err(f"toolrun: {exc}")
+        raise typer.Exit(2) from None
     try:
         paths = [] if url else catalog_paths(catalog, _settings())
     except ToolrunError as exc:

@@ -101,7 +101,8 @@ def users_show(
 def users_set_groups(
     username: Annotated[str, typer.Argument(help="The user.")],
     group: Annotated[
-        list[str] | None, typer.Option("--group", "-g", help="A group (repeatable); none leaves the user in none.")
+        list[str] | None,
+        typer.Option("--group", "-g", metavar="GROUP", help="A group (repeatable); none leaves the user in none."),
     ] = None,
 ) -> None:
     """Replace a user's groups; every key of theirs follows at once, on every server sharing the store."""

@@ -13,14 +13,24 @@ from .common import _err, _fail, _print_json, _settings, app
 
 @app.command("validate-catalog")
 def validate_catalog(
-    files: Annotated[list[str], typer.Argument(help="Catalog files or directories.")],
+    files: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Catalog files or directories. Default: $SVC_CATALOG, the config file's catalog, ./tools.yaml.",
+            show_default=False,
+        ),
+    ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors.")] = False,
     output: Annotated[
-        str, typer.Option("--format", "-f", help="text, json, or github (Actions annotations).")
+        str, typer.Option("--format", "-f", metavar="FORMAT", help="text, json, or github (Actions annotations).")
     ] = "text",
 ) -> None:
-    """Check catalog files; one line per problem (`file:line:col: key: message`); exit 1 on errors."""
+    """Check catalog files; one line per problem (`file:line:col: key: message`); exit 1 on errors.
+
+    A warning ends with its name in brackets (`[unquoted-param]`): a tool that means it lists the name in
+    `allow_warnings:`. In CI, run it with --strict, so that a new warning fails the build."""
     from ..catalog import LoadOptions, check
+    from ..words import plural
 
     if output not in ("text", "json", "github"):
         _err(f"toolrun: --format must be text, json or github, not {output!r}")
@@ -31,8 +41,17 @@ def validate_catalog(
         settings = _settings()
     except ToolrunError as exc:
         _fail(exc)
+    from ..service import catalog_paths
+
     options = LoadOptions(default_timeout=settings.default_timeout, check=True, curl_protocols=settings.curl_protocols)
-    catalog, problems = check(files, os.environ, options)
+    paths = files or catalog_paths(None, settings)
+    if not files and not settings.catalog and not os.path.exists(paths[0]):
+        _err(
+            "toolrun: no catalog: pass FILE, set SVC_CATALOG, set `catalog` in the config file, "
+            "or create ./tools.yaml (`toolrun init` writes a starter)"
+        )
+        raise typer.Exit(2)
+    catalog, problems = check(paths, os.environ, options)
     problems.sort(key=lambda p: (p.file, p.line, p.col))
     failing = [p for p in problems if p.severity == "error" or strict]
     if output == "json":
@@ -48,6 +67,7 @@ def validate_catalog(
                         "key": p.key,
                         "severity": p.severity,
                         "message": p.message,
+                        "code": p.code or None,
                     }
                     for p in problems
                 ],
@@ -57,7 +77,8 @@ def validate_catalog(
         for p in problems:
             if output == "github":
                 level = "error" if p.severity == "error" or strict else "warning"
-                msg = _gh_escape(f"{p.key}: {p.message}" if p.key else p.message)
+                text = f"{p.message} [{p.code}]" if p.code else p.message
+                msg = _gh_escape(f"{p.key}: {text}" if p.key else text)
                 where = f"file={_gh_escape(p.file, True)},line={p.line},col={p.col}"
                 sys.stdout.write(f"::{level} {where}::{msg}\n")
             else:
@@ -66,7 +87,8 @@ def validate_catalog(
         warnings = len(problems) - errors
         verdict = "invalid" if failing else "valid"
         strictly = " (--strict: warnings fail)" if strict and warnings else ""
-        _err(f"{verdict}: {len(catalog.tools)} tools, {errors} errors, {warnings} warnings{strictly}")
+        counts = f"{plural(len(catalog.tools), 'tool')}, {plural(errors, 'error')}, {plural(warnings, 'warning')}"
+        _err(f"{verdict}: {counts}{strictly}")
     raise typer.Exit(1 if failing else 0)
 
 

@@ -31,6 +31,7 @@ from ..metrics import CONTENT_TYPE, Metrics
 from ..models import Identity
 from ..service import ToolService
 from ..settings import Settings
+from ..words import plural
 from .errors import EXCEPTION_HANDLERS, json_error
 from .guard import guarded, redact_query, scrub_keys
 from .request import MAX_PAGE, _bool_param, _choice, _int_param, _single, identity_from_scope, resolve_identity
@@ -248,7 +249,7 @@ def create_app(backends: Backends) -> Starlette:
         async with AsyncExitStack() as stack:
             for factory in backends.lifespans:
                 await stack.enter_async_context(factory())
-            log.info("toolrun serving %d tools", len(backends.service))
+            log.info("toolrun serving %s", plural(len(backends.service), "tool"))
             yield
 
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=EXCEPTION_HANDLERS)

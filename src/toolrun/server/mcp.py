@@ -44,6 +44,7 @@ from ..models import Identity, ToolSpec
 from ..paramtypes import request_schema
 from ..service import ToolService
 from .disconnect import unless_gone
+from ..words import plural, seconds
 
 log = logging.getLogger("toolrun.mcp")
 MAX_NOTIFIED_SESSIONS = 1000
@@ -186,7 +187,7 @@ def _error_result(exc: ToolrunError) -> types.CallToolResult:
     elif isinstance(exc, ParamError):
         text = f"Invalid arguments: {exc}. Use `describe_tools` to see the parameters."
     elif isinstance(exc, RateLimited):
-        text = f"Rate limited: retry after {exc.retry_after} seconds."
+        text = f"Rate limited: retry after {seconds(exc.retry_after)}."
     elif isinstance(exc, ToolFailed):
         text = f"The tool failed: {exc.summary}"
     else:
@@ -440,7 +441,7 @@ class McpDoor:
         if identity.email:
             who += f" <{identity.email}>"
         groups = ", ".join(sorted(identity.groups)) or "none"
-        text = f"{who}; groups: {groups}; {len(tools)} tools (list them with `search`)"
+        text = f"{who}; groups: {groups}; {plural(len(tools), 'tool')} (list them with `search`)"
         return _text_result(text, body)
 
 

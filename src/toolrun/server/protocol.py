@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import RequestTimeout
 from .disconnect import HOOK, client_gone
+from ..words import seconds
 
 PATCH = "toolrun.server.protocol.GuardedHttpToolsProtocol (overrides uvicorn's HttpToolsProtocol internals)"
 # The methods the subclass overrides or calls, with the parameters it passes.
@@ -304,7 +305,7 @@ def http_protocol(head_timeout: float) -> Any:
         def _head_timed_out(self) -> None:
             if self._in_head and not self.transport.is_closing():
                 if self._head_begun:
-                    self._refuse(408, "Request Timeout", f"request head not received within {head_timeout:g} seconds")
+                    self._refuse(408, "Request Timeout", f"request head not received within {seconds(head_timeout)}")
                 else:
                     self.transport.close()
 

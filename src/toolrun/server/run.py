@@ -19,6 +19,7 @@ from ..metrics import Metrics
 from ..models import Identity
 from ..service import ToolService, catalog_paths
 from ..settings import Settings
+from ..words import plural, warning_lines
 from .app import Backends, create_app, guarded, identity_from_scope, json_error
 from .protocol import http_protocol
 from .request import _is_json_media, parse_json_value, replay
@@ -241,6 +242,7 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
         sessions=sessions,
         audit=open_audit(settings.audit_log),
     )
+    log_catalog_warnings(service)
     raw_key = os.environ.get("TOOLRUN_API_KEY", "").strip()
     if raw_key:
         try:
@@ -263,7 +265,7 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
         None, keepalive=settings.mcp_stream_keepalive, write_timeout=0, max_streams=settings.mcp_max_streams
     )
     server = build_server(door, list_changed=True, listen=streams.listen)
-    log.info("MCP over stdio as %s, %d tools", identity.username, len(service.list(identity)))
+    log.info("MCP over stdio as %s, %s", identity.username, plural(len(service.list(identity)), "tool"))
 
     from ..reload import Reloader
     from ..service import load_options
@@ -294,6 +296,13 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
         anyio.run(main)
     finally:
         telemetry.shutdown()
+
+
+def log_catalog_warnings(service: ToolService) -> None:
+    """The catalog's warnings on the server's log at start (stderr): a warning is no reason to refuse to
+    serve, but nobody should serve an unquoted value unawares."""
+    for line in warning_lines(service.catalog_warnings()):
+        log.warning("%s", line)
 
 
 def build_app(
@@ -364,6 +373,7 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
     metrics_dir = tempfile.mkdtemp(prefix="toolrun-metrics-") if workers > 1 else None
     try:
         backends = build_backends(settings, catalog, workers=workers, metrics_dir=metrics_dir)
+        log_catalog_warnings(backends.service)
         app = guarded(create_app(backends), settings)
         # Non-dumpable and the descriptor limit are inherited by forked workers; each worker starts its own
         # watchdog (its tools carry its own token). After the app is built: a bad setting or catalog is the
@@ -400,7 +410,7 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
                 raise SystemExit(1)  # uvicorn logged why (port in use, startup failed)
             return
         sockets = bind(settings.host, settings.port, workers)
-        log.info("listening on http://%s:%s with %d workers", settings.host, settings.port, workers)
+        log.info("listening on http://%s:%s with %s", settings.host, settings.port, plural(workers, "worker"))
 
         def run_worker(sock: Any) -> int:
             from ..procguard import start_watchdog
