@@ -43,8 +43,8 @@ from ..formatting import describe_text, encodable, result_text, scrub_surrogates
 from ..models import Identity, ToolSpec
 from ..paramtypes import request_schema
 from ..service import ToolService
-from .disconnect import unless_gone
 from ..words import plural, seconds
+from .disconnect import unless_gone
 
 log = logging.getLogger("toolrun.mcp")
 MAX_NOTIFIED_SESSIONS = 1000

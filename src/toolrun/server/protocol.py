@@ -13,8 +13,8 @@ import re
 from typing import Any
 
 from ..errors import RequestTimeout
-from .disconnect import HOOK, client_gone
 from ..words import seconds
+from .disconnect import HOOK, client_gone
 
 PATCH = "toolrun.server.protocol.GuardedHttpToolsProtocol (overrides uvicorn's HttpToolsProtocol internals)"
 # The methods the subclass overrides or calls, with the parameters it passes.
