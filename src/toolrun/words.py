@@ -16,7 +16,10 @@ def plural(count: int, noun: str, many: str | None = None) -> str:
     """`1 tool`, `0 tools`, `2 tools` (`many`: the plural when it is not `noun` + s)."""
     if count == 1:
         return f"{count} {noun}"
-    return f"{count} {many or _IRREGULAR.get(noun, noun + 's')}"
+    if many is None:
+        head, _, last = noun.rpartition(" ")  # `tool process` -> `tool processes`
+        many = f"{head} {_IRREGULAR.get(last, last + 's')}" if head else _IRREGULAR.get(noun, noun + "s")
+    return f"{count} {many}"
 
 
 def seconds(value: float) -> str:
