@@ -146,6 +146,13 @@ async def explain(
             reasons.append(
                 f"rate limit reached: {rate['used']} of {rate['calls']} calls; resets in {rate['resets_in']}s"
             )
+    if tool.sandbox is not None:
+        from .sandbox import describe
+
+        answer["sandbox"] = describe(tool.sandbox, tool.user)
+        if visible and not answer["sandbox"]["enforced"]:
+            callable_now = False
+            reasons.append(f"its sandbox cannot be enforced on this host: {answer['sandbox']['reason']}")
     answer.update(visible=visible, callable=callable_now, reasons=reasons)
     return answer
 
@@ -168,6 +175,10 @@ def explain_text(answer: dict[str, Any]) -> str:
     if tool["exists"]:
         tags = ", ".join(tool["groups"]) or "(none)"
         lines.append(f"tool: {tool['key']}, tags: {tags}, public: {'yes' if tool['public'] else 'no'}")
+    if "sandbox" in answer:
+        from .sandbox import describe_text
+
+        lines.append(f"sandbox: {describe_text(answer['sandbox'])}")
     shown = [answer["key"]] if "key" in answer else answer["keys"]
     for k in shown:
         extra = f", expires {k['expires_at']}" if k["expires_at"] else ", never expires"

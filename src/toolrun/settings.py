@@ -101,6 +101,9 @@ class Settings:
         (), "When set, /metrics answers only these client addresses (IPs or CIDRs)."
     )
     audit_log: str = setting("", "Audit trail of tool calls (JSON lines): a file path, - for stderr, empty for none.")
+    sandbox_default: str = setting(
+        "", "Sandbox of exec tools that declare none: empty or off (none), on (the default profile), or a profile name."
+    )
 
     # Not a setting: where config, data and cache live (see `paths`).
     dirs: Mapping[str, Path] = field(default_factory=dict, compare=False)

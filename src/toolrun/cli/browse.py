@@ -132,6 +132,11 @@ def describe(
     console.print(
         f"groups: {escape(', '.join(tool.groups))}    kind: {tool.kind}    returns: {escape(tool.return_type)}"
     )
+    if tool.sandbox is not None:
+        from ..sandbox import describe as sandbox_entry
+        from ..sandbox import describe_text
+
+        console.print(f"sandbox: {escape(describe_text(sandbox_entry(tool.sandbox, tool.user)))}", soft_wrap=True)
     if tool.description.strip():
         console.print()
         console.print(Markdown(tool.description))

@@ -31,7 +31,12 @@ def validate_catalog(
         settings = _settings()
     except ToolrunError as exc:
         _fail(exc)
-    options = LoadOptions(default_timeout=settings.default_timeout, check=True, curl_protocols=settings.curl_protocols)
+    options = LoadOptions(
+        default_timeout=settings.default_timeout,
+        check=True,
+        curl_protocols=settings.curl_protocols,
+        sandbox_default=settings.sandbox_default,
+    )
     catalog, problems = check(files, os.environ, options)
     problems.sort(key=lambda p: (p.file, p.line, p.col))
     failing = [p for p in problems if p.severity == "error" or strict]
