@@ -173,6 +173,8 @@ def _finish(resolver: _Resolver, tool: ToolSpec, wanted: Sandbox) -> Sandbox | N
     if base is None:
         known = ", ".join(sorted({"default", *resolver.declared})) or "default"
         message = f"sandbox profile {wanted.profile!r} is not declared (known: {known})"
+        if wanted.profile in resolver.declared:
+            message = f"sandbox profile {wanted.profile!r} is broken (see the error at its declaration)"
         resolver.problems.append(Problem(tool.file, tool.line, tool.col, tool.key, message))
         return None
     done = combine(base, wanted)
