@@ -80,7 +80,8 @@ def measure(calls: int, rounds: int) -> None:
 
 
 def flags(runs: int) -> None:
-    """bare bwrap around `sh -c 'echo hi'`, one option at a time added to a minimal set-up."""
+    """bare bwrap around `sh -c 'echo hi'` in a new session (as toolrun starts it), one option at a time added to a
+    minimal set-up."""
     from toolrun import sandbox
     from toolrun.models import Sandbox
 
@@ -92,6 +93,8 @@ def flags(runs: int) -> None:
         "sh -c (no bwrap)": None,
         "bwrap, mounts only": minimal,
         "+ --unshare-pid --proc": [*minimal, "--unshare-pid", "--proc", "/proc"],
+        "+ pid, --as-pid-1 (used)": [*minimal, "--unshare-pid", "--proc", "/proc", "--as-pid-1"],
+        "+ --new-session (not used)": [*minimal, "--new-session"],
         "+ --unshare-net": [*minimal, "--unshare-net"],
         "+ --unshare-ipc": [*minimal, "--unshare-ipc"],
         "+ --unshare-uts": [*minimal, "--unshare-uts"],
@@ -108,7 +111,7 @@ def flags(runs: int) -> None:
             if options is not None:
                 argv = ["bwrap", *options, "--", *argv]
             started = time.perf_counter()
-            subprocess.run(argv, capture_output=True, check=True)
+            subprocess.run(argv, capture_output=True, check=True, start_new_session=True)  # as toolrun starts it
             times[name].append((time.perf_counter() - started) * 1000)
     print(f"\nbare bwrap set-ups, {runs} runs each, interleaved (p50 ms)")
     for name, values in times.items():

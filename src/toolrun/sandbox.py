@@ -11,14 +11,14 @@ A tool with `sandbox:` runs as `bwrap <jail> -- /bin/sh -c <command>`. The jail 
   the audit log) even where a bound path contains it: each is covered by an empty read-only tmpfs (a
   directory) or /dev/null (a file); when the tool runs as root, so are /etc's secrets (shadow,
   gshadow, SSH host keys, /etc/ssl/private), which root could read without any capability;
-- private PID, IPC, UTS and cgroup namespaces, and a private network namespace (no interface but a
-  downed loopback) unless `network: host`; a new session (no terminal to type into); no new
-  privileges (bwrap sets it); no capabilities (`--cap-drop ALL` when toolrun is root);
-  `--die-with-parent`: the sandbox dies with the server;
+- private PID, IPC, UTS and cgroup namespaces, and a private network namespace (nothing in it but
+  a loopback interface) unless `network: host`; the session toolrun starts every call in (no
+  terminal to type into); no new privileges (bwrap sets it); no capabilities (`--cap-drop ALL`
+  when toolrun is root); `--die-with-parent`: the sandbox dies with the server;
 - the seccomp filter of seccomp.py;
-- bwrap is the PID namespace's init: when the tool's shell exits, or the call is killed at its
-  timeout, the kernel kills every process left in the namespace, setsid and double-forked
-  daemons included. Nothing a sandboxed tool starts outlives its call.
+- the tool's shell is the PID namespace's first process (`--as-pid-1`): when it exits, or the call
+  is killed at its timeout, the kernel kills every process left in the namespace, setsid and
+  double-forked daemons included. Nothing a sandboxed tool starts outlives its call.
 
 Fail closed: a sandboxed tool never runs without its sandbox. No `bwrap` on PATH: the call raises
 SandboxUnavailable before anything starts. bwrap that cannot set the jail up (user namespaces
@@ -29,7 +29,8 @@ process (validate-catalog, serve, /readyz, describe) so the reason shows before 
 
 Cost (bench/sandbox.py): bwrap starting at all is most of it; each flag here was measured, the
 dearer choices were left out where a cheaper one gives the same guarantee: /dev is five bound
-nodes, not `--dev` (a tmpfs and a devpts mount), and /dev/shm a link into the private /tmp.
+nodes, not `--dev` (a tmpfs and a devpts mount); /dev/shm a link into the private /tmp; no
+`--new-session` (a second session means a second scheduler autogroup); no bwrap init process.
 """
 
 from __future__ import annotations
@@ -197,7 +198,10 @@ def jail_args(box: Sandbox, cwd: str | None, user: str | None, private: tuple[st
     args = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if box.network != "host":
         args.append("--unshare-net")
-    args += ["--die-with-parent", "--new-session"]
+    # No --new-session: toolrun starts every call in a session of its own already, with no terminal; a second
+    # setsid costs a scheduler autogroup (about 3 ms a call on a busy machine, bench/sandbox.py --flags).
+    # --as-pid-1: the shell is the namespace's init (its exit ends every process left), one process less to start.
+    args += ["--die-with-parent", "--as-pid-1"]
     root = user is None and os.geteuid() == 0
     if root:
         args += ["--cap-drop", "ALL"]
@@ -212,6 +216,9 @@ def jail_args(box: Sandbox, cwd: str | None, user: str | None, private: tuple[st
     for path, flag in binds:
         args += [flag, path, path]
     bound = [os.path.realpath(p) for p in (*SYSTEM_READ_ONLY, *(p for p, _ in binds))]
+    resolv = os.path.realpath("/etc/resolv.conf")  # often a link into /run (systemd-resolved): DNS needs it
+    if box.network == "host" and not _inside(resolv, bound):
+        args += ["--ro-bind-try", resolv, resolv]
     args += _masks(bound, [*private, *(_etc_secrets() if root else ())])
     args += ["--remount-ro", "/", "--chdir", cwd or "/tmp"]
     return tuple(args)
