@@ -368,3 +368,64 @@ def test_settings_add_the_audit_log_to_what_sandboxes_hide(tmp_path: Path) -> No
     settings = Settings.load(environ={"TOOLRUN_HOME": str(tmp_path / "home"), "SVC_AUDIT_LOG": str(audit)})
     assert str(audit) in sandbox.private_paths(settings=settings)
     assert str(tmp_path / "home" / "data") in sandbox.private_paths()
+
+
+def _fake_refusing_bwrap(directory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = directory / "fakebin"
+    fake.mkdir()
+    (fake / "bwrap").write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    (fake / "bwrap").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+
+
+@pytest.mark.parametrize("host", ["bwrap works", "the kernel refuses"])
+def test_the_http_tool_entry_and_readyz_report_the_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host: str
+) -> None:
+    from starlette.testclient import TestClient
+
+    from toolrun.server.run import build_app
+
+    if host == "the kernel refuses":
+        _fake_refusing_bwrap(tmp_path, monkeypatch)
+    catalog = write_catalog(
+        tmp_path,
+        "group: t\ntools:\n  - name: boxed\n    public: true\n    exec: echo hi\n    sandbox: {network: host}\n",
+    )
+    settings = Settings.load(environ={"TOOLRUN_HOME": str(tmp_path / "home")})
+    with TestClient(build_app(settings, [str(catalog)]), base_url="http://127.0.0.1") as client:
+        entry = client.get("/tools/t.boxed").json()
+        ready = client.get("/readyz")
+        called = client.post("/tools/t.boxed", content=b"{}", headers={"content-type": "application/json"})
+    box = entry["sandbox"]
+    assert (box["profile"], box["network"], box["writable"]) == ("default", "host", [])
+    if host == "bwrap works":
+        assert box["enforced"] is True and "reason" not in box
+        assert ready.status_code == 200
+        assert called.status_code == 200 and called.text == "hi\n"
+    else:
+        assert box["enforced"] is False and "uid map: Permission denied" in box["reason"]
+        assert ready.status_code == 503 and ready.json() == {"status": "degraded"}
+        assert called.status_code == 500
+        assert (
+            called.text.startswith("SandboxUnavailable: tool runs in a sandbox") or "SandboxUnavailable" in called.text
+        )
+        assert "uid map: Permission denied" in called.text
+
+
+def test_access_explain_says_a_tool_is_not_callable_where_its_sandbox_cannot_be_enforced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolrun.explain import explain, explain_text
+
+    tool = service(tmp_path, _BOXED.format(flag="x").replace("exec:", "public: true\n    exec:")).describe(
+        OPERATOR, "t.boxed"
+    )
+    answer = asyncio.run(explain(tool_key="t.boxed", tool=tool, username="", store=None))
+    assert answer["callable"] is True and answer["sandbox"]["enforced"] is True
+    assert "sandbox: default (network none; enforced here)" in explain_text(answer)
+    _fake_refusing_bwrap(tmp_path, monkeypatch)
+    answer = asyncio.run(explain(tool_key="t.boxed", tool=tool, username="", store=None))
+    assert answer["visible"] is True and answer["callable"] is False
+    assert any("its sandbox cannot be enforced on this host" in r for r in answer["reasons"])
+    assert "NOT enforceable here" in explain_text(answer)
