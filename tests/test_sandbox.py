@@ -429,3 +429,13 @@ def test_access_explain_says_a_tool_is_not_callable_where_its_sandbox_cannot_be_
     assert answer["visible"] is True and answer["callable"] is False
     assert any("its sandbox cannot be enforced on this host" in r for r in answer["reasons"])
     assert "NOT enforceable here" in explain_text(answer)
+
+
+def test_a_sandboxed_tool_can_also_drop_to_another_user(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("user: needs toolrun to run as root")
+    text = "group: t\ntools:\n  - name: boxed\n    exec: id -u; ls /root\n    user: nobody\n    sandbox: true\n"
+    result = call(service(tmp_path, text), "t.boxed")
+    assert result.exec is not None
+    assert result.exec.stdout.splitlines()[0] == "65534"
+    assert "No such file" in result.exec.stderr
