@@ -439,3 +439,44 @@ def test_a_sandboxed_tool_can_also_drop_to_another_user(tmp_path: Path) -> None:
     assert result.exec is not None
     assert result.exec.stdout.splitlines()[0] == "65534"
     assert "No such file" in result.exec.stderr
+
+
+def test_describe_and_dry_run_print_the_sandbox(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from toolrun.cli import app
+
+    catalog = write_catalog(
+        tmp_path, "group: t\ntools:\n  - name: boxed\n    exec: echo hi\n    sandbox: {writable: [.]}\n"
+    )
+    runner = CliRunner()
+    described = runner.invoke(app, ["describe", "-c", str(catalog), "t.boxed"])
+    assert described.exit_code == 0, described.output
+    assert f"sandbox: default (network none; writable {tmp_path}; enforced here)" in described.output
+    planned = runner.invoke(app, ["call", "-c", str(catalog), "t.boxed", "--dry-run"])
+    assert planned.exit_code == 0, planned.output
+    assert f"sandbox: default (network none; writable {tmp_path}; enforced here)" in planned.output
+    assert "cwd: /tmp (the sandbox's own)" in planned.output
+
+
+def test_serve_says_at_start_when_its_sandboxed_tools_cannot_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from toolrun.server.run import build_backends
+
+    _fake_refusing_bwrap(tmp_path, monkeypatch)
+    catalog = write_catalog(tmp_path, _BOXED.format(flag=tmp_path / "ran"))
+    settings = Settings.load(environ={"TOOLRUN_HOME": str(tmp_path / "home")})
+    with caplog.at_level("WARNING", logger="toolrun.server"):
+        build_backends(settings, [str(catalog)])
+    assert "1 sandboxed tool(s) cannot run on this host (t.boxed)" in caplog.text
+    assert "uid map: Permission denied" in caplog.text
+
+
+def test_a_writable_path_holding_toolruns_own_files_is_refused(tmp_path: Path, _isolated_home: Path) -> None:
+    (_isolated_home / "data").mkdir(parents=True)
+    flag = tmp_path / "ran"
+    text = f"group: t\ntools:\n  - name: boxed\n    exec: touch {flag}\n    sandbox: {{writable: [{tmp_path}]}}\n"
+    with pytest.raises(SandboxUnavailable, match=f"its writable path {tmp_path} holds toolrun's own"):
+        call(service(tmp_path, text), "t.boxed")
+    assert not flag.exists()

@@ -153,6 +153,11 @@ def _private(values: tuple[str | None, ...], extra: frozenset[str]) -> tuple[str
     return tuple(sorted(found))
 
 
+@functools.lru_cache(maxsize=256)
+def _real(path: str) -> str:
+    return os.path.realpath(path)
+
+
 def _inside(path: str, roots: Iterable[str]) -> bool:
     return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
 
@@ -182,7 +187,7 @@ def _etc_secrets() -> list[str]:
 def _masks(bound: list[str], hidden: Iterable[str]) -> list[str]:
     """Arguments covering each hidden path that exists inside a bound one: a read-only empty tmpfs, or /dev/null."""
     args: list[str] = []
-    for path in sorted({os.path.realpath(p) for p in hidden}):
+    for path in sorted({_real(p) for p in hidden}):
         if not _inside(path, bound) or not os.path.lexists(path):
             continue
         if os.path.isdir(path):
@@ -192,14 +197,23 @@ def _masks(bound: list[str], hidden: Iterable[str]) -> list[str]:
     return args
 
 
-@functools.lru_cache(maxsize=1024)
 def jail_args(box: Sandbox, cwd: str | None, user: str | None, private: tuple[str, ...]) -> tuple[str, ...]:
-    """bwrap's options (everything before `--seccomp`) for `box`, a tool's `cwd` and the user it runs as."""
+    """bwrap's options (everything before `--seccomp`) for `box`, a tool's `cwd` and the user it runs as.
+
+    The masks are worked out at each call: a folder of toolrun's that appears later (the key store, made at the
+    first `toolrun keys create`) is hidden from the next call on."""
+    base, bound, secrets = _jail_base(box, cwd, user)
+    return (*base, *_masks(bound, (*private, *secrets)), "--remount-ro", "/", "--chdir", cwd or "/tmp")
+
+
+@functools.lru_cache(maxsize=1024)
+def _jail_base(box: Sandbox, cwd: str | None, user: str | None) -> tuple[tuple[str, ...], list[str], tuple[str, ...]]:
+    """The options up to the masks, the real paths bound, and the /etc secrets to hide (when the tool is root)."""
     args = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if box.network != "host":
         args.append("--unshare-net")
     # No --new-session: toolrun starts every call in a session of its own already, with no terminal; a second
-    # setsid costs a scheduler autogroup (about 3 ms a call on a busy machine, bench/sandbox.py --flags).
+    # setsid costs a scheduler autogroup (about 3 ms a call on a busy machine, bench/README.md).
     # --as-pid-1: the shell is the namespace's init (its exit ends every process left), one process less to start.
     args += ["--die-with-parent", "--as-pid-1"]
     root = user is None and os.geteuid() == 0
@@ -209,7 +223,7 @@ def jail_args(box: Sandbox, cwd: str | None, user: str | None, private: tuple[st
     if box.tmp_size is not None:
         args += ["--size", str(box.tmp_size)]
     args += ["--tmpfs", "/tmp"]
-    binds = [(p, "--ro-bind") for p in box.readable] + [(p, "--bind") for p in box.writable]
+    binds = [(p, "--ro-bind-try") for p in box.readable] + [(p, "--bind") for p in box.writable]
     if cwd is not None:
         binds.append((cwd, "--ro-bind"))
     binds.sort(key=lambda pair: (pair[0].rstrip("/").count("/"), pair[0]))  # a parent before what is inside it
@@ -219,9 +233,26 @@ def jail_args(box: Sandbox, cwd: str | None, user: str | None, private: tuple[st
     resolv = os.path.realpath("/etc/resolv.conf")  # often a link into /run (systemd-resolved): DNS needs it
     if box.network == "host" and not _inside(resolv, bound):
         args += ["--ro-bind-try", resolv, resolv]
-    args += _masks(bound, [*private, *(_etc_secrets() if root else ())])
-    args += ["--remount-ro", "/", "--chdir", cwd or "/tmp"]
-    return tuple(args)
+    return tuple(args), bound, tuple(_etc_secrets()) if root else ()
+
+
+@functools.lru_cache(maxsize=1024)
+def clash(box: Sandbox, cwd: str | None, private: tuple[str, ...]) -> str | None:
+    """Why `box` cannot be set up safely: a writable path that holds (or lies in) toolrun's own files, or any bound
+    path inside them. A mask would not do there: the tool could rename a folder above it and plant files where
+    toolrun looks for its keys."""
+    own = [os.path.realpath(p) for p in private]
+    for path in box.writable:
+        real = os.path.realpath(path)
+        for mine in own:
+            if _inside(mine, [real]) or _inside(real, [mine]):
+                return f"its writable path {path} holds toolrun's own {mine} (keys, state, logs): give a narrower one"
+    for path in (*box.readable, *((cwd,) if cwd else ())):
+        real = os.path.realpath(path)
+        for mine in own:
+            if _inside(real, [mine]):
+                return f"its path {path} is inside toolrun's own {mine} (keys, state, logs)"
+    return None
 
 
 class Launch:
@@ -312,12 +343,16 @@ def prepare(box: Sandbox, cwd: str | None, user: str | None, argv: list[str], ke
         raise SandboxUnavailable(_refusal(key, found.problem))
     if cwd is not None and not os.path.isdir(cwd):
         raise FileNotFoundError(2, "No such file or directory", cwd)
-    for path in (*box.readable, *box.writable):
+    for path in box.writable:
         if not os.path.exists(path):
             raise SandboxUnavailable(_refusal(key, f"its sandbox binds {path}, which does not exist here"))
+    private = private_paths()
+    why = clash(box, cwd, private)
+    if why is not None:
+        raise SandboxUnavailable(_refusal(key, why))
     from .spawn import uses_posix_spawn
 
-    return Launch(found.path, jail_args(box, cwd, user, private_paths()), argv, uses_posix_spawn())
+    return Launch(found.path, jail_args(box, cwd, user, private), argv, uses_posix_spawn())
 
 
 def _refusal(key: str, why: str) -> str:
