@@ -430,7 +430,7 @@ async def run(
     """
     limits = limits or _DEFAULT_LIMITS
     argv = ["/bin/sh", "-c", command]
-    launch = None
+    launch: _sandboxing.Launch | _sandboxing.NoLaunch = _sandboxing.NO_LAUNCH
     if sandbox is not None:  # bwrap starts the shell, in `cwd`; setpriv and prlimit go before bwrap
         launch = _sandboxing.prepare(sandbox, cwd, user, argv)
         argv, cwd = launch.argv, None
@@ -448,15 +448,12 @@ async def run(
     global _RUNNING
     _RUNNING += 1
     try:
-        fds = launch.fds if launch is not None else ()
-        pgid = await child.start(argv, env, cwd, stdin, direct, threaded=_RUNNING >= THREADED_FROM, extra=fds)
+        pgid = await child.start(argv, env, cwd, stdin, direct, threaded=_RUNNING >= THREADED_FROM, extra=launch.fds)
     except BaseException:
         _RUNNING -= 1
-        if launch is not None:
-            launch.close()
+        launch.close()
         raise
-    if launch is not None:
-        launch.started()
+    launch.started()
     timed_out = True  # until the shell is seen to exit in time (a cancelled call counts as timed out here)
     try:
         deadline = loop.time() + timeout
@@ -482,12 +479,10 @@ async def run(
         finally:
             child.release()
             _RUNNING -= 1
-            if launch is not None:
-                launch.close()
+            launch.close()
     if timed_out:
         return ExecResult(-1, "", f"timeout after {format_seconds(timeout)}s", timed_out=True)
-    if launch is not None:
-        launch.check(child.returncode, child.err.text("stderr"))
+    launch.check(child.returncode, child.err.text("stderr"))
     dropped = child.out.dropped + child.err.dropped
     return ExecResult(
         child.returncode,

@@ -146,15 +146,21 @@ async def explain(
             reasons.append(
                 f"rate limit reached: {rate['used']} of {rate['calls']} calls; resets in {rate['resets_in']}s"
             )
-    if tool.sandbox is not None:
-        from .sandbox import describe
-
-        answer["sandbox"] = describe(tool.sandbox, tool.user)
-        if visible and not answer["sandbox"]["enforced"]:
-            callable_now = False
-            reasons.append(f"its sandbox cannot be enforced on this host: {answer['sandbox']['reason']}")
+    callable_now = _sandbox(answer, tool, reasons) and callable_now
     answer.update(visible=visible, callable=callable_now, reasons=reasons)
     return answer
+
+
+def _sandbox(answer: dict[str, Any], tool: ToolSpec, reasons: list[str]) -> bool:
+    """Add the tool's sandbox to the answer; False when this host cannot enforce it (its calls fail)."""
+    if tool.sandbox is None:
+        return True
+    from .sandbox import describe
+
+    answer["sandbox"] = shown = describe(tool.sandbox, tool.user)
+    if not shown["enforced"]:
+        reasons.append(f"its sandbox cannot be enforced on this host: {shown['reason']}")
+    return bool(shown["enforced"])
 
 
 def explain_text(answer: dict[str, Any]) -> str:

@@ -87,7 +87,8 @@ _PROBED: dict[str, str] = {}  # bwrap path -> the probe's problem ('' when the d
 
 @functools.lru_cache(maxsize=16)
 def _which(path_env: str | None) -> str | None:
-    return shutil.which(ENGINE, path=path_env)
+    found = shutil.which(ENGINE, path=path_env)
+    return os.path.abspath(found) if found else None  # posix_spawn (which numbers the descriptors) needs it absolute
 
 
 def engine(probe: bool = False) -> Engine:
@@ -102,6 +103,10 @@ def engine(probe: bool = False) -> Engine:
 
 def _probe(path: str) -> str:
     """Run `/bin/true` in the default jail once; '' when it works, else why not (bwrap's own words)."""
+    try:
+        seccomp.program()
+    except ValueError as exc:  # an architecture the filter does not know: no sandbox without it
+        return str(exc)
     launch = Launch(path, jail_args(DEFAULT, None, None, ()), ["/bin/true"], renumbered=False)
     try:
         done = subprocess.run(
@@ -270,9 +275,12 @@ class Launch:
         filter_r, filter_w = _pipe()
         try:
             os.write(filter_w, seccomp.program())  # a few hundred bytes: the pipe holds them
+            status_r, status_w = _pipe()
+        except BaseException:
+            os.close(filter_r)
+            raise
         finally:
             os.close(filter_w)
-        status_r, status_w = _pipe()
         self.fds = (filter_r, status_w)
         self.status = status_r
         self.said = b""
@@ -314,6 +322,24 @@ class Launch:
             raise refusal("", f"bwrap could not set it up here ({why})")
 
 
+class NoLaunch:
+    """What `executor.run` holds for a call without a sandbox: no descriptors, nothing to check."""
+
+    fds: tuple[int, ...] = ()
+
+    def started(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def check(self, returncode: int, stderr: str) -> None:
+        pass
+
+
+NO_LAUNCH = NoLaunch()
+
+
 def _pipe() -> tuple[int, int]:
     """A pipe whose ends are numbered 5 or more: moved onto 3 and 4 in the child, neither may be 3 or 4 here."""
     import fcntl
@@ -346,6 +372,10 @@ def prepare(box: Sandbox, cwd: str | None, user: str | None, argv: list[str], ke
     for path in box.writable:
         if not os.path.exists(path):
             raise SandboxUnavailable(_refusal(key, f"its sandbox binds {path}, which does not exist here"))
+    try:
+        seccomp.program()
+    except ValueError as exc:
+        raise SandboxUnavailable(_refusal(key, str(exc))) from None
     private = private_paths()
     why = clash(box, cwd, private)
     if why is not None:
