@@ -138,3 +138,12 @@ def test_profiles_survive_the_catalog_cache(tmp_path: Path) -> None:
     warm = load([profiles, catalog], options=LoadOptions(cache_dir=cache))
     assert list(cache.iterdir())
     assert warm.tools["t.tuned"].sandbox == cold.tools["t.tuned"].sandbox is not None
+
+
+def test_validate_catalog_warns_about_a_writable_path_missing_here(tmp_path: Path) -> None:
+    catalog = write_catalog(
+        tmp_path, "group: t\ntools:\n  - name: x\n    exec: 'true'\n    sandbox: {writable: [gone]}\n"
+    )
+    _, problems = check([catalog], options=LoadOptions(check=True))
+    assert [p.severity for p in problems if "gone" in p.message] == ["warning"]
+    assert f"writable path {tmp_path / 'gone'} does not exist here" in problems[-1].message

@@ -10,6 +10,7 @@ the exec tools that say nothing. A profile is declared once, in any file, and us
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -157,13 +158,20 @@ def resolve(
         if wanted is None and default is not None and tool.kind == "exec":
             wanted = Sandbox(profile=default)
         out[key] = tool if wanted is None else replace(tool, sandbox=_finish(resolver, tool, wanted))
-    boxed = [t for t in out.values() if t.sandbox is not None]
-    found = engine(probe=probe) if boxed else None
-    if found is not None and not found.ok:
-        for t in boxed:
-            message = f"its sandbox cannot be enforced on this host, so its calls will fail: {found.problem}"
-            problems.append(Problem(t.file, t.line, t.col, t.key, message, "warning"))
+    _host_warnings([t for t in out.values() if t.sandbox is not None], probe, problems)
     return out
+
+
+def _host_warnings(boxed: list[ToolSpec], probe: bool, problems: list[Problem]) -> None:
+    """Warnings for what would fail sandboxed calls on this host: no working bwrap; with `probe` (validate-catalog,
+    which also runs bwrap once), a `writable` path that does not exist."""
+    found = engine(probe=probe) if boxed else None
+    for t in boxed:
+        reasons = [] if found is None or found.ok else [f"its sandbox cannot be enforced on this host: {found.problem}"]
+        if probe and t.sandbox is not None:
+            reasons += [f"writable path {p} does not exist here" for p in t.sandbox.writable if not os.path.exists(p)]
+        for reason in reasons:
+            problems.append(Problem(t.file, t.line, t.col, t.key, f"{reason}; its calls will fail", "warning"))
 
 
 def _finish(resolver: _Resolver, tool: ToolSpec, wanted: Sandbox) -> Sandbox | None:
