@@ -480,3 +480,49 @@ def test_a_writable_path_holding_toolruns_own_files_is_refused(tmp_path: Path, _
     with pytest.raises(SandboxUnavailable, match=f"its writable path {tmp_path} holds toolrun's own"):
         call(service(tmp_path, text), "t.boxed")
     assert not flag.exists()
+
+
+def test_a_sandboxed_curl_tool_keeps_the_network_but_not_the_files(tmp_path: Path, _isolated_home: Path) -> None:
+    require_binary("curl")
+    import http.server
+    import threading
+
+    secret = _isolated_home / "data" / "secret.txt"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("do not send\n")
+    received: list[bytes] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            received.append(self.rfile.read(int(self.headers.get("content-length") or 0)))
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"pong")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        text = f"""\
+group: t
+tools:
+  - name: upload
+    curl: -d @{secret} {url}
+    sandbox: {{readable: [{tmp_path}]}}
+  - name: plain
+    curl: -d @{secret} {url}
+"""
+        svc = service(tmp_path, text)
+        call(svc, "t.plain")
+        assert received == [b"do not send"]  # without a sandbox, curl reads the file and sends it
+        received.clear()
+        result = call(svc, "t.upload")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.exec is not None
+    assert result.exec.stdout == "pong"  # the host's network: the request went out
+    assert b"do not send" not in b"".join(received)  # toolrun's data folder is covered, even under `readable`
