@@ -157,6 +157,17 @@ def test_a_call_from_the_ui_page_is_recorded_as_the_ui_door(served: Served) -> N
     assert last_record(served, "ops.echo")["door"] == "ui"
 
 
+def test_a_misspelled_secret_name_never_lands_in_the_audit_trail(served: Served) -> None:
+    # `tokn` for `token`: refused (400), and its value, a secret under the wrong name, is not recorded.
+    answer = post(served, "ops.login", {"token": "S", "tokn": "SuperS3cret"})
+
+    assert answer.status_code == 400, answer.text
+    record = last_record(served, "ops.login")
+    assert (record["outcome"], record["error"]) == ("invalid", "ParamError")
+    assert record["args"] == {"token": "[secret]", "tokn": "[undeclared]"}
+    assert "SuperS3cret" not in served.audit.read_text()
+
+
 def test_mcp_over_http_is_audited_with_its_door_and_secrets_hidden(served: Served) -> None:
     async def main() -> Any:
         async with mcp_http(served.server.url + "/mcp", "legacy", {"X-API-Key": served.key}) as client:

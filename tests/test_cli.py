@@ -130,16 +130,92 @@ def test_list_escapes_rich_markup_in_catalog_text(tmp_path: Path) -> None:
 def test_describe_shows_signature_params_return_type_description_and_example(catalog: Path) -> None:
     code, out, err = run(catalog, "describe", "ops.show")
     assert code == 0, err
-    first = out.splitlines()[0]
-    assert first == (
-        "ops.show(n: int, ratio: float = 0.5, flag: bool = False, items: list | None = None, "
-        "opts: dict | None = None, text: str | None = None) -> str | (int, str, str)"
+    lines = out.splitlines()
+    assert lines[0] == (  # the signature of MCP's describe_tools and search, then the return type
+        "ops.show(n: int, ratio: float = 0.5, flag: bool = false, items?: list, opts?: dict, text?: str)"
+        " -> str | (int, str, str)"
     )
-    assert "returns: str | (int, str, str)" in out
+    # The exec return type in words, under it: a new user need not guess what the tuple is.
+    at = lines.index("returns: str | (int, str, str)")
+    assert " ".join(line.strip() for line in lines[at + 1 : at + 3]) == (
+        "the command's standard output when it exits with code 0; otherwise the tuple (exit code, stdout, "
+        "stderr), where exit code -1 means the timeout stopped it"
+    )
     assert "Echo every validated parameter back as JSON" in out
-    for column in ("param", "type", "required", "default", "description"):
-        assert column in out
+    params = lines[lines.index("params:") + 1 :]
+    for line in (
+        "  n: int, required",
+        "  ratio: float, default 0.5",
+        "  flag: bool, default false",
+        "  items: list, optional",
+    ):
+        assert line in params
     assert "example: ops.show(n=1)" in out
+
+
+CONSTRAINED = """
+group: ops
+tools:
+  - name: git_log
+    title: Recent commits
+    read_only: true
+    idempotent: true
+    description: Show the last commits of a repository.
+    exec: git -C {{ repo | quote }} log --oneline -n {{ n }} {% if level %}{{ level | quote }}{% endif %}
+    params:
+      - {name: repo, type: str, description: Path of the repository., pattern: "/[A-Za-z0-9_./-]+"}
+      - {name: n, type: int, default: 5, min: 1, max: 100, description: How many commits.}
+      - {name: level, type: str, enum: [debug, info], required: false}
+      - {name: name, type: str, min: 2, required: false}
+      - {name: tags, type: list, max: 3, required: false}
+  - name: add
+    fn: cli_fns_add:add
+"""
+
+
+def test_describe_shows_each_params_constraints_and_the_tools_hints_as_mcp_and_the_ui_do(tmp_path: Path) -> None:
+    (tmp_path / "cli_fns_add.py").write_text(FNS, encoding="utf-8")
+    catalog = write_catalog(tmp_path, CONSTRAINED)
+    code, out, err = run(catalog, "describe", "ops.git_log")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == (
+        "ops.git_log(repo: str [~/[A-Za-z0-9_./-]+], n: int = 5 [1..100], level?: str [debug|info], "
+        "name?: str [len 2..], tags?: list [len ..3]) -> str | (int, str, str)"
+    )
+    assert "title: Recent commits" in lines and "hints: read-only, idempotent" in lines
+    end = next(i for i, line in enumerate(lines) if line.startswith("example: ops.git_log("))
+    params = lines[lines.index("params:") + 1 : end - 1]
+    assert params == [
+        "  repo: str, required",
+        "    Path of the repository.",
+        "    must match: /[A-Za-z0-9_./-]+",
+        "  n: int, default 5",
+        "    How many commits.",
+        "    between 1 and 100",
+        "  level: str, optional",
+        "    one of: debug, info",
+        "  name: str, optional",
+        "    at least 2 characters",
+        "  tags: list, optional",
+        "    at most 3 items",
+    ]
+    # --json is the tool entry, which carries the same constraints and hints.
+    code, out, _ = run(catalog, "describe", "ops.git_log", "--json")
+    entry = json.loads(out)
+    assert code == 0
+    assert entry["annotations"] == {"title": "Recent commits", "read_only": True, "idempotent": True}
+    assert [{k: p.get(k) for k in ("pattern", "enum", "min", "max") if k in p} for p in entry["params"]] == [
+        {"pattern": "/[A-Za-z0-9_./-]+"},
+        {"min": 1, "max": 100},
+        {"enum": ["debug", "info"]},
+        {"min": 2},
+        {"max": 3},
+    ]
+    # An fn tool's declared return type needs no words; no hints, no hints line.
+    code, out, _ = run(catalog, "describe", "ops.add")
+    assert code == 0 and "returns: int" in out.splitlines()
+    assert "hints:" not in out and "the command's standard output" not in out
 
 
 def test_describe_renders_the_description_as_markdown(catalog: Path) -> None:

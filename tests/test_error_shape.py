@@ -318,6 +318,10 @@ def test_an_allowed_origin_may_post_and_gets_cors_headers(make: Callable[..., Se
     response = server.client.post("/tools/pub.echo", json={"msg": "hi"}, headers={"Origin": "http://ui.example"})
     assert response.status_code == 200
     assert response.headers["access-control-allow-origin"] == "http://ui.example"
+    # A page of that origin may read the exit code (and the request id, and Retry-After) of the answer.
+    exposed = [h.strip() for h in response.headers["access-control-expose-headers"].split(",")]
+    assert {"X-Toolrun-Exit-Code", "X-Request-Id", "Retry-After"} <= set(exposed)
+    assert response.headers["x-toolrun-exit-code"] == "0"
     preflight = server.client.options("/tools/pub.echo", headers={"Origin": "http://ui.example"})
     assert preflight.status_code == 204
     assert "X-API-Key" in preflight.headers["access-control-allow-headers"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -391,6 +392,55 @@ def test_an_exec_failure_is_a_200_whose_text_is_the_tuple_repr(server: Server) -
     response = server.client.post("/tools/pub.fail", content=b"", headers=JSON)
     assert response.status_code == 200
     assert response.text == "(3, 'out', 'err')"
+
+
+def test_an_exec_answer_carries_its_exit_code_in_a_header_in_text_and_in_json(server: Server) -> None:
+    done = server.client.post("/tools/pub.echo", json={"msg": "hi"})
+    assert (done.text, done.headers["x-toolrun-exit-code"]) == ("hi", "0")
+    failed = server.client.post("/tools/pub.fail", json={})
+    assert (failed.status_code, failed.text) == (200, "(3, 'out', 'err')")  # the body stays the spec's
+    assert failed.headers["x-toolrun-exit-code"] == "3"
+    as_json = server.client.post("/tools/pub.fail", json={}, headers={"accept": "application/json"})
+    assert as_json.json()["returncode"] == 3 and as_json.headers["x-toolrun-exit-code"] == "3"
+
+
+def test_an_fn_tool_or_an_error_answer_carries_no_exit_code(server: Server) -> None:
+    fn = server.client.post("/tools/pub.remember", json={"value": "x"})
+    assert fn.status_code == 200 and "x-toolrun-exit-code" not in fn.headers
+    refused = server.client.post("/tools/pub.echo", json={})
+    assert refused.status_code == 400 and "x-toolrun-exit-code" not in refused.headers
+
+
+def test_a_timeout_is_exit_code_minus_1_and_a_curl_tool_gives_curls_exit_code(tmp_path: Path) -> None:
+    from starlette.testclient import TestClient
+
+    from http_support import BASE_URL, load_settings, write_test_catalog
+    from toolrun.server.run import build_app
+
+    with socket.socket() as sock:  # a port nothing listens on: curl exits 7 (could not connect)
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    text = (
+        "version: 1\ngroup: pub\ntools:\n"
+        "  - {name: slow, public: true, exec: sleep 5, timeout: 0.2}\n"
+        f"  - {{name: fetch, public: true, curl: 'http://127.0.0.1:{closed}/'}}\n"
+    )
+    catalog = write_test_catalog(tmp_path / "catalog", text)
+    app = build_app(load_settings(tmp_path / "home"), [str(catalog)])
+    with TestClient(app, base_url=BASE_URL) as client:
+        slow = client.post("/tools/pub.slow", json={})
+        assert (slow.status_code, slow.text) == (200, "(-1, '', 'timeout after 0.2s')")
+        assert slow.headers["x-toolrun-exit-code"] == "-1"
+        fetch = client.post("/tools/pub.fetch", json={}, headers={"accept": "application/json"})
+        assert fetch.status_code == 200 and fetch.json()["returncode"] == 7
+        assert fetch.headers["x-toolrun-exit-code"] == "7"
+
+
+def test_the_exit_code_header_is_in_the_openapi_document(server: Server) -> None:
+    doc = server.client.get("/openapi.json").json()
+    for path in ("/tools/{key}", "/tools/pub.echo"):
+        header = doc["paths"][path]["post"]["responses"]["200"]["headers"]["X-Toolrun-Exit-Code"]
+        assert header["schema"] == {"type": "integer"} and "fn tools" in header["description"]
 
 
 def test_an_empty_body_is_accepted_for_a_tool_without_required_params(server: Server) -> None:

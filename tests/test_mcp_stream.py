@@ -120,14 +120,14 @@ def test_a_2026_client_listens_for_tool_list_changes(tmp_path: Path) -> None:
         assert "ops__two" in anyio.run(main, server.url + "/mcp")
 
 
-def initialize(url: str, key: str) -> str:
+def initialize(url: str, key: str | None) -> str:
     body = {
         "jsonrpc": "2.0",
         "id": 1,
         "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
     }
-    headers = {"Accept": "application/json, text/event-stream", "X-API-Key": key}
+    headers = {"Accept": "application/json, text/event-stream", **({"X-API-Key": key} if key else {})}
     answer = httpx.post(url, json=body, headers=headers)
     assert answer.status_code == 200, answer.text
     assert answer.json()["result"]["capabilities"]["tools"]["listChanged"] is True
@@ -137,11 +137,12 @@ def initialize(url: str, key: str) -> str:
 class OpenStream:
     """GET /mcp read in a thread: the bytes so far, and whether (and when) the server ended it."""
 
-    def __init__(self, url: str, sid: str, key: str) -> None:
+    def __init__(self, url: str, sid: str, key: str | None) -> None:
         self.chunks: list[bytes] = []
         self.status = 0
+        self.sid = sid
         self.ended_at: float | None = None
-        headers = {**STREAM, "Mcp-Session-Id": sid, "X-API-Key": key}
+        headers = {**STREAM, "Mcp-Session-Id": sid, **({"X-API-Key": key} if key else {})}
         self.thread = threading.Thread(target=self._read, args=(url, headers), daemon=True)
         self.thread.start()
         wait_until(lambda: self.chunks, BOUND, "the stream's first bytes")
@@ -221,6 +222,47 @@ def test_streams_are_capped_per_process_and_a_second_get_of_a_session_replaces_i
         again = OpenStream(url, first, olga)  # the same session reconnecting: the newer stream wins
         wait_until(lambda: stream.ended_at, BOUND, "the replaced stream to end")
         assert again.ended_at is None and again.status == 200
+
+
+def test_an_anonymous_flood_of_streams_gets_its_share_and_a_keyed_user_still_opens_a_stream(tmp_path: Path) -> None:
+    server, _, _, olga = start(tmp_path, 1, SVC_MCP_MAX_STREAMS="12", SVC_MCP_MAX_STREAMS_PER_CALLER="4")
+    with server.start():
+        url = server.url + "/mcp"
+        flood = [OpenStream(url, initialize(url, None), None) for _ in range(12)]  # one address, no key
+        held = [s for s in flood if s.status == 200]
+        refused = [s for s in flood if s.status == 503]
+        assert len(held) == 4 and len(refused) == 8, [s.status for s in flood]
+        assert "at most 4 per caller" in refused[0].text()
+        mine = OpenStream(url, initialize(url, olga), olga)  # the keyed user's own stream
+        assert mine.status == 200 and mine.ended_at is None, mine.text()
+        # A stream that ends gives its place back: the flooder may open one more, and no more.
+        assert httpx.delete(url, headers={"Mcp-Session-Id": held[0].sid}).status_code == 200
+        wait_until(lambda: held[0].ended_at, BOUND, "the deleted session's stream to end")
+        assert OpenStream(url, initialize(url, None), None).status == 200
+        assert OpenStream(url, initialize(url, None), None).status == 503
+
+
+def test_listen_streams_count_towards_the_same_share_of_a_caller(tmp_path: Path) -> None:
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    server, _, _, olga = start(tmp_path, 1, SVC_MCP_MAX_STREAMS_PER_CALLER="1")
+
+    async def main(url: str) -> str:
+        async with (
+            httpx2.AsyncClient(headers={"X-API-Key": olga}, timeout=30) as http,
+            Client(streamable_http_client(url, http_client=http), mode=MODERN_VERSION) as c,
+            c.listen(tools_list_changed=True),
+        ):
+            try:
+                async with c.listen(tools_list_changed=True):
+                    return "a second stream was opened"
+            except Exception as exc:
+                return str(exc)
+
+    with server.start():
+        assert "at most 1 per caller" in anyio.run(main, server.url + "/mcp")
 
 
 def test_a_2026_client_over_stdio_listens_for_tool_list_changes(tmp_path: Path) -> None:

@@ -20,11 +20,12 @@ group: demo
 tools:
   - name: echo
     public: true
+    read_only: true
     description: "Print **text**."
     exec: printf '%s' {{ text | quote }}
     params:
       - {name: text, type: str, description: What to print}
-      - {name: times, type: int, default: 1}
+      - {name: times, type: int, default: 1, min: 1, max: 9}
   - name: fail
     public: true
     exec: "echo out; echo err >&2; exit 7"
@@ -75,6 +76,8 @@ def test_post_with_accept_json_gives_the_structured_result(server: ToolrunServer
     assert plain.text == "(7, 'out\\n', 'err\\n')"
     browser = httpx.post(server.url + "/tools/demo.fail", headers={**JSON, "accept": "*/*"}, content=b"{}")
     assert browser.text == plain.text
+    # Either form carries the exit code in a header: no client needs to parse the tuple.
+    assert answer.headers["x-toolrun-exit-code"] == plain.headers["x-toolrun-exit-code"] == "7"
 
 
 def test_post_with_accept_json_gives_json_errors_with_the_same_status(server: ToolrunServer) -> None:
@@ -96,6 +99,8 @@ def test_remote_list_describe_and_search(server: ToolrunServer) -> None:
     assert [p.name for p in echo.params] == ["text", "times"]
     assert echo.params[1].type == "int" and echo.params[1].default == 1
     assert echo.kind == "exec" and remote.describe("demo.add").kind == "fn"
+    # Constraints and hints come across too (`describe --url` shows them as the local one does).
+    assert (echo.params[1].min, echo.params[1].max, echo.annotations) == (1, 9, {"read_only": True})
     page = remote.search("print text")
     assert page["tools"][0].key == "demo.echo"
     with pytest.raises(NotFound) as caught:

@@ -180,3 +180,65 @@ def test_a_tool_under_serve_stdio_cannot_forge_an_answer_or_read_the_servers_env
         assert "Permission denied" in environ, environ
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def until_answer(server: StdioServer, rid: int) -> list[dict[str, Any]]:
+    """Every message on stdout up to and including the answer to `rid`."""
+    got: list[dict[str, Any]] = []
+    while not got or got[-1].get("id") != rid:
+        line = server.lines.get(timeout=30)
+        server.seen.append(line)
+        got.append(json.loads(line))
+    return got
+
+
+HOSTILE_LINES = [
+    # (the line, the answers it must get: (code, id) each; none for a notification)
+    ("[" * 1000, [(-32700, None)]),
+    ('{"a":' * 100_000, [(-32700, None)]),
+    ("[" * 100_000, [(-32700, None)]),
+    (
+        '[{"jsonrpc":"2.0","id":41,"method":"ping"},{"jsonrpc":"2.0","id":"b","method":"ping"}]',
+        [(-32600, 41), (-32600, "b")],
+    ),
+    ("[]", [(-32600, None)]),
+    ('{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}', [(-32600, None)]),
+    ('{"jsonrpc":"2.0","id":1e400,"method":"ping"}', [(-32600, None)]),
+    ('{"jsonrpc":"2.0","id":1.5,"method":"ping"}', [(-32600, None)]),
+    ('{"jsonrpc":"2.0","id":true,"method":"ping"}', [(-32600, None)]),
+    ('{"jsonrpc":"2.0","id":null,"method":"ping"}', [(-32600, None)]),
+    ('{"jsonrpc":"1.0","id":42,"method":"ping"}', [(-32600, 42)]),
+    ('{"jsonrpc":"2.0","id":43,"method":"tools/call","params":"not an object"}', [(-32600, 43)]),
+    ('"just a string"', [(-32600, None)]),
+    ("42", [(-32600, None)]),
+    ('{"jsonrpc":"2.0","method":"notifications/whatever"}', []),
+]
+
+
+def test_no_stdio_line_ends_the_server_and_every_request_line_is_answered(tmp_path: Path) -> None:
+    catalog = write_catalog(tmp_path, CATALOG)
+    argv = [sys.executable, "-m", "toolrun", "serve", "--stdio", "-c", str(catalog)]
+    server = StdioServer(argv, clean_env(tmp_path / "home"), tmp_path)
+    answers: list[tuple[str, list[dict[str, Any]]]] = []
+    try:
+        server.send(INITIALIZE)
+        assert "result" in server.answer(1)
+        server.send(INITIALIZED)
+        for n, (line, _) in enumerate(HOSTILE_LINES):
+            server.send(line)
+            server.send({"jsonrpc": "2.0", "id": 1000 + n, "method": "ping"})  # and the server goes on
+            answers.append((line, until_answer(server, 1000 + n)))
+        made = tmp_path / "made"
+        server.send(execute(7, "s.touch", json.dumps({"path": str(made)})))
+        after = server.answer(7)
+        alive = server.proc.poll() is None
+    finally:
+        stderr = server.close()
+    for (line, expected), (_, got) in zip(HOSTILE_LINES, answers, strict=True):
+        *before, pong = got
+        assert pong.get("result") == {}, (line[:60], got)
+        errors = [(m["error"]["code"], m["id"]) for m in before if "error" in m]
+        assert errors == expected, (line[:60], before)
+        assert [m for m in before if "error" in m and not m["error"]["message"].strip()] == []
+    assert alive and text_of(after) == "made" and made.exists()
+    assert "Traceback" not in stderr and "ExceptionGroup" not in stderr, stderr[-3000:]

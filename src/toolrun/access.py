@@ -11,6 +11,9 @@ Modes of `identify`:
   is given must resolve (an invalid, expired or revoked key is refused, never anonymous).
 - `required`: a key must resolve; `admin`: and its user must be in the `admin` group.
 A refusal is `Unauthorized`, whatever the reason; a store that is down raises `BackendUnavailable`.
+
+With `oauth_issuer` set, a credential shaped like a JWT is checked by `toolrun.oauth` instead of the key
+store and gives the same kind of Identity (docs/oauth.md); everything downstream is the key's road.
 """
 
 from __future__ import annotations
@@ -22,10 +25,16 @@ from .models import Identity
 
 if TYPE_CHECKING:
     from .auth import KeyRecord, KeyStore, User
+    from .oauth import TokenVerifier
     from .settings import Settings
 
 Mode = Literal["anonymous", "optional", "keyed", "required", "admin"]
 MODES: tuple[str, ...] = ("anonymous", "optional", "keyed", "required", "admin")
+
+
+def looks_like_jwt(credential: str) -> bool:
+    """A JWS compact token has exactly two dots; an API key (`trk_...`) has none."""
+    return credential.count(".") == 2
 
 
 def key_store(settings: Settings) -> KeyStore:
@@ -94,21 +103,30 @@ def _decide(user: User | None, key: str | None, mode: str, client: str) -> Ident
         return Identity(client=client)
     from .auth import split_key
 
-    identity = user.identity(client, (split_key(key) or "") if key else "")
+    return _admin_check(user.identity(client, (split_key(key) or "") if key else ""), mode)
+
+
+def _admin_check(identity: Identity, mode: str) -> Identity:
     if mode == "admin" and not identity.is_admin:
-        raise Unauthorized()
+        raise Unauthorized(oauth_error="insufficient_scope", description="this route needs group admin")
     return identity
 
 
 class Access:
     """Identities from keys, and key administration, over one key store."""
 
-    def __init__(self, store: KeyStore) -> None:
+    def __init__(self, store: KeyStore, tokens: TokenVerifier | None = None) -> None:
         self.store = store
+        self.tokens = tokens  # bearer JWTs (toolrun.oauth), when oauth_issuer is set
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Access:
-        return cls(key_store(settings))
+        tokens = None
+        if settings.oauth_issuer:
+            from .oauth import verifier
+
+            tokens = verifier(settings)
+        return cls(key_store(settings), tokens)
 
     # -- who is calling --------------------------------------------------------------------------
 
@@ -116,6 +134,8 @@ class Access:
         """The caller presenting `key` (None: no key given), per `mode` (see the module docstring)."""
         if mode == "anonymous":
             return Identity(client=client)
+        if key and self.tokens is not None and looks_like_jwt(key):
+            return _admin_check(await self.tokens.identify(key, client), mode)
         user = await self.store.aresolve(key) if key else None
         return _decide(user, key, mode, client)
 
@@ -123,6 +143,8 @@ class Access:
         """`identify` without an event loop (MCP over stdio checks its key before it starts one)."""
         if mode == "anonymous":
             return Identity(client=client)
+        if key and self.tokens is not None and looks_like_jwt(key):
+            return _admin_check(self.tokens.identify_now(key, client), mode)
         user = self.store.resolve(key) if key else None
         return _decide(user, key, mode, client)
 
@@ -214,6 +236,28 @@ class Access:
             tool=service.lookup(tool_key),
             username=username,
             store=self.store,
+            limiter=limiter,
+            settings=settings,
+        )
+
+    async def explain_token(
+        self, service: Any, token: str | Identity, tool_key: str, *, limiter: Any = None, settings: Any = None
+    ) -> dict[str, Any]:
+        """`explain` for a bearer token (OAuth on), given as the token itself or as the identity it gave."""
+        from .explain import explain_token
+
+        if self.tokens is None:
+            raise UsageError("this looks like a bearer token, but OAuth is off (set oauth_issuer)")
+        if isinstance(token, Identity):
+            caller: Identity | None = token
+            facts: dict[str, Any] = {"issuer": self.tokens.config.issuer, "state": "valid"}
+        else:
+            caller, facts = self.tokens.inspect(token)
+        return await explain_token(
+            tool_key=tool_key,
+            tool=service.lookup(tool_key),
+            caller=caller,
+            token=facts,
             limiter=limiter,
             settings=settings,
         )

@@ -8,8 +8,10 @@ A record (docs/operations.md lists every field)::
      "outcome": "ok", "exit_code": 0, "error": null, "duration_ms": 12.3,
      "output_bytes": 512, "truncated": false, "args": {"path": "/var", "token": "[secret]"}}
 
-Argument values are cut to ``MAX_VALUE`` characters and the values of `secret` params are
-replaced by ``[secret]``: the audit trail is the only place toolrun writes argument values.
+Argument values are cut to ``MAX_VALUE`` characters, the values of `secret` params are replaced
+by ``[secret]``, and the value of a name the tool does not declare (a misspelled `tokn` for `token`,
+refused with a 400) by ``[undeclared]``: it could be a secret under a wrong name. The audit trail
+is the only place toolrun writes argument values.
 
 Targets (the ``audit_log`` setting): empty for none, ``-`` for stderr, else a file path. A
 file is created with mode 0600 and opened in append mode; before each record its path is
@@ -40,6 +42,7 @@ log = logging.getLogger("toolrun.audit")
 MAX_VALUE = 200  # characters of one argument value kept in a record
 MAX_ARGS = 50  # arguments recorded per call
 SECRET = "[secret]"
+UNDECLARED = "[undeclared]"  # the value of a name the tool does not declare: never recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,16 +86,25 @@ def _value(value: Any) -> Any:
 
 
 def audit_args(tool: ToolSpec | None, args: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The arguments as recorded: secrets replaced, values cut, at most MAX_ARGS of them."""
+    """The arguments as recorded: secrets and undeclared names' values replaced, values cut, at most
+    MAX_ARGS of them."""
     if not args:
         return {}
-    secrets = tool.secret_names if tool is not None else frozenset()
+    params = tool.params if tool is not None else ()
+    declared = {p.name for p in params}
+    secrets = {p.name for p in params if p.secret}
     out: dict[str, Any] = {}
     for i, (name, value) in enumerate(args.items()):
         if i >= MAX_ARGS:
             out["…"] = f"{len(args) - MAX_ARGS} more arguments"
             break
-        out[_cut(str(name))] = SECRET if name in secrets else _value(value)
+        if name in secrets:
+            shown = SECRET
+        elif name not in declared:
+            shown = UNDECLARED
+        else:
+            shown = _value(value)
+        out[_cut(str(name))] = shown
     return out
 
 

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from . import forks
 from .errors import UsageError
 from .models import Identity
+from .statefiles import private_file
 
 KEY_RE = re.compile(r"^trk_([a-z0-9]{10})_([A-Za-z0-9_-]{20,100})$")
 USERNAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$")
@@ -170,8 +171,7 @@ class SQLiteKeyStore:
     """Users and keys in one SQLite file (WAL mode; safe across the CLI and a running server)."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = private_file(path)  # 0600 in a 0700 folder (statefiles.py)
         self._local = threading.local()
         self._pid = forks.pid()
         with self._conn() as conn:

@@ -13,6 +13,7 @@
     ├── RateLimited               exit 75, HTTP 429: the caller's bucket for this tool is empty
     ├── Overloaded                exit 75, HTTP 503: too many tool processes already running
     ├── BackendUnavailable        exit 69, HTTP 503: a shared backend (Redis) does not answer
+    ├── ClientGone                HTTP 499: the client went away before the answer (the call was cancelled)
     └── ToolFailed                exit 1, HTTP 500: the tool itself raised (fn tools, render errors)
         ├── UndefinedVariable     exit 2, HTTP 500: the template used a variable that was not provided
         └── SandboxUnavailable    exit 1, HTTP 500: a sandboxed tool cannot get its sandbox here: not run
@@ -137,11 +138,17 @@ class NotFound(ToolrunError):
 
 
 class Unauthorized(ToolrunError):
+    """With OAuth on, `oauth_error` (invalid_token, insufficient_scope) and `description` go into the 401's
+    `WWW-Authenticate` header, and the HTTP door sets `challenge` to that header's value."""
+
     exit_code = 2
     http_status = 401
 
-    def __init__(self, message: str = "unauthorized") -> None:
+    def __init__(self, message: str = "unauthorized", *, oauth_error: str = "", description: str = "") -> None:
         super().__init__(message)
+        self.oauth_error = oauth_error
+        self.description = description
+        self.challenge = ""
 
 
 class RateLimited(ToolrunError):
@@ -164,6 +171,17 @@ class Overloaded(ToolrunError):
 class BackendUnavailable(ToolrunError):
     exit_code = 69
     http_status = 503
+
+
+class ClientGone(ToolrunError):
+    """The client closed its connection while its call ran: the call was cancelled (its processes killed).
+
+    Nobody reads the answer; 499 (nginx's "client closed request") is what the access log shows."""
+
+    http_status = 499
+
+    def __init__(self, message: str = "the client closed the connection; the call was cancelled") -> None:
+        super().__init__(message)
 
 
 class ToolFailed(ToolrunError):

@@ -163,6 +163,65 @@ def _sandbox(answer: dict[str, Any], tool: ToolSpec, reasons: list[str]) -> bool
     return bool(shown["enforced"])
 
 
+async def explain_token(
+    *,
+    tool_key: str,
+    tool: ToolSpec | None,
+    caller: Identity | None,
+    token: dict[str, Any],
+    limiter: Any = None,
+    settings: Settings | None = None,
+) -> dict[str, Any]:
+    """`explain` for a bearer token (OAuth): `caller` is the identity it gives, None when it is refused;
+    `token` what the verifier says of it (issuer, state, reason). The rule is the key's."""
+    identity = caller or Identity()
+    groups = sorted(identity.groups)
+    answer: dict[str, Any] = {
+        "user": {
+            "username": identity.username,
+            "known": caller is not None,
+            "groups": groups,
+            "admin": "admin" in groups,
+        },
+        "tool": {"key": tool_key, "exists": tool is not None},
+        "keys": [],
+        "token": token,
+    }
+    if caller is None:
+        reasons = [f"the bearer token is refused ({token.get('reason', '')}): a call with it gets 401"]
+    else:
+        reasons = [
+            f"{identity.username} holds a valid bearer token from {token['issuer']}: "
+            f"groups come from its claims ({', '.join(groups) or 'none'}), not from the key store"
+        ]
+    if tool is None:
+        reasons.append(f"no tool {tool_key!r} in the catalog (the server answers 404, as for a hidden tool)")
+        answer.update(visible=False, callable=False, matched=[], reasons=reasons)
+        return answer
+    matched = sorted(set(groups) & set(tool.groups))
+    answer["tool"].update(public=tool.public, groups=list(tool.groups))
+    answer["matched"] = [{"group": g, "tag": g} for g in matched]
+    visible = identity.can_access(tool)
+    if tool.public:
+        reasons.append(f"{tool.key} is public: anyone may see and call it, with or without a key")
+    elif visible and identity.is_admin:
+        reasons.append(f"{identity.username} is in group admin: admins see every tool")
+    elif visible:
+        pairs = ", ".join(f"group {g!r} matches tag {g!r}" for g in matched)
+        reasons.append(f"{identity.username}'s {pairs} of {tool.key}")
+    else:
+        reasons.append(f"none of the token's groups is a tag of {tool.key} ({', '.join(tool.groups) or 'none'})")
+    callable_now = visible
+    if visible:
+        bucket = identity.bucket if not identity.anonymous else "anon:<client address>"
+        answer["rate_limit"] = rate = await _rate(limiter, settings, bucket, tool.key)
+        if rate.get("enabled") and "remaining" in rate and rate["remaining"] <= 0:
+            callable_now = False
+            reasons.append(f"rate limit reached: {rate['used']} of {rate['calls']} calls")
+    answer.update(visible=visible, callable=callable_now, reasons=reasons)
+    return answer
+
+
 def explain_text(answer: dict[str, Any]) -> str:
     """The answer for a terminal: the verdict first, then why, then the facts."""
     user = answer["user"]
@@ -191,7 +250,11 @@ def explain_text(answer: dict[str, Any]) -> str:
         if "revoked_at" in k:
             extra += f", revoked {k['revoked_at']}"
         lines.append(f"key {k['prefix']}: {k['state']}{extra}")
-    if user["known"] and not shown:
+    token = answer.get("token")
+    if token is not None:
+        why = f" ({token['reason']})" if token.get("reason") else ""
+        lines.append(f"bearer token: {token['state']}{why}, issuer {token['issuer']}")
+    elif user["known"] and not shown:
         lines.append("keys: none")
     rate = answer.get("rate_limit")
     if rate is not None:

@@ -232,6 +232,20 @@ def describe_text(tool: ToolSpec) -> str:
     return "\n".join(lines)
 
 
+def return_words(return_type: str) -> str:
+    """What a return type means, in words ('' when the type says it all). The UI's ToolDetail says the same."""
+    from .models import EXEC_RETURN_TYPE
+
+    if return_type == EXEC_RETURN_TYPE:
+        return (
+            "the command's standard output when it exits with code 0; otherwise the tuple "
+            "(exit code, stdout, stderr), where exit code -1 means the timeout stopped it"
+        )
+    if return_type == "unknown":
+        return "the function declares no return type"
+    return ""
+
+
 def annotation_words(tool: ToolSpec) -> str:
     """The declared behaviour hints as words (`read-only, idempotent`), '' when none is declared."""
     entry = tool.annotations

@@ -2,7 +2,7 @@
 
 - ``svc_tool_calls_total{tool, outcome}``: one per call, whatever the door (HTTP or MCP).
   ``outcome`` is one of ok, error (non-zero exit), timeout, exception (the tool raised),
-  invalid (parameter error), rate_limited, overloaded.
+  invalid (parameter error), rate_limited, overloaded, cancelled (the client went away).
 - ``svc_tool_call_duration_seconds{tool}``: wall time of each call.
 - ``svc_tool_output_truncated_total{tool}``: calls whose stdout or stderr went over the output cap.
 - ``svc_catalog_reloads_total{outcome}``: catalog reloads of the server, ``ok`` or ``error`` (the old

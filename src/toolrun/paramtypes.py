@@ -161,6 +161,41 @@ def describe(param: Param) -> str:
     return text
 
 
+_UNITS = {"str": ("character", "characters"), "list": ("item", "items"), "dict": ("entry", "entries")}
+
+
+def _bounds_words(param: Param) -> str:
+    """`between 1 and 100`, `at least 3 characters`, `1 to 5 items`; '' when no bound is declared."""
+    low = None if param.min is None else _num(param.min)
+    high = None if param.max is None else _num(param.max)
+    one, many = _UNITS.get(param.type, ("", "")) if TYPES[param.type].bounds_length else ("", "")
+
+    def counted(n: float | int) -> str:
+        return f"{n} {one if n == 1 else many}" if one else str(n)
+
+    if low is not None and high is not None:
+        return f"{low} to {counted(high)}" if one else f"between {low} and {high}"
+    if low is not None:
+        return f"at least {counted(low)}"
+    if high is not None:
+        return f"at most {counted(high)}"
+    return ""
+
+
+def rules(param: Param) -> list[str]:
+    """The declared constraints in words, as the UI words them under a field: `one of: a, b`,
+    `between 1 and 100`, `at most 5 items`, `must match: [a-z]+` (the whole value)."""
+    out = []
+    if param.enum is not None:
+        out.append("one of: " + ", ".join(c if isinstance(c, str) else _short(c) for c in param.enum))
+    bounds = _bounds_words(param)
+    if bounds:
+        out.append(bounds)
+    if param.pattern is not None:
+        out.append(f"must match: {param.pattern}")
+    return out
+
+
 def signature(tool: ToolSpec) -> str:
     """`key(param: type = default, ...)`: how to call the tool, in one line."""
     return f"{tool.key}({', '.join(describe(p) for p in tool.params)})"

@@ -33,16 +33,19 @@ import hashlib
 import logging
 import os
 import signal
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from .catalog import expand, load
 from .catalog.options import LoadOptions
+from .catalog.source import read_catalog
 from .errors import CatalogError
 
 log = logging.getLogger("toolrun.reload")
+T = TypeVar("T")
 
 
 def content_hash(paths: Sequence[str]) -> str:
@@ -58,11 +61,38 @@ def content_hash(paths: Sequence[str]) -> str:
     for path in files:
         digest.update(str(path).encode() + b"\0")
         try:
-            digest.update(path.read_bytes())
+            digest.update(read_catalog(path))  # bounded, and never blocks on a FIFO (see catalog/source.py)
         except OSError as exc:
-            digest.update(f"error:{exc.errno}".encode())
+            digest.update(f"error:{exc.errno or exc}".encode())
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+async def off_loop(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` in a daemon thread of its own, awaited.
+
+    Not `asyncio.to_thread`: the default executor's threads are joined when the event loop closes and
+    again at interpreter exit, so a load still running (a huge catalog, an `fn:` module whose import
+    hangs) would hold a SIGTERM'd server past its grace. A daemon thread is abandoned instead: awaiting
+    it can be cancelled, and nothing waits for it at exit."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(value: Any, failed: bool) -> None:
+        if not future.done():
+            future.set_exception(value) if failed else future.set_result(value)
+
+    def run() -> None:
+        value: Any
+        try:
+            value, failed = fn(*args), False
+        except BaseException as exc:  # handed to the awaiting task, whatever it is
+            value, failed = exc, True
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(settle, value, failed)
+
+    threading.Thread(target=run, name=f"toolrun-{getattr(fn, '__name__', 'reload')}", daemon=True).start()
+    return await future
 
 
 @dataclass
@@ -130,9 +160,9 @@ class Reloader:
 
     async def _reload(self, reason: str, counted: bool) -> ReloadResult:
         started = time.perf_counter()
-        digest = await asyncio.to_thread(content_hash, self.paths)
+        digest = await off_loop(content_hash, self.paths)
         try:
-            catalog = await asyncio.to_thread(load, self.paths, self.environ, self.options)
+            catalog = await off_loop(load, self.paths, self.environ, self.options)
         except CatalogError as exc:
             problems = [str(p) for p in exc.problems]
             return self._failed(reason, digest, problems, started, counted)
@@ -174,7 +204,7 @@ class Reloader:
 
     async def poll_once(self, counted: bool = True) -> ReloadResult | None:
         """Reload when the files' hash changed since the last load (or last failed attempt)."""
-        digest = await asyncio.to_thread(content_hash, self.paths)
+        digest = await off_loop(content_hash, self.paths)
         if digest == self.hash:
             return None
         return await self.reload("catalog files changed", counted)
@@ -221,10 +251,13 @@ class Reloader:
         finally:
             if hup:
                 loop.remove_signal_handler(signal.SIGHUP)
-            if poll is not None:
-                poll.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await poll
+            # A reload still running is abandoned (its thread is a daemon): shutdown never waits for it.
+            pending = [*tasks, *([poll] if poll is not None else [])]
+            for task in pending:
+                task.cancel()
+            for task in pending:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
 
     def check(self) -> None:
         """The /readyz check: fails while the last reload failed."""

@@ -61,6 +61,7 @@ def tool_from_entry(entry: dict[str, Any]) -> ToolSpec:
             pattern=p.get("pattern"),
             min=p.get("min"),
             max=p.get("max"),
+            secret=p.get("secret") is True,
         )
         for p in entry.get("params") or []
         if isinstance(p, dict)
@@ -78,6 +79,8 @@ def tool_from_entry(entry: dict[str, Any]) -> ToolSpec:
         params=params,
         return_type=return_type,
         example=str(entry.get("example") or ""),
+        annotations=dict(entry["annotations"]) if isinstance(entry.get("annotations"), dict) else {},
+        keywords=tuple(str(k) for k in entry.get("keywords") or []),
     )
 
 

@@ -29,6 +29,7 @@ from .errors import Overloaded, ParamError, RateLimited, SandboxUnavailable, Too
 from .models import CallResult, Identity, ToolSpec
 from .ratelimit import Limiter
 from .registry import Page, Registry
+from .slots import Slots
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -131,6 +132,7 @@ class ToolService:
         max_concurrent: int | None = None,
         queue_timeout: float = 0.0,
         audit: AuditLog | None = None,
+        slots: Slots | None = None,
     ) -> None:
         self.state = CatalogState(catalog)
         self.audit = audit
@@ -139,12 +141,10 @@ class ToolService:
         self.limiter = limiter
         self.observer = observer
         self.sessions = sessions
-        self.max_concurrent = max_concurrent
+        # The concurrency pool: this process's (`max_concurrent`), or one shared by the workers (slots.py).
+        self.slots = slots if slots is not None else Slots(max_concurrent)
+        self.max_concurrent = self.slots.cap
         self.queue_timeout = queue_timeout
-        self.running = 0
-        self.waiting = 0
-        self._freed: asyncio.Event | None = None
-        self._freed_loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def catalog(self) -> Catalog:
@@ -289,17 +289,14 @@ class ToolService:
             except ParamError:
                 outcome = "invalid"
                 raise
-            full = self.max_concurrent is not None and self.running >= self.max_concurrent
-            if full and not await self._wait_for_slot():
+            slots = self.slots
+            if not slots.take() and not await slots.wait(self.queue_timeout):
                 outcome = "overloaded"
-                raise Overloaded(self.max_concurrent or 0)
-            self.running += 1
+                raise Overloaded(slots.cap or 0)
             try:
                 result = await self._run(state, identity, tool, values, session_id)
             finally:
-                self.running -= 1
-                if self._freed is not None and self.waiting:
-                    self._freed.set()
+                slots.give()
             if result.exec is None:
                 outcome = "ok"
             elif result.exec.timed_out:
@@ -309,6 +306,8 @@ class ToolService:
             return result
         except BaseException as exc:
             error = type(exc.original) if isinstance(exc, ToolFailed) else type(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                outcome = "cancelled"  # its client went away, or the server is stopping: its processes are killed
             if isinstance(exc, ToolrunError) and tool.has_secrets:
                 given = args or {}
                 hidden = [v for p in tool.params if p.secret and isinstance(v := given.get(p.name), str)]
@@ -325,29 +324,15 @@ class ToolService:
             if self.audit is not None:
                 self.audit.write(call_record(identity, tool, args, origin, outcome, result, error, seconds))
 
-    async def _wait_for_slot(self) -> bool:
-        """Wait up to `queue_timeout` for a free slot; at most `max_concurrent` callers wait."""
-        assert self.max_concurrent is not None
-        if self.queue_timeout <= 0 or self.waiting >= self.max_concurrent:
-            return False
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.queue_timeout
-        self.waiting += 1
-        try:
-            while self.running >= self.max_concurrent:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    return False
-                if self._freed is None or self._freed.is_set() or self._freed_loop is not loop:
-                    self._freed, self._freed_loop = asyncio.Event(), loop
-                event = self._freed
-                try:
-                    await asyncio.wait_for(event.wait(), remaining)
-                except TimeoutError:
-                    return False
-            return True
-        finally:
-            self.waiting -= 1
+    @property
+    def running(self) -> int:
+        """Calls running in this process."""
+        return self.slots.running
+
+    @property
+    def waiting(self) -> int:
+        """Calls of this process waiting for a slot."""
+        return self.slots.waiting
 
     async def _run(
         self, state: CatalogState, identity: Identity, tool: ToolSpec, values: dict[str, Any], session_id: str | None

@@ -80,11 +80,17 @@ class Settings:
     redis_url: str = setting("", "A redis:// URL: keys, buckets, sessions and cache move to Redis.")
     readiness_timeout: float = setting(1.0, "Seconds each /readyz check may take.")
     mcp_direct: bool = setting(False, "MCP also lists each catalog tool as its own tool.")
+    mcp_auth_required: bool = setting(
+        False, "MCP over HTTP refuses anonymous callers with a 401 (an OAuth client then starts its login)."
+    )
     mcp_stream_keepalive: float = setting(
         15.0, "Seconds between keep-alive comments on an open GET /mcp event stream (and session checks)."
     )
     mcp_max_streams: int = setting(
         1000, "Open MCP event streams (GET /mcp, and apart subscriptions/listen) per server process."
+    )
+    mcp_max_streams_per_caller: int = setting(
+        10, "Open MCP event streams one caller (a user; an anonymous client address) holds per server process."
     )
     catalog_cache: bool = setting(True, "Cache parsed catalogs by content hash in the cache dir.")
     curl_protocols: tuple[str, ...] = setting(
@@ -101,6 +107,28 @@ class Settings:
         (), "When set, /metrics answers only these client addresses (IPs or CIDRs)."
     )
     audit_log: str = setting("", "Audit trail of tool calls (JSON lines): a file path, - for stderr, empty for none.")
+    oauth_issuer: str = setting(
+        "", "OAuth: the issuer whose signed JWTs are accepted as bearer tokens beside API keys (empty: off)."
+    )
+    oauth_audience: str = setting("", "OAuth: the `aud` a token must carry (required with oauth_issuer).")
+    oauth_jwks_url: str = setting(
+        "", "OAuth: the issuer's signing keys (empty: the jwks_uri of its /.well-known/openid-configuration)."
+    )
+    oauth_username_claim: str = setting("sub", "OAuth: the claim that names the user.")
+    oauth_groups_claim: str = setting("groups", "OAuth: the claim that lists the user's groups (empty: none).")
+    oauth_scope_prefix: str = setting(
+        "toolrun:", "OAuth: a scope `<prefix><group>` also grants that group (empty: scopes grant nothing)."
+    )
+    oauth_algorithms: tuple[str, ...] = setting(
+        ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"),
+        "OAuth: signature algorithms accepted (asymmetric only: never none or HS256).",
+    )
+    oauth_jwks_min_interval: float = setting(
+        60.0, "OAuth: seconds between two fetches of the signing keys prompted by an unknown kid."
+    )
+    oauth_resource: str = setting(
+        "", "OAuth: this server's public URL in its protected-resource metadata (empty: from the request)."
+    )
     sandbox_default: str = setting(
         "", "Sandbox of exec tools that declare none: empty or off (none), on (the default profile), or a profile name."
     )
@@ -206,8 +234,10 @@ RANGES: dict[str, tuple[Any, str]] = {
     "readiness_timeout": (_finite(0, 3600, low_open=True), "seconds > 0 (at most 3600)"),
     "mcp_stream_keepalive": (_finite(0, 3600, low_open=True), "seconds > 0 (at most 3600)"),
     "mcp_max_streams": (_finite(0, 1e6), "an integer from 0 (no streams) to 1000000"),
+    "mcp_max_streams_per_caller": (_finite(1, 1e6), "an integer from 1 to 1000000"),
     "log_level": (lambda v: v.strip().lower() in ("debug", "info", "warning", "error"), "debug, info, warning, error"),
     "log_format": (lambda v: v.strip().lower() in ("text", "json"), "text or json"),
+    "oauth_jwks_min_interval": (_finite(0, _DAY), "seconds from 0 to 86400"),
     "curl_protocols": (
         lambda v: bool(v) and all(re.fullmatch(r"[a-z][a-z0-9+.-]*", p) for p in v),
         "protocol names such as http,https (lower case, at least one)",
@@ -249,6 +279,7 @@ def _check(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
                 f"setting redis_url from {origins['redis_url']}: expected a redis://[:password@]host[:port][/db], "
                 f"rediss://... or unix:///path URL ({why})"
             )
+    _check_oauth(values, origins)
     for name in ("forwarded_allow_ips", "metrics_allow_ips"):
         for item in values[name]:
             if item == "*" and name == "forwarded_allow_ips":
@@ -262,6 +293,25 @@ def _check(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
                     f"setting {name} from {origins[name]}: expected IP addresses or CIDR networks"
                     f"{' (or *)' if name == 'forwarded_allow_ips' else ''}, got {item!r}"
                 ) from None
+
+
+def _check_oauth(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
+    """OAuth settings that would accept tokens meant for others, or fetch keys in the clear, are refused."""
+    if not values["oauth_issuer"]:
+        return
+    from .oauth import check_algorithms, check_url
+
+    check_url("oauth_issuer", values["oauth_issuer"], origins["oauth_issuer"])
+    if values["oauth_jwks_url"]:
+        check_url("oauth_jwks_url", values["oauth_jwks_url"], origins["oauth_jwks_url"])
+    if not values["oauth_audience"].strip():
+        raise UsageError(
+            "setting oauth_audience: required with oauth_issuer (the `aud` this server's tokens carry, such as its "
+            "URL or client id); without it a token the issuer made for any other service would be accepted"
+        )
+    if not values["oauth_username_claim"].strip():
+        raise UsageError(f"setting oauth_username_claim from {origins['oauth_username_claim']}: must not be empty")
+    check_algorithms(tuple(values["oauth_algorithms"]), origins["oauth_algorithms"])
 
 
 def _expected(kind: type) -> str:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import forks
+from .statefiles import private_file
 
 SESSION_TTL = 24 * 3600.0
 _SCHEMA = """
@@ -38,8 +39,7 @@ class SQLiteState:
     """One connection per process (and thread) to the state file; reopened after a fork."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = private_file(path)  # 0600 in a 0700 folder (statefiles.py)
         self._local = threading.local()
         self._pid = forks.pid()
         conn = self.conn()

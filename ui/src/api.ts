@@ -131,9 +131,9 @@ function retryAfterOf(response: Response, body: string): number | null {
 
 async function request(
   path: string,
-  init: { method?: string; body?: string; key?: string; signal?: AbortSignal } = {},
+  init: { method?: string; body?: string; key?: string; signal?: AbortSignal; accept?: string } = {},
 ): Promise<Response> {
-  const headers: Record<string, string> = { Accept: "application/json, text/plain;q=0.9, */*;q=0.5" };
+  const headers: Record<string, string> = { Accept: init.accept ?? "application/json, text/plain;q=0.9, */*;q=0.5" };
   const key = init.key ?? memoryKey;
   if (key) headers["X-API-Key"] = key;
   if (init.body !== undefined) headers["Content-Type"] = "application/json";
@@ -221,19 +221,72 @@ export async function whoami(key: string): Promise<Identity> {
   return json<Identity>(await request("/whoami", { key }));
 }
 
+/**
+ * The structured answer of POST /tools/{key} to `Accept: application/json`: exec and curl tools
+ * give returncode, stdout, stderr and timed_out; fn tools give `text`, the plain-text answer.
+ */
+export interface CallPayload {
+  key: string;
+  ok: boolean;
+  returncode?: number;
+  stdout?: string;
+  stderr?: string;
+  timed_out?: boolean;
+  truncated?: boolean;
+  bytes_kept?: number;
+  bytes_dropped?: number;
+  result?: unknown;
+  text?: string;
+  seconds?: number;
+}
+
 export interface CallResult {
   status: number;
-  text: string;
+  payload: CallPayload;
   millis: number;
 }
 
+/** A JSON error answer (`{error, type}`) as the plain-text answer words it: `Type: message`. */
+export function errorText(body: string): string {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return body;
+  }
+  if (typeof parsed !== "object" || parsed === null) return body;
+  const { error, type } = parsed as { error?: unknown; type?: unknown };
+  if (typeof error !== "string") return body;
+  // With DEBUG on, `error` is the whole traceback, which already names the type.
+  return typeof type === "string" && !error.includes("\n") ? `${type}: ${error}` : error;
+}
+
+/**
+ * POST /tools/{key}, asking for the structured result (the same call, the same status codes): a
+ * failed command comes back with its exit code, stdout and stderr apart, and a timeout flagged.
+ */
 export async function callTool(key: string, args: Record<string, unknown>, signal?: AbortSignal): Promise<CallResult> {
   const started = performance.now();
-  const response = await request(`/tools/${encodeURIComponent(key)}`, {
-    method: "POST",
-    body: JSON.stringify(args),
-    signal,
-  });
+  let response: Response;
+  try {
+    response = await request(`/tools/${encodeURIComponent(key)}`, {
+      method: "POST",
+      body: JSON.stringify(args),
+      signal,
+      accept: "application/json",
+    });
+  } catch (error) {
+    if (error instanceof ApiError && error.status !== 0) {
+      throw new ApiError(error.status, errorText(error.body), error.retryAfter, error.message);
+    }
+    throw error;
+  }
   const text = await response.text();
-  return { status: response.status, text, millis: performance.now() - started };
+  let payload: CallPayload;
+  try {
+    payload = JSON.parse(text) as CallPayload;
+  } catch {
+    payload = { key, ok: true, text }; // not toolrun's JSON (a proxy's answer?): shown as text
+  }
+  return { status: response.status, payload, millis: performance.now() - started };
 }

@@ -89,3 +89,51 @@ export function scalarText(value: unknown): string {
   if (typeof value === "string") return value;
   return JSON.stringify(value) ?? String(value);
 }
+
+/** What a call's structured answer shows: a result, or a command that failed or timed out. */
+export type Shown =
+  | { kind: "ok"; text: string; json: boolean; cut: number }
+  | { kind: "failed"; exitCode: number; timedOut: boolean; stdout: string; stderr: string; cut: number };
+
+/**
+ * The structured answer of POST /tools/{key} as the panel shows it. A success shows what the
+ * plain-text answer holds (an exec tool's stdout, an fn tool's `text`), pretty-printed when it is
+ * JSON; a failed command shows its exit code, stdout and stderr apart. `cut`: bytes the server dropped.
+ */
+export function shownResult(payload: {
+  ok: boolean;
+  returncode?: number;
+  stdout?: string;
+  stderr?: string;
+  timed_out?: boolean;
+  truncated?: boolean;
+  bytes_dropped?: number;
+  result?: unknown;
+  text?: string;
+}): Shown {
+  const cut = payload.truncated ? (payload.bytes_dropped ?? 0) : 0;
+  if (typeof payload.returncode === "number" && !payload.ok) {
+    return {
+      kind: "failed",
+      exitCode: payload.returncode,
+      timedOut: payload.timed_out === true,
+      stdout: payload.stdout ?? "",
+      stderr: payload.stderr ?? "",
+      cut,
+    };
+  }
+  const text =
+    typeof payload.stdout === "string"
+      ? payload.stdout
+      : typeof payload.text === "string"
+        ? payload.text
+        : (JSON.stringify(payload.result) ?? "");
+  return { kind: "ok", ...displayResult(text), cut };
+}
+
+/** The failure of a command in words: its exit code, the timeout, or the signal that stopped it. */
+export function failureWords(exitCode: number, timedOut: boolean): { pill: string; title: string } {
+  if (timedOut) return { pill: "Timed out", title: "The command ran past its timeout and was stopped" };
+  if (exitCode < 0) return { pill: `Signal ${-exitCode}`, title: `The command was killed by signal ${-exitCode}` };
+  return { pill: `Exit code ${exitCode}`, title: `The command failed with exit code ${exitCode}` };
+}

@@ -11,9 +11,10 @@ fields of the cached record classes), so a warm load skips YAML and checks alike
 The format itself is documented in docs/catalog.md; the JSON Schema in schema/ is generated
 from the pydantic models in schema.py.
 
-The package has one module per job: options (LoadOptions, Catalog), positions, problems, parse,
-substitute (``${VAR}``), paramdefs, templates (lint), fn (introspection), envfiles, build, loader
-(one file, start to end) and cache.
+The package has one module per job: options (LoadOptions, Catalog), source (what a file may be: a
+regular file, bounded; its aliases' expansion, bounded), positions, problems, parse, substitute
+(``${VAR}``), paramdefs, templates (lint), fn (introspection), envfiles, build, loader (one file,
+start to end) and cache.
 """
 
 from __future__ import annotations

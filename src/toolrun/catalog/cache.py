@@ -17,6 +17,7 @@ from ..errors import Problem
 from ..models import Example, Expect, Param, ResourceLimits, Sandbox, ToolSpec
 from .loader import _FileLoader
 from .options import LoadOptions
+from .source import read_catalog
 
 # Every record class a cache entry pickles. A slots dataclass unpickles its values by position, so
 # an entry written by code whose classes had other fields would load with its values shifted into
@@ -62,7 +63,7 @@ def _load_file_uncollected(
     cache_file = None
     if options.cache_dir is not None and not options.check:
         try:
-            raw = path.read_bytes()
+            raw = read_catalog(path)
         except OSError:
             raw = None
         if raw is not None:

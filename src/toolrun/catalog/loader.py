@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..models import ToolSpec
 from .build import BuildMixin
 from .parse import ParseMixin
 from .positions import _Locator
+from .source import NotACatalogFile, read_catalog
 from .substitute import SubstituteMixin
 
 
@@ -18,7 +21,10 @@ class _FileLoader(BuildMixin, SubstituteMixin, ParseMixin):
         from ..schema import CatalogFile, ToolDef
 
         try:
-            raw = self.path.read_bytes()
+            raw = read_catalog(self.path)
+        except NotACatalogFile as exc:
+            self.problem_at((1, 1), "", str(exc))
+            return []
         except OSError as exc:
             self.problem_at((1, 1), "", f"cannot read catalog: {exc.strerror or exc}")
             return []
@@ -35,8 +41,7 @@ class _FileLoader(BuildMixin, SubstituteMixin, ParseMixin):
         if data is None:
             self.problem_at((1, 1), "", "catalog file is empty (expected a mapping with `tools:`)", "warning")
             return []
-        if not isinstance(data, dict):
-            self.problem_at((1, 1), "", f"a catalog file is a mapping with `tools:`, not a {type(data).__name__}")
+        if not self.is_catalog(data):
             return []
         tools_raw = data.get("tools")
         header = self.substitute_tree({k: v for k, v in data.items() if k != "tools"}, (), "")
@@ -74,3 +79,10 @@ class _FileLoader(BuildMixin, SubstituteMixin, ParseMixin):
             if spec is not None and self.errors() == before:
                 specs.append(spec)
         return specs
+
+    def is_catalog(self, data: Any) -> bool:
+        """Whether `data` is a mapping (the root was checked on its nodes: a tagged one, `!!set`, is not)."""
+        if isinstance(data, dict):
+            return True
+        self.problem_at((1, 1), "", f"a catalog file is a mapping with `tools:`, not a {type(data).__name__}")
+        return False

@@ -1,14 +1,28 @@
-"""YAML text -> data (libyaml), with duplicate keys found and reported."""
+"""YAML text -> data (libyaml), with duplicate keys found and reported and alias expansion bounded."""
 
 from __future__ import annotations
 
+import difflib
 import functools
 from typing import TYPE_CHECKING, Any
 
 from .problems import _LoaderBase
+from .source import expansion_problem, link_note
 
 if TYPE_CHECKING:
     import yaml
+
+
+CATALOG_FIELDS = frozenset({"$schema", "version", "group", "defaults", "tools"})  # schema.CatalogFile's
+_NULL = "tag:yaml.org,2002:null"
+_SCALAR_KINDS = {
+    "tag:yaml.org,2002:str": "str",
+    "tag:yaml.org,2002:int": "int",
+    "tag:yaml.org,2002:float": "float",
+    "tag:yaml.org,2002:bool": "bool",
+    "tag:yaml.org,2002:binary": "bytes",
+    "tag:yaml.org,2002:timestamp": "datetime",
+}
 
 
 @functools.cache
@@ -34,7 +48,18 @@ class ParseMixin(_LoaderBase):
 
         loader = _yaml_loader()(text)
         try:
-            data = loader.get_single_data()
+            node = loader.get_single_node()
+            if node is None:
+                data = None
+            else:
+                # Before anything walks the data: aliases could make it a billion values (see source.py).
+                found = expansion_problem(node, len(text))
+                if found is not None:
+                    self.problem_at(found[0], "", found[1])
+                    return False, None
+                if not self.catalog_root(node):  # decided on the nodes: no constructor error can quote it
+                    return False, None
+                data = loader.construct_document(node)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             pos = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -50,6 +75,39 @@ class ParseMixin(_LoaderBase):
         if loader.duplicates:
             self.report_duplicates(data)
         return True, data
+
+    def catalog_root(self, node: yaml.Node) -> bool:
+        """Whether the document's root can be a catalog: a mapping with `tools:` or only catalog fields
+        (or null: an empty file). Else one error names the file and what it is, never its content: a
+        catalog path may lead to another file (a link swapped to a password file)."""
+        import yaml
+
+        if isinstance(node, yaml.MappingNode):
+            keys = [k.value if isinstance(k, yaml.ScalarNode) else None for k, _ in node.value]
+            if "tools" in keys or set(keys) <= CATALOG_FIELDS:
+                return True
+            self.not_a_catalog(node)
+            return False
+        if node.tag == _NULL:
+            return True  # an empty document: a warning, later
+        kind = "list" if isinstance(node, yaml.SequenceNode) else _SCALAR_KINDS.get(node.tag, "tagged value")
+        self.problem_at((1, 1), "", f"a catalog file is a mapping with `tools:`, not a {kind}{link_note(self.path)}")
+        return False
+
+    def not_a_catalog(self, root: yaml.MappingNode) -> None:
+        """A mapping with neither `tools:` nor only catalog fields: some other file (a password file, a
+        config) was named as a catalog. One error naming the file; none of its content is quoted."""
+        for key, _ in root.value:
+            if isinstance(key.value, str) and difflib.get_close_matches(key.value, ["tools"], n=1, cutoff=0.75):
+                where = (key.start_mark.line + 1, key.start_mark.column + 1)
+                self.problem_at(where, "", "no `tools:` list; this top-level field is not one: is `tools:` misspelled?")
+                return
+        self.problem_at(
+            (1, 1),
+            "",
+            f"not a catalog file{link_note(self.path)}: a catalog is a mapping with `tools:`, and this one has "
+            "other top-level fields (its content is not shown)",
+        )
 
     def report_duplicates(self, data: Any) -> None:
         for line, col, name, path in self.locate.duplicate_keys():

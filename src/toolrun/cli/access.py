@@ -20,7 +20,9 @@ app.add_typer(access_app, name="access")
 
 @access_app.command("explain")
 def access_explain(
-    user: Annotated[str, typer.Argument(help="User name (`-` for an anonymous caller).")],
+    user: Annotated[
+        str, typer.Argument(help="User name (`-` for an anonymous caller), or a bearer token (JWT) with OAuth on.")
+    ],
     tool: Annotated[str, typer.Argument(help="Tool key, e.g. ops.disk_usage.")],
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
@@ -30,6 +32,7 @@ def access_explain(
     Exit 0 when the tool is visible and callable, 1 when it is not."""
     import asyncio
 
+    from ..access import looks_like_jwt
     from ..errors import ToolrunError
     from ..explain import explain_text
 
@@ -38,7 +41,10 @@ def access_explain(
         service = _make_service(catalog, settings)
         access = _access()
         limiter = access.readable_limiter(settings)
-        answer = asyncio.run(access.explain(service, user, tool, limiter=limiter, settings=settings))
+        if looks_like_jwt(user):  # a token's access: its own claims, checked against the issuer
+            answer = asyncio.run(access.explain_token(service, user, tool, limiter=limiter, settings=settings))
+        else:
+            answer = asyncio.run(access.explain(service, user, tool, limiter=limiter, settings=settings))
     except ToolrunError as exc:
         _fail(exc)
     if as_json:

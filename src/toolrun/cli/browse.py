@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -11,7 +12,7 @@ import typer
 from .common import CatalogOpt, JsonOpt, _err, _fail, _operator, _print_json, _remote, _service, app
 
 if TYPE_CHECKING:
-    from ..models import ToolSpec
+    from ..models import Param, ToolSpec
 
 
 @app.command("list")
@@ -110,9 +111,8 @@ def describe(
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show a tool: signature, params, return type, description and an example call."""
+    """Show a tool: signature, hints, return type, description, each param with its constraints, an example."""
     from ..errors import ToolrunError
-    from ..formatting import signature
 
     remote = _remote()
     try:
@@ -122,16 +122,32 @@ def describe(
     if as_json:
         _print_json(tool.entry())
         return
+    _print_tool(tool)
+
+
+def _print_tool(tool: ToolSpec) -> None:
+    """The signature line of MCP's `describe_tools` (constraints in brackets) with the return type,
+    then groups, hints, the return type in words, the description, one block per param, the example."""
     from rich.console import Console
     from rich.markdown import Markdown
     from rich.markup import escape
-    from rich.table import Table
+
+    from ..formatting import annotation_words, return_words
+    from ..paramtypes import signature
 
     console = Console()
-    console.print(f"[bold cyan]{escape(signature(tool))}[/]", soft_wrap=True)
-    console.print(
-        f"groups: {escape(', '.join(tool.groups))}    kind: {tool.kind}    returns: {escape(tool.return_type)}"
-    )
+    console.print(f"[bold cyan]{escape(signature(tool))} -> {escape(tool.return_type)}[/]", soft_wrap=True)
+    console.print(f"groups: {escape(', '.join(tool.groups))}    kind: {tool.kind}")
+    if tool.annotations.get("title"):
+        console.print(f"title: {escape(str(tool.annotations['title']))}", soft_wrap=True)
+    hints = annotation_words(tool)
+    if hints:
+        console.print(f"hints: {hints}")
+    console.print(f"returns: {escape(tool.return_type)}", soft_wrap=True)
+    words = return_words(tool.return_type)
+    if words:
+        for line in textwrap.wrap(words, 96):
+            console.print(f"  {escape(line)}", soft_wrap=True, highlight=False)
     if tool.sandbox is not None:
         from ..sandbox import describe as sandbox_entry
         from ..sandbox import describe_text
@@ -141,13 +157,24 @@ def describe(
         console.print()
         console.print(Markdown(tool.description))
     if tool.params:
-        table = Table(header_style="bold")
-        for col in ("param", "type", "required", "default", "description"):
-            table.add_column(col)
-        for p in tool.params:
-            default = "" if p.default is None else json.dumps(p.default, ensure_ascii=False)
-            table.add_row(escape(p.name), p.type, "yes" if p.required else "no", escape(default), escape(p.description))
         console.print()
-        console.print(table)
+        console.print("params:")
+        for p in tool.params:
+            for line in _param_lines(p):
+                console.print(escape(line), soft_wrap=True, highlight=False)
     console.print()
     console.print(f"example: {escape(tool.example)}", soft_wrap=True)
+
+
+def _param_lines(p: Param) -> list[str]:
+    """`  name: type, required` (or `, default 5` / `, optional`), then its description and each rule."""
+    from ..paramtypes import rules
+
+    if p.required:
+        state = "required"
+    elif p.default is None:
+        state = "optional"
+    else:
+        state = "default ***" if p.secret else f"default {json.dumps(p.default, ensure_ascii=False)}"
+    head = f"  {p.name}: {p.type}, {state}" + (", secret" if p.secret else "")
+    return [head, *(f"    {line}" for line in p.description.strip().splitlines()), *(f"    {r}" for r in rules(p))]

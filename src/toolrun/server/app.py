@@ -107,7 +107,12 @@ class Routes:
             "groups": sorted(identity.groups),
             "tools": [t.key for t in self.service.list(identity)],
         }
-        if tool_key is not None:
+        if tool_key is not None and user is None and identity.key_prefix.startswith("jwt:"):
+            # The caller came with a bearer token: explain its claims, not a key-store user of that name.
+            body["explain"] = await self.b.access.explain_token(
+                self.service, identity, tool_key, limiter=self.service.limiter, settings=self.settings
+            )
+        elif tool_key is not None:
             body["explain"] = await self.b.access.explain(
                 self.service,
                 user or identity.username,
@@ -197,6 +202,16 @@ class Routes:
                 "next_offset": page.next_offset,
             }
         )
+
+    async def protected_resource(self, request: Request, identity: Identity) -> Response:
+        tokens = self.b.access.tokens
+        if tokens is None:
+            return JSONResponse({"error": "not found"}, status_code=404)
+        from ..oauth import resource_metadata
+        from .request import public_base
+
+        resource = request.url.path.removeprefix("/.well-known/oauth-protected-resource")
+        return JSONResponse(resource_metadata(tokens.config, public_base(request.scope), resource))
 
     async def openapi(self, request: Request, identity: Identity) -> Response:
         from .openapi import document

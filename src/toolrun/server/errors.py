@@ -56,6 +56,9 @@ def _json_text(data: Any) -> str:
 
 
 def _retry_headers(exc: ToolrunError) -> dict[str, str]:
+    """Retry-After of a 429 or 503, and WWW-Authenticate of a 401 when OAuth is on."""
+    if isinstance(exc, Unauthorized) and exc.challenge:
+        return {"WWW-Authenticate": exc.challenge}
     if isinstance(exc, RateLimited):
         return {"Retry-After": str(exc.retry_after)}
     if exc.http_status == 503:

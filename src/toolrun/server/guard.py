@@ -19,6 +19,7 @@ from ..errors import (
     ToolrunError,
 )
 from ..settings import Settings
+from .disconnect import GONE
 from .errors import json_error
 from .logs import access_line
 from .toolcall import ToolCall
@@ -65,6 +66,13 @@ def _host_name(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
+# The answer headers a page of an allowed origin may read (the CORS-safelisted ones need no listing).
+EXPOSE = (
+    b"access-control-expose-headers",
+    b"X-Toolrun-Exit-Code, X-Request-Id, Retry-After, X-Total-Count, X-Has-More, X-Next-Offset",
+)
+
+
 class Guard:
     """Host check (DNS rebinding), Origin check on unsafe methods, optional CORS, access log."""
 
@@ -104,7 +112,7 @@ class Guard:
             if message["type"] == "http.response.start":
                 status_holder[0] = message["status"]
                 if origin and origin in self.origins:
-                    extra = [(b"access-control-allow-origin", origin.encode()), (b"vary", b"Origin")]
+                    extra = [(b"access-control-allow-origin", origin.encode()), (b"vary", b"Origin"), EXPOSE]
                     message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)
 
@@ -169,7 +177,8 @@ class Guard:
                 raw_query = scope.get("query_string", b"")
                 query = scrub_keys(redact_query(raw_query)) if raw_query else ""
                 ms = round((time.perf_counter() - started) * 1000, 1)
-                access_line(client[0], method, path, query, status_holder[0], ms)
+                status = 499 if scope.get(GONE) else status_holder[0]  # a call cancelled: its client went away
+                access_line(client[0], method, path, query, status, ms)
 
     async def _mcp(self, scope: Scope, receive: Receive, send: Send, status: list[int]) -> None:
         """POST /mcp without the router; a ToolrunError that escapes gets the app's JSON answer, as routed."""

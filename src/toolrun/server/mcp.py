@@ -43,6 +43,7 @@ from ..formatting import describe_text, encodable, result_text, scrub_surrogates
 from ..models import Identity, ToolSpec
 from ..paramtypes import request_schema
 from ..service import ToolService
+from .disconnect import unless_gone
 
 log = logging.getLogger("toolrun.mcp")
 MAX_NOTIFIED_SESSIONS = 1000
@@ -372,7 +373,9 @@ class McpDoor:
     async def run(
         self, ctx: Any, identity: Identity, key: str, arguments: dict[str, Any], session_id: str | None
     ) -> types.CallToolResult:
-        result = await self.service.call(identity, key, arguments, session_id=session_id, origin=self.origin(ctx))
+        call = self.service.call(identity, key, arguments, session_id=session_id, origin=self.origin(ctx))
+        # Over HTTP (the SDK's request or the fast path's), cancelled if the client goes away (disconnect.py).
+        result = await unless_gone(getattr(getattr(ctx, "request", None), "scope", None), call)
         text = result_text(result.value)
         structured = structured_result(result)
         if not encodable(text):

@@ -11,11 +11,14 @@ poll, SIGHUP): so each process announces its own swaps on the streams it holds.
   seconds; at each keep-alive the session is looked up again, so a session closed (DELETE) or expired
   on another worker or replica ends its streams within one interval (a DELETE received here ends them
   at once). One stream per session and process: a new GET replaces the previous one. At most
-  `mcp_max_streams` streams per process (503 beyond). A client that stops reading for
+  `mcp_max_streams` streams per process, and at most `mcp_max_streams_per_caller` of them for one caller
+  (its session owner: a user, or an anonymous client address), so one caller cannot take the streams
+  of others (503 with Retry-After beyond either). A client that stops reading for
   `request_timeout` seconds loses its stream. No event ids, no replay: a client that reconnects lists
   the tools again.
 - **2026-07-28** (no session): the SDK's `subscriptions/listen`, a POST whose answer is the stream;
-  the same swaps are published to it (`ToolsListChanged`).
+  the same swaps are published to it (`ToolsListChanged`). They count towards the same per-caller
+  share over HTTP (a JSON-RPC error beyond it), and have a cap of `mcp_max_streams` of their own.
 
 At shutdown (SIGTERM) every stream ends at once (`end_streams`, called before uvicorn drains), so the
 drain never waits for a client that is only listening.
@@ -91,19 +94,35 @@ class _Listen(ListenHandler):
         self.hub = hub
 
     async def __call__(self, ctx: Any, params: Any) -> Any:
-        if self.hub.closing:
+        hub = self.hub
+        if hub.closing:
             raise MCPError(INTERNAL_ERROR, "the server is shutting down; listen again")
-        return await super().__call__(ctx, params)
+        request = getattr(ctx, "request", None)
+        identity = request.scope.get("state", {}).get("toolrun_identity") if request is not None else None
+        if identity is None:  # stdio: the one client of this process
+            return await super().__call__(ctx, params)
+        owner = identity.bucket
+        if not hub.admit(owner):
+            raise MCPError(INTERNAL_ERROR, hub.caller_full)
+        try:
+            return await super().__call__(ctx, params)
+        finally:
+            hub.leave(owner)
 
 
 class StreamHub:
     """This process's server-to-client streams: GET streams by session id, and the listen streams."""
 
-    def __init__(self, sessions: Any, *, keepalive: float, write_timeout: float, max_streams: int) -> None:
+    def __init__(
+        self, sessions: Any, *, keepalive: float, write_timeout: float, max_streams: int, per_caller: int | None = None
+    ) -> None:
         self.sessions = sessions  # the shared McpSessionStore: a stream ends when its session is gone
         self.keepalive = keepalive
         self.write_timeout = write_timeout
         self.max_streams = max_streams
+        self.per_caller = per_caller if per_caller is not None else max_streams
+        self.caller_full = f"too many open MCP streams for this caller (at most {self.per_caller} per caller)"
+        self.held: dict[str, int] = {}  # caller (session owner) -> its open streams, GET and listen
         self.streams: dict[str, _Stream] = {}
         self.closing = False
         self.bus = InMemorySubscriptionBus()
@@ -115,6 +134,21 @@ class StreamHub:
         for stream in list(self.streams.values()):
             stream.push()
         await self.bus.publish(ToolsListChanged())
+
+    def admit(self, owner: str) -> bool:
+        """Count one more stream of `owner`, unless it holds its share already."""
+        held = self.held.get(owner, 0)
+        if held >= self.per_caller:
+            return False
+        self.held[owner] = held + 1
+        return True
+
+    def leave(self, owner: str) -> None:
+        held = self.held.get(owner, 0) - 1
+        if held > 0:
+            self.held[owner] = held
+        else:
+            self.held.pop(owner, None)
 
     def close_session(self, sid: str) -> None:
         stream = self.streams.get(sid)
@@ -129,13 +163,15 @@ class StreamHub:
 
     async def serve(self, sid: str, owner: str, scope: Scope, receive: Receive, send: Send) -> None:
         """GET /mcp for session `sid`, whose owner the gate has checked: the event stream."""
-        refusal = self._refusal(sid, scope)
+        refusal = self._refusal(sid, owner, scope)
         if refusal is not None:
             await _plain(send, *refusal)
             return
         previous = self.streams.get(sid)
         if previous is not None:
-            previous.end()  # a client reconnecting: the newer stream wins
+            previous.end()  # a client reconnecting: the newer stream wins (and takes its place in the share)
+        else:
+            self.admit(owner)  # within its share: _refusal said so, and nothing ran since
         stream = self.streams[sid] = _Stream()
         headers = [
             (b"content-type", b"text/event-stream"),
@@ -170,6 +206,7 @@ class StreamHub:
         finally:
             if self.streams.get(sid) is stream:
                 del self.streams[sid]
+                self.leave(owner)
 
     async def _still_open(self, sid: str, owner: str) -> bool:
         try:
@@ -178,13 +215,17 @@ class StreamHub:
             log.warning("MCP stream: session lookup failed: %s: %s", type(exc).__name__, exc)
             return True
 
-    def _refusal(self, sid: str, scope: Scope) -> tuple[int, str, list[tuple[bytes, bytes]]] | None:
+    def _refusal(self, sid: str, owner: str, scope: Scope) -> tuple[int, str, list[tuple[bytes, bytes]]] | None:
         if self.closing:
             return 503, "the server is shutting down", [(b"retry-after", b"1")]
         accept = b",".join(v for k, v in scope["headers"] if k == b"accept").lower()
         if b"text/event-stream" not in accept and b"*/*" not in accept:
             return 406, "Not Acceptable: the stream needs Accept: text/event-stream", []
-        if sid not in self.streams and len(self.streams) >= self.max_streams:
+        if sid in self.streams:
+            return None  # a reconnection replaces the session's own stream
+        if self.held.get(owner, 0) >= self.per_caller:
+            return 503, self.caller_full, [(b"retry-after", b"5")]
+        if len(self.streams) >= self.max_streams:
             return 503, f"too many open MCP streams (at most {self.max_streams})", [(b"retry-after", b"5")]
         return None
 

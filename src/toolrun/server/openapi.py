@@ -162,6 +162,18 @@ def _text(description: str) -> dict[str, Any]:
 
 
 _ERR = {"$ref": "#/components/schemas/Error"}
+# GET /.well-known/oauth-protected-resource: where clients find the authorization server (docs/oauth.md).
+_RESOURCE = {
+    "type": "object",
+    "required": ["resource", "authorization_servers"],
+    "properties": {
+        "resource": {"type": "string"},
+        "authorization_servers": {"type": "array", "items": {"type": "string"}},
+        "bearer_methods_supported": {"type": "array", "items": {"type": "string"}},
+        "resource_signing_alg_values_supported": {"type": "array", "items": {"type": "string"}},
+        "resource_name": {"type": "string"},
+    },
+}
 # POST /tools/{key} with `Accept: application/json`: the structured result, and errors as {error, type}.
 _CALL_RESULT = {
     "type": "object",
@@ -178,6 +190,13 @@ _CALL_RESULT = {
         "text": {"type": "string"},
         "seconds": {"type": "number"},
     },
+}
+
+# The 200 answer of an exec or curl tool (either form): its exit code. fn tools run no process: absent.
+EXIT_CODE_DOC = {
+    "description": "Exec and curl tools only: the exit code (0 success, -1 killed by the timeout, "
+    "another negative number: killed by that signal); absent for fn tools",
+    "schema": {"type": "integer"},
 }
 
 
@@ -251,6 +270,7 @@ def _document(routes: Sequence[RouteDef]) -> dict[str, Any]:
                 "User": _USER,
                 "Reload": _RELOAD,
                 "SearchPage": _PAGE,
+                "ResourceMetadata": _RESOURCE,
             },
             "securitySchemes": {
                 "ApiKeyHeader": {"type": "apiKey", "in": "header", "name": "X-API-Key"},

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from ..errors import RequestTimeout
+from .disconnect import HOOK, client_gone
 
 PATCH = "toolrun.server.protocol.GuardedHttpToolsProtocol (overrides uvicorn's HttpToolsProtocol internals)"
 # The methods the subclass overrides or calls, with the parameters it passes.
@@ -40,7 +41,14 @@ _ATTRIBUTES = {
         "self.timeout_keep_alive",
     ),
     "HttpToolsProtocol.connection_made": ("self.transport", "self.flow"),
-    "RequestResponseCycle.__init__": ("self.response_started", "self.disconnected", "self.message_event"),
+    "HttpToolsProtocol.on_message_begin": ("self.scope",),
+    "RequestResponseCycle.__init__": (
+        "self.scope",
+        "self.response_started",
+        "self.response_complete",
+        "self.disconnected",
+        "self.message_event",
+    ),
 }
 
 
@@ -176,6 +184,9 @@ def http_protocol(head_timeout: float) -> Any:
             self._arm(self._head_at)
 
         def connection_lost(self, exc: Exception | None) -> None:
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete:
+                client_gone(cycle.scope)  # a call still running for this client is cancelled (disconnect.py)
             self._head_at = self._idle_at = None
             if self._timer is not None:
                 self._timer.cancel()
@@ -256,6 +267,7 @@ def http_protocol(head_timeout: float) -> Any:
                 self._arm(self._head_at)
 
         def on_headers_complete(self) -> None:
+            self.scope[HOOK] = None  # type: ignore[literal-required]  # this server cancels a call whose client goes away (disconnect.py)
             self._in_head, self._head_bytes, self._head_begun = False, 0, False
             self._in_body = True
             self._events += 1

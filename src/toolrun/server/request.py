@@ -147,7 +147,37 @@ async def identity_from_scope(access: Access, scope: Scope, mode: str) -> Identi
         if len(params.getlist("api-key")) > 1:
             raise Unauthorized()  # an ambiguous ?api-key=a&api-key=b is refused, never half-read
         query = params
-    return await access.identify(key_from(headers, query), mode, client)
+    key = key_from(headers, query)
+    if access.tokens is None:
+        return await access.identify(key, mode, client)
+    try:
+        return await access.identify(key, mode, client)
+    except Unauthorized as exc:
+        base = access.tokens.config.resource or public_base(scope)
+        exc.challenge = bearer_challenge(base, scope, exc if key else None)  # no credential: no error code
+        raise
+
+
+def public_base(scope: Scope) -> str:
+    """This server's URL as the client reached it (scheme and Host header): where its metadata lives."""
+    host = ""
+    for name, value in scope["headers"]:
+        if name == b"host":
+            host = value.decode("latin-1")
+            break
+    if not host and scope.get("server"):
+        host = f"{scope['server'][0]}:{scope['server'][1]}"
+    return f"{scope.get('scheme', 'http')}://{host}"
+
+
+def bearer_challenge(base: str, scope: Scope, refused: Unauthorized | None) -> str:
+    """The `WWW-Authenticate` value of a 401 with OAuth on: the metadata URL, and why a credential was refused."""
+    from ..oauth import challenge
+
+    error = ""
+    if refused is not None:
+        error = refused.oauth_error or "invalid_token"
+    return challenge(base, scope.get("path", ""), error, refused.description if refused else "")
 
 
 def _is_json_media(content_type: str) -> bool:

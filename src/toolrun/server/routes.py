@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .openapi import _BAD, _CALL_RESULT, _ERR, _KEY_PARAM, _UNAUTH, _json, _text_or_json
+from .openapi import _BAD, _CALL_RESULT, _ERR, _KEY_PARAM, _UNAUTH, EXIT_CODE_DOC, _json, _text_or_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,9 +56,10 @@ ROUTES: tuple[RouteDef, ...] = (
                 "content": {"application/json": {"schema": {"type": "object", "additionalProperties": True}}},
             },
             "responses": {
-                "200": _text_or_json(
-                    "The result coerced to text (exec failures are normal tuple results)", _CALL_RESULT
-                ),
+                "200": {
+                    **_text_or_json("The result as text (an exec failure is a normal tuple result)", _CALL_RESULT),
+                    "headers": {"X-Toolrun-Exit-Code": EXIT_CODE_DOC},
+                },
                 "400": _text_or_json("Malformed JSON, not an object, or a parameter error"),
                 "403": _text_or_json("Cross-origin request not allowed"),
                 "404": _text_or_json("Unknown or inaccessible key"),
@@ -234,6 +235,22 @@ ROUTES: tuple[RouteDef, ...] = (
                 "400": _BAD,
             },
         },
+    ),
+    *(
+        RouteDef(
+            f"/.well-known/oauth-protected-resource{resource}",
+            "GET",
+            "protected_resource",
+            "anonymous",
+            f"OAuth protected-resource metadata of {what}: its authorization server (404 when OAuth is off)",
+            {
+                "responses": {
+                    "200": _json({"$ref": "#/components/schemas/ResourceMetadata"}, "The metadata"),
+                    "404": _json(_ERR, "OAuth is off (no oauth_issuer)"),
+                }
+            },
+        )
+        for resource, what in (("", "this server"), ("/mcp", "the MCP endpoint"))
     ),
     RouteDef("/openapi.json", "GET", "openapi", "optional", "This document", documented=False),
 )

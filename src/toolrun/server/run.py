@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import logging
@@ -32,6 +33,8 @@ def build_backends(
     workers: int = 1,
     metrics_dir: str | None = None,
 ) -> Backends:
+    from ..slots import SharedSlots
+
     metrics = Metrics(metrics_dir)
     access = Access.from_settings(settings)
     limiter, sessions = shared_state(settings, access, workers)
@@ -43,8 +46,9 @@ def build_backends(
         limiter=limiter,
         observer=metrics,
         sessions=sessions,
-        # The whole server's limit, split evenly between the workers (the kernel spreads connections evenly).
-        max_concurrent=-(-settings.max_concurrent_calls // workers),
+        max_concurrent=settings.max_concurrent_calls,
+        # One pool for the whole server: with workers, in memory they all share (made here, before the fork).
+        slots=SharedSlots(settings.max_concurrent_calls, workers) if workers > 1 else None,
         queue_timeout=settings.queue_timeout,
         audit=open_audit(settings.audit_log),
     )
@@ -95,6 +99,7 @@ def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:
         keepalive=settings.mcp_stream_keepalive,
         write_timeout=settings.request_timeout,
         max_streams=settings.mcp_max_streams,
+        per_caller=settings.mcp_max_streams_per_caller,
     )
     server = build_server(door, list_changed=True, listen=streams.listen)
     if backends.reloader is not None:
@@ -137,7 +142,8 @@ def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:
         enabled=os.environ.get("TOOLRUN_MCP_FAST_PATH", "1") != "0",
     )
     gate = McpSessionGate(fast, sessions, settings.max_body_bytes, streams)
-    endpoint = McpKeyGate(gate, backends.access, settings.max_body_bytes)
+    mode = "required" if settings.mcp_auth_required else "keyed"
+    endpoint = McpKeyGate(gate, backends.access, settings.max_body_bytes, mode)
     backends.mcp_endpoint = endpoint
     backends.extra_routes.append(Route("/mcp", endpoint=endpoint, methods=["GET", "POST", "DELETE"]))
 
@@ -145,22 +151,23 @@ def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:
 class McpKeyGate:
     """What /mcp checks before the MCP machinery runs.
 
-    - A key that is present but does not resolve: 401.
+    - A key that is present but does not resolve: 401; no key at all too, with `mcp_auth_required`.
     - Two `Mcp-Session-Id` headers: 400 (McpSessionGate, behind this gate, binds each session to
       the identity that opened it).
     - A POST body is read here (up to `max_body_bytes`) and must be JSON without duplicate keys or
       NaN/Infinity, the rule `POST /tools/{key}` applies: else 400 with a JSON-RPC parse error.
     """
 
-    def __init__(self, app: Any, access: Access, max_body: int = 1024 * 1024) -> None:
+    def __init__(self, app: Any, access: Access, max_body: int = 1024 * 1024, mode: str = "keyed") -> None:
         self.app = app
         self.access = access
         self.max_body = max_body
+        self.mode = mode  # `required` with mcp_auth_required: no anonymous MCP callers
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         # (The imports are module-level: an import statement in a per-request path costs a lookup each time.)
         try:
-            identity = await identity_from_scope(self.access, scope, "keyed")
+            identity = await identity_from_scope(self.access, scope, self.mode)
         except ToolrunError as exc:
             await json_error(exc)(scope, receive, send)
             return
@@ -396,6 +403,9 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
 
             start_watchdog(log)
             count_reloads(backends, first=sock is sockets[0])
+            attach = getattr(backends.service.slots, "attach", None)
+            if attach is not None:
+                attach(sockets.index(sock))  # this worker's cells of the shared concurrency pool
             return 0 if _run_server(config, sock) else 3
 
         def worker_exited(pid: int) -> None:
@@ -427,6 +437,11 @@ def _run_server(config: Any, sock: Any = None) -> bool:
     import uvicorn
 
     class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if not self.should_exit:  # the first stop signal: the drain's clock starts, and the hard stop's
+                hard_stop_after((self.config.timeout_graceful_shutdown or 0) + SHUTDOWN_MARGIN)
+            super().handle_exit(sig, frame)
+
         async def shutdown(self, sockets: Any = None) -> None:
             from .mcp_stream import end_streams
 
@@ -448,3 +463,26 @@ def _run_server(config: Any, sock: Any = None) -> bool:
 
 def _ignore_signal(signum: int, frame: Any) -> None:
     return None
+
+
+SHUTDOWN_MARGIN = 1.0  # seconds a stopping server gets after its drain (`shutdown_grace`) before it exits anyway
+
+
+def hard_stop_after(seconds: float) -> None:
+    """The process exits (status 1) `seconds` from now if it is still there: whatever a reload is doing
+    (a catalog that takes long, an `fn:` module whose import hangs), whatever thread the exit would
+    wait for, a SIGTERM'd server is gone a second after its grace. The timer is the kernel's
+    (SIGALRM), armed from the signal handler without taking a lock, and it is never disarmed: the
+    process is on its way out."""
+
+    def expire(signum: int, frame: Any) -> None:
+        log.error(
+            "still running %.1fs after the stop signal (shutdown_grace + %gs): exiting now", seconds, SHUTDOWN_MARGIN
+        )
+        for handler in logging.getLogger("toolrun").handlers + logging.getLogger().handlers:
+            with contextlib.suppress(Exception):
+                handler.flush()
+        os._exit(1)
+
+    signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)

@@ -19,6 +19,7 @@ from ..errors import (
     UnsupportedMediaType,
     UsageError,
 )
+from .disconnect import unless_gone
 from .errors import _error_object, _error_text, _json_text, _retry_headers
 from .request import _is_json_media, identity_from_scope, parse_json_object
 
@@ -26,6 +27,10 @@ if TYPE_CHECKING:
     from .app import Backends
 
 log = logging.getLogger("toolrun.server")
+
+# On every 200 answer of an exec or curl tool: the process's exit code (0 success, -1 killed by the
+# timeout, another negative number: killed by that signal). An fn tool runs no process: no header.
+EXIT_CODE_HEADER = b"x-toolrun-exit-code"
 
 
 class ToolCall:
@@ -35,6 +40,7 @@ class ToolCall:
     built without the guard). The answer is plain text (the result, or `Type: message` from the
     error's status), unless the client sends `Accept: application/json` without text/plain: then
     the structured result, or `{error, type}`. A refused key is the JSON 401 of every route.
+    An exec or curl tool's answer carries its exit code in `X-Toolrun-Exit-Code`, in either form.
     """
 
     def __init__(self, backends: Backends) -> None:
@@ -82,13 +88,17 @@ class ToolCall:
             if (body or content_type) and not _is_json_media(content_type):
                 raise UnsupportedMediaType(content_type.split(";", 1)[0].strip().lower())
             args = parse_json_object(body)
-            result = await self.service.call(identity, key, args, origin=CallOrigin(door, request_id))
+            call = self.service.call(identity, key, args, origin=CallOrigin(door, request_id))
+            result = await unless_gone(scope, call)  # cancelled (processes killed) if the client goes away
+            if result.exec is not None:  # exec and curl tools: the exit code, so no client parses a tuple
+                headers.append((EXIT_CODE_HEADER, str(result.exec.returncode).encode()))
             if as_json:
                 status, text = 200, _json_text(formatting.call_payload(result))
             else:
                 status, text = 200, formatting.result_text(result.value)
         except Unauthorized as exc:  # the same JSON body as on every other route
             status, text, media = exc.http_status, '{"error": "unauthorized"}', b"application/json"
+            headers += [(k.lower().encode(), v.encode()) for k, v in _retry_headers(exc).items()]
         except ToolrunError as exc:
             status, text = exc.http_status, _error_text(exc, self.debug)
             headers += [(k.lower().encode(), v.encode()) for k, v in _retry_headers(exc).items()]

@@ -4,7 +4,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { callTool, type Param, type Tool } from "../api";
 import { describeProblem } from "../errors";
-import { displayResult } from "../format";
+import { shownResult } from "../format";
 import { fieldId, type FieldState, initialFields, kindOf, ParamField, readField } from "./fields";
 import { formatMillis, type Outcome, ResultPanel } from "./ResultPanel";
 import { SharePanel } from "./SharePanel";
@@ -133,8 +133,7 @@ export function CallForm({ tool }: { tool: Tool }) {
     setOutcome(null);
     try {
       const result = await callTool(tool.key, args, abort.signal);
-      const shown = displayResult(result.text);
-      setOutcome({ kind: "ok", status: result.status, text: shown.text, json: shown.json, millis: result.millis });
+      setOutcome({ kind: "result", status: result.status, shown: shownResult(result.payload), millis: result.millis });
     } catch (error) {
       if (error instanceof DOMException && error.name === "AbortError") {
         setOutcome({

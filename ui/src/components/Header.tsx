@@ -20,10 +20,13 @@ export function Header({ identity, checking, theme, onTheme, onSignIn, onSignOut
   return (
     <header class="topbar">
       <div class="topbar-inner">
-        <a class="brand" href={homeHref} onClick={onHome}>
-          <LogoMark />
-          <span class="brand-name">toolrun</span>
-        </a>
+        <h1 class="brand-heading">
+          <a class="brand" href={homeHref} onClick={onHome}>
+            <LogoMark />
+            <span class="brand-name">toolrun</span>
+            <span class="sr-only"> tools</span>
+          </a>
+        </h1>
         <span class="spacer" />
         <div class="identity" data-testid="identity">
           {checking && !identity ? (

@@ -1,12 +1,15 @@
 // The outcome of POST /tools/{key}: the result (pretty JSON or verbatim text) with a Copy
-// button that copies exactly what is shown, or the server's error shown plainly.
+// button that copies exactly what is shown; a command that failed or timed out, marked as such,
+// with its stdout and stderr in panes of their own; or the server's error shown plainly.
+// Long lines wrap (a toggle, remembered in the browser).
 
 import { useEffect, useState } from "preact/hooks";
 import { copyText } from "../clipboard";
+import { failureWords, type Shown } from "../format";
 import { AlertIcon, CheckIcon, CopyIcon } from "./icons";
 
 export type Outcome =
-  | { kind: "ok"; status: number; text: string; json: boolean; millis: number }
+  | { kind: "result"; status: number; shown: Shown; millis: number }
   | { kind: "error"; status: number; title: string; detail: string; body: string; retryAfter: number | null };
 
 const STATUS_TEXT: Record<number, string> = {
@@ -34,13 +37,52 @@ export function formatMillis(ms: number): string {
   return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(ms < 10000 ? 2 : 1)} s`;
 }
 
-function CopyButton({ text }: { text: string }) {
+const WRAP_STORAGE = "toolrun.wrap";
+
+function savedWrap(): boolean {
+  try {
+    return window.localStorage.getItem(WRAP_STORAGE) !== "off";
+  } catch {
+    return true;
+  }
+}
+
+/** Whether long lines wrap (the default) or scroll sideways; the choice is remembered. */
+function useWrap(): [boolean, (wrap: boolean) => void] {
+  const [wrap, setWrap] = useState(savedWrap);
+  const change = (next: boolean) => {
+    try {
+      window.localStorage.setItem(WRAP_STORAGE, next ? "on" : "off");
+    } catch {
+      /* not remembered */
+    }
+    setWrap(next);
+  };
+  return [wrap, change];
+}
+
+function WrapToggle({ wrap, onChange }: { wrap: boolean; onChange: (wrap: boolean) => void }) {
+  return (
+    <button
+      type="button"
+      class="btn btn-small btn-ghost wrap-toggle"
+      aria-pressed={wrap ? "true" : "false"}
+      title={wrap ? "Long lines wrap; press to scroll them sideways" : "Long lines scroll sideways; press to wrap them"}
+      onClick={() => onChange(!wrap)}
+    >
+      Wrap lines
+    </button>
+  );
+}
+
+function CopyButton({ text, what }: { text: string; what?: string }) {
   const [state, setState] = useState<"idle" | "copied" | "failed">("idle");
   useEffect(() => {
     if (state === "idle") return undefined;
     const timer = window.setTimeout(() => setState("idle"), 1800);
     return () => window.clearTimeout(timer);
   }, [state]);
+  const subject = what ?? "Result";
   return (
     <>
       <button
@@ -50,33 +92,109 @@ function CopyButton({ text }: { text: string }) {
       >
         {state === "copied" ? <CheckIcon size={14} /> : <CopyIcon size={14} />}
         {state === "copied" ? "Copied" : state === "failed" ? "Copy failed" : "Copy"}
+        {what && <span class="sr-only"> {what}</span>}
       </button>
       <span class="sr-only" role="status">
-        {state === "copied" ? "Result copied to the clipboard" : state === "failed" ? "Could not copy" : ""}
+        {state === "copied" ? `${subject} copied to the clipboard` : state === "failed" ? "Could not copy" : ""}
       </span>
     </>
   );
 }
 
+function CutNote({ bytes }: { bytes: number }) {
+  if (bytes <= 0) return null;
+  return (
+    <p class="result-note" data-testid="result-cut">
+      The output was cut: the server dropped {bytes} {bytes === 1 ? "byte" : "bytes"} over its cap.
+    </p>
+  );
+}
+
+/** One output stream of a failed command, in a pane of its own. */
+function Stream({ name, label, text, wrap }: { name: string; label: string; text: string; wrap: boolean }) {
+  const labelId = `stream-${name}-label`;
+  return (
+    <div class="stream" data-testid={`result-${name}`}>
+      <div class="stream-head">
+        <span class="stream-label" id={labelId}>
+          {label} <code>{name}</code>
+        </span>
+        <span class="spacer" />
+        {text !== "" && <CopyButton text={text} what={name} />}
+      </div>
+      {text === "" ? (
+        <p class="result-empty">Nothing on {name}.</p>
+      ) : (
+        <pre class={`output${wrap ? " output-wrap" : ""}`} tabIndex={0} aria-labelledby={labelId} data-testid={`${name}-text`}>
+          {text}
+        </pre>
+      )}
+    </div>
+  );
+}
+
+function Failed({ status, shown, millis }: { status: number; shown: Extract<Shown, { kind: "failed" }>; millis: number }) {
+  const [wrap, setWrap] = useWrap();
+  const words = failureWords(shown.exitCode, shown.timedOut);
+  return (
+    <section
+      class="result result-failed"
+      aria-label="Result: the command failed"
+      data-testid="result"
+      data-outcome={shown.timedOut ? "timeout" : "failed"}
+    >
+      <div class="result-head">
+        <AlertIcon />
+        <span class="pill pill-error" data-testid="result-status">
+          {words.pill}
+        </span>
+        <strong class="result-title">{words.title}</strong>
+        <span class="spacer" />
+        <WrapToggle wrap={wrap} onChange={setWrap} />
+      </div>
+      <p class="result-meta">
+        HTTP {statusLine(status)} · {formatMillis(millis)} · the answer's <code>X-Toolrun-Exit-Code</code> header
+        carries the exit code
+      </p>
+      <CutNote bytes={shown.cut} />
+      <Stream name="stdout" label="Standard output" text={shown.stdout} wrap={wrap} />
+      <Stream name="stderr" label="Standard error" text={shown.stderr} wrap={wrap} />
+    </section>
+  );
+}
+
+function Done({ status, shown, millis }: { status: number; shown: Extract<Shown, { kind: "ok" }>; millis: number }) {
+  const [wrap, setWrap] = useWrap();
+  return (
+    <section class="result" aria-label="Result" data-testid="result" data-outcome="ok">
+      <div class="result-head">
+        <span class="pill pill-ok" data-testid="result-status">
+          {statusLine(status)}
+        </span>
+        <span class="result-kind">{shown.json ? "JSON, pretty-printed" : "Text, verbatim"}</span>
+        <span class="result-time">{formatMillis(millis)}</span>
+        <span class="spacer" />
+        {shown.text !== "" && <WrapToggle wrap={wrap} onChange={setWrap} />}
+        <CopyButton text={shown.text} />
+      </div>
+      <CutNote bytes={shown.cut} />
+      {shown.text === "" ? (
+        <p class="result-empty">The tool returned an empty result.</p>
+      ) : (
+        <pre class={`output${wrap ? " output-wrap" : ""}`} tabIndex={0} aria-label="Result text" data-testid="result-text">
+          {shown.text}
+        </pre>
+      )}
+    </section>
+  );
+}
+
 export function ResultPanel({ outcome }: { outcome: Outcome }) {
-  if (outcome.kind === "ok") {
-    return (
-      <section class="result" aria-label="Result" data-testid="result">
-        <div class="result-head">
-          <span class="pill pill-ok">{statusLine(outcome.status)}</span>
-          <span class="result-kind">{outcome.json ? "JSON, pretty-printed" : "Text, verbatim"}</span>
-          <span class="result-time">{formatMillis(outcome.millis)}</span>
-          <span class="spacer" />
-          <CopyButton text={outcome.text} />
-        </div>
-        {outcome.text === "" ? (
-          <p class="result-empty">The tool returned an empty result.</p>
-        ) : (
-          <pre class="output" tabIndex={0} aria-label="Result text" data-testid="result-text">
-            {outcome.text}
-          </pre>
-        )}
-      </section>
+  if (outcome.kind === "result") {
+    return outcome.shown.kind === "ok" ? (
+      <Done status={outcome.status} shown={outcome.shown} millis={outcome.millis} />
+    ) : (
+      <Failed status={outcome.status} shown={outcome.shown} millis={outcome.millis} />
     );
   }
   return (

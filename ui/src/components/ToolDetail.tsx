@@ -9,6 +9,20 @@ import { CallForm } from "./CallForm";
 import { ToolHints } from "./ToolHints";
 import { ArrowLeftIcon } from "./icons";
 
+const EXEC_RETURN_TYPE = "str | (int, str, str)";
+
+/** A return type in words, as `toolrun describe` says it ("" when the type says it all). */
+export function returnWords(returnType: string): string {
+  if (returnType === EXEC_RETURN_TYPE) {
+    return (
+      "The command's standard output when it exits with code 0; otherwise the tuple (exit code, stdout, " +
+      "stderr), where exit code -1 means the timeout stopped it. Here a failure shows its exit code, " +
+      "stdout and stderr apart."
+    );
+  }
+  return returnType === "unknown" ? "The function declares no return type." : "";
+}
+
 interface Props {
   toolKey: string;
   epoch: number;
@@ -123,6 +137,11 @@ export function ToolDetail({ toolKey, epoch, backHref, onBack }: Props) {
           <dt>Returns</dt>
           <dd>
             <code class="return-type">{tool.return_type}</code>
+            {returnWords(tool.return_type) && (
+              <p class="return-words" data-testid="return-words">
+                {returnWords(tool.return_type)}
+              </p>
+            )}
           </dd>
         </div>
         {tool.sandbox && (

@@ -11,6 +11,8 @@ import { ToolHints } from "./ToolHints";
 import { ChevronLeftIcon, ChevronRightIcon, SearchIcon, XIcon } from "./icons";
 
 export const DEBOUNCE_MS = 250;
+/** Not a group people filter by: it marks the tools anyone may call without a key (shown, not toggled). */
+export const PUBLIC_TAG = "public";
 
 interface Props {
   route: Route;
@@ -80,7 +82,7 @@ export function ToolList({ route, epoch, onQuery, onOffset, onOpen, searchRef }:
   const items = useMemo(() => page?.items ?? [], [page]);
   const groups = useMemo(() => {
     const all = new Set<string>(filters);
-    for (const tool of items) for (const group of tool.groups) all.add(group);
+    for (const tool of items) for (const group of tool.groups) if (group !== PUBLIC_TAG) all.add(group);
     return [...all].sort();
   }, [items, filters]);
   const shown = items.filter((tool) => filters.every((group) => tool.groups.includes(group)));
@@ -217,15 +219,21 @@ export function ToolList({ route, epoch, onQuery, onOffset, onOpen, searchRef }:
               <ul class="chips" aria-label={`Groups of ${tool.key}`}>
                 {tool.groups.map((group) => (
                   <li key={group}>
-                    <button
-                      type="button"
-                      class="chip chip-toggle"
-                      aria-pressed={filters.includes(group) ? "true" : "false"}
-                      title={`Filter this page by ${group}`}
-                      onClick={() => toggle(group)}
-                    >
-                      {group}
-                    </button>
+                    {group === PUBLIC_TAG ? (
+                      <span class="chip chip-public" title="Anyone may see and call it, without an API key">
+                        {group}
+                      </span>
+                    ) : (
+                      <button
+                        type="button"
+                        class="chip chip-toggle"
+                        aria-pressed={filters.includes(group) ? "true" : "false"}
+                        title={`Filter this page by ${group}`}
+                        onClick={() => toggle(group)}
+                      >
+                        {group}
+                      </button>
+                    )}
                   </li>
                 ))}
               </ul>
