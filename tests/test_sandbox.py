@@ -283,7 +283,7 @@ def test_a_sandboxed_tool_without_bwrap_refuses_to_run(tmp_path: Path) -> None:
     )
     assert done.returncode == 1, done.stderr
     assert "SandboxUnavailable" in done.stderr
-    assert "tool runs in a sandbox, and bwrap (bubblewrap) is not installed here" in done.stderr
+    assert "tool t.boxed runs in a sandbox, and bwrap (bubblewrap) is not installed here" in done.stderr
     assert "it was not run" in done.stderr
     assert not flag.exists()
     checked = subprocess.run(

@@ -367,6 +367,8 @@ class ToolService:
                 user=tool.user,
                 sandbox=tool.sandbox,
             )
+        except SandboxUnavailable as exc:  # the same words, naming the tool
+            raise SandboxUnavailable(str(exc).replace("this tool", f"tool {tool.key}", 1)) from None
         except (OSError, ValueError, KeyError) as exc:  # cwd missing, prlimit missing, user gone, ...
             raise ToolFailed(exc) from exc
         return CallResult(tool.key, result.value(), result, time.perf_counter() - started)
