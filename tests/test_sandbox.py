@@ -526,3 +526,21 @@ tools:
     assert result.exec is not None
     assert result.exec.stdout == "pong"  # the host's network: the request went out
     assert b"do not send" not in b"".join(received)  # toolrun's data folder is covered, even under `readable`
+
+
+def test_a_host_fixed_after_a_failed_probe_serves_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = require_binary("bwrap")
+    fixed = tmp_path / "fixed"
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    script = f"#!/bin/sh\n[ -e {fixed} ] && exec {real} \"$@\"\necho 'bwrap: user namespaces are off' >&2\nexit 1\n"
+    (fake / "bwrap").write_text(script)
+    (fake / "bwrap").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    svc = service(tmp_path, "group: t\ntools:\n  - name: boxed\n    exec: echo hi\n    sandbox: true\n")
+    assert "user namespaces are off" in (svc.sandbox_problem() or "")
+    fixed.touch()
+    assert "user namespaces are off" in (svc.sandbox_problem() or "")  # a failure is trusted for a while
+    monkeypatch.setattr(sandbox, "RETRY_AFTER", 0.0)
+    assert svc.sandbox_problem() is None
+    assert call(svc, "t.boxed").value == "hi\n"

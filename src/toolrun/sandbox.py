@@ -41,6 +41,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,7 +83,11 @@ class Engine:
         return not self.problem
 
 
-_PROBED: dict[str, str] = {}  # bwrap path -> the probe's problem ('' when the default jail works)
+# bwrap path -> (the probe's problem, '' when the default jail works; when it ran). A success is kept; a failure is
+# trusted for RETRY_AFTER seconds only, so a host that is fixed (bwrap reinstalled, user namespaces enabled)
+# serves again without a restart: /readyz and the next calls find out.
+_PROBED: dict[str, tuple[str, float]] = {}
+RETRY_AFTER = 10.0
 
 
 @functools.lru_cache(maxsize=16)
@@ -96,9 +101,14 @@ def engine(probe: bool = False) -> Engine:
     path = _which(os.environ.get("PATH"))
     if path is None:
         return Engine(None, "bwrap (bubblewrap) is not installed here: not found on PATH")
+    problem, at = _PROBED.get(path, ("", 0.0))
+    if problem and time.monotonic() - at > RETRY_AFTER:
+        del _PROBED[path]  # stale: a call tries bwrap itself (and fails with its reason), a probe runs it again
+        problem = ""
     if probe and path not in _PROBED:
-        _PROBED[path] = _probe(path)
-    return Engine(path, _PROBED.get(path, ""))
+        problem = _probe(path)
+        _PROBED[path] = (problem, time.monotonic())
+    return Engine(path, problem)
 
 
 def _probe(path: str) -> str:
