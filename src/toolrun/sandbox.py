@@ -8,9 +8,10 @@ A tool with `sandbox:` runs as `bwrap <jail> -- /bin/sh -c <command>`. The jail 
   private /tmp (a tmpfs of `tmp_size`, gone after the call); /dev holds null, zero, full, random and
   urandom only; /proc is the sandbox's own (it shows the sandbox's processes only);
 - nothing of toolrun's own (config, data, cache dirs: the key store, the state file; the config file,
-  the audit log) even where a bound path contains it: each is covered by an empty read-only tmpfs (a
-  directory) or /dev/null (a file); when the tool runs as root, so are /etc's secrets (shadow,
-  gshadow, SSH host keys, /etc/ssl/private), which root could read without any capability;
+  the audit log): where a `readable` path or the `cwd` contains one, it is covered by an empty
+  read-only tmpfs (a directory) or /dev/null (a file); a `writable` path that holds one fails the
+  call (`clash`); when the tool runs as root, /etc's secrets (shadow, gshadow, SSH host keys,
+  /etc/ssl/private), which root could read without any capability, are covered too;
 - private PID, IPC, UTS and cgroup namespaces, and a private network namespace (nothing in it but
   a loopback interface) unless `network: host`; the session toolrun starts every call in (no
   terminal to type into); no new privileges (bwrap sets it); no capabilities (`--cap-drop ALL`
@@ -65,7 +66,7 @@ ETC_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "
 ETC_SECRET_GLOBS = ("/etc/ssh/ssh_host_*_key",)
 SECCOMP_FD, STATUS_FD = 3, 4  # the descriptors bwrap reads its filter from and writes its status to
 
-_EXTRA_PRIVATE: set[str] = set()  # the config file and audit log of the settings this process loaded
+_EXTRA_PRIVATE: set[str] = set()  # the dirs and audit log of the settings this process loaded
 
 
 # -- the engine: is bwrap here, and does it work -----------------------------------------------------------
