@@ -21,7 +21,7 @@ EXAMPLES := examples/
 
 # apt package -> the command that proves it is installed (wrk, webhook, hyperfine and ab are for bench/)
 APT_COMMANDS := redis-server:redis-server chromium:chromium prometheus:promtool wrk:wrk \
-	webhook:webhook curl:curl hyperfine:hyperfine nginx:nginx apache2-utils:ab
+	webhook:webhook curl:curl hyperfine:hyperfine nginx:nginx apache2-utils:ab bubblewrap:bwrap
 
 .PHONY: help demo test lint typecheck pytest ui ui-lint bench completions schema system-deps python-deps clean
 

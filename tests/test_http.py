@@ -55,7 +55,8 @@ def test_healthz_makes_no_backend_calls_so_it_stays_ok_when_every_check_fails(se
 
 
 def test_readyz_is_ok_when_every_check_passes(server: Server) -> None:
-    assert set(server.backends.checks) == {"search", "cache", "loader", "catalog"}  # catalog: the last reload
+    # catalog: the last reload; sandbox: the sandboxed tools (none here) can run
+    assert set(server.backends.checks) == {"search", "cache", "loader", "catalog", "sandbox"}
     response = server.client.get("/readyz")
     assert response.status_code == 200
     assert response.json() == {"status": "ok"}

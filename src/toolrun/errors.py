@@ -15,7 +15,8 @@
     ├── BackendUnavailable        exit 69, HTTP 503: a shared backend (Redis) does not answer
     ├── ClientGone                HTTP 499: the client went away before the answer (the call was cancelled)
     └── ToolFailed                exit 1, HTTP 500: the tool itself raised (fn tools, render errors)
-        └── UndefinedVariable     exit 2, HTTP 500: the template used a variable that was not provided
+        ├── UndefinedVariable     exit 2, HTTP 500: the template used a variable that was not provided
+        └── SandboxUnavailable    exit 1, HTTP 500: a sandboxed tool cannot get its sandbox here: not run
 
 The doors (CLI, HTTP, MCP) map these in one place each, reading ``exit_code`` and
 ``http_status`` from the class; nothing else decides a status.
@@ -223,3 +224,14 @@ class UndefinedVariable(ToolFailed):
     """
 
     exit_code = 2
+
+
+class SandboxUnavailable(ToolFailed):
+    """A sandboxed tool cannot get its sandbox on this host (no bwrap, or the kernel refuses): it does not run.
+
+    A sandbox never silently falls back to no sandbox; the message names the reason.
+    """
+
+    def __init__(self, message: str) -> None:
+        ToolrunError.__init__(self, message)
+        self.original = self

@@ -38,6 +38,7 @@ CPU per call, more than the spawn itself.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import shutil
 import signal
@@ -46,7 +47,8 @@ from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from . import directexec, forks, procguard, spawn
-from .models import ExecResult, ResourceLimits
+from . import sandbox as _sandboxing
+from .models import ExecResult, ResourceLimits, Sandbox
 
 # After the shell exits, how long a background grandchild may keep the pipes open.
 DRAIN_GRACE = 0.2
@@ -179,6 +181,7 @@ class _Child:
         stdin: bytes | None,
         direct: tuple[str, list[str], dict[str, str]] | None = None,
         threaded: bool = False,
+        extra: tuple[int, ...] = (),
     ) -> int:
         """Spawn the child in a new session (its pid is its process group); returns the pid."""
         opened: list[int] = []  # closed again if anything below fails (EMFILE, a missing cwd, ...)
@@ -191,7 +194,7 @@ class _Child:
             if stdin is not None:
                 in_r, in_w = os.pipe()
                 opened += (in_r, in_w)
-            job = (argv, env, cwd, None if in_r < 0 else in_r, out_w, err_w, direct)
+            job = (argv, env, cwd, None if in_r < 0 else in_r, out_w, err_w, direct, extra)
             if threaded:
                 started = _spawner().submit(spawn.start_command, *job)
                 try:
@@ -385,14 +388,9 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-_PRLIMIT: str | None = None
-
-
+@functools.cache
 def _prlimit() -> str:
-    global _PRLIMIT
-    if _PRLIMIT is None:
-        _PRLIMIT = shutil.which("prlimit") or "/usr/bin/prlimit"
-    return _PRLIMIT
+    return shutil.which("prlimit") or "/usr/bin/prlimit"
 
 
 def _setpriv(user: str) -> list[str]:
@@ -418,8 +416,11 @@ async def run(
     stdin: bytes | None = None,
     limits: ResourceLimits | None = None,
     user: str | None = None,
+    sandbox: Sandbox | None = None,
 ) -> ExecResult:
     """Run `command` with /bin/sh -c and return its ExecResult (never raises for tool failures).
+
+    With a `sandbox`, the shell runs in it (sandbox.py), or not at all: SandboxUnavailable.
 
     When the shell would only exec one program, that program is started directly, with the exact
     argv and environment the shell would give it (directexec.py).
@@ -429,6 +430,10 @@ async def run(
     """
     limits = limits or _DEFAULT_LIMITS
     argv = ["/bin/sh", "-c", command]
+    launch: _sandboxing.Launch | _sandboxing.NoLaunch = _sandboxing.NO_LAUNCH
+    if sandbox is not None:  # bwrap starts the shell, in `cwd`; setpriv and prlimit go before bwrap
+        launch = _sandboxing.prepare(sandbox, cwd, user, argv)
+        argv, cwd = launch.argv, None
     if user is not None:
         argv = [*_setpriv(user), *argv]
     extra = limits.prlimit_args()
@@ -443,10 +448,12 @@ async def run(
     global _RUNNING
     _RUNNING += 1
     try:
-        pgid = await child.start(argv, env, cwd, stdin, direct, threaded=_RUNNING >= THREADED_FROM)
+        pgid = await child.start(argv, env, cwd, stdin, direct, threaded=_RUNNING >= THREADED_FROM, extra=launch.fds)
     except BaseException:
         _RUNNING -= 1
+        launch.close()
         raise
+    launch.started()
     timed_out = True  # until the shell is seen to exit in time (a cancelled call counts as timed out here)
     try:
         deadline = loop.time() + timeout
@@ -472,8 +479,10 @@ async def run(
         finally:
             child.release()
             _RUNNING -= 1
+            launch.close()
     if timed_out:
         return ExecResult(-1, "", f"timeout after {format_seconds(timeout)}s", timed_out=True)
+    launch.check(child.returncode, child.err.text("stderr"))
     dropped = child.out.dropped + child.err.dropped
     return ExecResult(
         child.returncode,

@@ -165,8 +165,21 @@ async def explain(
             reasons.append(
                 f"rate limit reached: {rate['used']} of {rate['calls']} calls; resets in {rate['resets_in']}s"
             )
+    callable_now = _sandbox(answer, tool, reasons) and callable_now
     answer.update(visible=visible, callable=callable_now, reasons=reasons)
     return answer
+
+
+def _sandbox(answer: dict[str, Any], tool: ToolSpec, reasons: list[str]) -> bool:
+    """Add the tool's sandbox to the answer; False when this host cannot enforce it (its calls fail)."""
+    if tool.sandbox is None:
+        return True
+    from .sandbox import describe
+
+    answer["sandbox"] = shown = describe(tool.sandbox, tool.user)
+    if not shown["enforced"]:
+        reasons.append(f"its sandbox cannot be enforced on this host: {shown['reason']}")
+    return bool(shown["enforced"])
 
 
 async def explain_token(
@@ -246,6 +259,10 @@ def explain_text(answer: dict[str, Any]) -> str:
     if tool["exists"]:
         tags = ", ".join(tool["groups"]) or "(none)"
         lines.append(f"tool: {tool['key']}, tags: {tags}, public: {'yes' if tool['public'] else 'no'}")
+    if "sandbox" in answer:
+        from .sandbox import describe_text
+
+        lines.append(f"sandbox: {describe_text(answer['sandbox'])}")
     shown = [answer["key"]] if "key" in answer else answer["keys"]
     for k in shown:
         extra = f", expires {k['expires_at']}" if k["expires_at"] else ", never expires"

@@ -94,6 +94,28 @@ class ResourceLimits:
         ]
         return [f"--{flag}={value}" for flag, value in pairs if value is not None]
 
+    def shown(self) -> dict[str, int]:
+        """The limits that are set, by their catalog names (`--dry-run`)."""
+        names = ("cpu", "memory", "open_files", "file_size", "processes", "output")
+        return {name: value for name in names if (value := getattr(self, name)) is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class Sandbox:
+    """A tool's sandbox (docs/catalog.md, Sandboxes); sandbox.py enforces it with bubblewrap.
+
+    As a file's loader builds it, `profile` names the profile it starts from and the rest is what the
+    tool adds; once the whole catalog is loaded it is resolved (catalog/sandboxes.py): `network` is
+    set and the paths are the profile's and the tool's together. `enabled=False` is `sandbox: false`.
+    """
+
+    profile: str = "default"
+    network: str = ""  # "none" | "host"; "" until resolved (exec tools: none, curl tools: host)
+    readable: tuple[str, ...] = ()  # absolute paths bound read-only, beyond the system's
+    writable: tuple[str, ...] = ()  # absolute paths bound read-write
+    tmp_size: int | None = None  # bytes of the private /tmp (None: the kernel's tmpfs default)
+    enabled: bool = True
+
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
@@ -129,6 +151,7 @@ class ToolSpec:
     # curl tools: params whose value can reach curl's option position, and whether it arrives quoted;
     # a value that would start an option (`--version`, `-K file`) is refused at call time.
     option_params: tuple[tuple[str, bool], ...] = ()
+    sandbox: Sandbox | None = None  # the jail exec and curl calls run in (None: none)
 
     def entry(self) -> dict[str, Any]:
         """The tool entry: key, groups, params, return_type, description, example; then
@@ -145,6 +168,10 @@ class ToolSpec:
             entry["annotations"] = dict(self.annotations)
         if self.keywords:
             entry["keywords"] = list(self.keywords)
+        if self.sandbox is not None:
+            from .sandbox import describe
+
+            entry["sandbox"] = describe(self.sandbox, self.user)
         return entry
 
     @property

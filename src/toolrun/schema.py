@@ -128,6 +128,50 @@ class Limits(_Strict):
     )
 
 
+class SandboxOptions(_Strict):
+    """What a sandbox adds to the profile it starts from (docs/catalog.md, Sandboxes)."""
+
+    network: Literal["none", "host"] | None = Field(
+        None, description="none: no network at all (exec tools' default); host: the host's (curl tools' default)."
+    )
+    readable: list[Annotated[str, Field(min_length=1)]] | None = Field(
+        None, description="Paths the tool may read (bound read-only); relative paths are from the catalog file."
+    )
+    writable: list[Annotated[str, Field(min_length=1)]] | None = Field(
+        None, description="Paths the tool may write (bound read-write); they must exist."
+    )
+    tmp_size: Size | None = Field(
+        None, description="Size of the private /tmp: bytes or K/M/G/T (default: the kernel's tmpfs default)."
+    )
+
+
+class SandboxDef(SandboxOptions):
+    """A tool's `sandbox:` as a mapping: a profile to start from, and what to add to it."""
+
+    profile: str | None = Field(
+        None,
+        pattern=NAME_PATTERN,
+        description="The profile it starts from: `default`, or one declared in `sandboxes:`.",
+    )
+
+
+class SandboxProfileDef(SandboxOptions):
+    """A named profile under a catalog file's `sandboxes:`; tools refer to it by name."""
+
+    extends: str | None = Field(
+        None, pattern=NAME_PATTERN, description="The profile it starts from (default: the built-in `default`)."
+    )
+
+
+SandboxValue = Annotated[
+    bool | Annotated[str, Field(pattern=NAME_PATTERN)] | SandboxDef,
+    Field(
+        description="Run exec (and curl) calls in a sandbox: true (the default profile), false (none, even under "
+        "`defaults:` or the sandbox_default setting), a profile's name, or a mapping (docs/catalog.md)."
+    ),
+]
+
+
 class RuntimeOptions(_Strict):
     """Options shared by every tool kind; also allowed under a file's `defaults:`."""
 
@@ -148,6 +192,7 @@ class RuntimeOptions(_Strict):
         pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$",
         description="Run the tool as this system user (toolrun must run as root); makes limits.processes bite.",
     )
+    sandbox: SandboxValue | None = None
 
 
 class ExpectDef(_Strict):
@@ -264,6 +309,9 @@ class CatalogFile(_Strict):
         None, pattern=GROUP_PATTERN, description="Default group of the tools: the key prefix, and a group tag."
     )
     defaults: RuntimeOptions | None = Field(None, description="Runtime options every tool in this file inherits.")
+    sandboxes: dict[Annotated[str, Field(pattern=NAME_PATTERN)], SandboxProfileDef] | None = Field(
+        None, description="Named sandbox profiles: tools anywhere in the catalog refer to them by name."
+    )
     tools: list[ToolDef] = Field(
         default_factory=list, description="The tools: each needs exactly one of exec, curl, fn."
     )

@@ -22,10 +22,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import context, executor, params, render, telemetry
+from . import context, executor, params, render, sandbox, telemetry
 from .audit import AuditLog, CallOrigin, call_record
 from .catalog import Catalog, LoadOptions, child_env, load, resolve_fn
-from .errors import Overloaded, ParamError, Problem, RateLimited, ToolFailed, ToolrunError
+from .errors import Overloaded, ParamError, Problem, RateLimited, SandboxUnavailable, ToolFailed, ToolrunError
 from .models import CallResult, Identity, ToolSpec
 from .ratelimit import Limiter
 from .registry import Page, Registry
@@ -89,6 +89,7 @@ def load_options(settings: Settings) -> LoadOptions:
         max_output=settings.max_output,
         cache_dir=cache_dir,
         curl_protocols=settings.curl_protocols,
+        sandbox_default=settings.sandbox_default,
     )
 
 
@@ -162,6 +163,7 @@ class ToolService:
         cls, paths: Sequence[str], settings: Settings, environ: Mapping[str, str] | None = None, **kwargs: Any
     ) -> ToolService:
         environ = os.environ if environ is None else environ
+        sandbox.private_paths(environ, settings)  # its audit log and dirs stay hidden from sandboxed tools
         catalog = load(paths, environ, load_options(settings))
         return cls(catalog, environ=environ, **kwargs)
 
@@ -213,7 +215,8 @@ class ToolService:
         """The checks behind /readyz, by name; each raises when its part cannot serve.
 
         search: a search over the whole catalog (builds the index if it was not built yet);
-        cache: the session store answers (Redis with a `redis_url`); loader: the key store answers.
+        cache: the session store answers (Redis with a `redis_url`); loader: the key store answers;
+        sandbox: the sandboxed tools (if any) can get their sandbox here (bwrap is there and works).
         """
         admin = Identity(groups=frozenset({"admin"}), anonymous=False)
 
@@ -229,7 +232,16 @@ class ToolService:
             if self.access is not None:
                 await self.access.ping()
 
-        return {"search": search, "cache": cache, "loader": loader}
+        async def sandboxes() -> None:
+            problem = self.sandbox_problem()
+            if problem is not None:
+                raise SandboxUnavailable(problem)
+
+        return {"search": search, "cache": cache, "loader": loader, "sandbox": sandboxes}
+
+    def sandbox_problem(self) -> str | None:
+        """Why this catalog's sandboxed tools cannot run on this host (None: they can, or there are none)."""
+        return sandbox.load_problem(self.registry.tools.values())
 
     # -- calling ---------------------------------------------------------------------------------
 
@@ -247,21 +259,12 @@ class ToolService:
         plan["command"] = render.render(tool.source, refs)
         plan["stdin"] = json.dumps(shown, ensure_ascii=False) if tool.stdin else None
         plan["env"] = sorted({*child_env(tool, self.environ), *secret_env})
-        plan["cwd"] = tool.cwd or os.getcwd()
+        plan["cwd"] = tool.cwd or ("/tmp (the sandbox's own)" if tool.sandbox else os.getcwd())
         if tool.user is not None:
             plan["user"] = tool.user
-        plan["limits"] = {
-            k: v
-            for k, v in {
-                "cpu": tool.limits.cpu,
-                "memory": tool.limits.memory,
-                "open_files": tool.limits.open_files,
-                "file_size": tool.limits.file_size,
-                "processes": tool.limits.processes,
-                "output": tool.limits.output,
-            }.items()
-            if v is not None
-        }
+        plan["limits"] = tool.limits.shown()
+        if tool.sandbox is not None:
+            plan["sandbox"] = sandbox.describe(tool.sandbox, tool.user)
         return plan
 
     async def call(
@@ -368,7 +371,10 @@ class ToolService:
                 stdin=stdin,
                 limits=tool.limits,
                 user=tool.user,
+                sandbox=tool.sandbox,
             )
+        except SandboxUnavailable as exc:  # the same words, naming the tool
+            raise SandboxUnavailable(str(exc).replace("this tool", f"tool {tool.key}", 1)) from None
         except (OSError, ValueError, KeyError) as exc:  # cwd missing, prlimit missing, user gone, ...
             raise ToolFailed(exc) from exc
         return CallResult(tool.key, result.value(), result, time.perf_counter() - started)

@@ -129,6 +129,9 @@ class Settings:
     oauth_resource: str = setting(
         "", "OAuth: this server's public URL in its protected-resource metadata (empty: from the request)."
     )
+    sandbox_default: str = setting(
+        "", "Sandbox of exec tools that declare none: empty or off (none), on (the default profile), or a profile name."
+    )
 
     # Not settings: where config, data and cache live (see `paths`); where each value came from (the command
     # line, an SVC_* variable, the config file's path, the default); the config file read (or looked for).

@@ -140,7 +140,7 @@ _ENV_ITEMS_MAX = 4096
 # File actions (dup2 x 3, closefrom) by the three descriptors they move, built once: the pipes' descriptor
 # numbers come back call after call. Never freed while cached (a spawn in another thread may be reading one),
 # so the cache stops growing at its cap and the rest are built and destroyed per call.
-_ACTIONS: dict[tuple[int, int, int], ctypes.Array[ctypes.c_char]] = {}
+_ACTIONS: dict[tuple[int, ...], ctypes.Array[ctypes.c_char]] = {}
 _ACTIONS_MAX = 256
 
 
@@ -157,8 +157,9 @@ def _env_item(key: str, value: str) -> bytes:
     return item
 
 
-def _actions(libc: _Libc, fds: tuple[int, int, int]) -> ctypes.Array[ctypes.c_char]:
-    """posix_spawn_file_actions_t: `fds` dup2'd onto 0, 1, 2, then every descriptor from 3 on closed."""
+def _actions(libc: _Libc, fds: tuple[int, ...]) -> ctypes.Array[ctypes.c_char]:
+    """posix_spawn_file_actions_t: `fds` dup2'd onto 0, 1, 2 (and 3, 4... for extra ones), then every other
+    descriptor closed."""
     actions = ctypes.create_string_buffer(_STRUCT)
     if libc.fa_init(actions) != 0:  # pragma: no cover - it only zeroes the struct
         raise OSError("posix_spawn_file_actions_init failed")
@@ -166,7 +167,7 @@ def _actions(libc: _Libc, fds: tuple[int, int, int]) -> ctypes.Array[ctypes.c_ch
         for target, fd in enumerate(fds):
             if libc.fa_dup2(actions, fd, target) != 0:  # pragma: no cover - ENOMEM
                 raise MemoryError
-        if libc.fa_closefrom(actions, 3) != 0:  # pragma: no cover - ENOMEM
+        if libc.fa_closefrom(actions, len(fds)) != 0:  # pragma: no cover - ENOMEM
             raise MemoryError
     except BaseException:  # pragma: no cover - ENOMEM
         libc.fa_destroy(actions)
@@ -174,7 +175,7 @@ def _actions(libc: _Libc, fds: tuple[int, int, int]) -> ctypes.Array[ctypes.c_ch
     return actions
 
 
-def _posix_spawn(libc: _Libc, path: str, argv: list[str], env: Mapping[str, str], fds: tuple[int, int, int]) -> int:
+def _posix_spawn(libc: _Libc, path: str, argv: list[str], env: Mapping[str, str], fds: tuple[int, ...]) -> int:
     file = _encode(path)
     args = [_encode(a) for a in argv]
     items = [_env_item(key, value) for key, value in env.items()]
@@ -205,8 +206,10 @@ def start(
     stdout: int,
     stderr: int,
     executable: str | None = None,
+    extra: tuple[int, ...] = (),
 ) -> tuple[int, subprocess.Popen[bytes] | None]:
     """Start `argv` (the file `executable`, else argv[0]) in a new session; `stdin` None is /dev/null.
+    `extra` descriptors are passed too: as 3, 4... with posix_spawn, else under their own numbers.
     (pid, the Popen object or None)."""
     libc = _LIBC
     path = executable or argv[0]
@@ -214,9 +217,10 @@ def start(
         libc is not None
         and cwd is None
         and os.path.isabs(path)
-        and min(stdout, stderr, 3 if stdin is None else stdin) > 2
+        and min(stdout, stderr, 3 if stdin is None else stdin, *extra) > 2
     ):
-        return _posix_spawn(libc, path, argv, env, (_DEVNULL if stdin is None else stdin, stdout, stderr)), None
+        fds = (_DEVNULL if stdin is None else stdin, stdout, stderr, *extra)
+        return _posix_spawn(libc, path, argv, env, fds), None
     proc = subprocess.Popen(
         argv,
         executable=executable,
@@ -226,6 +230,7 @@ def start(
         env=env,
         cwd=cwd,
         start_new_session=True,
+        pass_fds=extra,
     )
     return proc.pid, proc
 
@@ -238,8 +243,11 @@ def start_command(
     stdout: int,
     stderr: int,
     direct: tuple[str, list[str], dict[str, str]] | None,
+    extra: tuple[int, ...] = (),
 ) -> tuple[int, subprocess.Popen[bytes] | None]:
     """`start` the program of `direct` (file, argv, env: see directexec) if given and it starts, else `argv`."""
+    if extra:
+        return start(argv, env, cwd, stdin, stdout, stderr, extra=extra)
     if direct is not None:
         try:
             return start(direct[1], direct[2], cwd, stdin, stdout, stderr, executable=direct[0])

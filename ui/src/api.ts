@@ -33,6 +33,17 @@ export interface Annotations {
   open_world?: boolean;
 }
 
+/** The sandbox an exec or curl tool runs in, and whether the server can enforce it (calls fail when not). */
+export interface ToolSandbox {
+  profile: string;
+  network: "none" | "host" | string;
+  readable: string[];
+  writable: string[];
+  tmp_size?: number;
+  enforced: boolean;
+  reason?: string;
+}
+
 export interface Tool {
   key: string;
   groups: string[];
@@ -42,6 +53,7 @@ export interface Tool {
   example: string;
   annotations?: Annotations;
   keywords?: string[];
+  sandbox?: ToolSandbox;
 }
 
 export interface Identity {

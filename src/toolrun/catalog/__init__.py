@@ -23,6 +23,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from ..errors import CatalogError, Problem
 from ..heap import release_free_memory
@@ -33,6 +34,7 @@ from .envfiles import BASE_ENV, DEFAULT_PATH, child_env, parse_env_file
 from .fn import resolve_fn
 from .loader import _FileLoader as _FileLoader  # tests patch its load()
 from .options import Catalog, LoadOptions
+from .sandboxes import resolve as resolve_sandboxes
 
 __all__ = [
     "BASE_ENV",
@@ -105,10 +107,12 @@ def check(
     if not files:
         problems.append(Problem("-", 1, 1, "", "no catalog files given"))
     built = False
+    declared: list[Any] = []
     for path in files:
-        file_tools, file_problems, cold = _load_file(path, environ, options)
+        file_tools, file_problems, cold, file_profiles = _load_file(path, environ, options)
         built = built or cold
         problems.extend(file_problems)
+        declared.extend(file_profiles)
         for tool in file_tools:
             first = tools.get(tool.key)
             if first is not None:
@@ -125,6 +129,7 @@ def check(
             tools[tool.key] = tool
     if built and not options.check:
         release_free_memory()
+    tools = resolve_sandboxes(tools, declared, options.sandbox_default, problems, probe=options.check)
     catalog = Catalog(
         tools=dict(sorted(tools.items())),
         warnings=[p for p in problems if p.severity == "warning"],

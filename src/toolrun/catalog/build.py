@@ -13,6 +13,7 @@ from .exampledefs import ExamplesMixin
 from .examplevalue import example_value
 from .fn import FnMixin
 from .paramdefs import ParamsMixin
+from .sandboxes import SandboxMixin
 from .templates import TemplateMixin
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ T = TypeVar("T")
 _FN_ONLY_OPTIONS = ("cwd", "env", "env_file", "env_passthrough", "limits", "stdin", "user", "protocols")
 
 
-class BuildMixin(ParamsMixin, TemplateMixin, FnMixin, EnvMixin, ExamplesMixin):
+class BuildMixin(ParamsMixin, TemplateMixin, FnMixin, EnvMixin, ExamplesMixin, SandboxMixin):
     def build(self, tool: ToolDef, head: CatalogFile, loc: tuple[Any, ...]) -> ToolSpec | None:
         group = tool.group or head.group
         before = self.errors()
@@ -106,6 +107,7 @@ class BuildMixin(ParamsMixin, TemplateMixin, FnMixin, EnvMixin, ExamplesMixin):
             except KeyError:
                 self.problem((*loc, "user"), key, f"user {opts.user!r} does not exist on this machine")
         self.check_example_values(params, key, loc, kind, before)
+        sandbox = self.sandbox_of(tool.sandbox if kind == "fn" else opts.sandbox, kind, key, loc)
         if tool.read_only and tool.destructive:
             self.problem((*loc, "destructive"), key, "a read_only tool cannot be destructive", "warning")
         if self.errors() > before:
@@ -144,6 +146,7 @@ class BuildMixin(ParamsMixin, TemplateMixin, FnMixin, EnvMixin, ExamplesMixin):
             },
             keywords=share(tuple(dict.fromkeys(tool.keywords or ()))),
             option_params=option_params,
+            sandbox=sandbox,
         )
         if tool.examples:
             spec = self.build_examples(spec, tool, loc)
@@ -216,6 +219,7 @@ def _merge(defaults: RuntimeOptions | None, tool: ToolDef) -> RuntimeOptions:
         env_passthrough=passthrough or None,
         limits=limits,
         user=tool.user if tool.user is not None else defaults.user,
+        sandbox=tool.sandbox if tool.sandbox is not None else defaults.sandbox,
     )
 
 

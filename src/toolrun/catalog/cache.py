@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import Problem
-from ..models import Example, Expect, Param, ResourceLimits, ToolSpec
+from ..models import Example, Expect, Param, ResourceLimits, Sandbox, ToolSpec
 from .loader import _FileLoader
 from .options import LoadOptions
 from .source import read_catalog
@@ -23,7 +23,7 @@ from .source import read_catalog
 # an entry written by code whose classes had other fields would load with its values shifted into
 # the wrong fields: the key covers each class's field names and types (and the version), and such
 # an entry is never found. A record class added to ToolSpec or Problem belongs here (a test checks).
-CACHED_RECORDS: tuple[type[Any], ...] = (ToolSpec, Param, ResourceLimits, Example, Expect, Problem)
+CACHED_RECORDS: tuple[type[Any], ...] = (ToolSpec, Param, ResourceLimits, Example, Expect, Problem, Sandbox)
 
 
 def records_key(records: Sequence[type[Any]], version: str) -> str:
@@ -43,8 +43,9 @@ def cache_key() -> str:
 
 def _load_file(
     path: Path, environ: Mapping[str, str], options: LoadOptions
-) -> tuple[list[ToolSpec], list[Problem], bool]:
-    """The file's tools and problems, and whether they were built from the YAML (not from the cache)."""
+) -> tuple[list[ToolSpec], list[Problem], bool, list[Any]]:
+    """The file's tools, problems, whether they were built from the YAML (not from the cache), and the sandbox
+    profiles it declares."""
     # A load allocates hundreds of thousands of containers and frees none of them: the cyclic
     # GC would walk them again and again for nothing (it doubles the cost of unpickling).
     was_enabled = gc.isenabled()
@@ -58,7 +59,7 @@ def _load_file(
 
 def _load_file_uncollected(
     path: Path, environ: Mapping[str, str], options: LoadOptions
-) -> tuple[list[ToolSpec], list[Problem], bool]:
+) -> tuple[list[ToolSpec], list[Problem], bool, list[Any]]:
     cache_file = None
     if options.cache_dir is not None and not options.check:
         try:
@@ -73,24 +74,26 @@ def _load_file_uncollected(
             del raw
             cached = _read_cache(cache_file, environ)
             if cached is not None:
-                return (*cached, False)
+                return cached[0], cached[1], False, cached[2]
     loader = _FileLoader(path, environ, options)
     tools = loader.load()
     problems = loader.problems
     if options.check:  # validate-catalog: nothing is served from these, and nothing is cached
-        return tools, problems, True
+        return tools, problems, True, loader.declared
     store = cache_file is not None and not loader.errors() and loader.cacheable
+    declared = loader.declared
     entry = {
         "env": {k: _env_digest(v) for k, v in loader.used_env.items()},
         "files": loader.extra_files,
         "tools": tools,
         "warnings": problems,
+        "sandboxes": declared,
     }
     del loader
     try:
         blob = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:  # pragma: no cover - every record is plain data (the cache pickles them too)
-        return tools, problems, True
+        return tools, problems, True, declared
     if store:
         assert cache_file is not None
         _write_cache(cache_file, blob)
@@ -101,14 +104,14 @@ def _load_file_uncollected(
     # to the system. A server's forked workers share (and count in their RSS) every page the parent keeps.
     del entry, tools, problems
     entry = pickle.loads(blob)
-    return entry["tools"], entry["warnings"], True
+    return entry["tools"], entry["warnings"], True, entry["sandboxes"]
 
 
 def _env_digest(value: str | None) -> str:
     return "-" if value is None else hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _read_cache(cache_file: Path, environ: Mapping[str, str]) -> tuple[list[ToolSpec], list[Problem]] | None:
+def _read_cache(cache_file: Path, environ: Mapping[str, str]) -> tuple[list[ToolSpec], list[Problem], list[Any]] | None:
     try:
         with cache_file.open("rb") as fh:
             entry = pickle.load(fh)
@@ -123,7 +126,7 @@ def _read_cache(cache_file: Path, environ: Mapping[str, str]) -> tuple[list[Tool
                 return None
         tools: list[ToolSpec] = entry["tools"]
         warnings: list[Problem] = entry["warnings"]
-        return tools, warnings
+        return tools, warnings, entry["sandboxes"]
     except Exception:
         return None
 

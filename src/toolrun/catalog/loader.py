@@ -50,6 +50,9 @@ class _FileLoader(BuildMixin, SubstituteMixin, ParseMixin):
         except ValidationError as exc:
             self.report(exc, (), "", CatalogFile, header)
             return []
+        self.declare_profiles(head)
+        if tools_raw is None and head.sandboxes:
+            return []  # a file of sandbox profiles only
         if tools_raw is None:
             self.problem(("tools",), "", "no `tools:` list in this file", "warning")
             return []

@@ -28,3 +28,4 @@ class LoadOptions:
     cache_dir: Path | None = None
     check: bool = False  # validate-catalog: exact positions for every finding, never cached
     curl_protocols: tuple[str, ...] = ("http", "https")  # curl tools' `--proto` unless they set `protocols`
+    sandbox_default: str = ""  # the profile exec tools that say nothing run in ("": none)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     import yaml
 
 
-CATALOG_FIELDS = frozenset({"$schema", "version", "group", "defaults", "tools"})  # schema.CatalogFile's
+CATALOG_FIELDS = frozenset({"$schema", "version", "group", "defaults", "sandboxes", "tools"})  # schema.CatalogFile's
 _NULL = "tag:yaml.org,2002:null"
 _SCALAR_KINDS = {
     "tag:yaml.org,2002:str": "str",

@@ -100,6 +100,7 @@ class _LoaderBase:
         self.cacheable = True  # False once a result depends on something the cache cannot check
         self.shared: dict[tuple[type, Any], Any] = {}  # equal values of this file's tools, one object each
         self.locate = _Locator("")
+        self.declared: list[Any] = []  # this file's named sandbox profiles (sandboxes.Declared)
 
     def problem(self, loc: Sequence[Any], key: str, message: str, severity: str = "error", code: str = "") -> None:
         """A problem with the field at `loc` (positioned at its key); `code`: a warning's WARNING_CODES name."""

@@ -150,6 +150,11 @@ def _print_tool(tool: ToolSpec) -> None:
     if words:
         for line in textwrap.wrap(words, 96):
             console.print(f"  {escape(line)}", soft_wrap=True, highlight=False)
+    if tool.sandbox is not None:
+        from ..sandbox import describe as sandbox_entry
+        from ..sandbox import describe_text
+
+        console.print(f"sandbox: {escape(describe_text(sandbox_entry(tool.sandbox, tool.user)))}", soft_wrap=True)
     if tool.description.strip():
         console.print()
         console.print(Markdown(tool.description))

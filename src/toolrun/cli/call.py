@@ -190,6 +190,10 @@ def _plan_text(plan: dict[str, Any]) -> str:
             shown = ", ".join(f"{k}={v}" for k, v in value.items()) or "(none)"
         elif name == "timeout":
             shown = f"{value:g}s"
+        elif name == "sandbox":
+            from ..sandbox import describe_text
+
+            shown = describe_text(value)
         else:
             shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
         lines.append(f"{name}: {shown}")

@@ -53,7 +53,12 @@ def test_examples(
             raise UsageError("--jobs must be 1 or more")
         settings = _settings()
         paths = catalog_paths(files, settings)
-        options = LoadOptions(default_timeout=settings.default_timeout, max_output=settings.max_output, check=True)
+        options = LoadOptions(
+            default_timeout=settings.default_timeout,
+            max_output=settings.max_output,
+            check=True,
+            sandbox_default=settings.sandbox_default,  # examples run in the sandbox real calls get
+        )
         # check=True: exact file positions for every example (for the reports), as validate-catalog gives.
         service = ToolService(load(paths, os.environ, options))
     except ToolrunError as exc:

@@ -43,7 +43,12 @@ def validate_catalog(
         _fail(exc)
     from ..service import catalog_paths
 
-    options = LoadOptions(default_timeout=settings.default_timeout, check=True, curl_protocols=settings.curl_protocols)
+    options = LoadOptions(
+        default_timeout=settings.default_timeout,
+        check=True,
+        curl_protocols=settings.curl_protocols,
+        sandbox_default=settings.sandbox_default,
+    )
     paths = files or catalog_paths(None, settings)
     if not files and not settings.catalog and not os.path.exists(paths[0]):
         _err(

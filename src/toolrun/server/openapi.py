@@ -70,6 +70,20 @@ _TOOL = {
         "example": {"type": "string"},
         "annotations": {"$ref": "#/components/schemas/Annotations"},
         "keywords": {"type": "array", "items": {"type": "string"}},
+        "sandbox": {
+            "type": "object",
+            "description": "The sandbox the tool runs in (when it has one), and whether this host can enforce it.",
+            "required": ["profile", "network", "readable", "writable", "enforced"],
+            "properties": {
+                "profile": {"type": "string"},
+                "network": {"type": "string", "enum": ["none", "host"]},
+                "readable": {"type": "array", "items": {"type": "string"}},
+                "writable": {"type": "array", "items": {"type": "string"}},
+                "tmp_size": {"type": "integer"},
+                "enforced": {"type": "boolean"},
+                "reason": {"type": "string", "description": "Why it cannot be enforced here (calls fail)."},
+            },
+        },
     },
 }
 _IDENTITY = {

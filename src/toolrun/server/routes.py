@@ -78,7 +78,7 @@ ROUTES: tuple[RouteDef, ...] = (
         "GET",
         "readyz",
         "anonymous",
-        "Readiness: search index, cache backend, key store",
+        "Readiness: search index, cache backend, key store, sandbox engine",
         {"responses": {"200": _json(_STATUS, "Every check passed"), "503": _json(_STATUS, "A check failed")}},
     ),
     RouteDef(

@@ -56,6 +56,8 @@ def build_backends(
     )
     backends = Backends(service=service, settings=settings, access=access, metrics=metrics)
     backends.checks = service.readiness_checks()
+    if (problem := service.sandbox_problem()) is not None:
+        log.warning("%s; their calls fail, and /readyz reports the sandbox check failed", problem)
     from .admin import mount_reload
 
     mount_reload(backends, catalog_paths(catalog, settings), service.environ, workers)
@@ -266,6 +268,8 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
     )
     server = build_server(door, list_changed=True, listen=streams.listen)
     log.info("MCP over stdio as %s, %s", identity.username, plural(len(service.list(identity)), "tool"))
+    if (problem := service.sandbox_problem()) is not None:
+        log.warning("%s; their calls fail", problem)
 
     from ..reload import Reloader
     from ..service import load_options

@@ -2,7 +2,7 @@
 // call verbatim, then the call form.
 
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { getTool, type Tool } from "../api";
+import { getTool, type Tool, type ToolSandbox } from "../api";
 import { describeProblem, type Problem } from "../errors";
 import { renderMarkdown } from "../markdown";
 import { CallForm } from "./CallForm";
@@ -144,8 +144,29 @@ export function ToolDetail({ toolKey, epoch, backHref, onBack }: Props) {
             )}
           </dd>
         </div>
+        {tool.sandbox && (
+          <div>
+            <dt>Sandbox</dt>
+            <dd data-testid="sandbox">
+              {sandboxText(tool.sandbox)}
+              {!tool.sandbox.enforced && (
+                <p class="field-error" role="note">
+                  Not enforceable on this server, so calls fail: {tool.sandbox.reason}
+                </p>
+              )}
+            </dd>
+          </div>
+        )}
       </dl>
       <CallForm key={tool.key} tool={tool} />
     </article>
   );
+}
+
+/** `default: no network; writes /srv/out; reads /opt` */
+function sandboxText(box: ToolSandbox): string {
+  const parts = [box.network === "host" ? "host network" : "no network"];
+  if (box.writable.length) parts.push(`writes ${box.writable.join(", ")}`);
+  if (box.readable.length) parts.push(`reads ${box.readable.join(", ")}`);
+  return `${box.profile}: ${parts.join("; ")}`;
 }

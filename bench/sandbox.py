@@ -1,0 +1,140 @@
+"""What a sandbox costs a call: a sandboxed `echo hi` beside the plain one, through `ToolService.call`.
+
+    .venv/bin/python bench/sandbox.py            # calls/s and p50, sequential and 8 at once (about 30 s)
+    .venv/bin/python bench/sandbox.py --quick    # fewer calls
+    .venv/bin/python bench/sandbox.py --flags    # also: what each bwrap option costs (bare bwrap, no toolrun)
+
+Every side runs in rounds, alternating, so a busy moment of the machine hits them alike; the figures are the
+medians over the rounds. A script, not a test: it prints and exits 0 (bench/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CATALOG = """\
+group: bench
+tools:
+  - name: plain
+    exec: echo hi
+  - name: sandboxed
+    exec: echo hi
+    sandbox: true
+  - name: sandboxed_host_net
+    exec: echo hi
+    sandbox: {network: host}
+"""
+TOOLS = ("plain", "sandboxed", "sandboxed_host_net")
+
+
+async def _round(service: object, key: str, calls: int, concurrency: int) -> tuple[float, float]:
+    """(calls per second, p50 latency in ms) of `calls` calls, `concurrency` at a time."""
+    from toolrun.models import Identity
+
+    identity = Identity(username="bench", groups=frozenset({"admin"}), anonymous=False)
+    latencies: list[float] = []
+    queue = iter(range(calls))
+
+    async def worker() -> None:
+        for _ in queue:
+            started = time.perf_counter()
+            result = await service.call(identity, key, {})  # type: ignore[attr-defined]
+            latencies.append(time.perf_counter() - started)
+            assert result.value == "hi\n", result
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return calls / (time.perf_counter() - started), statistics.median(latencies) * 1000
+
+
+def measure(calls: int, rounds: int) -> None:
+    from toolrun.catalog import load
+    from toolrun.service import ToolService
+
+    with tempfile.TemporaryDirectory() as home:
+        os.environ["TOOLRUN_HOME"] = home
+        path = Path(home) / "tools.yaml"
+        path.write_text(CATALOG, encoding="utf-8")
+        service = ToolService(load([path]))
+        for concurrency in (1, 8):
+            figures: dict[str, list[tuple[float, float]]] = {t: [] for t in TOOLS}
+            for _ in range(rounds):
+                for tool in TOOLS:
+                    figures[tool].append(asyncio.run(_round(service, f"bench.{tool}", calls, concurrency)))
+            print(f"\nconcurrency {concurrency}: {calls} calls x {rounds} rounds (medians of the rounds)")
+            print(f"{'tool':22s} {'calls/s':>9s} {'p50 ms':>8s} {'p50 over plain':>15s}")
+            plain_p50 = statistics.median(p for _, p in figures["plain"])
+            for tool in TOOLS:
+                rate = statistics.median(r for r, _ in figures[tool])
+                p50 = statistics.median(p for _, p in figures[tool])
+                extra = "" if tool == "plain" else f"+{p50 - plain_p50:.2f} ms"
+                print(f"{tool:22s} {rate:9.0f} {p50:8.2f} {extra:>15s}")
+
+
+def flags(runs: int) -> None:
+    """bare bwrap around `sh -c 'echo hi'` in a new session (as toolrun starts it), one option at a time added to a
+    minimal set-up."""
+    from toolrun import sandbox
+    from toolrun.models import Sandbox
+
+    jail = list(sandbox.jail_args(Sandbox(network="none"), None, None, ()))
+    links = [a for link in sandbox.SYSTEM_LINKS if os.path.islink(link) for a in ("--symlink", os.readlink(link), link)]
+    minimal = ["--ro-bind", "/usr", "/usr", *links]  # enough to run sh
+    devices = [a for name in sandbox.DEVICES for a in ("--dev-bind", f"/dev/{name}", f"/dev/{name}")]
+    variants = {
+        "sh -c (no bwrap)": None,
+        "bwrap, mounts only": minimal,
+        "+ --unshare-pid --proc": [*minimal, "--unshare-pid", "--proc", "/proc"],
+        "+ pid, --as-pid-1 (used)": [*minimal, "--unshare-pid", "--proc", "/proc", "--as-pid-1"],
+        "+ --new-session (not used)": [*minimal, "--new-session"],
+        "+ --unshare-net": [*minimal, "--unshare-net"],
+        "+ --unshare-ipc": [*minimal, "--unshare-ipc"],
+        "+ --unshare-uts": [*minimal, "--unshare-uts"],
+        "+ --unshare-cgroup-try": [*minimal, "--unshare-cgroup-try"],
+        "+ --unshare-user": [*minimal, "--unshare-user"],
+        "+ --dev /dev (not used)": [*minimal, "--dev", "/dev"],
+        "+ 5 device binds (used)": [*minimal, *devices],
+        "toolrun's default jail": jail,
+    }
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(runs):
+        for name, options in variants.items():
+            argv = ["/bin/sh", "-c", "echo hi"]
+            if options is not None:
+                argv = ["bwrap", *options, "--", *argv]
+            started = time.perf_counter()
+            subprocess.run(argv, capture_output=True, check=True, start_new_session=True)  # as toolrun starts it
+            times[name].append((time.perf_counter() - started) * 1000)
+    print(f"\nbare bwrap set-ups, {runs} runs each, interleaved (p50 ms)")
+    for name, values in times.items():
+        print(f"{name:28s} {statistics.median(values):7.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer calls and rounds")
+    parser.add_argument("--flags", action="store_true", help="also measure each bwrap option on its own")
+    args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+    from toolrun.sandbox import engine
+
+    found = engine(probe=True)
+    if not found.ok:
+        print(f"no sandbox here: {found.problem}")
+        return
+    print(f"bwrap: {found.path}; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}")
+    measure(calls=50 if args.quick else 200, rounds=3 if args.quick else 5)
+    if args.flags:
+        flags(20 if args.quick else 60)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""Sandbox profiles: what one file declares and its tools ask for, then resolved over the whole catalog.
+
+A file's loader turns `sandbox:` (true, false, a profile's name, or a mapping) into a `Sandbox` naming
+the profile it starts from, and each of the file's `sandboxes:` entries into a named declaration. Both
+are cached with the file. Once every file is loaded, `resolve` gives each exec and curl tool its
+finished sandbox: the profile's settings and the tool's own together (lists joined, scalars replaced),
+`network` none for exec and host for curl unless said, and the `sandbox_default` setting applied to
+the exec tools that say nothing. A profile is declared once, in any file, and used from every file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from ..errors import Problem
+from ..models import Sandbox, ToolSpec
+from ..sandbox import engine, resolve_path
+
+if TYPE_CHECKING:
+    from ..schema import CatalogFile, SandboxOptions
+
+_OFF_WORDS = ("", "off", "false", "no", "none", "0")
+_ON_WORDS = ("on", "true", "yes", "1", "default")
+
+
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """A named profile as one file declares it: the profile it extends and what it adds."""
+
+    name: str
+    sandbox: Sandbox
+    file: str
+    line: int
+    col: int
+
+
+class SandboxMixin:
+    """Part of a file's loader: `sandbox:` values and `sandboxes:` declarations."""
+
+    name: str
+    path: Any
+    declared: list[Declared]
+    locate: Any
+    problem: Any
+    problem_at: Any
+
+    def sandbox_of(self, value: Any, kind: str, key: str, loc: tuple[Any, ...]) -> Sandbox | None:
+        """The tool's `sandbox:` as a Sandbox to resolve later (None: not said); fn tools cannot have one."""
+        if value is None:
+            return None
+        if kind == "fn":
+            self.problem(
+                (*loc, "sandbox"),
+                key,
+                "fn tools run inside the server and cannot be sandboxed: remove `sandbox:` (or make it an exec tool)",
+            )
+            return None
+        if value is True:
+            return Sandbox(profile="default")
+        if value is False:
+            return Sandbox(enabled=False)
+        if isinstance(value, str):
+            return Sandbox(profile=value)
+        return self.options_of(value, value.profile or "default")
+
+    def options_of(self, value: SandboxOptions, profile: str) -> Sandbox:
+        base = self.path.parent
+        return Sandbox(
+            profile=profile,
+            network=value.network or "",
+            readable=tuple(resolve_path(p, base) for p in value.readable or ()),
+            writable=tuple(resolve_path(p, base) for p in value.writable or ()),
+            tmp_size=value.tmp_size,
+        )
+
+    def declare_profiles(self, head: CatalogFile) -> None:
+        for name, definition in (head.sandboxes or {}).items():
+            line, col = self.locate.key(("sandboxes", name))
+            if name == "default":
+                self.problem_at((line, col), "", "sandbox profile `default` is built in: give yours another name")
+                continue
+            declared = self.options_of(definition, definition.extends or "default")
+            self.declared.append(Declared(name, declared, self.name, line, col))
+
+
+class _Resolver:
+    def __init__(self, declared: list[Declared], problems: list[Problem]) -> None:
+        self.problems = problems
+        self.declared: dict[str, Declared] = {}
+        for item in declared:
+            first = self.declared.get(item.name)
+            if first is not None:
+                where = f"{first.file}:{first.line}"
+                self.error(item, f"sandbox profile {item.name!r} is declared twice (first at {where})")
+                continue
+            self.declared[item.name] = item
+        self.done: dict[str, Sandbox | None] = {"default": Sandbox(profile="default")}
+
+    def error(self, item: Declared, message: str) -> None:
+        self.problems.append(Problem(item.file, item.line, item.col, "", message))
+
+    def profile(self, name: str, chain: tuple[str, ...] = ()) -> Sandbox | None:
+        """The finished profile `name` (None: unknown, or in a cycle: reported once)."""
+        if name in self.done:
+            return self.done[name]
+        item = self.declared.get(name)
+        if item is None:
+            return None
+        if name in chain:
+            self.error(item, f"sandbox profiles extend each other in a circle: {' -> '.join((*chain, name))}")
+            self.done[name] = None
+            return None
+        base = self.profile(item.sandbox.profile, (*chain, name))
+        if base is None and item.sandbox.profile not in self.done:
+            self.error(item, f"sandbox profile {name!r} extends {item.sandbox.profile!r}, which is not declared")
+        self.done[name] = None if base is None else replace(combine(base, item.sandbox), profile=name)
+        return self.done[name]
+
+
+def combine(base: Sandbox, own: Sandbox) -> Sandbox:
+    """`own` on top of `base`: paths added (once each), network and tmp_size replaced when `own` sets them."""
+    return Sandbox(
+        profile=base.profile,
+        network=own.network or base.network,
+        readable=tuple(dict.fromkeys((*base.readable, *own.readable))),
+        writable=tuple(dict.fromkeys((*base.writable, *own.writable))),
+        tmp_size=own.tmp_size if own.tmp_size is not None else base.tmp_size,
+    )
+
+
+def default_profile(setting: str) -> str | None:
+    """The profile the `sandbox_default` setting names (None: off)."""
+    word = setting.strip()
+    if word.lower() in _OFF_WORDS:
+        return None
+    return "default" if word.lower() in _ON_WORDS else word
+
+
+def resolve(
+    tools: dict[str, ToolSpec], declared: list[Declared], setting: str, problems: list[Problem], probe: bool = False
+) -> dict[str, ToolSpec]:
+    """Every tool with its finished sandbox (or None); problems for unknown or broken profiles, and a warning
+    for each sandboxed tool when this host cannot enforce a sandbox (`probe`: run bwrap once to know)."""
+    default = default_profile(setting)
+    if not declared and default is None and all(t.sandbox is None for t in tools.values()):
+        return tools  # the common case: no sandbox anywhere, nothing to do
+    resolver = _Resolver(declared, problems)
+    if default is not None and resolver.profile(default) is None:
+        problems.append(
+            Problem("-", 1, 1, "", f"setting sandbox_default names sandbox profile {default!r}, which no file declares")
+        )
+        default = None
+    out: dict[str, ToolSpec] = {}
+    for key, tool in tools.items():
+        wanted = tool.sandbox
+        if wanted is None and default is not None and tool.kind == "exec":
+            wanted = Sandbox(profile=default)
+        out[key] = tool if wanted is None else replace(tool, sandbox=_finish(resolver, tool, wanted))
+    _host_warnings([t for t in out.values() if t.sandbox is not None], probe, problems)
+    return out
+
+
+def _host_warnings(boxed: list[ToolSpec], probe: bool, problems: list[Problem]) -> None:
+    """Warnings for what would fail sandboxed calls on this host: no working bwrap; with `probe` (validate-catalog,
+    which also runs bwrap once), a `writable` path that does not exist."""
+    found = engine(probe=probe) if boxed else None
+    for t in boxed:
+        reasons = [] if found is None or found.ok else [f"its sandbox cannot be enforced on this host: {found.problem}"]
+        if probe and t.sandbox is not None:
+            reasons += [f"writable path {p} does not exist here" for p in t.sandbox.writable if not os.path.exists(p)]
+        for reason in reasons:
+            problems.append(Problem(t.file, t.line, t.col, t.key, f"{reason}; its calls will fail", "warning"))
+
+
+def _finish(resolver: _Resolver, tool: ToolSpec, wanted: Sandbox) -> Sandbox | None:
+    if not wanted.enabled or tool.kind == "fn":
+        return None
+    base = resolver.profile(wanted.profile)
+    if base is None:
+        known = ", ".join(sorted({"default", *resolver.declared})) or "default"
+        message = f"sandbox profile {wanted.profile!r} is not declared (known: {known})"
+        if wanted.profile in resolver.declared:
+            message = f"sandbox profile {wanted.profile!r} is broken (see the error at its declaration)"
+        resolver.problems.append(Problem(tool.file, tool.line, tool.col, tool.key, message))
+        return None
+    done = combine(base, wanted)
+    if not done.network:
+        done = replace(done, network="host" if tool.kind == "curl" else "none")
+    return done
