@@ -21,6 +21,7 @@ from ..service import ToolService, catalog_paths
 from ..settings import Settings
 from ..words import plural, warning_lines
 from .app import Backends, create_app, guarded, identity_from_scope, json_error
+from .logs import configure_logging
 from .protocol import http_protocol
 from .request import _is_json_media, parse_json_value, replay
 
@@ -325,34 +326,6 @@ def protect_process(watchdog: bool = True) -> None:
     protect_server(log)
     if watchdog:
         start_watchdog(log)
-
-
-def configure_logging(level: str, fmt: str = "text") -> None:
-    """toolrun's loggers at `level`; everything else (uvicorn, asyncio) at warning or above; one format for all.
-
-    Every line goes through `logs.TextFormatter` (control characters escaped) or `logs.JsonFormatter`.
-    The access log (a line per request) writes its lines in batches, one write per event-loop iteration."""
-    from ..logs import formatter
-    from ..logs import handler as log_handler
-    from .logs import AccessHandler
-
-    # The logging HOWTO's optimisations: no caller lookup (a stack walk per record), no thread or process
-    # names: none of them is in either format. An access log line costs a third less.
-    logging._srcfile = None
-    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
-    out = log_handler(fmt)
-    ours = logging.getLogger("toolrun")
-    ours.handlers[:] = [out]
-    ours.setLevel(level.upper())
-    ours.propagate = False
-    root = logging.getLogger()
-    root.handlers[:] = [out]
-    root.setLevel(max(logging.WARNING, logging.getLevelName(level.upper())))
-    access = AccessHandler()
-    access.setFormatter(formatter(fmt))
-    access_logger = logging.getLogger("toolrun.access")
-    access_logger.handlers[:] = [access]
-    access_logger.propagate = False
 
 
 def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
