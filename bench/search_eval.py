@@ -205,9 +205,9 @@ def heldout_queries() -> list[tuple[str, str, set[str]]]:
 
 def content_stems(text: str) -> set[str]:
     from toolrun.stem import stem
-    from toolrun.textsearch import STOP_WORDS, words
+    from toolrun.textsearch import words
 
-    return {stem(w) for w in words(text) if w not in STOP_WORDS}
+    return {stem(w) for w in words(text) if w not in heldout.CHECK_STOP_WORDS}
 
 
 def paraphrase_overlaps() -> list[str]:

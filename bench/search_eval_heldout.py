@@ -230,6 +230,17 @@ INTENTS: list[Intent] = [
       "param": "days", "paraphrase": "seats about to lapse"}, []),
 ]  # fmt: skip
 
+# Function words the paraphrase check ignores (a fixed copy: a ranker's stop list may change, the check does not).
+_CHECK_STOP = (
+    "a about after again all almost also am an and any anything are as at be been before being both but "
+    "by can could did do does each else every everything find for from had has have here how i if in "
+    "into is it its just many me more most much my nor not now of on only or other our out own please "
+    "same should so some something than that the their them then there these this those to too tool "
+    "tools us very want was we what when where whether which while who whose why will with would yet you "
+    "your"
+)
+CHECK_STOP_WORDS = frozenset(_CHECK_STOP.split(" "))
+
 # group -> (what it is about, nouns its other tools handle)
 DOMAINS: dict[str, tuple[str, list[str]]] = {
     "mail": ("the mail system", ["mailbox", "alias", "attachment", "spam filter", "signature", "draft"]),
