@@ -177,8 +177,29 @@ def load_registry(text: str, workdir: Path, semantic: bool = False) -> tuple[Any
     started = time.perf_counter()
     registry = Registry(catalog.tools.values())
     admin = Identity(username="eval", groups=frozenset({"admin"}), anonymous=False)
+    if semantic:
+        registry.semantic_model = semantic_model()
+        from toolrun.semantic import Semantic
+
+        cache = CACHE[0] if CACHE else workdir / "semantic"
+        Semantic(registry.semantic_model.embed, "eval", cache).prepare(registry, wait=True)
+        if registry.vectors is None:
+            raise SystemExit("the catalog could not be embedded (see the warning above)")
     registry.search(admin, "warm up")  # builds the index where an index is built lazily
     return registry, admin, time.perf_counter() - started
+
+
+_MODEL: list[Any] = []
+CACHE: list[Path] = []  # --cache: where tool vectors are kept between runs
+
+
+def semantic_model() -> Any:
+    """The local embedding model of toolrun[semantic], loaded once (in this process: no helper)."""
+    if not _MODEL:
+        from toolrun.embedder import LocalModel
+
+        _MODEL.append(LocalModel("", threads=2))
+    return _MODEL[0]
 
 
 def heldout_catalog_text() -> str:
@@ -298,6 +319,7 @@ def main() -> None:
     parser.add_argument("--write-catalog", type=Path, help="write the dev catalog here and stop")
     parser.add_argument("--write-heldout", type=Path, help="write the held-out catalog here and stop")
     parser.add_argument("--semantic", action="store_true", help="rank with the embedding model too (toolrun[semantic])")
+    parser.add_argument("--cache", type=Path, help="keep the tools' vectors here between runs (with --semantic)")
     parser.add_argument(
         "--keywords", action="store_true", help="the dev intents' tools declare keywords (search_eval_data.KEYWORDS)"
     )
@@ -310,6 +332,8 @@ def main() -> None:
         return
     import toolrun
 
+    if args.cache:
+        CACHE.append(args.cache)
     ranking = "lexical + semantic" if args.semantic else "lexical"
     print(f"toolrun from {Path(toolrun.__file__).parent}; ranking: {ranking}")
     with tempfile.TemporaryDirectory() as tmp:

@@ -35,6 +35,7 @@ from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .models import ToolSpec
 from .stem import stem
@@ -240,6 +241,7 @@ class Index:
         self._dicts: OrderedDict[str, dict[int, float]] = OrderedDict()  # unpacked postings, recently used
         self._dict_postings = 0
         self._cache: OrderedDict[tuple[str, ...], tuple[list[int], int]] = OrderedDict()
+        self.semantic_rows: Any = None  # semantic.py: each tool's row in the catalog's vectors
 
     # -- expansion of one query word into weighted stems ---------------------------------------------
 
@@ -353,6 +355,10 @@ class Index:
         for d in candidates:
             final[d] = sum(best.get(d, 0.0) for best in bests)
         return final
+
+    def matches(self, query: Sequence[str]) -> set[int]:
+        """Every document the query words match (what `rank` counts)."""
+        return set(self._scores(tuple(query)))
 
     def rank(self, query: Iterable[str], need: int) -> tuple[list[int], int]:
         """The first `need` (at least) document numbers ranked for the query words, and how many matched.
