@@ -278,6 +278,8 @@ def timing(registry: Any, admin: Any, asked: list[tuple[str, str, set[str]]], ro
         for _, text, _ in asked:
             for index in getattr(registry, "_indexes", {}).values():
                 index._cache.clear()
+            if getattr(registry, "semantic", None) is not None:
+                registry.semantic._queries.clear()  # each query embedded anew
             started = time.perf_counter()
             registry.search(admin, text, 0, 10)
             times.append(time.perf_counter() - started)
