@@ -67,6 +67,11 @@ def mount_semantic(backends: Backends) -> None:
     """Semantic search, when the settings and the installed extra allow it: started by each serving process (a
     forked worker has its own threads), its tool vectors built in the background while search stays lexical."""
 
+    from ..semantic import extra_installed
+
+    if backends.settings.search_semantic and extra_installed():
+        import numpy  # noqa: F401 (loaded before the workers fork: its memory is shared, not copied per worker)
+
     @contextlib.asynccontextmanager
     async def lifespan() -> Any:
         from ..semantic import from_settings
