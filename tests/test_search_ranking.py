@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from toolrun.models import EXEC_RETURN_TYPE, Identity, Param, ToolSpec
 from toolrun.registry import Registry
 from toolrun.textsearch import query_words
@@ -73,3 +77,17 @@ def test_a_name_value_query_searches_for_the_param_name() -> None:
     assert query_words("to_revision=3 release=web") == ["revision", "release"]
     assert keys("to_revision=3")[0] == "helm.rollback"
     assert keys("to_revision=3 release=web")[0] == "helm.rollback"
+
+
+def test_the_held_out_scorer_refuses_a_paraphrase_sharing_a_word_with_its_tool(monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = Path(__file__).resolve().parent.parent / "bench"
+    monkeypatch.syspath_prepend(str(bench))
+    import search_eval as se
+
+    assert se.paraphrase_overlaps() == []  # the shipped set is clean
+    assert len(se.heldout_queries()) == 5 * len(se.heldout.INTENTS)
+    group, name, desc, params, asked, also = se.heldout.INTENTS[0]
+    leaky = (group, name, desc, params, {**asked, "paraphrase": "emails for colleagues"}, also)  # "email" stems
+    monkeypatch.setattr(se.heldout, "INTENTS", [leaky, *se.heldout.INTENTS[1:]])
+    with pytest.raises(SystemExit, match=r"mail.send_message: 'emails for colleagues' shares \['email'\]"):
+        se.heldout_queries()
