@@ -19,6 +19,8 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in list(os.environ):
         if name.startswith("SVC_"):
             monkeypatch.delenv(name)
+    # The test extra installs toolrun[semantic]: search is lexical (no model process) unless a test asks for it
+    monkeypatch.setenv("SVC_SEARCH_SEMANTIC", "false")
     return home
 
 

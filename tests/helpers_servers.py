@@ -55,6 +55,8 @@ def clean_env(home: Path, settings: Mapping[str, Any] | None = None) -> dict[str
     env = {k: v for k, v in os.environ.items() if not k.startswith("SVC_")}
     env["TOOLRUN_HOME"] = str(home)
     env.pop("TOOLRUN_API_KEY", None)
+    # The test extra installs toolrun[semantic]: servers rank lexically (no model process) unless a test asks
+    env["SVC_SEARCH_SEMANTIC"] = "false"
     for name, value in (settings or {}).items():
         env[name] = str(value).lower() if isinstance(value, bool) else str(value)
     return env

@@ -134,7 +134,9 @@ def fns() -> ModuleType:
 
 
 def load_settings(home: Path, flags: Mapping[str, Any] | None = None) -> Settings:
-    return Settings.load(flags=dict(flags or {}), environ={"TOOLRUN_HOME": str(home)})
+    # The test extra installs toolrun[semantic]: lexical search (no model process) unless a test asks
+    environ = {"TOOLRUN_HOME": str(home), "SVC_SEARCH_SEMANTIC": "false"}
+    return Settings.load(flags=dict(flags or {}), environ=environ)
 
 
 @dataclass

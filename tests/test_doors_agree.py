@@ -180,7 +180,11 @@ def test_direct_mode_sends_the_hints_as_mcp_tool_annotations(client: TestClient,
         "idempotentHint": False,
         "openWorldHint": False,
     }
-    assert tools["execute"].annotations is None
+    # the meta-tools carry their own hints (server/mcp_meta.py), not a catalog tool's
+    assert tools["execute"].annotations.model_dump(by_alias=True, exclude_none=True) == {
+        "readOnlyHint": False,
+        "openWorldHint": True,
+    }
 
 
 def test_a_secret_params_default_never_reaches_a_signature_or_a_schema() -> None:

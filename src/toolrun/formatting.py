@@ -207,13 +207,31 @@ def search_text(items: list[ToolSpec], total: int, offset: int, next_offset: int
     """One line per tool, `key(param: type = default, ...) - summary`, then where the page is."""
     from .paramtypes import signature
 
-    lines = [f"{signature(t)} - {t.summary}" if t.summary else signature(t) for t in items]
+    lines = [search_line(signature(t), t.summary) for t in items]
     if not items:
         lines.append("No tools match." if total == 0 else f"No tools at offset {offset} (total {total}).")
     else:
         tail = f"{offset + 1}-{offset + len(items)} of {total}"
         lines.append(f"[{tail}; next_offset={next_offset}]" if next_offset is not None else f"[{tail}]")
     return "\n".join(lines)
+
+
+SEARCH_LINE = 112  # characters a search result line takes at most: a page of 10 stays under 300 tokens
+SEARCH_SIGNATURE = 72  # of which the signature (its later params elided)
+
+
+def search_line(sig: str, summary: str) -> str:
+    """`key(params) - summary` in at most SEARCH_LINE characters: later params become `…`, the summary is cut at a
+    word (describe_tools has it all)."""
+    if len(sig) > SEARCH_SIGNATURE:
+        cut = sig.rfind(", ", 0, SEARCH_SIGNATURE - 3)
+        sig = (sig[:cut] if cut > sig.find("(") else sig[: SEARCH_SIGNATURE - 3].rstrip(", ")) + ", …)"
+    if not summary:
+        return sig
+    room = SEARCH_LINE - len(sig) - 3
+    if len(summary) > room:
+        summary = summary[: max(room - 1, 0)].rsplit(" ", 1)[0].rstrip(" ,;:.") + "…"
+    return f"{sig} - {summary}"
 
 
 def describe_text(tool: ToolSpec) -> str:

@@ -17,10 +17,14 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from .errors import NotFound
 from .models import Identity, ToolSpec
 from .textsearch import Analyzed, Index, analyze, query_words, words
+
+if TYPE_CHECKING:
+    from .semantic import Semantic
 
 MAX_VIEWS = 32  # search indexes kept at once (least recently used first out)
 tokens = words  # older name, kept for callers
@@ -67,6 +71,8 @@ class Registry:
         self._visible: dict[ViewKey, list[ToolSpec]] = {}
         self._indexes: OrderedDict[ViewKey, Index] = OrderedDict()
         self._lock = threading.Lock()
+        self.semantic: Semantic | None = None  # set by Semantic.prepare: ranks with embeddings too once
+        self.vectors: Any = None  # the catalog's tool vectors are ready (semantic.Vectors)
 
     def __len__(self) -> int:
         return len(self.tools)
@@ -139,5 +145,11 @@ class Registry:
         if not terms:
             tools = self.visible(identity)
             return Page(tools[offset : offset + limit], len(tools), offset, limit)
-        items, total = self.index(identity).top(terms, offset, limit)
+        index = self.index(identity)
+        if self.semantic is not None and self.vectors is not None:
+            fused = self.semantic.rank(self, index, query, terms, offset + limit)
+            if fused is not None:
+                ranked, total = fused
+                return Page([index.tools[d] for d in ranked[offset : offset + limit]], total, offset, limit)
+        items, total = index.top(terms, offset, limit)
         return Page(items, total, offset, limit)

@@ -106,6 +106,15 @@ class Settings:
     metrics_allow_ips: tuple[str, ...] = setting(
         (), "When set, /metrics answers only these client addresses (IPs or CIDRs)."
     )
+    search_semantic: bool = setting(
+        True, "Rank searches by meaning too when toolrun[semantic] (or an embeddings URL) is there; false: lexical."
+    )
+    search_model: str = setting("", "A directory with model.onnx and tokenizer.json to embed with (empty: MiniLM).")
+    search_embeddings_url: str = setting(
+        "", "An OpenAI-compatible embeddings endpoint (e.g. http://tei:8080/v1/embeddings) instead of a local model."
+    )
+    search_embeddings_model: str = setting("", "The `model` sent to search_embeddings_url.")
+    search_embeddings_key: str = setting("", "A bearer token sent to search_embeddings_url.")
     audit_log: str = setting("", "Audit trail of tool calls (JSON lines): a file path, - for stderr, empty for none.")
     oauth_issuer: str = setting(
         "", "OAuth: the issuer whose signed JWTs are accepted as bearer tokens beside API keys (empty: off)."
@@ -283,6 +292,7 @@ def _check(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
                 f"rediss://... or unix:///path URL ({why})"
             )
     _check_oauth(values, origins)
+    _check_embeddings_url(values["search_embeddings_url"], origins["search_embeddings_url"])
     for name in ("forwarded_allow_ips", "metrics_allow_ips"):
         for item in values[name]:
             if item == "*" and name == "forwarded_allow_ips":
@@ -315,6 +325,13 @@ def _check_oauth(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
     if not values["oauth_username_claim"].strip():
         raise UsageError(f"setting oauth_username_claim from {origins['oauth_username_claim']}: must not be empty")
     check_algorithms(tuple(values["oauth_algorithms"]), origins["oauth_algorithms"])
+
+
+def _check_embeddings_url(url: str, origin: str) -> None:
+    if url and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc):
+        raise UsageError(
+            f"setting search_embeddings_url from {origin}: expected an http:// or https:// URL, got {url!r}"
+        )
 
 
 def _expected(kind: type) -> str:

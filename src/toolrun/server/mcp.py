@@ -35,6 +35,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.shared.exceptions import MCPError
 
 from .. import __version__, telemetry
 from ..audit import CallOrigin, clean_request_id, new_request_id
@@ -45,6 +46,7 @@ from ..paramtypes import request_schema
 from ..service import ToolService
 from ..words import plural, seconds
 from .disconnect import unless_gone
+from .mcp_meta import ANNOTATIONS, LIST_PAGE, LIST_TTL_MS, OUTPUT_SCHEMAS, page_start
 
 log = logging.getLogger("toolrun.mcp")
 MAX_NOTIFIED_SESSIONS = 1000
@@ -253,27 +255,42 @@ class McpDoor:
                 words = " ".join(pick.name.replace("-", "_").split("_")[:2])
                 specs = meta_tools(pick.key, words)
         return [
-            types.Tool(name=name, description=spec["description"], input_schema=spec["schema"])
+            types.Tool(
+                name=name,
+                description=spec["description"],
+                input_schema=spec["schema"],
+                output_schema=OUTPUT_SCHEMAS[name],
+                annotations=ANNOTATIONS[name],
+            )
             for name, spec in specs.items()
         ]
 
     async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        """The meta-tools, then (direct mode) the caller's tools in key order, LIST_PAGE a page (mcp_meta.py)."""
         self.remember(ctx)
         identity = self.identify(ctx)
-        tools = self.meta_tools(identity)
-        if self.direct:
-            for tool in self.service.list(identity):
-                name = self._direct_names[tool.key]
-                tools.append(
-                    types.Tool(
-                        name=name,
-                        title=tool.key,
-                        description=tool.description or tool.key,
-                        input_schema=param_schema(tool),
-                        annotations=mcp_annotations(tool),
-                    )
+        if not self.direct:
+            return types.ListToolsResult(tools=self.meta_tools(identity), ttl_ms=LIST_TTL_MS)
+        visible = self.service.list(identity)  # sorted by key
+        try:
+            start = page_start(getattr(params, "cursor", None), len(visible))
+        except ValueError as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        tools = self.meta_tools(identity) if start == 0 else []
+        for tool in visible[start : start + LIST_PAGE]:
+            tools.append(
+                types.Tool(
+                    name=self._direct_names[tool.key],
+                    title=tool.key,
+                    description=tool.description or tool.key,
+                    input_schema=param_schema(tool),
+                    annotations=mcp_annotations(tool),
                 )
-        return types.ListToolsResult(tools=tools)
+            )
+        after = start + LIST_PAGE
+        return types.ListToolsResult(
+            tools=tools, next_cursor=str(after) if after < len(visible) else None, ttl_ms=LIST_TTL_MS
+        )
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
         if name in META_TOOLS:

@@ -63,11 +63,35 @@ def build_backends(
 
     mount_reload(backends, catalog_paths(catalog, settings), service.environ, workers)
     mount_mcp(backends, mcp_session_store(settings, access, workers))
+    mount_semantic(backends)
     if settings.ui_enabled:
         from .ui import ui_routes
 
         backends.extra_routes.extend(ui_routes(settings))
     return backends
+
+
+def mount_semantic(backends: Backends) -> None:
+    """Semantic search, when the settings and the installed extra allow it: started by each serving process (a
+    forked worker has its own threads), its tool vectors built in the background while search stays lexical."""
+
+    from ..semantic import extra_installed
+
+    if backends.settings.search_semantic and extra_installed():
+        import numpy  # noqa: F401 (loaded before the workers fork: its memory is shared, not copied per worker)
+
+    @contextlib.asynccontextmanager
+    async def lifespan() -> Any:
+        from ..semantic import from_settings
+
+        semantic = from_settings(backends.settings)
+        if semantic is not None:
+            semantic.attach(backends.service)
+            if backends.reloader is not None:  # a reloaded catalog gets its vectors (search lexical meanwhile)
+                backends.reloader.listeners.append(lambda: semantic.attach(backends.service))
+        yield
+
+    backends.lifespans.append(lifespan)
 
 
 def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:

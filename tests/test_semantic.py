@@ -1,0 +1,285 @@
+"""Semantic search (toolrun[semantic], installed by the test extra): the real packaged model, in process and in a
+real `toolrun serve` with two workers (one model process, one cache file), scoped, and lexical when it fails."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from helpers_servers import ToolrunServer, gone, pids_matching, proc_stat, status_kib, wait_until
+from toolrun.catalog import LoadOptions, load
+from toolrun.embedder import LocalModel, RemoteModel
+from toolrun.errors import UsageError
+from toolrun.models import Identity
+from toolrun.registry import Registry
+from toolrun.semantic import Semantic, extra_installed
+from toolrun.settings import Settings
+
+ADMIN = Identity(username="root", groups=frozenset({"admin"}), anonymous=False)
+OPS = Identity(username="olga", groups=frozenset({"ops"}), anonymous=False)
+
+CATALOG = """\
+version: 1
+tools:
+  - name: kill
+    group: proc
+    public: true
+    description: Send a signal to a process by pid.
+    exec: echo kill
+  - name: usage
+    group: disk
+    public: true
+    description: Show how much space a directory tree takes.
+    exec: echo usage
+  - name: create_invoice
+    group: billing
+    public: true
+    description: Create an invoice for a customer with line items.
+    exec: echo invoice
+  - name: transcode
+    group: media
+    public: true
+    description: Convert a video file to another codec.
+    exec: echo transcode
+  - name: ping
+    group: net
+    public: true
+    description: Check that a host answers ICMP echo.
+    exec: echo ping
+  - name: send_message
+    group: mail
+    public: true
+    description: Send an email message to recipients.
+    exec: echo mail
+"""
+HIDDEN = """\
+  - name: stop_program
+    group: secret
+    description: End a frozen application at once.
+    exec: echo hidden
+"""
+PARAPHRASE = "get rid of a frozen application"  # shares no word (nor synonym) with proc.kill
+
+
+@pytest.fixture(scope="module")
+def model() -> LocalModel:
+    return LocalModel()
+
+
+def registry(tmp_path: Path, text: str) -> Registry:
+    path = tmp_path / "tools.yaml"
+    path.write_text(text, encoding="utf-8")
+    return Registry(load([str(path)], {}, LoadOptions()).tools.values())
+
+
+def test_the_extra_is_installed_and_the_packaged_model_embeds_by_meaning(model: LocalModel) -> None:
+    assert extra_installed()
+    vectors = model.embed(["restart the web server", "reboot nginx", "count the unpaid invoices"])
+    assert vectors.shape == (3, 384)
+    assert abs(float((vectors[0] ** 2).sum()) - 1.0) < 1e-4  # normalised
+    assert float(vectors[0] @ vectors[1]) > float(vectors[0] @ vectors[2]) + 0.2
+
+
+def test_a_query_sharing_no_word_with_its_tool_finds_it(tmp_path: Path, model: LocalModel) -> None:
+    reg = registry(tmp_path, CATALOG)
+    lexical = reg.search(ADMIN, PARAPHRASE)
+    assert "proc.kill" not in [t.key for t in lexical.items]
+    Semantic(model.embed, "test", tmp_path / "cache").prepare(reg, wait=True)
+    page = reg.search(ADMIN, PARAPHRASE)
+    assert page.items[0].key == "proc.kill"
+    assert reg.search(ADMIN, "make a video smaller for phones").items[0].key == "media.transcode"
+    assert reg.search(ADMIN, "invoice").items[0].key == "billing.create_invoice"  # a plain keyword still leads
+
+
+def test_a_tool_the_caller_cannot_see_changes_nothing_in_their_results(tmp_path: Path, model: LocalModel) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    without = registry(tmp_path / "a", CATALOG)
+    with_hidden = registry(tmp_path / "b", CATALOG + HIDDEN)
+    for reg, where in ((without, "a"), (with_hidden, "b")):
+        Semantic(model.embed, "test", tmp_path / where / "cache").prepare(reg, wait=True)
+    assert with_hidden.search(ADMIN, PARAPHRASE).items[0].key == "secret.stop_program"  # the admin sees it first
+    for query in (PARAPHRASE, "application", "disk space", "send"):
+        mine, theirs = without.search(OPS, query, 0, 20), with_hidden.search(OPS, query, 0, 20)
+        assert [t.key for t in mine.items] == [t.key for t in theirs.items], query
+        assert mine.total == theirs.total
+
+
+def test_vectors_are_cached_per_catalog_version(tmp_path: Path, model: LocalModel) -> None:
+    calls: list[int] = []
+
+    def counting(texts: list[str]) -> Any:
+        calls.append(len(texts))
+        return model.embed(texts)
+
+    cache = tmp_path / "cache"
+    Semantic(counting, "test", cache).prepare(registry(tmp_path, CATALOG), wait=True)
+    assert sum(calls) == 6 and len(list(cache.glob("*.npy"))) == 1
+    calls.clear()
+    again = registry(tmp_path, CATALOG)
+    Semantic(counting, "test", cache).prepare(again, wait=True)  # the same catalog: the file is reused
+    assert calls == [] and again.vectors is not None
+    Semantic(counting, "test", cache).prepare(registry(tmp_path, CATALOG + HIDDEN), wait=True)
+    assert sum(calls) == 7 and len(list(cache.glob("*.npy"))) == 2  # a new version is embedded anew
+
+
+def test_a_failing_model_leaves_search_lexical(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    def broken(texts: list[str]) -> Any:
+        raise RuntimeError("model exploded")
+
+    reg = registry(tmp_path, CATALOG)
+    Semantic(broken, "test", tmp_path / "cache").prepare(reg, wait=True)
+    assert reg.vectors is None
+    assert reg.search(ADMIN, "invoice").items[0].key == "billing.create_invoice"
+    assert "cannot embed the catalog (RuntimeError: model exploded)" in caplog.text
+
+
+class Embeddings(BaseHTTPRequestHandler):
+    """An OpenAI-compatible /v1/embeddings answering with the packaged model."""
+
+    model: LocalModel
+    seen: list[dict[str, Any]]
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.seen.append({"auth": self.headers.get("Authorization"), **body})
+        vectors = self.model.embed(body["input"])
+        data = [{"index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)][::-1]  # any order
+        raw = json.dumps({"data": data}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture()
+def endpoint(model: LocalModel) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    seen: list[dict[str, Any]] = []
+    handler = type("Handler", (Embeddings,), {"model": model, "seen": seen})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1/embeddings", seen
+    server.shutdown()
+    server.server_close()
+
+
+def test_an_openai_compatible_endpoint_embeds_instead(tmp_path: Path, endpoint: tuple[str, Any]) -> None:
+    url, seen = endpoint
+    remote = RemoteModel(url, "minilm", "s3cret")
+    reg = registry(tmp_path, CATALOG)
+    Semantic(remote.embed, "remote", tmp_path / "cache").prepare(reg, wait=True)
+    assert reg.search(ADMIN, PARAPHRASE).items[0].key == "proc.kill"
+    assert seen[0]["model"] == "minilm" and seen[0]["auth"] == "Bearer s3cret"
+
+
+def test_the_settings_refuse_an_embeddings_url_that_is_not_http(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"search_embeddings_url .* expected an http:// or https:// URL"):
+        Settings.load(environ={"TOOLRUN_HOME": str(tmp_path), "SVC_SEARCH_EMBEDDINGS_URL": "file:///etc/passwd"})
+
+
+# -- a real server ------------------------------------------------------------------------------------
+
+
+def helpers_of(server: ToolrunServer) -> list[int]:
+    """Embedding helper processes started by this server's workers."""
+    workers = {p for p in pids_matching("toolrun") if (s := proc_stat(p)) is not None and s[1] == server.pid}
+    return [p for p in pids_matching("toolrun.embedder") if (s := proc_stat(p)) is not None and s[1] in workers]
+
+
+def kills_first(server: ToolrunServer, key: str = "proc.kill") -> bool:
+    with httpx.Client(timeout=5.0) as client:  # a new connection each time: the kernel spreads them over workers
+        found = client.get(server.url + "/search", params={"q": PARAPHRASE}).json()["items"]
+    return bool(found) and found[0]["key"] == key
+
+
+ARCHIVE = """\
+  - name: archive
+    group: mail
+    public: true
+    description: Move old mail to the archive folder.
+    exec: echo archive
+"""
+
+
+def mail_archive_listed(server: ToolrunServer) -> bool:
+    with httpx.Client(timeout=5.0) as client:
+        return client.get(server.url + "/tools/mail.archive").status_code == 200
+
+
+def test_two_workers_share_one_model_process_and_one_cache_file(tmp_path: Path) -> None:
+    catalog = tmp_path / "tools.yaml"
+    catalog.write_text(CATALOG, encoding="utf-8")
+    settings = {"SVC_SEARCH_SEMANTIC": "true", "SVC_WORKERS": "2"}
+    server = ToolrunServer(tmp_path, catalog, settings).start()
+    try:
+        wait_until(lambda: all(kills_first(server) for _ in range(8)), 120, "semantic results from both workers")
+        helpers = helpers_of(server)
+        assert len(helpers) == 1, helpers
+        assert status_kib(helpers[0], "VmRSS") < 300 * 1024
+        files = list((tmp_path / "home" / "cache" / "semantic").glob("*.npy"))
+        assert len(files) == 1
+        stamp = files[0].stat().st_mtime_ns
+    finally:
+        server.stop()
+    assert gone(helpers, 10) == []  # the model process goes with the server
+    (tmp_path / "again").mkdir()
+    again = ToolrunServer(tmp_path / "again", catalog, settings, home=tmp_path / "home").start()
+    try:
+        wait_until(lambda: kills_first(again), 120, "semantic results after a restart")
+        assert files[0].stat().st_mtime_ns == stamp  # the same catalog: its vectors are read, not embedded again
+        assert "tools embedded" not in again.log()
+        # a reload: the new catalog's vectors are built in the background, then both workers rank with them
+        catalog.write_text(CATALOG + ARCHIVE, "utf-8")
+        cache = tmp_path / "home" / "cache" / "semantic"
+        wait_until(lambda: len(list(cache.glob("*.npy"))) == 2, 120, "the reloaded catalog's vectors")
+        wait_until(lambda: all(mail_archive_listed(again) for _ in range(8)), 60, "the reloaded catalog")
+        wait_until(lambda: all(kills_first(again) for _ in range(8)), 60, "semantic results after the reload")
+    finally:
+        again.stop()
+
+
+@pytest.mark.parametrize("model_file", [None, b"this is not an onnx model"])
+def test_a_missing_or_broken_model_leaves_the_server_searching_lexically(
+    tmp_path: Path, model_file: bytes | None
+) -> None:
+    catalog = tmp_path / "tools.yaml"
+    catalog.write_text(CATALOG, encoding="utf-8")
+    model_dir = tmp_path / "model"
+    if model_file is not None:
+        model_dir.mkdir()
+        (model_dir / "model.onnx").write_bytes(model_file)
+        (model_dir / "tokenizer.json").write_text("{}", encoding="utf-8")
+    settings = {"SVC_SEARCH_SEMANTIC": "true", "SVC_SEARCH_MODEL": str(model_dir)}
+    server = ToolrunServer(tmp_path, catalog, settings).start()
+    try:
+        want = "the model is missing" if model_file is None else "the embedding helper failed"
+        wait_until(lambda: want in server.log(), 60, f"{want!r} in the log")
+        found = httpx.get(server.url + "/search", params={"q": "invoice"}, timeout=5).json()["items"]
+        assert found[0]["key"] == "billing.create_invoice"
+        assert httpx.get(server.url + "/readyz", timeout=5).status_code == 200
+        assert helpers_of(server) == []
+    finally:
+        server.stop()
+
+
+def test_nothing_heavy_is_imported_until_semantic_search_starts() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, toolrun.service, toolrun.semantic, toolrun.embedder, toolrun.server.run, toolrun.cli\n"
+        "print(sorted(m for m in ('numpy', 'onnxruntime', 'tokenizers') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
