@@ -24,6 +24,7 @@ from .app import Backends, create_app, guarded, identity_from_scope, json_error
 from .logs import configure_logging
 from .protocol import http_protocol
 from .request import _is_json_media, parse_json_value, replay
+from .stop import SHUTDOWN_MARGIN, hard_stop_after, ignore_signal
 
 log = logging.getLogger("toolrun.server")
 
@@ -469,37 +470,10 @@ def _run_server(config: Any, sock: Any = None) -> bool:
     # uvicorn re-raises the signal that stopped it once it has shut down, with the handler that was in place
     # before it started: with the defaults a SIGTERM'd server would die by that signal after a clean drain.
     # A no-op handler makes a drained shutdown an ordinary exit (status 0).
-    previous = {sig: signal.signal(sig, _ignore_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {sig: signal.signal(sig, ignore_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         server.run(sockets=[sock] if sock is not None else None)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return bool(server.started)
-
-
-def _ignore_signal(signum: int, frame: Any) -> None:
-    return None
-
-
-SHUTDOWN_MARGIN = 1.0  # seconds a stopping server gets after its drain (`shutdown_grace`) before it exits anyway
-
-
-def hard_stop_after(seconds: float) -> None:
-    """The process exits (status 1) `seconds` from now if it is still there: whatever a reload is doing
-    (a catalog that takes long, an `fn:` module whose import hangs), whatever thread the exit would
-    wait for, a SIGTERM'd server is gone a second after its grace. The timer is the kernel's
-    (SIGALRM), armed from the signal handler without taking a lock, and it is never disarmed: the
-    process is on its way out."""
-
-    def expire(signum: int, frame: Any) -> None:
-        log.error(
-            "still running %.1fs after the stop signal (shutdown_grace + %gs): exiting now", seconds, SHUTDOWN_MARGIN
-        )
-        for handler in logging.getLogger("toolrun").handlers + logging.getLogger().handlers:
-            with contextlib.suppress(Exception):
-                handler.flush()
-        os._exit(1)
-
-    signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
