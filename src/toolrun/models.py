@@ -129,6 +129,11 @@ class ToolSpec:
     # curl tools: params whose value can reach curl's option position, and whether it arrives quoted;
     # a value that would start an option (`--version`, `-K file`) is refused at call time.
     option_params: tuple[tuple[str, bool], ...] = ()
+    # Jobs (jobs.py): a person in `approvers` must approve each call first; `run_async` answers with a job at once.
+    approval: bool = False
+    approvers: tuple[str, ...] = ()
+    approval_timeout: float | None = None  # seconds a call waits for its decision (None: the setting)
+    run_async: bool = False
 
     def entry(self) -> dict[str, Any]:
         """The tool entry: key, groups, params, return_type, description, example; then
@@ -145,6 +150,10 @@ class ToolSpec:
             entry["annotations"] = dict(self.annotations)
         if self.keywords:
             entry["keywords"] = list(self.keywords)
+        if self.approval:
+            entry["approval"] = {"required": True, "approvers": list(self.approvers)}
+        if self.run_async:
+            entry["async"] = True
         return entry
 
     @property

@@ -1,0 +1,245 @@
+"""Jobs on a real `toolrun serve`: approval (REST), async calls, cancel, scoping, reload, restart.
+
+Users: alice (group ops) calls the tools; bob (oncall) approves ops.wipe; carol (ops) is a third
+user who may call the tools but must never see alice's jobs; root (admin) approves anything but
+its own calls.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conftest import write_catalog
+from helpers_servers import JSON, Processes, ToolrunServer, create_key, pids_matching, wait_until
+
+pytestmark = pytest.mark.serial
+
+MARK = f"jobmark{uuid.uuid4().hex[:8]}"
+CATALOG = f"""\
+group: ops
+tools:
+  - name: wipe
+    description: Wipe a target.
+    exec: echo wiped {{{{ target | quote }}}}
+    params:
+      - {{name: target, type: str}}
+    approval: required
+    approvers: [oncall]
+    approval_timeout: 600
+  - name: slow
+    exec: "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do echo line$i; sleep 0.4; done # {MARK}"
+    async: true
+  - name: quick
+    exec: echo quick
+"""
+
+
+class Users:
+    def __init__(self, server: ToolrunServer) -> None:
+        env = server.env
+        self.keys = {
+            "alice": create_key(env, "alice", "ops"),
+            "bob": create_key(env, "bob", "oncall"),
+            "carol": create_key(env, "carol", "ops"),
+            "root": create_key(env, "root", "admin"),
+        }
+        self.url = server.url
+        self.client = httpx.Client(timeout=10)
+
+    def __enter__(self) -> Users:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.close()
+
+    def req(self, who: str, method: str, path: str, body: Any = None, **headers: str) -> httpx.Response:
+        h = {"X-API-Key": self.keys[who], **headers}
+        if body is not None:
+            h.update(JSON)
+            return self.client.request(method, self.url + path, headers=h, content=json.dumps(body))
+        return self.client.request(method, self.url + path, headers=h)
+
+    def until(self, who: str, job: str, *states: str, timeout: float = 20) -> dict[str, Any]:
+        def done() -> dict[str, Any] | None:
+            view = self.req(who, "GET", f"/jobs/{job}").json()
+            return view if view["status"] in states else None
+
+        return wait_until(done, timeout, f"job {job} in {states}", interval=0.1)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[ToolrunServer, Users]]:
+    catalog = write_catalog(tmp_path, CATALOG)
+    audit = tmp_path / "audit.log"
+    with Processes() as procs:
+        srv = procs.add(ToolrunServer(tmp_path / "srv", catalog, {"SVC_AUDIT_LOG": audit}))
+        users = procs.enter_context(Users(srv))
+        srv.start()
+        yield srv, users
+
+
+def test_approval_end_to_end_rest(server: tuple[ToolrunServer, Users], tmp_path: Path) -> None:
+    _srv, u = server
+    r = u.req("alice", "POST", "/tools/ops.wipe", {"target": "db1"})
+    assert r.status_code == 202, r.text
+    job = r.json()["job"]
+    assert r.json() == {"job": job, "status": "awaiting_approval"}
+    assert r.headers["location"] == f"/jobs/{job}"
+    # Nothing ran yet: the requester sees it waiting, with no result.
+    view = u.req("alice", "GET", f"/jobs/{job}").json()
+    assert view["status"] == "awaiting_approval" and "result" not in view and view["requester"] == "alice"
+    # The requester is no approver; a third user does not even see the job (the 404 of a hidden tool).
+    assert u.req("alice", "POST", f"/jobs/{job}/approve").status_code == 403
+    hidden = u.req("carol", "GET", "/tools/ops.nothing-here")
+    for method, path in (("GET", f"/jobs/{job}"), ("POST", f"/jobs/{job}/approve"), ("GET", f"/jobs/{job}/events")):
+        answer = u.req("carol", method, path)
+        assert (answer.status_code, answer.json()) == (404, hidden.json()) == (404, {"error": "not found"})
+    assert u.req("carol", "GET", "/jobs").json() == []
+    # The approver sees who asked, the parameters and the exact command.
+    pending = u.req("bob", "GET", "/jobs?status=awaiting_approval").json()
+    assert [p["job"] for p in pending] == [job]
+    assert pending[0]["plan"]["command"] == "echo wiped db1" and pending[0]["args"] == {"target": "db1"}
+    assert pending[0]["can_decide"] is True
+    r = u.req("bob", "POST", f"/jobs/{job}/approve", {"reason": "ticket 42"})
+    assert r.status_code == 200, r.text
+    assert r.json()["decided_by"] == "bob"
+    done = u.until("alice", job, "succeeded")
+    # The result is the answer the synchronous call would have given.
+    sync = u.req("root", "POST", "/tools/ops.quick")
+    assert done["result"] == {
+        "status": 200,
+        "content_type": "text/plain; charset=utf-8",
+        "body": "wiped db1\n",
+        "exit_code": 0,
+    }
+    assert sync.headers["content-type"] == done["result"]["content_type"]
+    assert u.req("bob", "POST", f"/jobs/{job}/approve").status_code == 409  # decided once
+    # The audit trail: the request, the decision (who, why) and the digest that was approved.
+    records = [json.loads(line) for line in (tmp_path / "audit.log").read_text().splitlines()]
+    mine = [r for r in records if r.get("job") == job]
+    assert [r["event"] for r in mine] == ["requested", "approved"]
+    assert mine[1]["decider"] == "bob" and mine[1]["reason"] == "ticket 42"
+    assert mine[0]["digest"] == mine[1]["digest"] == done["digest"]
+    ran = [r for r in records if r.get("tool") == "ops.wipe" and r.get("message") == "tool call"]
+    assert len(ran) == 1 and ran[0]["user"] == "alice" and ran[0]["outcome"] == "ok"
+
+
+def test_requester_cannot_approve_own_call_even_as_admin(server: tuple[ToolrunServer, Users]) -> None:
+    _srv, u = server
+    job = u.req("root", "POST", "/tools/ops.wipe", {"target": "x"}).json()["job"]
+    r = u.req("root", "POST", f"/jobs/{job}/approve")
+    assert r.status_code == 403 and "requester" in r.json()["error"]
+    assert u.req("root", "GET", f"/jobs/{job}").json()["can_decide"] is False
+    r = u.req("bob", "POST", f"/jobs/{job}/deny", {"reason": "not today"})
+    assert r.status_code == 200
+    view = u.req("root", "GET", f"/jobs/{job}").json()
+    assert (view["status"], view["reason"], view["decided_by"]) == ("denied", "not today", "bob")
+    assert u.req("bob", "POST", f"/jobs/{job}/approve").status_code == 409
+
+
+def test_bad_params_are_refused_at_once(server: tuple[ToolrunServer, Users]) -> None:
+    _srv, u = server
+    r = u.req("alice", "POST", "/tools/ops.wipe", {"nope": 1})
+    assert r.status_code == 400
+    assert u.req("bob", "GET", "/jobs").json() == []
+    r = u.req("bob", "POST", "/jobs/zzz/approve", {"reason": 5})
+    assert r.status_code == 400
+
+
+def test_async_job_output_events_and_metrics(server: tuple[ToolrunServer, Users]) -> None:
+    srv, u = server
+    r = u.req("alice", "POST", "/tools/ops.slow")
+    assert r.status_code == 202 and r.json()["status"] == "running"
+    job = r.json()["job"]
+
+    def some_output() -> dict[str, Any] | None:
+        view = u.req("alice", "GET", f"/jobs/{job}").json()
+        return view if "line2" in (view.get("output") or {}).get("stdout_head", "") else None
+
+    view = wait_until(some_output, 10, "output so far", interval=0.1)
+    assert view["status"] == "running" and view["output"]["stdout_head"].startswith("line1\n")
+    events = []
+    with u.client.stream("GET", srv.url + f"/jobs/{job}/events", headers={"X-API-Key": u.keys["alice"]}) as stream:
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        for line in stream.iter_lines():
+            if line.startswith("data: "):
+                events.append(json.loads(line[6:]))
+    assert events[0]["status"] == "running" and events[-1]["status"] == "succeeded"
+    assert events[-1]["result"]["body"].endswith("line15\n")
+    # Prefer: respond-async on a plain tool.
+    r = u.req("alice", "POST", "/tools/ops.quick", Prefer="respond-async")
+    assert r.status_code == 202 and r.headers["preference-applied"] == "respond-async"
+    assert u.until("alice", r.json()["job"], "succeeded")["result"]["body"] == "quick\n"
+    metrics = u.client.get(srv.url + "/metrics").text
+    assert 'svc_jobs{state="succeeded"} 2' in metrics
+    assert 'svc_tool_calls_total{outcome="ok",tool="ops.slow"} 1.0' in metrics
+
+
+def test_cancel_kills_the_running_process(server: tuple[ToolrunServer, Users]) -> None:
+    _srv, u = server
+    job = u.req("alice", "POST", "/tools/ops.slow").json()["job"]
+    wait_until(lambda: pids_matching(MARK), 10, "the tool's process")
+    assert u.req("carol", "POST", f"/jobs/{job}/cancel").status_code == 404
+    r = u.req("alice", "POST", f"/jobs/{job}/cancel")
+    assert r.status_code == 200
+    assert u.until("alice", job, "cancelled")["status"] == "cancelled"
+    wait_until(lambda: not pids_matching(MARK), 5, "no process left")
+    assert u.req("alice", "POST", f"/jobs/{job}/cancel").status_code == 409
+
+
+def test_reload_that_changes_the_tool_expires_pending_approvals(server: tuple[ToolrunServer, Users]) -> None:
+    srv, u = server
+    job = u.req("alice", "POST", "/tools/ops.wipe", {"target": "db1"}).json()["job"]
+    other = u.req("alice", "POST", "/tools/ops.wipe", {"target": "db2"}).json()["job"]
+    srv.catalog.write_text(CATALOG.replace("echo wiped", "echo erased"), encoding="utf-8")
+    assert u.req("root", "POST", "/admin/reload").status_code == 200
+    view = u.until("alice", job, "expired", timeout=5)
+    assert "changed" in view["error"]
+    r = u.req("bob", "POST", f"/jobs/{other}/approve")
+    assert r.status_code == 409
+    # A new call binds the new definition and runs it.
+    fresh = u.req("alice", "POST", "/tools/ops.wipe", {"target": "db3"}).json()["job"]
+    assert u.req("bob", "POST", f"/jobs/{fresh}/approve").status_code == 200
+    assert u.until("alice", fresh, "succeeded")["result"]["body"] == "erased db3\n"
+
+
+def test_pending_approvals_survive_a_restart_and_expire_on_time(tmp_path: Path) -> None:
+    catalog = write_catalog(tmp_path, CATALOG.replace("approval_timeout: 600", "approval_timeout: 6"))
+    with Processes() as procs:
+        srv = procs.add(ToolrunServer(tmp_path / "srv", catalog))
+        u = procs.enter_context(Users(srv))
+        srv.start()
+        asked = time.time()
+        job = u.req("alice", "POST", "/tools/ops.wipe", {"target": "db1"}).json()["job"]
+        keep = u.req("alice", "POST", "/tools/ops.wipe", {"target": "db2"}).json()["job"]
+        srv.stop()
+        srv.start()
+        assert u.req("alice", "GET", f"/jobs/{job}").json()["status"] == "awaiting_approval"
+        assert u.req("bob", "POST", f"/jobs/{keep}/approve").status_code == 200
+        assert u.until("alice", keep, "succeeded")["result"]["body"] == "wiped db2\n"
+        view = u.until("alice", job, "expired", timeout=15)
+        assert time.time() - asked >= 6
+        assert u.req("bob", "POST", f"/jobs/{job}/approve").status_code == 409
+        assert view["error"].startswith("no decision")
+
+
+def test_two_workers_share_jobs(tmp_path: Path) -> None:
+    catalog = write_catalog(tmp_path, CATALOG)
+    with Processes() as procs:
+        srv = procs.add(ToolrunServer(tmp_path / "srv", catalog, {"SVC_WORKERS": 2}))
+        u = procs.enter_context(Users(srv))
+        srv.start()
+        jobs = [u.req("alice", "POST", "/tools/ops.wipe", {"target": f"t{i}"}).json()["job"] for i in range(6)]
+        # Each request may land on either worker: every one sees every job, and approves it once.
+        assert {j["job"] for j in u.req("bob", "GET", "/jobs").json()} == set(jobs)
+        for i, job in enumerate(jobs):
+            assert u.req("bob", "POST", f"/jobs/{job}/approve").status_code == 200
+            assert u.until("alice", job, "succeeded")["result"]["body"] == f"wiped t{i}\n"
