@@ -8,6 +8,8 @@ its own calls.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,7 +20,7 @@ import httpx
 import pytest
 
 from conftest import write_catalog
-from helpers_servers import JSON, Processes, ToolrunServer, create_key, pids_matching, wait_until
+from helpers_servers import JSON, Processes, ToolrunServer, create_key, pids_matching, toolrun_cli, wait_until
 
 pytestmark = pytest.mark.serial
 
@@ -243,3 +245,90 @@ def test_two_workers_share_jobs(tmp_path: Path) -> None:
         for i, job in enumerate(jobs):
             assert u.req("bob", "POST", f"/jobs/{job}/approve").status_code == 200
             assert u.until("alice", job, "succeeded")["result"]["body"] == f"wiped t{i}\n"
+
+
+def test_cli_waits_for_approval_and_manages_jobs(server: tuple[ToolrunServer, Users]) -> None:
+    srv, u = server
+    remote = ["--url", srv.url, "--api-key"]
+    # --no-wait prints the job id; `jobs list` / `approve` / `tail` with --url.
+    done = toolrun_cli(*remote, u.keys["alice"], "call", "ops.wipe", "target=db9", "--no-wait", env=srv.env)
+    assert done.returncode == 0, done.stderr
+    job = done.stdout.strip()
+    listed = toolrun_cli(*remote, u.keys["bob"], "jobs", "list", env=srv.env)
+    assert job in listed.stdout and "awaiting_approval" in listed.stdout
+    assert toolrun_cli(*remote, u.keys["carol"], "jobs", "show", job, env=srv.env).returncode == 2  # not found
+    own = toolrun_cli(*remote, u.keys["alice"], "jobs", "approve", job, env=srv.env)
+    assert own.returncode == 2 and "approver" in own.stderr
+    ok = toolrun_cli(*remote, u.keys["bob"], "jobs", "approve", job, "--reason", "go", env=srv.env)
+    assert ok.returncode == 0, ok.stderr
+    tail = toolrun_cli(*remote, u.keys["alice"], "jobs", "tail", job, env=srv.env)
+    assert (tail.returncode, tail.stdout) == (0, "wiped db9\n"), tail.stderr
+    # A plain `toolrun call` waits for the decision, then prints the result as a synchronous call would.
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "toolrun", *remote, u.keys["alice"], "call", "ops.wipe", "target=db8"],
+        env=srv.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        pending = wait_until(
+            lambda: u.req("bob", "GET", "/jobs?status=awaiting_approval").json(), 20, "the waiting call's job"
+        )
+        assert u.req("bob", "POST", f"/jobs/{pending[0]['job']}/approve").status_code == 200
+        out, err = waiting.communicate(timeout=30)
+    finally:
+        waiting.kill()
+    assert (waiting.returncode, out) == (0, "wiped db8\n"), err
+    # A denied call: `toolrun call` ends with the decision on stderr and exit 1.
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "toolrun", *remote, u.keys["alice"], "call", "ops.wipe", "target=db7"],
+        env=srv.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        pending = wait_until(
+            lambda: u.req("bob", "GET", "/jobs?status=awaiting_approval").json(), 20, "the waiting call's job"
+        )
+        deny = toolrun_cli(*remote, u.keys["bob"], "jobs", "deny", pending[0]["job"], "-r", "risky", env=srv.env)
+        assert deny.returncode == 0, deny.stderr
+        out, err = waiting.communicate(timeout=30)
+    finally:
+        waiting.kill()
+    assert waiting.returncode == 1 and "denied by bob: risky" in err
+
+
+def test_cli_local_jobs_share_the_servers_state_file(server: tuple[ToolrunServer, Users]) -> None:
+    srv, u = server
+    job = u.req("alice", "POST", "/tools/ops.wipe", {"target": "local1"}).json()["job"]
+    local = ["-c", str(srv.catalog)]
+    listed = toolrun_cli("jobs", "list", *local, env=srv.env)  # the local operator is an admin
+    assert job in listed.stdout, listed.stderr
+    shown = json.loads(toolrun_cli("jobs", "show", job, *local, env=srv.env).stdout)
+    assert shown["plan"]["command"] == "echo wiped local1"
+    approved = toolrun_cli("jobs", "approve", job, "-r", "from the console", *local, env=srv.env)
+    assert approved.returncode == 0, approved.stderr
+    assert "succeeded" in approved.stderr
+    view = u.req("alice", "GET", f"/jobs/{job}").json()
+    assert view["status"] == "succeeded" and view["result"]["body"] == "wiped local1\n"
+    assert view["reason"] == "from the console"
+    # A local `toolrun call` of the tool waits too; an approver on the server decides, the server runs it.
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "toolrun", "call", "ops.wipe", "target=local2", *local],
+        env=srv.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        pending = wait_until(
+            lambda: u.req("bob", "GET", "/jobs?status=awaiting_approval").json(), 20, "the local call's job"
+        )
+        assert pending[0]["args"] == {"target": "local2"}
+        assert u.req("bob", "POST", f"/jobs/{pending[0]['job']}/approve").status_code == 200
+        out, err = waiting.communicate(timeout=30)
+    finally:
+        waiting.kill()
+    assert (waiting.returncode, out) == (0, "wiped local2\n"), err
