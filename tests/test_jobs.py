@@ -332,3 +332,33 @@ def test_cli_local_jobs_share_the_servers_state_file(server: tuple[ToolrunServer
     finally:
         waiting.kill()
     assert (waiting.returncode, out) == (0, "wiped local2\n"), err
+
+
+def test_two_replicas_on_redis_share_jobs(tmp_path: Path) -> None:
+    from conftest import require_binary
+    from helpers_servers import RedisServer, start_all
+
+    binary = require_binary("redis-server")
+    catalog = write_catalog(tmp_path, CATALOG)
+    with Processes() as procs:
+        redis = procs.add(RedisServer(tmp_path / "redis", binary)).start()
+        settings = {"SVC_REDIS_URL": redis.url}
+        a = procs.add(ToolrunServer(tmp_path / "a", catalog, settings))
+        b = procs.add(ToolrunServer(tmp_path / "b", catalog, settings))
+        ua = procs.enter_context(Users(a))  # keys minted once, in Redis: both replicas know them
+        ub = procs.enter_context(Users.__new__(Users))
+        ub.keys, ub.url, ub.client = ua.keys, b.url, httpx.Client(timeout=10)
+        start_all(a, b)
+        job = ua.req("alice", "POST", "/tools/ops.wipe", {"target": "r1"}).json()["job"]
+        # Created on A: B lists it, approves it and runs it; A reads the result.
+        assert [j["job"] for j in ub.req("bob", "GET", "/jobs").json()] == [job]
+        assert ub.req("carol", "GET", f"/jobs/{job}").status_code == 404
+        assert ub.req("bob", "POST", f"/jobs/{job}/approve").status_code == 200
+        assert ua.until("alice", job, "succeeded")["result"]["body"] == "wiped r1\n"
+        assert ua.req("bob", "POST", f"/jobs/{job}/approve").status_code == 409
+        # A long job started on B is cancelled through A.
+        slow = ub.req("alice", "POST", "/tools/ops.slow").json()["job"]
+        wait_until(lambda: pids_matching(MARK), 10, "the tool's process")
+        assert ua.req("alice", "POST", f"/jobs/{slow}/cancel").status_code == 200
+        assert ub.until("alice", slow, "cancelled")["status"] == "cancelled"
+        wait_until(lambda: not pids_matching(MARK), 5, "no process left")
