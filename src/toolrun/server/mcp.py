@@ -44,6 +44,7 @@ from ..models import Identity, ToolSpec
 from ..paramtypes import request_schema
 from ..service import ToolService
 from .disconnect import unless_gone
+from .mcp_jobs import STATE_PREFIX, McpJobs
 
 log = logging.getLogger("toolrun.mcp")
 MAX_NOTIFIED_SESSIONS = 1000
@@ -209,6 +210,7 @@ class McpDoor:
         self.identify = identify
         self.direct = direct
         self.stdio_session = stdio_session
+        self.jobs = McpJobs(service)
         self._direct_keys: dict[str, str] = {}
         self._direct_names: dict[str, str] = {}
         self._index_direct_names()
@@ -319,6 +321,9 @@ class McpDoor:
         args = dict(params.arguments or {})
         try:
             identity = self.identify(ctx)
+            state = getattr(params, "request_state", None)
+            if isinstance(state, str) and state.startswith(STATE_PREFIX):  # an answer about a job (mcp_jobs.py)
+                return await self.jobs.resume(ctx, identity, params)  # type: ignore[no-any-return]
             if params.name == "execute":
                 return await self.execute(ctx, identity, args)
             if params.name == "search":
@@ -373,6 +378,8 @@ class McpDoor:
     async def run(
         self, ctx: Any, identity: Identity, key: str, arguments: dict[str, Any], session_id: str | None
     ) -> types.CallToolResult:
+        if self.service.describe(identity, key).approval:  # a person decides first (mcp_jobs.py)
+            return await self.jobs.start(ctx, identity, key, arguments, self.origin(ctx))  # type: ignore[return-value]
         call = self.service.call(identity, key, arguments, session_id=session_id, origin=self.origin(ctx))
         # Over HTTP (the SDK's request or the fast path's), cancelled if the client goes away (disconnect.py).
         result = await unless_gone(getattr(getattr(ctx, "request", None), "scope", None), call)
