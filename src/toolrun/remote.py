@@ -206,7 +206,7 @@ class Remote:
         """Run the tool on the server: (the result, the server's JSON payload as sent). A call the server
         answers with a job (202: approval, async) is a `dict` payload with `job`: see `submit`."""
         payload = self.submit(key, args)
-        if "job" in payload and "seconds" not in payload:
+        if is_job(payload):
             raise RemoteError(f"{self.url}/tools/{key} answered with job {payload['job']}")
         return result_from_payload(key, payload), payload
 
@@ -238,6 +238,11 @@ class Remote:
         if not isinstance(answer, dict):
             raise RemoteError(f"{self.url}/jobs/{job_id}/{action} did not answer a job")
         return answer
+
+
+def is_job(payload: dict[str, Any]) -> bool:
+    """Whether a POST /tools/{key} answer is a job (202 `{job, status}`) rather than a call result."""
+    return "job" in payload and "seconds" not in payload
 
 
 def result_from_payload(key: str, payload: dict[str, Any]) -> CallResult:

@@ -77,13 +77,13 @@ def call(
         if remote is not None:
             if dry_run:
                 raise UsageError("--dry-run shows what would run on this machine: it does not apply with --url")
-            from ..remote import result_from_payload
+            from ..remote import is_job, result_from_payload
 
             payload = remote.submit(key, values)
-            if "job" in payload and "seconds" not in payload:
+            if is_job(payload):
                 return _job(remote, payload, no_wait, as_json)
             result = result_from_payload(key, payload)
-        elif tool.approval and not dry_run:
+        elif tool.approval and not dry_run:  # a person decides first (docs/jobs.md)
             from .jobs import LocalJobs, call_as_job
 
             return call_as_job(LocalJobs(catalog), key, values, no_wait, as_json)

@@ -91,7 +91,7 @@ class ToolCall:
             if (body or content_type) and not _is_json_media(content_type):
                 raise UnsupportedMediaType(content_type.split(";", 1)[0].strip().lower())
             args = parse_json_object(body)
-            if tool.approval or tool.run_async or prefer_async:
+            if self.service.jobs.wanted(tool, prefer_async):
                 job = await self.service.jobs.submit(
                     identity, key, args, origin=CallOrigin(door, request_id), as_json=as_json
                 )
