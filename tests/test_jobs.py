@@ -8,6 +8,7 @@ its own calls.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -362,3 +363,36 @@ def test_two_replicas_on_redis_share_jobs(tmp_path: Path) -> None:
         assert ua.req("alice", "POST", f"/jobs/{slow}/cancel").status_code == 200
         assert ub.until("alice", slow, "cancelled")["status"] == "cancelled"
         wait_until(lambda: not pids_matching(MARK), 5, "no process left")
+
+
+def test_jobs_count_in_the_rate_limit_once_and_are_documented(tmp_path: Path) -> None:
+    catalog = write_catalog(tmp_path, CATALOG)
+    limits = {"SVC_RATE_LIMIT_ENABLED": True, "SVC_RATE_LIMIT_CALLS": 2}
+    with Processes() as procs:
+        srv = procs.add(ToolrunServer(tmp_path / "srv", catalog, limits))
+        u = procs.enter_context(Users(srv))
+        srv.start()
+        jobs = [u.req("alice", "POST", "/tools/ops.wipe", {"target": f"t{i}"}) for i in range(3)]
+        assert [j.status_code for j in jobs] == [202, 202, 429]
+        # Running an approved job does not count a second time: both run although the bucket is empty.
+        for answer in jobs[:2]:
+            job = answer.json()["job"]
+            assert u.req("bob", "POST", f"/jobs/{job}/approve").status_code == 200
+            assert u.until("alice", job, "succeeded")["status"] == "succeeded"
+        paths = u.req("alice", "GET", "/openapi.json").json()["paths"]
+        assert {"/jobs", "/jobs/{id}", "/jobs/{id}/events", "/jobs/{id}/approve", "/jobs/{id}/deny"} <= set(paths)
+        assert "202" in paths["/tools/{key}"]["post"]["responses"]
+
+
+def test_a_job_whose_server_died_becomes_failed_with_the_reason(tmp_path: Path) -> None:
+    catalog = write_catalog(tmp_path, CATALOG)
+    with Processes() as procs:
+        srv = procs.add(ToolrunServer(tmp_path / "srv", catalog))
+        u = procs.enter_context(Users(srv))
+        srv.start()
+        job = u.req("alice", "POST", "/tools/ops.slow").json()["job"]
+        wait_until(lambda: pids_matching(MARK), 10, "the tool's process")
+        srv.stop(signal.SIGKILL)  # no chance to record anything
+        srv.start()
+        view = u.until("alice", job, "failed", timeout=20)
+        assert "stopped" in view["error"]
