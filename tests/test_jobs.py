@@ -395,4 +395,13 @@ def test_a_job_whose_server_died_becomes_failed_with_the_reason(tmp_path: Path) 
         srv.stop(signal.SIGKILL)  # no chance to record anything
         srv.start()
         view = u.until("alice", job, "failed", timeout=20)
-        assert "stopped" in view["error"]
+        assert view["error"] == "the worker running it stopped (no heartbeat)"
+        wait_until(lambda: not pids_matching(MARK), 10, "no process left")
+        # A server that stops cleanly records why its running jobs ended.
+        job = u.req("alice", "POST", "/tools/ops.slow").json()["job"]
+        wait_until(lambda: pids_matching(MARK), 10, "the tool's process")
+        srv.stop(signal.SIGTERM)
+        srv.start()
+        view = u.until("alice", job, "failed", timeout=20)
+        assert view["error"] == "the server stopped while it ran"
+        assert not pids_matching(MARK)
