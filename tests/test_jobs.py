@@ -8,6 +8,7 @@ its own calls.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -374,6 +375,8 @@ def test_jobs_count_in_the_rate_limit_once_and_are_documented(tmp_path: Path) ->
         srv.start()
         jobs = [u.req("alice", "POST", "/tools/ops.wipe", {"target": f"t{i}"}) for i in range(3)]
         assert [j.status_code for j in jobs] == [202, 202, 429]
+        metrics = u.client.get(srv.url + "/metrics").text
+        assert 'svc_tool_calls_total{outcome="rate_limited",tool="ops.wipe"} 1.0' in metrics
         # Running an approved job does not count a second time: both run although the bucket is empty.
         for answer in jobs[:2]:
             job = answer.json()["job"]
@@ -405,3 +408,31 @@ def test_a_job_whose_server_died_becomes_failed_with_the_reason(tmp_path: Path) 
         view = u.until("alice", job, "failed", timeout=20)
         assert view["error"] == "the server stopped while it ran"
         assert not pids_matching(MARK)
+
+
+def test_finished_jobs_are_dropped_after_the_retention(tmp_path: Path) -> None:
+    catalog = write_catalog(tmp_path, CATALOG)
+    with Processes() as procs:
+        srv = procs.add(ToolrunServer(tmp_path / "srv", catalog, {"SVC_JOB_RETENTION": 1}))
+        u = procs.enter_context(Users(srv))
+        srv.start()
+        job = u.req("alice", "POST", "/tools/ops.quick", Prefer="respond-async").json()["job"]
+        u.until("alice", job, "succeeded")
+        wait_until(lambda: u.req("alice", "GET", f"/jobs/{job}").status_code == 404, 10, "the job dropped")
+        assert u.req("alice", "GET", "/jobs").json() == []
+
+
+def test_catalog_checks_the_approval_fields(tmp_path: Path) -> None:
+    bad = write_catalog(tmp_path, CATALOG.replace("approval: required", "approval: maybe"), "bad.yaml")
+    env = {**os.environ, "TOOLRUN_HOME": str(tmp_path / "h")}
+    done = toolrun_cli("validate-catalog", str(bad), env=env)
+    assert done.returncode != 0 and "approval" in done.stdout + done.stderr
+    loose = write_catalog(tmp_path, CATALOG.replace("    approval: required\n", ""), "loose.yaml")
+    done = toolrun_cli("validate-catalog", str(loose), env=env)
+    assert "`approvers` applies with `approval: required` only" in done.stdout + done.stderr
+    entry = json.loads(
+        toolrun_cli(
+            "describe", "ops.wipe", "--json", "-c", str(write_catalog(tmp_path, CATALOG)), env=os.environ
+        ).stdout
+    )
+    assert entry["approval"] == {"required": True, "approvers": ["oncall"]}

@@ -118,8 +118,13 @@ class Jobs:
         if service.limiter is not None:
             retry = await service.limiter.hit(identity.bucket, tool.key)
             if retry is not None:
+                self._observe(tool.key, "rate_limited")
                 raise RateLimited(tool.key, int(retry))
-        values = params.validate(tool, args or {})
+        try:
+            values = params.validate(tool, args or {})
+        except ToolrunError:
+            self._observe(tool.key, "invalid")
+            raise
         moment = time.time()
         origin = origin or CallOrigin()
         job: dict[str, Any] = {
@@ -156,6 +161,11 @@ class Jobs:
         if not tool.approval:
             self._start(job)
         return job
+
+    def _observe(self, key: str, outcome: str) -> None:
+        """A call refused before it became a job counts in the metrics as the same refusal of a plain call."""
+        if self.service.observer is not None:
+            self.service.observer.observe(key, outcome, 0.0)
 
     def _plan(self, tool: ToolSpec, values: Mapping[str, Any]) -> dict[str, Any] | None:
         """The dry run an approver reads: the command exactly as it will run, secrets as references."""
