@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover - the [test] extra installs it
     pytest.skip("playwright is not installed", allow_module_level=True)
 
 from test_ui_browser import CHROMIUM_ARGS, build_ui
+from test_ui_results import assert_accessible, axe_script  # noqa: F401 - axe_script is a fixture
 
 pytestmark = [pytest.mark.serial, pytest.mark.timeout(240)]
 
@@ -51,7 +52,11 @@ def browser() -> Iterator[Browser]:
             browser.close()
 
 
-def test_an_approver_approves_in_the_ui_and_the_requester_sees_the_result(browser: Browser, tmp_path: Path) -> None:
+def test_an_approver_approves_in_the_ui_and_the_requester_sees_the_result(
+    browser: Browser,
+    tmp_path: Path,
+    axe_script: Path,  # noqa: F811 - the fixture imported above
+) -> None:
     catalog = write_catalog(tmp_path, CATALOG)
     with Processes() as procs:
         server = procs.add(ToolrunServer(tmp_path / "srv", catalog, {"SVC_UI_ENABLED": True}))
@@ -61,6 +66,7 @@ def test_an_approver_approves_in_the_ui_and_the_requester_sees_the_result(browse
         def page_as(key: str) -> Page:
             context = browser.new_context()
             context.add_init_script(f"localStorage.setItem('toolrun.apiKey', {json.dumps(key)})")
+            context.add_init_script(path=axe_script)
             return context.new_page()
 
         mine = page_as(alice)
@@ -71,6 +77,7 @@ def test_an_approver_approves_in_the_ui_and_the_requester_sees_the_result(browse
         state = mine.get_by_test_id("job-state")
         expect(state).to_have_attribute("data-status", "awaiting_approval")
         expect(state).to_contain_text("needs approval by a member of oncall")
+        assert_accessible(mine, "a job awaiting approval on the result panel")
 
         theirs = page_as(bob)
         theirs.goto(server.url + "/ui/")
@@ -82,6 +89,7 @@ def test_an_approver_approves_in_the_ui_and_the_requester_sees_the_result(browse
         expect(args).to_contain_text('"target": "db1"')
         expect(args).to_contain_text("[secret]")
         assert "s3cr3t-value" not in theirs.content()
+        assert_accessible(theirs, "the approvals view")
         theirs.get_by_label("Reason", exact=True).fill("ticket 42")
         theirs.get_by_role("button", name="Approve", exact=True).click()
         expect(theirs.get_by_test_id("approval-message")).to_contain_text("approved")
