@@ -43,6 +43,7 @@ tools:
     async: true
   - name: quick
     exec: echo quick
+    public: true
 """
 
 
@@ -181,6 +182,10 @@ def test_async_job_output_events_and_metrics(server: tuple[ToolrunServer, Users]
     # Prefer: respond-async on a plain tool.
     r = u.req("alice", "POST", "/tools/ops.quick", Prefer="respond-async")
     assert r.status_code == 202 and r.headers["preference-applied"] == "respond-async"
+    # A job is its requester's to follow: an anonymous caller (a public tool) gets none.
+    anonymous = u.client.post(srv.url + "/tools/ops.quick", headers={"Prefer": "respond-async"})
+    assert (anonymous.status_code, anonymous.json()) == (401, {"error": "unauthorized"})
+    assert u.client.post(srv.url + "/tools/ops.quick").text == "quick\n"
     assert u.until("alice", r.json()["job"], "succeeded")["result"]["body"] == "quick\n"
     metrics = u.client.get(srv.url + "/metrics").text
     assert 'svc_jobs{state="succeeded"} 2' in metrics

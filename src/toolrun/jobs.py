@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import executor, forks, params
 from .audit import CallOrigin, audit_args
-from .errors import Conflict, Forbidden, NotFound, RateLimited, ToolFailed, ToolrunError
+from .errors import Conflict, Forbidden, NotFound, RateLimited, ToolFailed, ToolrunError, Unauthorized
 from .jobrecord import (
     AWAITING,
     FINAL,
@@ -115,6 +115,10 @@ class Jobs:
         now (the run does not count again); a parameter error is the caller's error at once, as for any call."""
         service = self.service
         tool = service.registry.get(identity, key)
+        if identity.anonymous:
+            # A job is followed, approved and cancelled by who asked: an anonymous caller (a client address,
+            # perhaps shared behind a proxy) is nobody in particular.
+            raise Unauthorized("a call that becomes a job (approval, async) needs an API key")
         if service.limiter is not None:
             retry = await service.limiter.hit(identity.bucket, tool.key)
             if retry is not None:
