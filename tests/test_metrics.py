@@ -64,6 +64,7 @@ def test_metrics_have_no_created_series_and_only_the_svc_families(make: Callable
         "svc_tool_call_duration_seconds_sum",
         "svc_tool_output_truncated_total",
         "svc_catalog_reloads_total",
+        "svc_jobs",
     }
 
 

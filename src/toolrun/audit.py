@@ -187,10 +187,10 @@ class AuditLog:
         if current != self._ident:
             self._open()
 
-    def write(self, fields: Mapping[str, Any]) -> None:
+    def write(self, fields: Mapping[str, Any], message: str = "tool call") -> None:
         # The one JSON formatter of toolrun's logs (`log_format = json`): an audit line has the same
         # envelope (ts, level, logger, message) as every other JSON log line, and the record's fields.
-        record = logging.LogRecord("toolrun.audit", logging.INFO, "", 0, "tool call", None, None)
+        record = logging.LogRecord("toolrun.audit", logging.INFO, "", 0, message, None, None)
         record.fields = dict(fields)
         line = _FORMATTER.format(record) + "\n"
         data = line.encode("utf-8", "replace")

@@ -9,6 +9,7 @@
     │   └── RequestTimeout        HTTP 408: the client did not send its body in time
     ├── Forbidden                 HTTP 403: a cross-origin request from an origin not allowed
     ├── NotFound                  exit 2, HTTP 404: unknown tool, or one the caller may not see
+    ├── Conflict                  exit 2, HTTP 409: a job is not in a state that allows this (already decided)
     ├── Unauthorized              exit 2, HTTP 401: key missing, invalid, expired or revoked
     ├── RateLimited               exit 75, HTTP 429: the caller's bucket for this tool is empty
     ├── Overloaded                exit 75, HTTP 503: too many tool processes already running
@@ -155,6 +156,13 @@ class NotFound(ToolrunError):
         self.suggestions = suggestions or []
         hint = f"; did you mean {', '.join(self.suggestions)}?" if self.suggestions else ""
         super().__init__(f"no tool {key[:200]!r}{hint}")
+
+
+class Conflict(ToolrunError):
+    """The job is not in a state that allows this action (approved twice, cancelled after it ended)."""
+
+    exit_code = 2
+    http_status = 409
 
 
 class Unauthorized(ToolrunError):

@@ -38,13 +38,15 @@ CPU per call, more than the spawn itself.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 from . import directexec, forks, procguard, spawn
 from . import sandbox as _sandboxing
@@ -129,6 +131,11 @@ class _Sink:
         )
         return head.decode("utf-8", errors="replace") + marker + tail[skip:].decode("utf-8", errors="replace")
 
+
+# Set by a job's runner (jobs.py): told the output sinks of the process it starts, to show its output so far.
+OUTPUT_WATCH: contextvars.ContextVar[Callable[[Any, Any], None] | None] = contextvars.ContextVar(
+    "toolrun_output_watch", default=None
+)
 
 # A pipe holds 64 KiB (Linux's default): one read takes all there is, from a buffer below the mmap threshold.
 _READ_SIZE = 64 * 1024
@@ -441,6 +448,9 @@ async def run(
         argv = [_prlimit(), *extra, "--", *argv]
     loop = asyncio.get_running_loop()
     child = _Child(loop, limits.output)
+    watch = OUTPUT_WATCH.get()
+    if watch is not None:
+        watch(child.out, child.err)
     token = procguard.call_token()
     env = {**env, procguard.CALL_ENV: token}
     # One simple command of plain words, no prefix: the program itself, not a shell that only execs it.

@@ -152,6 +152,11 @@ class ToolSpec:
     # a value that would start an option (`--version`, `-K file`) is refused at call time.
     option_params: tuple[tuple[str, bool], ...] = ()
     sandbox: Sandbox | None = None  # the jail exec and curl calls run in (None: none)
+    # Jobs (jobs.py): a person in `approvers` must approve each call first; `run_async` answers with a job at once.
+    approval: bool = False
+    approvers: tuple[str, ...] = ()
+    approval_timeout: float | None = None  # seconds a call waits for its decision (None: the setting)
+    run_async: bool = False
 
     def entry(self) -> dict[str, Any]:
         """The tool entry: key, groups, params, return_type, description, example; then
@@ -172,6 +177,10 @@ class ToolSpec:
             from .sandbox import describe
 
             entry["sandbox"] = describe(self.sandbox, self.user)
+        if self.approval:
+            entry["approval"] = {"required": True, "approvers": list(self.approvers)}
+        if self.run_async:
+            entry["async"] = True
         return entry
 
     @property

@@ -12,6 +12,7 @@ tools) instead of the plain text the route gives by default.
 
 from __future__ import annotations
 
+import builtins
 import json
 import re
 from typing import Any
@@ -21,6 +22,8 @@ from urllib.request import Request, urlopen
 
 from .errors import (
     BackendUnavailable,
+    Conflict,
+    Forbidden,
     NotFound,
     Overloaded,
     ParamError,
@@ -157,7 +160,9 @@ class Remote:
             return ToolFailed(type(kind or "Error", (Exception,), {})(message))
         cls: type[ToolrunError] = {
             400: ParamError if kind == "ParamError" else UsageError,
+            403: Forbidden,
             404: NotFound,
+            409: Conflict,
             408: UsageError,
             413: UsageError,
             415: UsageError,
@@ -214,20 +219,59 @@ class Remote:
         return answer
 
     def call(self, key: str, args: dict[str, Any]) -> tuple[CallResult, dict[str, Any]]:
-        """Run the tool on the server: (the result, the server's JSON payload as sent)."""
+        """Run the tool on the server: (the result, the server's JSON payload as sent). A call the server
+        answers with a job (202: approval, async) is a `dict` payload with `job`: see `submit`."""
+        payload = self.submit(key, args)
+        if is_job(payload):
+            raise RemoteError(f"{self.url}/tools/{key} answered with job {payload['job']}")
+        return result_from_payload(key, payload), payload
+
+    def submit(self, key: str, args: dict[str, Any]) -> dict[str, Any]:
+        """POST the call: the result payload, or `{job, status}` when the server made it a job."""
         body = json.dumps(args, ensure_ascii=False).encode("utf-8")
         payload = self.request("POST", "/tools/" + quote(key, safe=""), body)
         if not isinstance(payload, dict):
             raise RemoteError(f"{self.url}/tools/{key} did not answer a call result")
-        seconds = float(payload.get("seconds") or 0.0)
-        if "returncode" in payload:
-            ex = ExecResult(
-                int(payload["returncode"]),
-                str(payload.get("stdout", "")),
-                str(payload.get("stderr", "")),
-                timed_out=bool(payload.get("timed_out")),
-                truncated=bool(payload.get("truncated")),
-            )
-            return CallResult(key, ex.value(), ex, seconds), payload
-        value = payload["text"] if isinstance(payload.get("text"), str) else payload.get("result")
-        return CallResult(key, value, None, seconds), payload
+        return payload
+
+    # -- jobs (docs/jobs.md) ---------------------------------------------------------------------
+
+    def jobs(self, status: str | None = None) -> builtins.list[dict[str, Any]]:
+        answer = self.request("GET", "/jobs" + ("?" + urlencode({"status": status}) if status else ""))
+        if not isinstance(answer, list):
+            raise RemoteError(f"{self.url}/jobs did not answer a list")
+        return answer
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        answer = self.request("GET", "/jobs/" + quote(job_id, safe=""))
+        if not isinstance(answer, dict):
+            raise RemoteError(f"{self.url}/jobs/{job_id} did not answer a job")
+        return answer
+
+    def job_action(self, job_id: str, action: str, reason: str = "") -> dict[str, Any]:
+        body = json.dumps({"reason": reason} if reason else {}).encode()
+        answer = self.request("POST", f"/jobs/{quote(job_id, safe='')}/{action}", body)
+        if not isinstance(answer, dict):
+            raise RemoteError(f"{self.url}/jobs/{job_id}/{action} did not answer a job")
+        return answer
+
+
+def is_job(payload: dict[str, Any]) -> bool:
+    """Whether a POST /tools/{key} answer is a job (202 `{job, status}`) rather than a call result."""
+    return "job" in payload and "seconds" not in payload
+
+
+def result_from_payload(key: str, payload: dict[str, Any]) -> CallResult:
+    """The CallResult a JSON call payload (`call_payload`) describes."""
+    seconds = float(payload.get("seconds") or 0.0)
+    if "returncode" in payload:
+        ex = ExecResult(
+            int(payload["returncode"]),
+            str(payload.get("stdout", "")),
+            str(payload.get("stderr", "")),
+            timed_out=bool(payload.get("timed_out")),
+            truncated=bool(payload.get("truncated")),
+        )
+        return CallResult(key, ex.value(), ex, seconds)
+    value = payload["text"] if isinstance(payload.get("text"), str) else payload.get("result")
+    return CallResult(key, value, None, seconds)

@@ -296,6 +296,20 @@ class ToolDef(RuntimeOptions):
         description="Warnings of this tool that are deliberate (by name, as validate-catalog prints them): they "
         "are no longer reported, the others still are.",
     )
+    approval: Literal["required", "none"] | None = Field(
+        None,
+        description="`required`: each call waits for a person in `approvers` to approve it (docs/jobs.md); "
+        "the caller gets a job.",
+    )
+    approvers: list[Annotated[str, Field(pattern=GROUP_PATTERN)]] | None = Field(
+        None, min_length=1, description="Groups whose members may approve or deny a call (default: admin)."
+    )
+    approval_timeout: float | None = Field(
+        None, gt=0, description="Seconds a call waits for its decision before it expires (default: the setting)."
+    )
+    run_async: bool = Field(
+        False, alias="async", description="Answer every call at once with a job to follow (long-running tools)."
+    )
 
 
 class CatalogFile(_Strict):

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from .access import Access
+    from .jobs import Jobs
     from .settings import Settings
 
 # Linux refuses (E2BIG) a single argument of 128 KiB or more, and `sh -c <command>` is one argument.
@@ -145,6 +146,22 @@ class ToolService:
         self.slots = slots if slots is not None else Slots(max_concurrent)
         self.max_concurrent = self.slots.cap
         self.queue_timeout = queue_timeout
+        self._jobs: Jobs | None = None
+
+    @property
+    def jobs(self) -> Jobs:
+        """The jobs (jobs.py): in this process's memory unless `use_jobs` gave them the shared state."""
+        if self._jobs is None:
+            from .jobs import Jobs, memory_jobs
+
+            self._jobs = Jobs(self, memory_jobs())
+        return self._jobs
+
+    def use_jobs(self, settings: Settings, access: Access | None = None) -> Jobs:
+        from .jobs import Jobs
+
+        self._jobs = Jobs.shared(self, settings, access)
+        return self._jobs
 
     @property
     def catalog(self) -> Catalog:
@@ -275,7 +292,9 @@ class ToolService:
         *,
         session_id: str | None = None,
         origin: CallOrigin | None = None,
+        counted: bool = False,
     ) -> CallResult:
+        """Run one call. `counted`: it already counted in the caller's rate bucket (a job, when it was asked)."""
         state = self.state  # this call's catalog, to its end, whatever a reload does meanwhile
         started = time.perf_counter()
         tool = state.registry.get(identity, key)  # unknown or hidden: a 404, not a call (no audit record)
@@ -284,7 +303,7 @@ class ToolService:
         result: CallResult | None = None
         error: type[BaseException] | None = None
         try:
-            if self.limiter is not None:
+            if self.limiter is not None and not counted:
                 retry = await self.limiter.hit(identity.bucket, tool.key)
                 if retry is not None:
                     outcome = "rate_limited"
@@ -323,9 +342,9 @@ class ToolService:
             if self.observer is not None:
                 self.observer.observe(tool.key, outcome, seconds)
                 if result is not None and result.exec is not None and result.exec.truncated:
-                    counted = getattr(self.observer, "observe_truncated", None)
-                    if counted is not None:
-                        counted(tool.key)
+                    truncated = getattr(self.observer, "observe_truncated", None)
+                    if truncated is not None:
+                        truncated(tool.key)
             if self.audit is not None:
                 self.audit.write(call_record(identity, tool, args, origin, outcome, result, error, seconds))
             telemetry.end_call(span, outcome, result, error, seconds)

@@ -3,6 +3,7 @@
 
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { ApiError, currentKey, type Identity, KEY_STORAGE_NAME, storedKey, storeKey, setCurrentKey, whoami } from "./api";
+import { Approvals } from "./components/Approvals";
 import { Header } from "./components/Header";
 import { SignInDialog } from "./components/SignIn";
 import { ToolDetail } from "./components/ToolDetail";
@@ -177,6 +178,7 @@ export function App() {
             <div class="panel placeholder">
               <p class="placeholder-title">Pick a tool</p>
               <p class="muted">Its description, example call and a form to run it appear here.</p>
+              {identity && <Approvals epoch={epoch} />}
             </div>
           )}
         </div>

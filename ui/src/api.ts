@@ -265,7 +265,12 @@ export function errorText(body: string): string {
  * POST /tools/{key}, asking for the structured result (the same call, the same status codes): a
  * failed command comes back with its exit code, stdout and stderr apart, and a timeout flagged.
  */
-export async function callTool(key: string, args: Record<string, unknown>, signal?: AbortSignal): Promise<CallResult> {
+export async function callTool(
+  key: string,
+  args: Record<string, unknown>,
+  signal?: AbortSignal,
+  onJob?: (view: JobView) => void,
+): Promise<CallResult> {
   const started = performance.now();
   let response: Response;
   try {
@@ -282,6 +287,12 @@ export async function callTool(key: string, args: Record<string, unknown>, signa
     throw error;
   }
   const text = await response.text();
+  if (response.status === 202) {
+    // The call is a job: it waits for an approver, or runs in the background. Follow it to its end.
+    const started202 = started;
+    const { job } = JSON.parse(text) as { job: string };
+    return followJob(job, started202, onJob ?? (() => undefined), signal);
+  }
   let payload: CallPayload;
   try {
     payload = JSON.parse(text) as CallPayload;
@@ -289,4 +300,74 @@ export async function callTool(key: string, args: Record<string, unknown>, signa
     payload = { key, ok: true, text }; // not toolrun's JSON (a proxy's answer?): shown as text
   }
   return { status: response.status, payload, millis: performance.now() - started };
+}
+
+// -- jobs (docs/jobs.md): calls that wait for approval or run in the background -------------------
+
+export const FINAL_STATES = ["succeeded", "failed", "timed_out", "cancelled", "denied", "expired"];
+
+export interface JobView {
+  job: string;
+  status: string;
+  tool: string;
+  requester: string | null;
+  approvers: string[];
+  args: Record<string, unknown>;
+  created: number;
+  expires_at: number | null;
+  decided_by: string | null;
+  reason: string | null;
+  error: string | null;
+  can_decide: boolean;
+  plan?: { command?: string; fn?: string; error?: string };
+  result?: { status: number; content_type: string; body: string; exit_code: number | null };
+}
+
+export async function getJob(id: string, signal?: AbortSignal): Promise<JobView> {
+  return json<JobView>(await request(`/jobs/${encodeURIComponent(id)}`, { signal }));
+}
+
+export async function listJobs(status?: string, signal?: AbortSignal): Promise<JobView[]> {
+  const query = status ? `?status=${encodeURIComponent(status)}` : "";
+  return json<JobView[]>(await request(`/jobs${query}`, { signal }));
+}
+
+export async function decideJob(id: string, action: "approve" | "deny", reason: string): Promise<JobView> {
+  const body = JSON.stringify(reason ? { reason } : {});
+  return json<JobView>(await request(`/jobs/${encodeURIComponent(id)}/${action}`, { method: "POST", body }));
+}
+
+function pause(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = window.setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => {
+      window.clearTimeout(timer);
+      reject(new DOMException("Aborted", "AbortError"));
+    });
+  });
+}
+
+/** Follow a job (answered 202) until it ends; its result as the synchronous call would have given it. */
+export async function followJob(
+  id: string,
+  started: number,
+  onJob: (view: JobView) => void,
+  signal?: AbortSignal,
+): Promise<CallResult> {
+  for (;;) {
+    const view = await getJob(id, signal);
+    onJob(view);
+    if (FINAL_STATES.includes(view.status)) {
+      const result = view.result;
+      if (!result) {
+        const by = view.decided_by ? ` by ${view.decided_by}` : "";
+        const why = view.reason ? `: ${view.reason}` : view.error ? ` (${view.error})` : "";
+        throw new ApiError(409, `Job ${id} was ${view.status}${by}${why}; the tool did not run.`, null);
+      }
+      if (result.status !== 200) throw new ApiError(result.status, errorText(result.body), null);
+      const payload = JSON.parse(result.body) as CallPayload;
+      return { status: 200, payload, millis: performance.now() - started };
+    }
+    await pause(1000, signal);
+  }
 }

@@ -110,6 +110,9 @@ class BuildMixin(ParamsMixin, TemplateMixin, FnMixin, EnvMixin, ExamplesMixin, S
         sandbox = self.sandbox_of(tool.sandbox if kind == "fn" else opts.sandbox, kind, key, loc)
         if tool.read_only and tool.destructive:
             self.problem((*loc, "destructive"), key, "a read_only tool cannot be destructive", "warning")
+        for name in ("approvers", "approval_timeout"):
+            if getattr(tool, name) is not None and tool.approval != "required":
+                self.problem((*loc, name), key, f"`{name}` applies with `approval: required` only; ignored", "warning")
         if self.errors() > before:
             return None
         line, col = self.locate.value(loc) if self.options.check else (0, 0)
@@ -147,6 +150,10 @@ class BuildMixin(ParamsMixin, TemplateMixin, FnMixin, EnvMixin, ExamplesMixin, S
             keywords=share(tuple(dict.fromkeys(tool.keywords or ()))),
             option_params=option_params,
             sandbox=sandbox,
+            approval=tool.approval == "required",
+            approvers=tuple(dict.fromkeys(tool.approvers or ["admin"])) if tool.approval == "required" else (),
+            approval_timeout=tool.approval_timeout,
+            run_async=tool.run_async,
         )
         if tool.examples:
             spec = self.build_examples(spec, tool, loc)

@@ -16,7 +16,7 @@ from .common import app
 
 # Importing a command module registers its commands; this order is the order of `toolrun --help`.
 # isort: off
-from . import init, browse, call, examples, validate, serve, keys, users, access  # noqa: F401
+from . import init, browse, call, examples, validate, serve, keys, users, access, jobs  # noqa: F401
 # isort: on
 
 __all__ = ["app", "main"]

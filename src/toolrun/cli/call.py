@@ -42,6 +42,10 @@ def call(
         bool,
         typer.Option("--audit", help="Write an audit record of the call (to the audit_log setting, else stderr)."),
     ] = False,
+    no_wait: Annotated[
+        bool,
+        typer.Option("--no-wait", help="A call that needs approval: print its job id instead of waiting."),
+    ] = False,
 ) -> None:
     """Call a tool. The result goes to stdout verbatim; a failed command exits with its own code."""
     import asyncio
@@ -64,7 +68,16 @@ def call(
         if remote is not None:
             if dry_run:
                 raise UsageError("--dry-run shows what would run on this machine: it does not apply with --url")
-            result, payload = remote.call(key, values)
+            from ..remote import is_job, result_from_payload
+
+            payload = remote.submit(key, values)
+            if is_job(payload):
+                return _job(remote, payload, no_wait, as_json)
+            result = result_from_payload(key, payload)
+        elif tool.approval and not dry_run:  # a person decides first (docs/jobs.md)
+            from .jobs import LocalJobs, call_as_job
+
+            return call_as_job(LocalJobs(catalog), key, values, no_wait, as_json)
         elif dry_run:
             plan = service.plan(identity, key, values)
             if as_json:
@@ -160,6 +173,19 @@ def _refuse_option_words(tool: Any, words: list[str]) -> None:
         raise UsageError(
             f"{word}: tool params are written name=value, without dashes: {shlex.join([f'{param.name}={value}'])}"
         )
+
+
+def _job(remote: Any, payload: dict[str, Any], no_wait: bool, as_json: bool) -> None:
+    """The server answered the call with a job: its id (`--no-wait`), or its result once it ends."""
+    from .jobs import finish, wait_for
+
+    if no_wait:
+        if as_json:
+            _print_json(payload)
+        else:
+            sys.stdout.write(payload["job"] + "\n")
+        return
+    finish(wait_for(remote, payload["job"]), as_json)
 
 
 def error_object(key: str, exc: BaseException) -> dict[str, Any]:

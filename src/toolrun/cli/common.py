@@ -138,7 +138,7 @@ def _service(catalog: list[str] | None, settings: Settings | None = None, **kwar
 
 # -- remote mode: `toolrun --url URL [--api-key KEY] list|describe|call|search` ------------------
 
-REMOTE_COMMANDS = ("list", "describe", "call", "search")
+REMOTE_COMMANDS = ("list", "describe", "call", "search", "jobs")
 _remote_options: dict[str, str | None] = {"url": None, "api_key": None}
 
 

@@ -34,6 +34,7 @@ from ..settings import Settings
 from ..words import plural
 from .errors import EXCEPTION_HANDLERS, json_error
 from .guard import guarded, redact_query, scrub_keys
+from .jobroutes import JobRoutes, job_metrics
 from .request import MAX_PAGE, _bool_param, _choice, _int_param, _single, identity_from_scope, resolve_identity
 from .routes import ROUTES, RouteDef
 from .toolcall import ToolCall
@@ -72,7 +73,7 @@ class Backends:
     mcp_endpoint: Any = None  # the /mcp ASGI endpoint (run.mount_mcp): the guard hands it POSTs directly
 
 
-class Routes:
+class Routes(JobRoutes):
     """The JSON routes' handlers: each gets the request and the identity its ROUTES row's `auth` gave."""
 
     def __init__(self, backends: Backends) -> None:
@@ -181,7 +182,7 @@ class Routes:
                 return JSONResponse(
                     {"error": "unauthorized"}, status_code=401, headers={"WWW-Authenticate": 'Bearer realm="metrics"'}
                 )
-        return Response(self.b.metrics.render(), media_type=CONTENT_TYPE)
+        return Response(self.b.metrics.render() + await job_metrics(self.service), media_type=CONTENT_TYPE)
 
     async def search(self, request: Request, identity: Identity) -> Response:
         query = _single(request, "q")

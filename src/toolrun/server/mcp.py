@@ -46,6 +46,7 @@ from ..paramtypes import request_schema
 from ..service import ToolService
 from ..words import plural, seconds
 from .disconnect import unless_gone
+from .mcp_jobs import STATE_PREFIX, McpJobs
 from .mcp_meta import ANNOTATIONS, LIST_PAGE, LIST_TTL_MS, OUTPUT_SCHEMAS, page_start
 
 log = logging.getLogger("toolrun.mcp")
@@ -212,6 +213,7 @@ class McpDoor:
         self.identify = identify
         self.direct = direct
         self.stdio_session = stdio_session
+        self.jobs = McpJobs(service)
         self._direct_keys: dict[str, str] = {}
         self._direct_names: dict[str, str] = {}
         self._index_direct_names()
@@ -337,6 +339,9 @@ class McpDoor:
         args = dict(params.arguments or {})
         try:
             identity = self.identify(ctx)
+            state = getattr(params, "request_state", None)
+            if isinstance(state, str) and state.startswith(STATE_PREFIX):  # an answer about a job (mcp_jobs.py)
+                return await self.jobs.resume(ctx, identity, params)  # type: ignore[no-any-return]
             if params.name == "execute":
                 return await self.execute(ctx, identity, args)
             if params.name == "search":
@@ -391,6 +396,8 @@ class McpDoor:
     async def run(
         self, ctx: Any, identity: Identity, key: str, arguments: dict[str, Any], session_id: str | None
     ) -> types.CallToolResult:
+        if self.service.describe(identity, key).approval:  # a person decides first (mcp_jobs.py)
+            return await self.jobs.start(ctx, identity, key, arguments, self.origin(ctx))  # type: ignore[return-value]
         token = telemetry.join_baggage(getattr(ctx, "meta", None))  # None unless tracing is on
         try:
             call = self.service.call(identity, key, arguments, session_id=session_id, origin=self.origin(ctx))

@@ -42,6 +42,120 @@ _PAGING = [
     {"name": "limit", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 1, "maximum": 100}},
 ]
 
+_JOB_STARTED = {
+    "type": "object",
+    "required": ["job", "status"],
+    "properties": {"job": {"type": "string"}, "status": {"type": "string"}},
+}
+_JOB = {
+    "type": "object",
+    "required": ["job", "status", "tool"],
+    "properties": {
+        "job": {"type": "string"},
+        "status": {
+            "type": "string",
+            "enum": [
+                "awaiting_approval",
+                "running",
+                "succeeded",
+                "failed",
+                "timed_out",
+                "cancelled",
+                "denied",
+                "expired",
+            ],
+        },
+        "tool": {"type": "string"},
+        "requester": {"type": ["string", "null"]},
+        "args": {"type": "object"},
+        "result": {"type": "object"},
+        "output": {"type": "object"},
+    },
+}
+_JOB_PARAM = {"name": "id", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 64}}
+_REASON = {
+    "required": False,
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "properties": {"reason": {"type": "string", "maxLength": 1000}},
+                "additionalProperties": False,
+            }
+        }
+    },
+}
+_JOB_404 = _json(_ERR, "Unknown job, or one the caller may not see")
+
+
+def _job_action(action: str, summary: str) -> RouteDef:
+    return RouteDef(
+        f"/jobs/{{id}}/{action}",
+        "POST",
+        f"{action}_job",
+        "optional",
+        summary,
+        {
+            "parameters": [_JOB_PARAM],
+            "requestBody": _REASON,
+            "responses": {
+                "200": _json(_JOB, "The job after the action"),
+                "400": _BAD,
+                "403": _json(_ERR, "Not allowed (not an approver; the requester approving its own call)"),
+                "404": _JOB_404,
+                "409": _json(_ERR, "The job is not in a state that allows it"),
+                "415": _json(_ERR, "The body is not application/json"),
+            },
+        },
+    )
+
+
+JOB_ROUTES: tuple[RouteDef, ...] = (
+    RouteDef(
+        "/jobs",
+        "GET",
+        "list_jobs",
+        "optional",
+        "Jobs the caller may see (its own calls; for approvers, their tools' calls), newest first",
+        {
+            "parameters": [
+                {
+                    "name": "status",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "string", "enum": _JOB["properties"]["status"]["enum"]},  # type: ignore[index]
+                }
+            ],
+            "responses": {"200": _json({"type": "array", "items": _JOB}, "The jobs"), "400": _BAD},
+        },
+    ),
+    RouteDef(
+        "/jobs/{id}",
+        "GET",
+        "get_job",
+        "optional",
+        "One job: its state; its output so far while it runs; its result once it ran",
+        {"parameters": [_JOB_PARAM], "responses": {"200": _json(_JOB, "The job"), "404": _JOB_404}},
+    ),
+    RouteDef(
+        "/jobs/{id}/events",
+        "GET",
+        "job_events",
+        "optional",
+        "Follow a job: server-sent events, one `job` event per change, until it ends",
+        {
+            "parameters": [_JOB_PARAM],
+            "responses": {
+                "200": {"description": "Events", "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                "404": _JOB_404,
+            },
+        },
+    ),
+    _job_action("approve", "Approve a call awaiting approval (its tool's approvers; never its requester); it runs"),
+    _job_action("deny", "Deny a call awaiting approval, with an optional reason"),
+    _job_action("cancel", "Cancel a job awaiting approval or running (its processes are killed)"),
+)
+
 ROUTES: tuple[RouteDef, ...] = (
     RouteDef(
         "/tools/{key}",
@@ -66,6 +180,7 @@ ROUTES: tuple[RouteDef, ...] = (
                 "408": _text_or_json("Body not received in time"),
                 "413": _text_or_json("Body too large"),
                 "415": _text_or_json("Content-Type is not application/json"),
+                "202": _json(_JOB_STARTED, "The call is a job (approval, `async: true`, `Prefer: respond-async`)"),
                 "429": _text_or_json("Rate limited; Retry-After gives the seconds"),
                 "500": _text_or_json("The tool raised"),
                 "503": _text_or_json("Too many calls running"),
@@ -252,5 +367,6 @@ ROUTES: tuple[RouteDef, ...] = (
         )
         for resource, what in (("", "this server"), ("/mcp", "the MCP endpoint"))
     ),
+    *JOB_ROUTES,
     RouteDef("/openapi.json", "GET", "openapi", "optional", "This document", documented=False),
 )

@@ -63,6 +63,7 @@ def build_backends(
     from .admin import mount_reload
 
     mount_reload(backends, catalog_paths(catalog, settings), service.environ, workers)
+    mount_jobs(backends)
     mount_mcp(backends, mcp_session_store(settings, access, workers))
     mount_semantic(backends)
     if settings.ui_enabled:
@@ -91,6 +92,36 @@ def mount_semantic(backends: Backends) -> None:
             if backends.reloader is not None:  # a reloaded catalog gets its vectors (search lexical meanwhile)
                 backends.reloader.listeners.append(lambda: semantic.attach(backends.service))
         yield
+
+    backends.lifespans.append(lifespan)
+
+
+def mount_jobs(backends: Backends) -> None:
+    """Jobs in the shared state (the state file, or Redis); a reload expires pending calls of changed tools;
+    a sweep applies approval deadlines and dead runners; a stopping server fails the jobs it runs, with the reason."""
+    import asyncio
+    from contextlib import asynccontextmanager
+
+    jobs = backends.service.use_jobs(backends.settings, backends.access)
+    if backends.reloader is not None:
+        backends.reloader.listeners.append(jobs.expire_changed)
+
+    async def sweep() -> None:
+        while True:
+            await asyncio.sleep(5.0)
+            try:
+                await jobs.counts()
+            except ToolrunError as exc:
+                log.warning("job sweep: %s", exc.summary)
+
+    @asynccontextmanager
+    async def lifespan() -> Any:
+        task = asyncio.get_running_loop().create_task(sweep())
+        try:
+            yield
+        finally:
+            task.cancel()
+            await jobs.stop()
 
     backends.lifespans.append(lifespan)
 
@@ -271,6 +302,7 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
         audit=open_audit(settings.audit_log),
     )
     log_catalog_warnings(service)
+    service.use_jobs(settings, access)
     raw_key = os.environ.get("TOOLRUN_API_KEY", "").strip()
     if raw_key:
         try:

@@ -61,6 +61,7 @@ class ToolCall:
         accept: bytes | None = None
         request_id: str | None = None
         door = "http"
+        prefer_async = False
         for name, value in scope["headers"]:  # the first occurrence counts, as everywhere else
             if name == b"content-type" and content_type is None:
                 content_type = value.decode("latin-1")
@@ -74,6 +75,8 @@ class ToolCall:
                 name == b"x-toolrun-client" and value == b"ui"
             ):
                 door = "ui"  # a browser page of this server's own origin: the UI (docs/operations.md)
+            elif name == b"prefer" and b"respond-async" in value.lower():
+                prefer_async = True  # RFC 7240: answer at once with a job (docs/jobs.md)
         content_type = content_type or ""
         request_id = clean_request_id(request_id)
         # `Accept: application/json` (without text/plain) asks for the structured result and JSON
@@ -83,11 +86,16 @@ class ToolCall:
         media = b"text/plain; charset=utf-8"
         try:
             identity = await identity_from_scope(self.access, scope, "optional")
-            self.service.describe(identity, key)
+            tool = self.service.describe(identity, key)
             body = await self.read_body(receive, length)
             if (body or content_type) and not _is_json_media(content_type):
                 raise UnsupportedMediaType(content_type.split(";", 1)[0].strip().lower())
             args = parse_json_object(body)
+            if self.service.jobs.wanted(tool, prefer_async):
+                job = await self.service.jobs.submit(
+                    identity, key, args, origin=CallOrigin(door, request_id), as_json=as_json
+                )
+                return await _accepted(send, headers, job["id"], job["state"], prefer_async)
             call = self.service.call(identity, key, args, origin=CallOrigin(door, request_id))
             result = await unless_gone(scope, call)  # cancelled (processes killed) if the client goes away
             if result.exec is not None:  # exec and curl tools: the exit code, so no client parses a tuple
@@ -149,3 +157,19 @@ class ToolCall:
                 raise PayloadTooLarge(self.max_body)
             if not message.get("more_body", False):
                 return bytes(chunks)
+
+
+async def _accepted(send: Send, headers: list[tuple[bytes, bytes]], job_id: str, state: str, preferred: bool) -> int:
+    """202: the call is a job (approval, or run in the background); `Location` is where to follow it."""
+    data = _json_text({"job": job_id, "status": state}).encode()
+    headers = [
+        *headers,
+        (b"location", f"/jobs/{job_id}".encode()),
+        (b"content-length", str(len(data)).encode()),
+        (b"content-type", b"application/json"),
+    ]
+    if preferred:
+        headers.append((b"preference-applied", b"respond-async"))
+    await send({"type": "http.response.start", "status": 202, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
+    return 202

@@ -132,7 +132,7 @@ export function CallForm({ tool }: { tool: Tool }) {
     setRunning(true);
     setOutcome(null);
     try {
-      const result = await callTool(tool.key, args, abort.signal);
+      const result = await callTool(tool.key, args, abort.signal, (view) => setOutcome({ kind: "job", view }));
       setOutcome({ kind: "result", status: result.status, shown: shownResult(result.payload), millis: result.millis });
     } catch (error) {
       if (error instanceof DOMException && error.name === "AbortError") {

@@ -4,11 +4,13 @@
 // Long lines wrap (a toggle, remembered in the browser).
 
 import { useEffect, useState } from "preact/hooks";
+import type { JobView } from "../api";
 import { copyText } from "../clipboard";
 import { failureWords, type Shown } from "../format";
 import { AlertIcon, CheckIcon, CopyIcon } from "./icons";
 
 export type Outcome =
+  | { kind: "job"; view: JobView }
   | { kind: "result"; status: number; shown: Shown; millis: number }
   | { kind: "error"; status: number; title: string; detail: string; body: string; retryAfter: number | null };
 
@@ -189,7 +191,25 @@ function Done({ status, shown, millis }: { status: number; shown: Extract<Shown,
   );
 }
 
+function JobState({ view }: { view: JobView }) {
+  const waiting = view.status === "awaiting_approval";
+  return (
+    <section class="result" role="status" aria-label="Job" data-testid="job-state" data-status={view.status}>
+      <div class="result-head">
+        <span class="pill">{waiting ? "Awaiting approval" : view.status === "running" ? "Running" : view.status}</span>
+        <strong class="result-title">Job {view.job}</strong>
+      </div>
+      <p class="result-detail">
+        {waiting
+          ? `This tool needs approval by a member of ${view.approvers.join(", ")}. The result appears here once it ran.`
+          : "The call runs on the server; the result appears here when it ends."}
+      </p>
+    </section>
+  );
+}
+
 export function ResultPanel({ outcome }: { outcome: Outcome }) {
+  if (outcome.kind === "job") return <JobState view={outcome.view} />;
   if (outcome.kind === "result") {
     return outcome.shown.kind === "ok" ? (
       <Done status={outcome.status} shown={outcome.shown} millis={outcome.millis} />

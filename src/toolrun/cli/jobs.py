@@ -1,0 +1,242 @@
+"""`toolrun jobs list|show|approve|deny|cancel|tail`, and the wait of `toolrun call` on a job (docs/jobs.md).
+
+Local (the jobs in this machine's shared state, the operator's identity) or with `--url` (the server's
+REST routes, the key's identity): both through one small client interface.
+A local `jobs approve` runs the approved call in this process, to its end, and prints its result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from typing import Annotated, Any
+
+import typer
+
+from .common import CatalogOpt, JsonOpt, _fail, _make_service, _operator, _print_json, _remote, _settings, app
+
+jobs_app = typer.Typer(help="Calls that wait for approval or run in the background: list, show, decide, follow.")
+app.add_typer(jobs_app, name="jobs")
+
+FINAL = ("succeeded", "failed", "timed_out", "cancelled", "denied", "expired")
+POLL = 0.5
+
+
+class LocalJobs:
+    """Jobs in this machine's shared state (the data dir's state file, or Redis), as the local operator."""
+
+    def __init__(self, catalog: list[str] | None) -> None:
+        settings = _settings()
+        self.service = _make_service(catalog, settings)
+        self.manager = self.service.use_jobs(settings, self.service.access)
+        self.identity = _operator()
+
+    def _view(self, job: dict[str, Any]) -> dict[str, Any]:
+        from ..jobrecord import public_view
+
+        return public_view(job, self.identity)
+
+    def submit(self, key: str, args: dict[str, Any]) -> dict[str, Any]:
+        async def go() -> dict[str, Any]:
+            job = await self.manager.submit(self.identity, key, args, as_json=True)
+            return {"job": job["id"], "status": job["state"]}
+
+        return asyncio.run(go())
+
+    def jobs(self, status: str | None) -> list[dict[str, Any]]:
+        return [self._view(j) for j in asyncio.run(self.manager.list(self.identity, status))]
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return self._view(asyncio.run(self.manager.get(self.identity, job_id)))
+
+    def job_action(self, job_id: str, action: str, reason: str = "") -> dict[str, Any]:
+        async def go() -> dict[str, Any]:
+            job = await getattr(self.manager, action)(self.identity, job_id, reason)
+            task = self.manager.tasks.get(job_id)
+            if task is not None:  # approved here: this process runs it, to its end
+                await task
+                job = await self.manager.get(self.identity, job_id)
+            return dict(job)
+
+        return self._view(asyncio.run(go()))
+
+
+def client(catalog: list[str] | None) -> Any:
+    remote = _remote()
+    return remote if remote is not None else LocalJobs(catalog)
+
+
+def describe_state(view: dict[str, Any]) -> str:
+    line = f"job {view['job']} ({view['tool']}): {view['status']}"
+    if view.get("decided_by"):
+        line += f" by {view['decided_by']}"
+    if view.get("reason"):
+        line += f": {view['reason']}"
+    if view.get("error"):
+        line += f" ({view['error']})"
+    return line
+
+
+def wait_for(jobs: Any, job_id: str, show_output: bool = False) -> dict[str, Any]:
+    """Poll the job until it ends; progress on stderr when it is a terminal (or with `show_output`)."""
+    last = ""
+    printed = 0
+    tty = sys.stderr.isatty()
+    while True:
+        view: dict[str, Any] = jobs.job(job_id)
+        state = describe_state(view)
+        if state != last and (tty or show_output):
+            hint = (
+                f" (an approver runs: toolrun jobs approve {job_id})" if view["status"] == "awaiting_approval" else ""
+            )
+            sys.stderr.write(state + hint + "\n")
+            last = state
+        if show_output:
+            head = (view.get("output") or {}).get("stdout_head", "")
+            if len(head) > printed and not (view.get("output") or {}).get("stdout_tail"):
+                sys.stdout.write(head[printed:])
+                sys.stdout.flush()
+                printed = len(head)
+        if view["status"] in FINAL:
+            view["_printed"] = printed
+            return view
+        time.sleep(POLL)
+
+
+def finish(view: dict[str, Any], as_json: bool, printed: int = 0) -> None:
+    """Print a finished job's result as `toolrun call` prints a result, and exit with its code."""
+    from ..remote import result_from_payload
+    from .call import _exit_code
+
+    result = view.get("result")
+    if result is None:
+        if as_json:
+            _print_json(view)
+        sys.stderr.write(f"toolrun: {describe_state(view)}\n")
+        raise typer.Exit(1)
+    body = result["body"]
+    if result["status"] != 200:
+        try:
+            error = json.loads(body)
+            text = f"{error['type']}: {error['error']}"
+        except (ValueError, KeyError, TypeError):
+            text = body
+        sys.stderr.write(f"toolrun: {text}\n")
+        raise typer.Exit(1 if result["status"] >= 500 else 2)
+    payload = json.loads(body) if result["content_type"].startswith("application/json") else {"text": body}
+    if as_json:
+        _print_json(payload)
+    call = result_from_payload(view["tool"], payload)
+    ex = call.exec
+    if not as_json:
+        from ..formatting import result_text
+
+        text = ex.stdout if ex is not None else result_text(call.value)
+        sys.stdout.write(text[printed:])
+        if ex is not None and not call.ok:
+            sys.stderr.write(ex.stderr)
+        elif ex is None and text and not text.endswith("\n"):
+            sys.stdout.write("\n")
+    if not call.ok and ex is not None:
+        raise typer.Exit(_exit_code(ex.returncode, ex.timed_out))
+
+
+def call_as_job(jobs: Any, key: str, values: dict[str, Any], no_wait: bool, as_json: bool) -> None:
+    """`toolrun call` on a tool whose calls are jobs: print the id (`--no-wait`), or wait and print the result."""
+    started = jobs.submit(key, values)
+    if no_wait:
+        if as_json:
+            _print_json(started)
+        else:
+            sys.stdout.write(started["job"] + "\n")
+        return
+    view = wait_for(jobs, started["job"])
+    finish(view, as_json)
+
+
+def _table(views: list[dict[str, Any]]) -> None:
+    for view in views:
+        created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(view["created"]))
+        who = view.get("requester") or "(anonymous)"
+        sys.stdout.write(f"{view['job']}  {view['status']:<17}  {view['tool']}  {who}  {created}\n")
+
+
+ReasonOpt = Annotated[str, typer.Option("--reason", "-r", help="Why (recorded in the job and the audit trail).")]
+JobArg = Annotated[str, typer.Argument(help="The job id (from `toolrun jobs list`, or the call's answer).")]
+
+
+@jobs_app.command("list")
+def list_jobs(
+    status: Annotated[str | None, typer.Option("--status", help="Only jobs in this state.")] = None,
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Jobs you may see: your calls, and the calls of the tools you approve."""
+    from ..errors import ToolrunError
+
+    try:
+        views = client(catalog).jobs(status)
+    except ToolrunError as exc:
+        _fail(exc)
+    if as_json:
+        _print_json(views)
+    else:
+        _table(views)
+
+
+@jobs_app.command("show")
+def show(job: JobArg, catalog: CatalogOpt = None) -> None:
+    """One job as JSON: state, parameters, the command it runs (approvers), its output or result."""
+    from ..errors import ToolrunError
+
+    try:
+        _print_json(client(catalog).job(job))
+    except ToolrunError as exc:
+        _fail(exc)
+
+
+def _act(action: str, job: str, reason: str, catalog: list[str] | None, as_json: bool) -> None:
+    from ..errors import ToolrunError
+
+    try:
+        view = client(catalog).job_action(job, action, reason)
+    except ToolrunError as exc:
+        _fail(exc)
+    if as_json:
+        _print_json(view)
+    else:
+        sys.stderr.write(describe_state(view) + "\n")
+
+
+@jobs_app.command("approve")
+def approve(job: JobArg, reason: ReasonOpt = "", catalog: CatalogOpt = None, as_json: JsonOpt = False) -> None:
+    """Approve a call awaiting approval (never your own); locally, it runs here to its end."""
+    _act("approve", job, reason, catalog, as_json)
+
+
+@jobs_app.command("deny")
+def deny(job: JobArg, reason: ReasonOpt = "", catalog: CatalogOpt = None, as_json: JsonOpt = False) -> None:
+    """Deny a call awaiting approval, with a reason."""
+    _act("deny", job, reason, catalog, as_json)
+
+
+@jobs_app.command("cancel")
+def cancel(job: JobArg, reason: ReasonOpt = "", catalog: CatalogOpt = None, as_json: JsonOpt = False) -> None:
+    """Cancel a job awaiting approval or running (its processes are killed)."""
+    _act("cancel", job, reason, catalog, as_json)
+
+
+@jobs_app.command("tail")
+def tail(job: JobArg, catalog: CatalogOpt = None, as_json: JsonOpt = False) -> None:
+    """Follow a job: its state changes on stderr, its output on stdout, then its result and exit code."""
+    from ..errors import ToolrunError
+
+    try:
+        view = wait_for(client(catalog), job, show_output=True)
+    except ToolrunError as exc:
+        _fail(exc)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    finish(view, as_json, int(view.pop("_printed", 0)))

@@ -1,0 +1,97 @@
+"""The HTTP door's job routes (docs/jobs.md): GET /jobs, GET /jobs/{id}, GET /jobs/{id}/events and
+POST /jobs/{id}/approve|deny|cancel. Every rule (who sees a job, who decides, what runs) is in
+`service.jobs` (jobs.py); these handlers read the request and shape the answer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from ..errors import UnsupportedMediaType, UsageError
+from ..jobrecord import FINAL, STATES, public_view
+from ..models import Identity
+from .request import _is_json_media, _single, parse_json_object
+
+EVENT_INTERVAL = 0.25  # seconds between two looks at a followed job
+
+
+async def _reason(request: Request) -> str:
+    """The optional `{"reason": "..."}` body of approve, deny and cancel."""
+    body = await request.body()
+    content_type = request.headers.get("content-type", "")
+    if not body:
+        return ""
+    if not _is_json_media(content_type):
+        raise UnsupportedMediaType(content_type.split(";", 1)[0].strip().lower())
+    data = parse_json_object(body)
+    reason = data.get("reason", "")
+    if not isinstance(reason, str) or len(reason) > 1000:
+        raise UsageError("`reason` must be a string of at most 1000 characters")
+    unknown = sorted(set(data) - {"reason"})
+    if unknown:
+        raise UsageError(f"unknown field {unknown[0]!r}: the body may hold `reason` only")
+    return reason
+
+
+class JobRoutes:
+    """Handlers of the job rows of ROUTES (mixed into app.Routes)."""
+
+    service: Any
+
+    async def list_jobs(self, request: Request, identity: Identity) -> Response:
+        state = _single(request, "status")
+        if state is not None and state not in STATES:
+            raise UsageError(f"status must be one of {', '.join(STATES)}")
+        jobs = await self.service.jobs.list(identity, state)
+        return JSONResponse([public_view(j, identity) for j in jobs])
+
+    async def get_job(self, request: Request, identity: Identity) -> Response:
+        job = await self.service.jobs.get(identity, request.path_params["id"])
+        return JSONResponse(public_view(job, identity))
+
+    async def approve_job(self, request: Request, identity: Identity) -> Response:
+        reason = await _reason(request)
+        job = await self.service.jobs.approve(identity, request.path_params["id"], reason)
+        return JSONResponse(public_view(job, identity))
+
+    async def deny_job(self, request: Request, identity: Identity) -> Response:
+        reason = await _reason(request)
+        job = await self.service.jobs.deny(identity, request.path_params["id"], reason)
+        return JSONResponse(public_view(job, identity))
+
+    async def cancel_job(self, request: Request, identity: Identity) -> Response:
+        reason = await _reason(request)
+        job = await self.service.jobs.cancel(identity, request.path_params["id"], reason)
+        return JSONResponse(public_view(job, identity))
+
+    async def job_events(self, request: Request, identity: Identity) -> Response:
+        jobs = self.service.jobs
+        job_id = request.path_params["id"]
+        first = await jobs.get(identity, job_id)  # 404 before the stream starts
+
+        async def events() -> AsyncIterator[bytes]:
+            job, last = first, None
+            while True:
+                view = public_view(job, identity)
+                if job["updated"] != last:
+                    last = job["updated"]
+                    yield f"event: job\ndata: {json.dumps(view, ensure_ascii=False)}\n\n".encode()
+                if job["state"] in FINAL:
+                    return
+                await asyncio.sleep(EVENT_INTERVAL)
+                job = await jobs.get(identity, job_id)
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
+
+async def job_metrics(service: Any) -> bytes:
+    """`svc_jobs{state=...}`: the jobs in the shared state by state (the whole server's, whichever worker answers)."""
+    counts = await service.jobs.counts()
+    lines = ["# HELP svc_jobs Jobs in the shared state, by state.", "# TYPE svc_jobs gauge"]
+    lines += [f'svc_jobs{{state="{state}"}} {count}' for state, count in counts.items()]
+    return ("\n".join(lines) + "\n").encode()

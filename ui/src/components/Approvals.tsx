@@ -1,0 +1,110 @@
+// The approvals view: the calls waiting for the signed-in user's decision (GET /jobs), each with
+// who asked and when, the tool, the parameters (secrets masked) and the exact command that will run;
+// approve or deny with a reason. Shown on the home pane to approvers; refreshed every few seconds.
+
+import { useCallback, useEffect, useState } from "preact/hooks";
+import { ApiError, decideJob, errorText, type JobView, listJobs } from "../api";
+
+function when(seconds: number): string {
+  return new Date(seconds * 1000).toLocaleString();
+}
+
+function Pending({ job, onDone }: { job: JobView; onDone: (message: string) => void }) {
+  const [reason, setReason] = useState("");
+  const [busy, setBusy] = useState(false);
+  const [problem, setProblem] = useState("");
+  const act = async (action: "approve" | "deny") => {
+    setBusy(true);
+    setProblem("");
+    try {
+      const view = await decideJob(job.job, action, reason.trim());
+      onDone(`Job ${view.job} (${view.tool}): ${action === "approve" ? "approved, running" : "denied"}.`);
+    } catch (error) {
+      setProblem(error instanceof ApiError ? errorText(error.body) || error.message : String(error));
+    } finally {
+      setBusy(false);
+    }
+  };
+  const command = job.plan?.command ?? job.plan?.fn ?? job.plan?.error ?? "";
+  const field = `reason-${job.job}`;
+  return (
+    <li class="approval" data-testid="approval" data-job={job.job}>
+      <p>
+        <strong>{job.tool}</strong> asked by <strong>{job.requester ?? "an anonymous caller"}</strong> on{" "}
+        {when(job.created)}
+        {job.expires_at ? `; expires ${when(job.expires_at)}` : ""}
+      </p>
+      <p class="muted">Parameters</p>
+      <pre class="output" data-testid="approval-args">
+        {JSON.stringify(job.args, null, 2)}
+      </pre>
+      <p class="muted">The command that will run (secrets masked)</p>
+      <pre class="output" data-testid="approval-command">
+        {command}
+      </pre>
+      <label for={field}>Reason</label>
+      <input
+        id={field}
+        class="input"
+        type="text"
+        value={reason}
+        maxLength={1000}
+        onInput={(event) => setReason((event.target as HTMLInputElement).value)}
+      />
+      <div class="actions">
+        <button type="button" class="btn btn-primary" disabled={busy} onClick={() => void act("approve")}>
+          Approve
+        </button>
+        <button type="button" class="btn" disabled={busy} onClick={() => void act("deny")}>
+          Deny
+        </button>
+      </div>
+      {problem && (
+        <p class="notice notice-warn" role="alert">
+          {problem}
+        </p>
+      )}
+    </li>
+  );
+}
+
+export function Approvals({ epoch }: { epoch: number }) {
+  const [jobs, setJobs] = useState<JobView[]>([]);
+  const [message, setMessage] = useState("");
+  const refresh = useCallback(async () => {
+    try {
+      const pending = await listJobs("awaiting_approval");
+      setJobs(pending.filter((j) => j.can_decide));
+    } catch {
+      setJobs([]);
+    }
+  }, []);
+  useEffect(() => {
+    void refresh();
+    const timer = window.setInterval(() => void refresh(), 3000);
+    return () => window.clearInterval(timer);
+  }, [refresh, epoch]);
+  if (jobs.length === 0 && !message) return null;
+  return (
+    <section class="approvals" aria-label="Approvals" data-testid="approvals">
+      <h2>Waiting for your approval</h2>
+      {message && (
+        <p role="status" data-testid="approval-message">
+          {message}
+        </p>
+      )}
+      <ul class="approval-list">
+        {jobs.map((job) => (
+          <Pending
+            key={job.job}
+            job={job}
+            onDone={(text) => {
+              setMessage(text);
+              void refresh();
+            }}
+          />
+        ))}
+      </ul>
+    </section>
+  );
+}
