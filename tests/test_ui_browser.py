@@ -143,7 +143,8 @@ def start_server(home: Path, env_extra: dict[str, str], catalog: Path = CATALOG)
     home.mkdir(parents=True, exist_ok=True)
     log = home / "server.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SVC_")}
-    env.update({"TOOLRUN_HOME": str(home), "PYTHONUNBUFFERED": "1", **env_extra})
+    # Word ranking only (as every other server the tests start): these tests pin exact result lists.
+    env.update({"TOOLRUN_HOME": str(home), "PYTHONUNBUFFERED": "1", "SVC_SEARCH_SEMANTIC": "false", **env_extra})
     toolrun = Path(sys.executable).parent / "toolrun"
     with log.open("wb") as sink:
         process = subprocess.Popen(

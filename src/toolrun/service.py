@@ -26,6 +26,7 @@ from . import context, executor, params, render, sandbox, telemetry
 from .audit import AuditLog, CallOrigin, call_record
 from .catalog import Catalog, LoadOptions, child_env, load, resolve_fn
 from .errors import Overloaded, ParamError, Problem, RateLimited, SandboxUnavailable, ToolFailed, ToolrunError
+from .fnthreads import FN_THREADS
 from .models import CallResult, Identity, ToolSpec
 from .ratelimit import Limiter
 from .registry import Page, Registry
@@ -424,7 +425,7 @@ class ToolService:
                         value = await fn(**values)
                     else:
                         call = telemetry.carried(_call_in_context)  # the call's span, current in the thread too
-                        value = await _WORKERS.run(asyncio.get_running_loop(), call, ctx, fn, values)
+                        value = await FN_THREADS.run(asyncio.get_running_loop(), call, ctx, fn, values)
         except TimeoutError as exc:
             raise ToolFailed(TimeoutError(f"timeout after {executor.format_seconds(tool.timeout)}s")) from exc
         except ToolrunError:
@@ -436,72 +437,6 @@ class ToolService:
         if persistent and ctx.dirty and self.sessions is not None:
             await self.sessions.save(sid, ctx.session)
         return value
-
-
-class _Workers:
-    """The threads that run plain-`def` fn tools: a queue in, `call_soon_threadsafe` out.
-
-    The loop's default executor does the same with more machinery (a concurrent Future chained
-    to an asyncio one, a work item, a lock per submit), which costs a trivial call about 30 µs.
-    Threads start on demand, up to `max_workers`, and are daemons: a function still running
-    when the process exits (one that outlived its timeout) does not hold the exit up.
-    """
-
-    def __init__(self, max_workers: int) -> None:
-        self.max_workers = max_workers
-        self._reset()
-        os.register_at_fork(after_in_child=self._reset)  # a forked child starts with no threads
-
-    def _reset(self) -> None:
-        import queue
-        import threading
-
-        self._queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
-        self._idle = threading.Semaphore(0)
-        self._lock = threading.Lock()
-        self._threads = 0
-
-    def run(self, loop: asyncio.AbstractEventLoop, fn: Any, *args: Any) -> asyncio.Future[Any]:
-        future = loop.create_future()
-        self._queue.put((loop, future, fn, args))
-        if not self._idle.acquire(blocking=False):
-            with self._lock:
-                if self._threads < self.max_workers:
-                    import threading
-
-                    self._threads += 1
-                    threading.Thread(target=self._work, name=f"toolrun-fn-{self._threads}", daemon=True).start()
-        return future
-
-    def _work(self) -> None:
-        while True:
-            loop, future, fn, args = self._queue.get()
-            if future.cancelled():  # its caller gave up (timeout) while it waited: it never runs
-                del loop, future, fn, args
-                self._idle.release()
-                continue
-            try:
-                result, error = fn(*args), None
-            except BaseException as exc:  # handed to the caller, whatever it is
-                result, error = None, exc
-            try:
-                loop.call_soon_threadsafe(_settle, future, result, error)
-            except RuntimeError:  # the loop is closed: nobody is waiting any more
-                pass
-            del loop, future, fn, args, result, error
-            self._idle.release()
-
-
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.done():  # the caller gave up (timeout, cancelled)
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
-
-
-_WORKERS = _Workers(min(32, (os.cpu_count() or 1) + 4))
 
 
 def _call_in_context(ctx: context.CallContext, fn: Any, values: dict[str, Any]) -> Any:

@@ -2,8 +2,8 @@
 
 `execute`, `search`, `describe_tools` and `whoami` answer with text for the model and structured content for
 programs; `OUTPUT_SCHEMAS` is that content's JSON Schema, which clients check results against (an error result,
-`isError: true`, carries `{error, message}` instead and is not checked). `search`, `describe_tools` and `whoami`
-change nothing: `readOnlyHint`. `execute` runs whatever tool it is given: no hint but an open world.
+`isError: true`, carries `{error, message}` instead, which the schema allows too). `search`, `describe_tools`
+and `whoami` change nothing: `readOnlyHint`. `execute` runs whatever tool it is given: no hint but an open world.
 
 Direct mode (`mcp_direct`) lists every catalog tool the caller may see after the four, in key order, in pages
 of `LIST_PAGE` tools: a page's `nextCursor` is the position of the next one, and an unknown cursor is refused.
@@ -82,6 +82,25 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
         "required": ["username", "email", "groups", "tools"],
     },
 }
+
+
+def _or_error(name: str, schema: dict[str, Any]) -> None:
+    """Clients check every result against the schema, error results too (the MCP Inspector does): a result is
+    the tool's own shape, or an error result's `{error, message}`, or (execute) a job to follow `{job, status}`."""
+    shapes = [{"required": schema.pop("required")}, {"required": ["error", "message"]}]
+    schema["properties"] |= {"error": {"type": ["string", "null"]}, "message": {"type": "string"}}
+    if name == "execute":
+        shapes.append({"required": ["job", "status"]})
+        schema["properties"] |= {
+            "job": {"type": "string"},
+            "status": {"type": "string"},
+            "location": {"type": "string"},
+        }
+    schema["anyOf"] = shapes
+
+
+for _name, _schema in OUTPUT_SCHEMAS.items():
+    _or_error(_name, _schema)
 
 ANNOTATIONS: dict[str, types.ToolAnnotations] = {
     "execute": types.ToolAnnotations(read_only_hint=False, open_world_hint=True),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import json
 import logging
@@ -22,6 +21,7 @@ from ..settings import Settings
 from ..words import plural, warning_lines
 from .app import Backends, create_app, guarded, identity_from_scope, json_error
 from .logs import configure_logging
+from .mounts import mount_jobs, mount_semantic
 from .protocol import http_protocol
 from .request import _is_json_media, parse_json_value, replay
 from .stop import SHUTDOWN_MARGIN, hard_stop_after, ignore_signal
@@ -71,59 +71,6 @@ def build_backends(
 
         backends.extra_routes.extend(ui_routes(settings))
     return backends
-
-
-def mount_semantic(backends: Backends) -> None:
-    """Semantic search, when the settings and the installed extra allow it: started by each serving process (a
-    forked worker has its own threads), its tool vectors built in the background while search stays lexical."""
-
-    from ..semantic import extra_installed
-
-    if backends.settings.search_semantic and extra_installed():
-        import numpy  # noqa: F401 (loaded before the workers fork: its memory is shared, not copied per worker)
-
-    @contextlib.asynccontextmanager
-    async def lifespan() -> Any:
-        from ..semantic import from_settings
-
-        semantic = from_settings(backends.settings)
-        if semantic is not None:
-            semantic.attach(backends.service)
-            if backends.reloader is not None:  # a reloaded catalog gets its vectors (search lexical meanwhile)
-                backends.reloader.listeners.append(lambda: semantic.attach(backends.service))
-        yield
-
-    backends.lifespans.append(lifespan)
-
-
-def mount_jobs(backends: Backends) -> None:
-    """Jobs in the shared state (the state file, or Redis); a reload expires pending calls of changed tools;
-    a sweep applies approval deadlines and dead runners; a stopping server fails the jobs it runs, with the reason."""
-    import asyncio
-    from contextlib import asynccontextmanager
-
-    jobs = backends.service.use_jobs(backends.settings, backends.access)
-    if backends.reloader is not None:
-        backends.reloader.listeners.append(jobs.expire_changed)
-
-    async def sweep() -> None:
-        while True:
-            await asyncio.sleep(5.0)
-            try:
-                await jobs.counts()
-            except ToolrunError as exc:
-                log.warning("job sweep: %s", exc.summary)
-
-    @asynccontextmanager
-    async def lifespan() -> Any:
-        task = asyncio.get_running_loop().create_task(sweep())
-        try:
-            yield
-        finally:
-            task.cancel()
-            await jobs.stop()
-
-    backends.lifespans.append(lifespan)
 
 
 def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:

@@ -1,0 +1,65 @@
+"""Engines the HTTP server starts with its lifespan: jobs (their sweep) and semantic search (its vectors)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+from ..errors import ToolrunError
+from .app import Backends
+
+log = logging.getLogger("toolrun.server")
+
+
+def mount_semantic(backends: Backends) -> None:
+    """Semantic search, when the settings and the installed extra allow it: started by each serving process (a
+    forked worker has its own threads), its tool vectors built in the background while search stays lexical."""
+
+    from ..semantic import extra_installed
+
+    if backends.settings.search_semantic and extra_installed():
+        import numpy  # noqa: F401 (loaded before the workers fork: its memory is shared, not copied per worker)
+
+    @contextlib.asynccontextmanager
+    async def lifespan() -> Any:
+        from ..semantic import from_settings
+
+        semantic = from_settings(backends.settings)
+        if semantic is not None:
+            semantic.attach(backends.service)
+            if backends.reloader is not None:  # a reloaded catalog gets its vectors (search lexical meanwhile)
+                backends.reloader.listeners.append(lambda: semantic.attach(backends.service))
+        yield
+
+    backends.lifespans.append(lifespan)
+
+
+def mount_jobs(backends: Backends) -> None:
+    """Jobs in the shared state (the state file, or Redis); a reload expires pending calls of changed tools;
+    a sweep applies approval deadlines and dead runners; a stopping server fails the jobs it runs, with the reason."""
+    import asyncio
+    from contextlib import asynccontextmanager
+
+    jobs = backends.service.use_jobs(backends.settings, backends.access)
+    if backends.reloader is not None:
+        backends.reloader.listeners.append(jobs.expire_changed)
+
+    async def sweep() -> None:
+        while True:
+            await asyncio.sleep(5.0)
+            try:
+                await jobs.counts()
+            except ToolrunError as exc:
+                log.warning("job sweep: %s", exc.summary)
+
+    @asynccontextmanager
+    async def lifespan() -> Any:
+        task = asyncio.get_running_loop().create_task(sweep())
+        try:
+            yield
+        finally:
+            task.cancel()
+            await jobs.stop()
+
+    backends.lifespans.append(lifespan)
