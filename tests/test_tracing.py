@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from conftest import require_binary
-from helpers_servers import ToolrunServer, free_port, toolrun_cli
+from helpers_servers import ToolrunServer, create_key, free_port, toolrun_cli
 
 if os.environ.get("CI") != "true":  # CI installs the test extra: there a missing package fails the module
     pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed")
@@ -176,6 +176,22 @@ def test_a_rest_call_joins_the_callers_trace_and_the_exec_tool_sees_its_span(
     assert any(
         '"POST /tools/ops.trace" 200' in line and line.endswith(f"trace={trace_id}") for line in log.splitlines()
     )
+
+
+def test_a_job_runs_in_the_callers_trace_and_its_call_span_names_the_job(workdir: Path, receiver: OtlpReceiver) -> None:
+    trace_id, _, traceparent = caller()
+    with start(workdir, receiver.endpoint) as server:
+        key = create_key(server.env, "alice", "ops")
+        answer = httpx.post(
+            f"{server.url}/tools/ops.trace",
+            headers={"traceparent": traceparent, "Prefer": "respond-async", "X-API-Key": key},
+        )
+        assert answer.status_code == 202, answer.text
+        job = answer.json()["job"]
+        spans = receiver.wait_for(in_trace(trace_id, "execute_tool ops.trace"))
+    call = one(spans, "execute_tool ops.trace", trace_id)
+    assert call.attributes["toolrun.job.id"] == job
+    assert call.attributes["enduser.id"] == "alice"
 
 
 def test_a_failed_call_is_an_error_span_with_its_exit_code(workdir: Path, receiver: OtlpReceiver) -> None:

@@ -52,6 +52,7 @@ class CallOrigin:
 
     door: str = "cli"
     request_id: str = ""
+    job_id: str = ""  # the job this call runs for (jobs.py), if any
 
 
 def new_request_id() -> str:

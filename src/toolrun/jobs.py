@@ -419,7 +419,7 @@ class Jobs:
 
     async def _call(self, job: dict[str, Any]) -> CallResult:
         identity = requester_identity(job)
-        origin = CallOrigin(job["door"], job["request_id"] or job["id"])
+        origin = CallOrigin(job["door"], job["request_id"] or job["id"], job_id=job["id"])
         return await self.service.call(identity, job["tool"], job["args"], origin=origin, counted=True)
 
     async def stop(self) -> None:

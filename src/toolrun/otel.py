@@ -165,6 +165,8 @@ class Tracing:
         }
         if origin is not None and origin.request_id:
             attributes["toolrun.request_id"] = origin.request_id
+        if origin is not None and origin.job_id:
+            attributes["toolrun.job.id"] = origin.job_id
         if not identity.anonymous:
             attributes["enduser.id"] = identity.username
         span = self.tracer.start_span(f"execute_tool {tool.key}", kind=SpanKind.INTERNAL, attributes=attributes)
