@@ -2,9 +2,10 @@
 
 cli/fastcoerce.py replaces a Typer internal (option coercion without pydantic); server/protocol.py
 subclasses uvicorn's httptools protocol and overrides private methods (deadlines and a size cap on
-request heads and bodies); server/mcp_fast.py reuses private pieces of the MCP SDK. pyproject.toml
-bounds these packages to the versions they were written for; these tests fail, naming the patch,
-on a version whose internals moved."""
+request heads and bodies); server/mcp_fast.py reuses private pieces of the MCP SDK; server/loop.py
+overrides a private method of asyncio's selector loop and calls three more. pyproject.toml bounds
+these packages (and Python) to the versions they were written for; these tests fail, naming the
+patch, on a version whose internals moved."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from toolrun.cli import fastcoerce
-from toolrun.server import protocol
+from toolrun.server import loop, protocol
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -109,3 +110,35 @@ def test_the_mcp_fast_path_finds_the_sdk_pieces_it_reuses() -> None:
     assert list(inspect.signature(ServerRunner._serialize).parameters) == ["self", "method", "version", "result"]
     assert list(inspect.signature(TransportSecurityMiddleware._validate_host).parameters) == ["self", "host"]
     assert list(inspect.signature(TransportSecurityMiddleware._validate_origin).parameters) == ["self", "origin"]
+
+
+def test_the_server_loop_fits_this_pythons_asyncio() -> None:
+    assert loop.asyncio_misfit() is None
+    assert loop.server_loop() == "toolrun.server.loop:ServerLoop"
+
+
+def test_serve_refuses_a_python_whose_asyncio_internals_moved(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio.selector_events
+
+    base = asyncio.selector_events.BaseSelectorEventLoop
+
+    def moved(self: object, protocol_factory: object, sock: object) -> None:  # a signature the override does not fit
+        return None
+
+    monkeypatch.setattr(base, "_start_serving", moved)
+    with pytest.raises(RuntimeError, match=re.escape(loop.PATCH)) as caught:
+        loop.server_loop()
+    assert "_start_serving" in str(caught.value)
+    monkeypatch.delattr(base, "_remove_reader")
+    misfit = loop.asyncio_misfit()
+    assert misfit is not None and "_remove_reader(self, fd) is gone or changed" in misfit
+
+
+def test_requires_python_is_bounded_and_holds_this_python() -> None:
+    import platform
+
+    from packaging.specifiers import SpecifierSet
+
+    spec = SpecifierSet(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"])
+    assert any(s.operator == "<" for s in spec), "server/loop.py overrides asyncio internals: bound Python above"
+    assert platform.python_version() in spec

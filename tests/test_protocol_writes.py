@@ -6,7 +6,7 @@ import asyncio
 import socket
 from typing import Any
 
-from toolrun.server.protocol import _Coalescing
+from toolrun.server.protocol import CoalescingTransport
 
 
 class _Transport:
@@ -38,7 +38,7 @@ class _Transport:
 def test_writes_of_one_loop_iteration_go_out_as_one_in_order() -> None:
     async def scenario() -> list[bytes]:
         real = _Transport()
-        corked = _Coalescing(real, asyncio.get_running_loop())
+        corked = CoalescingTransport(real, asyncio.get_running_loop())
         corked.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
         corked.write(memoryview(b"hi"))
         assert real.writes == []  # held until the end of this iteration
@@ -56,7 +56,7 @@ def test_close_sends_what_is_held_first_and_abort_drops_it() -> None:
     async def scenario() -> tuple[_Transport, _Transport]:
         loop = asyncio.get_running_loop()
         closed, aborted = _Transport(), _Transport()
-        one, two = _Coalescing(closed, loop), _Coalescing(aborted, loop)
+        one, two = CoalescingTransport(closed, loop), CoalescingTransport(aborted, loop)
         one.write(b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n")
         one.close()
         two.write(b"partial")

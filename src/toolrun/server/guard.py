@@ -14,6 +14,7 @@ from urllib.parse import parse_qsl, urlencode
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .. import speedups
 from ..errors import (
     Forbidden,
     ToolrunError,
@@ -200,4 +201,6 @@ def guarded(app: ASGIApp, settings: Settings) -> ASGIApp:
     state = getattr(app, "state", None)
     tool_call, tool_get = getattr(state, "tool_call", None), getattr(state, "tool_get", None)
     mcp = getattr(state, "mcp_endpoint", None)
+    if not speedups.on("hot_routes"):  # every request through the router (speedups.py)
+        tool_call = tool_get = mcp = None
     return Guard(app, list(settings.allowed_hosts), list(settings.allowed_origins), tool_call, tool_get, mcp)

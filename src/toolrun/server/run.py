@@ -11,6 +11,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .. import speedups
 from ..access import Access, mcp_session_store, shared_state
 from ..audit import open_audit
 from ..errors import ToolrunError
@@ -19,7 +20,6 @@ from ..models import Identity
 from ..service import ToolService, catalog_paths
 from ..settings import Settings
 from .app import Backends, create_app, guarded, identity_from_scope, json_error
-from .protocol import http_protocol
 from .request import _is_json_media, parse_json_value, replay
 
 log = logging.getLogger("toolrun.server")
@@ -131,13 +131,13 @@ def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:
         json_response=True,
     )
     backends.lifespans.append(manager.run)
-    # Plain `tools/call` requests are answered in front of the SDK (mcp_fast.py); TOOLRUN_MCP_FAST_PATH=0 turns it off.
+    # Plain `tools/call` requests are answered in front of the SDK (mcp_fast.py): the `mcp_fast_path` speedup.
     fast = McpFastPath(
         StreamableHTTPASGIApp(manager),
         server,
         door.call_tool,
         security,
-        enabled=os.environ.get("TOOLRUN_MCP_FAST_PATH", "1") != "0",
+        enabled=speedups.on("mcp_fast_path"),
     )
     gate = McpSessionGate(fast, sessions, settings.max_body_bytes, streams)
     mode = "required" if settings.mcp_auth_required else "keyed"
@@ -345,6 +345,8 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
     import uvicorn
 
     from ..heap import big_blocks_mapped
+    from .loop import server_loop
+    from .protocol import http_protocol
     from .workers import Supervisor, bind, resolve_workers
 
     # `toolrun` gives SIGPIPE its default action (for `toolrun list | head`); a server must not die when it
@@ -372,7 +374,7 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
             app,
             host=settings.host,
             port=settings.port,
-            loop="toolrun.server.loop:ServerLoop",  # asyncio's selector loop; accept() failures contained
+            loop=server_loop(),  # asyncio's selector loop; accept() failures contained
             http=http_protocol(settings.request_timeout),
             ws="none",
             lifespan="on",
