@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from toolrun import speedups
 from toolrun.cli import fastcoerce
 from toolrun.server import loop, protocol
 
@@ -25,6 +26,7 @@ def test_the_typer_patch_fits_the_installed_typer() -> None:
     assert fastcoerce.typer_misfit() is None
 
 
+@pytest.mark.skipif(not speedups.on("cli_coercion"), reason="TOOLRUN_SPEEDUPS turns the patch off")
 def test_the_typer_patch_is_installed_and_coerces_toolruns_options() -> None:
     import typer.main
 
