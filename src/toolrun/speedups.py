@@ -60,6 +60,14 @@ SPEEDUPS: tuple[Speedup, ...] = (
         "tests/test_protocol_writes.py",
     ),
     Speedup(
+        "keepalive_timer",
+        "uvicorn's keep-alive timer, created when an answer is complete and cancelled when the next request "
+        "arrives: one lazily re-armed timer per connection instead (server/protocol.py, IdleTimerHttpToolsProtocol)",
+        "server CPU per GET /healthz and GET /tools/{key} on kept-alive connections: 5-30% more without it "
+        "(bench/http_routes.py, issue 22 in bench/README.md; noisy, a loaded 2-core machine)",
+        "tests/test_protocol_writes.py::test_deadlines_still_hold_on_a_connection_that_served_requests",
+    ),
+    Speedup(
         "direct_exec",
         "/bin/sh -c for a command that is one plain program call: the program is exec'd directly (directexec.py)",
         "about 1-2 ms of CPU per call on a small machine, the shell's start (directexec.py)",

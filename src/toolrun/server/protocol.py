@@ -6,9 +6,11 @@ Two layers, each a class here:
   request heads, a deadline for bodies, a clean refusal of upgrade requests, and the call of a
   request's disconnect hook when its connection is lost (disconnect.py). Everything else is
   uvicorn's own, keep-alive included.
-- `CoalescingHttpToolsProtocol`, the `coalesce` speedup on top (speedups.py): the writes of one
-  loop iteration leave in one send (`CoalescingTransport`). With `TOOLRUN_SPEEDUPS` turning it off,
-  `http_protocol` serves the safe layer alone.
+- two speedups on top (speedups.py), each a subclass of the safe layer: `CoalescingHttpToolsProtocol`
+  (`coalesce`: the writes of one loop iteration leave in one send, `CoalescingTransport`) and
+  `IdleTimerHttpToolsProtocol` (`keepalive_timer`: one lazily re-armed keep-alive timer per
+  connection instead of uvicorn's, created and cancelled for every request). `http_protocol`
+  combines the ones `TOOLRUN_SPEEDUPS` leaves on; with both off it serves the safe layer alone.
 
 The classes override private uvicorn methods and read private attributes, so pyproject.toml bounds
 uvicorn to the minor version they were written against, and `uvicorn_misfit` names what does not
@@ -40,11 +42,22 @@ _METHODS = {
     "on_message_complete": ["self"],
     "eof_received": ["self"],
     "_unsupported_upgrade_warning": ["self"],
+    # keepalive_timer: uvicorn's on_response_complete, with a deadline set instead of a timer created
+    "on_response_complete": ["self"],
+    "_unset_keepalive_if_required": ["self"],
+    "timeout_keep_alive_handler": ["self"],
+    "_start_asgi_task": ["self", "cycle", "app"],
 }
 # The attributes they read, and where uvicorn sets them.
 _ATTRIBUTES = {
-    "HttpToolsProtocol.__init__": ("self.loop", "self.cycle"),
-    "HttpToolsProtocol.connection_made": ("self.transport",),
+    "HttpToolsProtocol.__init__": (
+        "self.loop",
+        "self.cycle",
+        "self.server_state",
+        "self.pipeline",
+        "self.timeout_keep_alive",
+    ),
+    "HttpToolsProtocol.connection_made": ("self.transport", "self.flow"),
     "HttpToolsProtocol.on_message_begin": ("self.scope",),
     "RequestResponseCycle.__init__": (
         "self.scope",
@@ -142,6 +155,7 @@ class CoalescingTransport:
 
 MAX_HEAD = 64 * 1024  # bytes of one request head (request line and headers); nginx's default is 32 KiB
 COALESCE = speedups.on("coalesce")  # bench/coalesce.py turns it off to measure what it saves
+KEEPALIVE_TIMER = speedups.on("keepalive_timer")
 
 
 class SafeHttpToolsProtocol(HttpToolsProtocol):
@@ -290,11 +304,60 @@ class CoalescingHttpToolsProtocol(SafeHttpToolsProtocol):
         super().eof_received()
 
 
+class IdleTimerHttpToolsProtocol(SafeHttpToolsProtocol):
+    """The safe protocol with the `keepalive_timer` speedup: one keep-alive timer per connection, re-armed lazily.
+
+    uvicorn creates a timer when an answer is complete and cancels it when the next request's first bytes arrive:
+    a timer made and dropped per request on a kept-alive connection. Here an answer sets a deadline (`_idle_at`)
+    and data clears it, an attribute store each; the connection's one timer wakes at the deadline it was armed
+    for, closes the connection if it has been idle since, and else re-arms for the deadline now set (or for none:
+    the next answer arms it again). The same close, at the same time, as uvicorn's."""
+
+    _idle_at: float | None = None
+    _idle_timer: Any = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        super().connection_lost(exc)
+
+    def _unset_keepalive_if_required(self) -> None:
+        self._idle_at = None  # uvicorn cancels its timer here: data arrived, the connection is not idle
+
+    def on_response_complete(self) -> None:
+        # uvicorn's, with the keep-alive deadline set instead of a timer created.
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self._idle_at = None
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        else:
+            self._idle_at = self.loop.time() + self.timeout_keep_alive
+            if self._idle_timer is None:
+                self._idle_timer = self.loop.call_at(self._idle_at, self._idle_tick)
+
+    def _idle_tick(self) -> None:
+        self._idle_timer = None
+        idle_at = self._idle_at
+        if idle_at is None or self.transport.is_closing():
+            return
+        if self.loop.time() + 0.001 >= idle_at:  # a timer may run a clock tick early
+            self._idle_at = None
+            self.timeout_keep_alive_handler()
+        else:
+            self._idle_timer = self.loop.call_at(idle_at, self._idle_tick)
+
+
 def http_protocol(head_timeout: float) -> type[SafeHttpToolsProtocol]:
-    """The protocol class for `uvicorn.Config(http=...)`: the safe layer, with the `coalesce` speedup when it is
-    on, and `head_timeout` (the `request_timeout` setting) bound. RuntimeError when uvicorn does not fit."""
+    """The protocol class for `uvicorn.Config(http=...)`: the safe layer, with the speedups that are on, and
+    `head_timeout` (the `request_timeout` setting) bound. RuntimeError when uvicorn does not fit."""
     misfit = uvicorn_misfit()
     if misfit is not None:
         raise RuntimeError(misfit + " (install the uvicorn version pyproject.toml allows)")
-    base = CoalescingHttpToolsProtocol if COALESCE else SafeHttpToolsProtocol
-    return type("GuardedHttpToolsProtocol", (base,), {"head_timeout": head_timeout, "__module__": __name__})
+    layers = (CoalescingHttpToolsProtocol, COALESCE), (IdleTimerHttpToolsProtocol, KEEPALIVE_TIMER)
+    bases = tuple(cls for cls, on in layers if on) or (SafeHttpToolsProtocol,)
+    return type("GuardedHttpToolsProtocol", bases, {"head_timeout": head_timeout, "__module__": __name__})
