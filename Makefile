@@ -23,7 +23,7 @@ EXAMPLES := examples/
 APT_COMMANDS := redis-server:redis-server chromium:chromium prometheus:promtool wrk:wrk \
 	webhook:webhook curl:curl hyperfine:hyperfine nginx:nginx apache2-utils:ab bubblewrap:bwrap
 
-.PHONY: help demo test lint typecheck pytest ui ui-lint bench completions schema system-deps python-deps clean
+.PHONY: help demo test lint typecheck pytest pytest-plain ui ui-lint bench completions schema system-deps python-deps clean
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -79,6 +79,7 @@ test: system-deps python-deps ui
 	$(MAKE) --no-print-directory ui-lint || failed="$$failed ui-lint"; \
 	$(MAKE) --no-print-directory typecheck || failed="$$failed mypy"; \
 	$(MAKE) --no-print-directory pytest || failed="$$failed pytest"; \
+	$(MAKE) --no-print-directory pytest-plain || failed="$$failed pytest-plain"; \
 	if [ -n "$$failed" ]; then echo "make test: failed:$$failed" >&2; exit 1; fi
 
 lint: python-deps
@@ -92,6 +93,14 @@ typecheck: python-deps
 
 pytest: python-deps
 	$(BIN)/pytest
+
+# The door tests again with every speed trick off (src/toolrun/speedups.py): the product must answer the same,
+# only slower. tests/test_mcp_fast.py is left out: it compares the /mcp fast path with the SDK itself.
+PLAIN_TESTS := tests/test_http.py $(filter-out tests/test_mcp_fast.py,$(wildcard tests/test_mcp*.py)) \
+	tests/test_cli.py tests/test_doors_agree.py tests/test_speedups.py
+
+pytest-plain: python-deps
+	TOOLRUN_SPEEDUPS=off $(BIN)/pytest -q $(PLAIN_TESTS)
 
 # The browser UI: ui/ (an npm project, Node 20) built into ui-dist/. ui-dist/ is committed, so a
 # pip-installed toolrun serves /ui without Node.js; the build records the fingerprint of the sources

@@ -1,12 +1,12 @@
-"""What does sending a response's head and body in one `send()` save? (`server/protocol.py`'s `_Coalescing`)
+"""What does sending a response's head and body in one `send()` save? (`server/protocol.py`'s `CoalescingTransport`)
 
     .venv/bin/python bench/coalesce.py                          # about 2 minutes on 2 cores
     .venv/bin/python bench/coalesce.py --duration 1 --rounds 1  # a smoke run
 
 Two `toolrun serve` processes on one catalog, identical but for the coalescing: `on` is toolrun as
 shipped (the writes of one loop iteration go out in one `send()`: a small response's head and body in
-one system call and one TCP segment); `off` sets `toolrun.server.protocol.COALESCE = False`, so uvicorn's
-two writes are two `send()` calls, as uvicorn ships. wrk over loopback at concurrency 1, 8 and 32,
+one system call and one TCP segment); `off` runs with `TOOLRUN_SPEEDUPS=coalesce` (the `coalesce` speedup
+off), so uvicorn's two writes are two `send()` calls, as uvicorn ships. wrk over loopback at concurrency 1, 8 and 32,
 servers interleaved, best of `--rounds`, on the cheapest routes (where a system call weighs most):
 POST /tools/bench.ifn_echo (an `inline: true` fn tool) and GET /healthz. Printed: requests/s, p50/p99
 and the server's CPU time per request, and the on/off ratios (throughput and CPU). The CPU ratio is the
@@ -22,15 +22,7 @@ import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 
-ON = "import sys\nsys.argv = ['toolrun', *sys.argv[1:]]\nfrom toolrun.cli import main\nmain()\n"
-OFF = (
-    "import sys\n"
-    "import toolrun.server.protocol as protocol\n"
-    "protocol.COALESCE = False\n"
-    "sys.argv = ['toolrun', *sys.argv[1:]]\n"
-    "from toolrun.cli import main\n"
-    "main()\n"
-)
+SPEEDUPS = {"on": "on", "off": "coalesce"}  # TOOLRUN_SPEEDUPS of each server
 
 
 def main() -> None:
@@ -66,10 +58,10 @@ def main() -> None:
         get_script.write_text(GET_SCRIPT)
         env = {**os.environ, "TOOLRUN_HOME": str(home / "home"), "SVC_LOG_LEVEL": "warning"}
         servers = {}
-        for name, code in (("on", ON), ("off", OFF)):
+        for name, speedups in SPEEDUPS.items():
             port = free_port()
-            argv = [PYTHON, "-c", code, "serve", "-c", str(home / "tools.yaml"), "--port", str(port)]
-            servers[name] = stack.enter_context(started(name, argv, env, port))
+            argv = [PYTHON, "-m", "toolrun", "serve", "-c", str(home / "tools.yaml"), "--port", str(port)]
+            servers[name] = stack.enter_context(started(name, argv, {**env, "TOOLRUN_SPEEDUPS": speedups}, port))
             wait_until_serving(servers[name], "/tools/bench.ifn_echo", "hi")
         results = {}
         for route, path, script in (

@@ -22,7 +22,7 @@ to POST /tools/{key}: what a call costs the server, which other load on the mach
 than latency; then each /mcp era's ratios against the target (within 1.3x of POST /tools/{key}). The HTTP rows
 authenticate with an API key (X-API-Key), like a real client. The /mcp rows are answered by the
 fast path in front of the SDK (server/mcp_fast.py); `--sdk` starts the server with it off
-(TOOLRUN_MCP_FAST_PATH=0), to compare. A script, not a test: it prints and exits 0.
+(TOOLRUN_SPEEDUPS=mcp_fast_path), to compare. A script, not a test: it prints and exits 0.
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ async def measure(
     home = tmp / "home"
     key = mint_key(home, "bench", ["admin"])
     headers = {"X-API-Key": key}
-    env = {"TOOLRUN_MCP_FAST_PATH": "0"} if sdk else {}
+    env = {"TOOLRUN_SPEEDUPS": "mcp_fast_path"} if sdk else {}
     with ServeProcess(home, tmp / "serve.log", ["--log-level", "warning"], env) as server:
         async with AsyncExitStack() as stack:
             errlog = stack.enter_context((tmp / "stdio.log").open("a"))

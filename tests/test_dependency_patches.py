@@ -3,8 +3,9 @@
 cli/fastcoerce.py replaces a Typer internal (option coercion without pydantic), cli/helpwords.py the help
 placeholders; server/protocol.py subclasses uvicorn's httptools protocol and overrides private methods
 (deadlines and a size cap on request heads and bodies); server/mcp_fast.py reuses private pieces of the
-MCP SDK. pyproject.toml bounds these packages to the versions they were written for; these tests fail,
-naming the patch, on a version whose internals moved."""
+MCP SDK; server/loop.py overrides a private method of asyncio's selector loop and calls three more.
+pyproject.toml bounds these packages (and Python) to the versions they were written for; these tests
+fail, naming the patch, on a version whose internals moved."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from toolrun import speedups
 from toolrun.cli import fastcoerce
-from toolrun.server import protocol
+from toolrun.server import loop, protocol
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,6 +26,7 @@ def test_the_typer_patch_fits_the_installed_typer() -> None:
     assert fastcoerce.typer_misfit() is None
 
 
+@pytest.mark.skipif(not speedups.on("cli_coercion"), reason="TOOLRUN_SPEEDUPS turns the patch off")
 def test_the_typer_patch_is_installed_and_coerces_toolruns_options() -> None:
     import typer.main
 
@@ -125,3 +128,35 @@ def test_the_help_words_check_names_the_patch_when_typer_internals_move(monkeypa
     monkeypatch.delattr(typer_core.TyperArgument, "_usage_display_name")
     misfit = helpwords.help_misfit()
     assert misfit is not None and helpwords.PATCH in misfit and "_usage_display_name is gone" in misfit
+
+
+def test_the_server_loop_fits_this_pythons_asyncio() -> None:
+    assert loop.asyncio_misfit() is None
+    assert loop.server_loop() == "toolrun.server.loop:ServerLoop"
+
+
+def test_serve_refuses_a_python_whose_asyncio_internals_moved(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio.selector_events
+
+    base = asyncio.selector_events.BaseSelectorEventLoop
+
+    def moved(self: object, protocol_factory: object, sock: object) -> None:  # a signature the override does not fit
+        return None
+
+    monkeypatch.setattr(base, "_start_serving", moved)
+    with pytest.raises(RuntimeError, match=re.escape(loop.PATCH)) as caught:
+        loop.server_loop()
+    assert "_start_serving" in str(caught.value)
+    monkeypatch.delattr(base, "_remove_reader")
+    misfit = loop.asyncio_misfit()
+    assert misfit is not None and "_remove_reader(self, fd) is gone or changed" in misfit
+
+
+def test_requires_python_is_bounded_and_holds_this_python() -> None:
+    import platform
+
+    from packaging.specifiers import SpecifierSet
+
+    spec = SpecifierSet(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"])
+    assert any(s.operator == "<" for s in spec), "server/loop.py overrides asyncio internals: bound Python above"
+    assert platform.python_version() in spec

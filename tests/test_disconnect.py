@@ -63,7 +63,7 @@ def test_a_call_whose_client_hangs_up_is_killed_frees_its_slot_and_is_audited_as
         "SVC_AUDIT_LOG": str(audit),
     }
     if door == "mcp-sdk":
-        settings["TOOLRUN_MCP_FAST_PATH"] = "0"
+        settings["TOOLRUN_SPEEDUPS"] = "mcp_fast_path"
     server = ToolrunServer(tmp_path / "srv", write_catalog(tmp_path, CATALOG), settings)
     seconds = 25.0 + time.time_ns() % 1_000_000 / 1e7  # a unique command line: `sleep 25.0xxxxx`
     marker = f"sleep {seconds!r}"

@@ -2,7 +2,7 @@
 
 Two real `toolrun serve` processes with the same catalog (tests/fixtures/mcp_fast_tools.yaml),
 settings and users: one as shipped (plain `tools/call` requests answered by the fast path in
-front of the SDK), one with the private switch `TOOLRUN_MCP_FAST_PATH=0` (every request through
+front of the SDK), one with `TOOLRUN_SPEEDUPS=mcp_fast_path` (every request through
 the SDK). Each request goes to both; status, headers (but `date`, and the value of a freshly
 minted `Mcp-Session-Id`) and body bytes must be equal. The servers run with debug logging, and
 the fast path logs each request it answers: every case also says which path must answer it on
@@ -74,7 +74,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
         "SVC_RATE_LIMIT_CALLS": str(RATE_LIMIT),
     }
     sides = []
-    for name, extra in (("fast", {}), ("sdk", {"TOOLRUN_MCP_FAST_PATH": "0"})):
+    for name, extra in (("fast", {"TOOLRUN_SPEEDUPS": "on"}), ("sdk", {"TOOLRUN_SPEEDUPS": "mcp_fast_path"})):
         home = base / name
         keys = {
             user: mint_key(home, user, groups) for user, groups in (("alice", []), ("olga", ["ops"]), ("hasty", []))

@@ -338,6 +338,34 @@ def test_50_stalled_slow_clients_do_not_stop_healthz_and_are_cut_off_at_request_
             sock.close()
 
 
+def test_a_later_head_that_stalls_on_a_kept_alive_connection_gets_a_408_at_request_timeout(
+    server: ToolrunServer,
+) -> None:
+    """The head deadline holds for every request of a connection, not only its first: a second head that
+    stops half-way gets its 408 once `request_timeout` (2 s) has passed, whether it began in the packet
+    that finished the first request (pipelined) or in a packet of its own."""
+    first = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    half = b"GET /healthz HTTP/1.1\r\nHost: 127."
+    for pipelined in (True, False):
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            started = time.perf_counter()
+            if pipelined:
+                sock.sendall(first + half)
+            else:
+                sock.sendall(first)
+                answer = sock.recv(4096)
+                assert answer.startswith(b"HTTP/1.1 200 OK") and answer.endswith(b'{"status":"ok"}'), answer
+                sock.sendall(half)
+            answer = b""
+            while chunk := sock.recv(4096):
+                answer += chunk
+            waited = time.perf_counter() - started
+        assert answer.endswith(b"request head not received within 2 seconds"), (pipelined, answer)
+        assert b"HTTP/1.1 408 Request Timeout" in answer, (pipelined, answer)
+        assert answer.startswith(b"HTTP/1.1 200 OK") or not pipelined, answer
+        assert 1.9 < waited < 2 + 2, (pipelined, waited)
+
+
 # -- faults in tools ------------------------------------------------------------------------------
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from conftest import require_binary
-from toolrun import executor, spawn
+from toolrun import executor, spawn, speedups
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux process state")
 
@@ -51,6 +51,7 @@ def run_probe(
     return result.returncode, result.stdout, result.stderr
 
 
+@pytest.mark.skipif(not speedups.on("posix_spawn"), reason="TOOLRUN_SPEEDUPS turns posix_spawn off")
 def test_posix_spawn_is_used_with_glibc_2_34_or_later() -> None:
     assert spawn.uses_posix_spawn() == glibc_234()
 
@@ -75,7 +76,7 @@ def test_a_posix_spawned_child_sees_exactly_what_a_popen_child_sees(monkeypatch:
 
 COMPARE = """
 import asyncio, sys
-from toolrun import executor, spawn
+from toolrun import executor, spawn, speedups
 sys.path.insert(0, sys.argv[1])
 from test_spawn import ENV, PROBE
 import os, threading
@@ -183,6 +184,7 @@ def test_popen_reference_child_agrees_with_the_probe_format() -> None:
 
 
 @pytest.mark.skipif(not glibc_234(), reason="posix_spawn with closefrom needs glibc 2.34")
+@pytest.mark.skipif(not speedups.on("posix_spawn"), reason="TOOLRUN_SPEEDUPS turns posix_spawn off")
 def test_reused_file_actions_and_encoded_variables_give_every_child_its_own_descriptors_and_values() -> None:
     """The file actions are cached by descriptor numbers and `NAME=value` bytes by (name, value): children started
     back to back, on recycled and on fresh descriptor numbers, each see only their own value and their own pipe."""

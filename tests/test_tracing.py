@@ -337,7 +337,8 @@ def test_the_mcp_fast_path_records_the_spans_the_sdk_records(workdir: Path, rece
     for fast in ("1", "0"):
         trace_id, parent, traceparent = caller()
         body, headers = raw_mcp("ops.fail", {"traceparent": traceparent})
-        settings = {"TOOLRUN_MCP_FAST_PATH": fast, "SVC_LOG_LEVEL": "debug"}
+        speedups = "on" if fast == "1" else "mcp_fast_path"  # the fast path on, or that one speedup off
+        settings = {"TOOLRUN_SPEEDUPS": speedups, "SVC_LOG_LEVEL": "debug"}
         with start(workdir, receiver.endpoint, settings, name=f"fast-{fast}") as server:
             answer = httpx.post(f"{server.url}/mcp", json=body, headers=headers)
             assert answer.status_code == 200, answer.text

@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from . import directexec, forks, procguard, spawn
+from . import directexec, forks, procguard, spawn, speedups
 from . import sandbox as _sandboxing
 from .models import ExecResult, ResourceLimits, Sandbox
 from .outputsink import OutputSink
@@ -61,8 +61,8 @@ KILL_WAIT = 1.0
 
 _DEFAULT_LIMITS = ResourceLimits()
 # Exec a one-word-list command's program directly instead of `/bin/sh -c` when nothing observable changes
-# (directexec.py says when); tests turn it off to compare both ways.
-DIRECT_EXEC = True
+# (directexec.py says when); the `direct_exec` speedup (speedups.py); tests turn it off to compare both ways.
+DIRECT_EXEC = speedups.on("direct_exec")
 
 
 def format_seconds(seconds: float) -> str:
@@ -82,7 +82,7 @@ OUTPUT_WATCH: contextvars.ContextVar[Callable[[Any, Any], None] | None] = contex
 
 # A pipe holds 64 KiB (Linux's default): one read takes all there is, from a buffer below the mmap threshold.
 _READ_SIZE = 64 * 1024
-_HAS_PIDFD = hasattr(os, "pidfd_open")
+_HAS_PIDFD = hasattr(os, "pidfd_open") and speedups.on("pidfd")  # else a worker thread waits
 
 
 class _Child:
@@ -286,7 +286,7 @@ class _Child:
 # GIL changes hands: 100-400 us a call, measured at 16 calls per process), so below the threshold, in
 # steady traffic, a call spawns inline.
 SPAWN_THREADS = 4
-THREADED_FROM = 64
+THREADED_FROM = 64 if speedups.on("threaded_spawn") else 1 << 62  # off: always inline
 _SPAWNER: tuple[int, ThreadPoolExecutor] | None = None
 _RUNNING = 0
 

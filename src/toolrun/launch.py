@@ -4,9 +4,18 @@ before the Typer app is imported (see complete.py); everything else goes to the 
 from __future__ import annotations
 
 import os
+import sys
 
 
 def main() -> None:
+    from . import speedups
+    from .errors import UsageError
+
+    try:
+        speedups.check()  # TOOLRUN_SPEEDUPS names only known speedups
+    except UsageError as exc:
+        print(f"toolrun: {exc}", file=sys.stderr)
+        raise SystemExit(exc.exit_code) from None
     if "_TOOLRUN_COMPLETE" in os.environ:
         from .complete import fast
 

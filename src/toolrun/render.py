@@ -33,6 +33,7 @@ from contextlib import suppress
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
 
+from . import speedups
 from .errors import ToolFailed, UndefinedVariable
 
 if TYPE_CHECKING:
@@ -166,6 +167,8 @@ def filter_names() -> frozenset[str]:
 # 10,000 tools called once each would otherwise keep 50 MB in every worker. Templates of the plain shape
 # (text, `{{ x }}`, `{{ x | quote }}`: most of them) render without Jinja and are never compiled.
 COMPILED_MAX = 2048
+# Templates of the plain shapes are joined without Jinja (the `plain_render` speedup, speedups.py).
+PLAIN_RENDER = speedups.on("plain_render")
 _COMPILED: OrderedDict[str, Any] = OrderedDict()
 
 
@@ -190,7 +193,7 @@ def render(source: str, variables: dict[str, Any]) -> str:
     ToolFailed wrapping the Jinja error, so the doors map it like any tool error; an undefined
     variable raises its subclass UndefinedVariable.
     """
-    parts = _plain_parts(source)
+    parts = _plain_parts(source) if PLAIN_RENDER else None
     try:
         if parts is None:
             return str(compiled(source).render(variables))

@@ -32,7 +32,7 @@ from asyncio import AbstractEventLoop
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import forks
+from . import forks, speedups
 
 # -- posix_spawn through ctypes ------------------------------------------------------------------
 
@@ -120,7 +120,7 @@ def _load() -> _Libc | None:
         return None
 
 
-_LIBC = _load()
+_LIBC = _load() if speedups.on("posix_spawn") else None  # None: subprocess.Popen
 # The stdin of every child started without one; opened once (close-on-exec, read-write as Popen's DEVNULL),
 # shared by forked workers (it is /dev/null: nothing to share).
 _DEVNULL = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC) if _LIBC is not None else -1

@@ -12,6 +12,8 @@ import dataclasses
 import inspect
 from typing import Any
 
+from .. import speedups
+
 PATCH = "toolrun.cli.fastcoerce (fast option coercion: replaces typer.core._TyperParameter.get_runtime_param)"
 
 
@@ -55,7 +57,7 @@ def _install_fast_coercion() -> None:
     tiny coercion does the same job. Any other annotation (or a Typer without this hook) falls
     back to Typer's own machinery, so a Typer upgrade can only make us slower, never wrong.
     """
-    if typer_misfit() is not None:
+    if not speedups.on("cli_coercion") or typer_misfit() is not None:
         return
     try:
         from dataclasses import dataclass as _dataclass

@@ -9,13 +9,20 @@ to answer `/healthz` even after the connections are gone.
 Here a failed accept stops that round: one retry is scheduled (RETRY seconds later, so the server
 takes connections again as soon as descriptors are free), and the failure is logged at most once a
 second, with the number of failures since the last line.
+
+`ServerLoop` overrides one private method of asyncio's selector loop and calls three more, so
+pyproject.toml bounds `requires-python` to the versions whose asyncio they were checked against,
+and `asyncio_misfit` names what does not fit: `toolrun serve` then refuses to start (as for the
+uvicorn protocol, protocol.py), and tests/test_dependency_patches.py fails with this patch's name.
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import inspect
 import logging
+import sys
 import time
 from typing import Any
 
@@ -23,6 +30,65 @@ log = logging.getLogger("toolrun.server")
 
 RETRY = 0.1  # seconds between accept attempts while out of resources
 _RESOURCE_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+
+PATCH = "toolrun.server.loop.ServerLoop (overrides asyncio's BaseSelectorEventLoop._accept_connection)"
+LOOP = "toolrun.server.loop:ServerLoop"  # uvicorn.Config(loop=...)
+# The private methods of asyncio.selector_events.BaseSelectorEventLoop it overrides or calls, with their parameters:
+# the override passes its trailing arguments (the two TLS timeouts) on to the other two in the same order.
+_METHODS = {
+    "_accept_connection": [
+        "self",
+        "protocol_factory",
+        "sock",
+        "sslcontext",
+        "server",
+        "backlog",
+        "ssl_handshake_timeout",
+        "ssl_shutdown_timeout",
+    ],
+    "_accept_connection2": [
+        "self",
+        "protocol_factory",
+        "conn",
+        "extra",
+        "sslcontext",
+        "server",
+        "ssl_handshake_timeout",
+        "ssl_shutdown_timeout",
+    ],
+    "_start_serving": [
+        "self",
+        "protocol_factory",
+        "sock",
+        "sslcontext",
+        "server",
+        "backlog",
+        "ssl_handshake_timeout",
+        "ssl_shutdown_timeout",
+    ],
+    "_remove_reader": ["self", "fd"],
+}
+
+
+def asyncio_misfit() -> str | None:
+    """What this Python's asyncio lacks that `ServerLoop` relies on (naming it), or None."""
+    base = asyncio.selector_events.BaseSelectorEventLoop
+    problems = []
+    for name, params in _METHODS.items():
+        method = getattr(base, name, None)
+        if method is None or list(inspect.signature(method).parameters) != params:
+            problems.append(f"BaseSelectorEventLoop.{name}({', '.join(params)}) is gone or changed")
+    if problems:
+        return f"{PATCH} does not fit Python {sys.version.split()[0]}: " + "; ".join(problems)
+    return None
+
+
+def server_loop() -> str:
+    """The loop for `uvicorn.Config(loop=...)`; RuntimeError naming the misfit when this Python's asyncio moved."""
+    misfit = asyncio_misfit()
+    if misfit is not None:
+        raise RuntimeError(misfit + " (run toolrun on a Python version pyproject.toml allows)")
+    return LOOP
 
 
 class ServerLoop(asyncio.SelectorEventLoop):

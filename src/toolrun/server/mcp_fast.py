@@ -24,7 +24,7 @@ gets), the SDK's result serialisation for the negotiated version, and the SDK's 
 response models and encoders for each era. A differential test (tests/test_mcp_fast.py) holds
 its answers byte-equal to the SDK's.
 
-`TOOLRUN_MCP_FAST_PATH=0` in the server's environment turns it off (every request goes to the
+`TOOLRUN_SPEEDUPS=mcp_fast_path` (or `off`) in the server's environment turns it off (every request goes to the
 SDK), for diagnosing a suspected difference.
 """
 

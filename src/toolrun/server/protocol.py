@@ -1,9 +1,21 @@
 """The HTTP protocol `toolrun serve` runs: uvicorn's httptools protocol with deadlines and a size cap.
 
-The subclass overrides private uvicorn methods and reads private attributes, so pyproject.toml
-bounds uvicorn to the minor version it was written against, and `uvicorn_misfit` names what does
-not fit on any other: `toolrun serve` then refuses to start (the guards are a safety feature, not
-an optimisation), and tests/test_dependency_patches.py fails with this patch's name.
+Two layers, each a class here:
+
+- `SafeHttpToolsProtocol`, the safety features uvicorn lacks: a deadline and a size cap for
+  request heads, a deadline for bodies, a clean refusal of upgrade requests, and the call of a
+  request's disconnect hook when its connection is lost (disconnect.py). Everything else is
+  uvicorn's own, keep-alive included.
+- two speedups on top (speedups.py), each a subclass of the safe layer: `CoalescingHttpToolsProtocol`
+  (`coalesce`: the writes of one loop iteration leave in one send, `CoalescingTransport`) and
+  `IdleTimerHttpToolsProtocol` (`keepalive_timer`: one lazily re-armed keep-alive timer per
+  connection instead of uvicorn's, created and cancelled for every request). `http_protocol`
+  combines the ones `TOOLRUN_SPEEDUPS` leaves on; with both off it serves the safe layer alone.
+
+The classes override private uvicorn methods and read private attributes, so pyproject.toml bounds
+uvicorn to the minor version they were written against, and `uvicorn_misfit` names what does not
+fit on any other: `toolrun serve` then refuses to start (the guards are a safety feature, not an
+optimisation), and tests/test_dependency_patches.py fails with this patch's name.
 """
 
 from __future__ import annotations
@@ -12,12 +24,16 @@ import inspect
 import re
 from typing import Any
 
+import httptools  # noqa: F401  # a dependency (pyproject.toml): uvicorn's httptools protocol needs it
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from .. import speedups
 from ..errors import RequestTimeout
 from ..words import seconds
 from .disconnect import HOOK, client_gone
 
 PATCH = "toolrun.server.protocol.GuardedHttpToolsProtocol (overrides uvicorn's HttpToolsProtocol internals)"
-# The methods the subclass overrides or calls, with the parameters it passes.
+# The methods the classes override or call, with the parameters they pass.
 _METHODS = {
     "connection_made": ["self", "transport"],
     "connection_lost": ["self", "exc"],
@@ -25,14 +41,15 @@ _METHODS = {
     "on_message_begin": ["self"],
     "on_headers_complete": ["self"],
     "on_message_complete": ["self"],
-    "on_response_complete": ["self"],
     "eof_received": ["self"],
+    "_unsupported_upgrade_warning": ["self"],
+    # keepalive_timer: uvicorn's on_response_complete, with a deadline set instead of a timer created
+    "on_response_complete": ["self"],
     "_unset_keepalive_if_required": ["self"],
     "timeout_keep_alive_handler": ["self"],
     "_start_asgi_task": ["self", "cycle", "app"],
-    "_unsupported_upgrade_warning": ["self"],
 }
-# The attributes it reads, and where uvicorn sets them.
+# The attributes they read, and where uvicorn sets them.
 _ATTRIBUTES = {
     "HttpToolsProtocol.__init__": (
         "self.loop",
@@ -84,7 +101,7 @@ def uvicorn_misfit() -> str | None:
     return None
 
 
-class _Coalescing:
+class CoalescingTransport:
     """The connection's transport, with the writes of one loop iteration sent together.
 
     uvicorn writes a response's head and its body separately: two `send` calls and two TCP segments
@@ -137,191 +154,211 @@ class _Coalescing:
         return getattr(self.transport, name)
 
 
-COALESCE = True  # bench/coalesce.py turns it off to measure what it saves
 MAX_HEAD = 64 * 1024  # bytes of one request head (request line and headers); nginx's default is 32 KiB
+COALESCE = speedups.on("coalesce")  # bench/coalesce.py turns it off to measure what it saves
+KEEPALIVE_TIMER = speedups.on("keepalive_timer")
 
 
-def http_protocol(head_timeout: float) -> Any:
-    """uvicorn's httptools protocol plus what it lacks: a deadline and a size cap for request heads.
+class SafeHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol plus what it lacks: deadlines for request heads and bodies, a head size cap.
 
     Without them a client that sends half a head holds its connection (and its buffers) forever,
     and one header can be megabytes long. A head not complete within `head_timeout` seconds
-    (the `request_timeout` setting) gets a 408, one longer than MAX_HEAD bytes a 431, and the
-    connection is closed. The body has the same deadline, on every route (/mcp included): a body
-    (Content-Length or chunked) not complete `head_timeout` seconds after its head gets a 408 when
-    no answer has started yet, and the connection is closed either way.
+    (the `request_timeout` setting; the first head counts from the connection's start, later ones
+    from their first byte) gets a 408, one longer than MAX_HEAD bytes a 431, and the connection is
+    closed; a connection that never starts a head is closed quietly. The body has the same deadline,
+    on every route (/mcp included): a body (Content-Length or chunked) not complete `head_timeout`
+    seconds after its head gets a 408 when no answer has started yet, and the connection is closed
+    either way. An upgrade request (WebSocket) gets a 400.
+
+    A deadline's timer is armed only while a head or a body is still on its way at the end of a
+    chunk: a request that arrives in one packet, the common case, costs none (the first head's,
+    armed when the connection is made, is cancelled when that head is complete). Keep-alive is
+    uvicorn's.
     """
-    try:
-        import httptools  # noqa: F401
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-    except ImportError:  # pragma: no cover - uvicorn's h11 protocol caps heads at 16 KiB by itself
-        return "h11"
+
+    head_timeout = 30.0  # `http_protocol` binds the setting
+    _in_head = True  # between requests (or before the first one) and until the headers are complete
+    _head_bytes = 0
+    _events = 0  # heads and messages completed: a chunk that completes one is not counted
+    _in_body = False  # the head is complete, the body is not
+    _head_due: float | None = None  # when the head on its way must be complete; None while no head is begun
+    _head_begun = False
+    _head_timer: Any = None
+    _body_timer: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        self._head_due = self.loop.time() + self.head_timeout  # the first head counts from the connection's start
+        self._head_timer = self.loop.call_at(self._head_due, self._head_timed_out)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            client_gone(cycle.scope)  # a call still running for this client is cancelled (disconnect.py)
+        self._head_due = None
+        self._stop_timers()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._in_head:
+            room = MAX_HEAD - self._head_bytes
+            if len(data) > room and b"\r\n\r\n" not in data[: max(room, 0) + 4]:
+                self._refuse(431, "Request Header Fields Too Large", f"request head over {MAX_HEAD} bytes")
+                return
+        events = self._events
+        super().data_received(data)
+        if self.transport.is_closing():
+            return
+        if self._in_head and self._events == events:
+            self._head_bytes += len(data)
+        if self._head_due is not None and self._head_timer is None:
+            # A head still on its way after this chunk: its deadline gets a timer now.
+            self._head_timer = self.loop.call_at(self._head_due, self._head_timed_out)
+        elif self._in_body and self._body_timer is None:
+            # A body still on its way after this chunk (rare: a small body comes in the packet of its head).
+            self._body_timer = self.loop.call_later(self.head_timeout, self._body_timed_out)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_begun = True
+        if self._head_due is None:
+            self._head_due = self.loop.time() + self.head_timeout
+
+    def on_headers_complete(self) -> None:
+        self.scope[HOOK] = None  # type: ignore[literal-required]  # this server cancels a call whose client goes away (disconnect.py)
+        self._in_head, self._head_bytes, self._head_begun, self._head_due = False, 0, False, None
+        self._in_body = True
+        self._events += 1
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._in_head, self._head_bytes = True, 0
+        self._in_body = False
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+        self._events += 1
+        super().on_message_complete()
+
+    def _stop_timers(self) -> None:
+        for timer in (self._head_timer, self._body_timer):
+            if timer is not None:
+                timer.cancel()
+        self._head_timer = self._body_timer = None
+
+    def _body_timed_out(self) -> None:
+        self._body_timer = None
+        if not self._in_body or self.transport.is_closing():
+            return
+        cycle = self.cycle
+        if cycle is not None:
+            started = cycle.response_started
+            # The app's receive() now sees a disconnect, and whatever it still sends is dropped.
+            cycle.disconnected = True
+            cycle.message_event.set()
+            if started:
+                self.transport.close()
+                return
+        self._refuse(408, "Request Timeout", RequestTimeout(self.head_timeout).summary)
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if not self._in_head or self.transport.is_closing():
+            return
+        if self._head_begun:
+            self._refuse(408, "Request Timeout", f"request head not received within {seconds(self.head_timeout)}")
+        else:
+            self.transport.close()  # the connection never started a request
+
+    def _unsupported_upgrade_warning(self) -> None:
+        # No WebSocket routes here (and ws="none"): refuse an upgrade with a clean 400, whether or not a
+        # WebSocket library happens to be installed, instead of leaving the request unanswered.
+        self._refuse(400, "Bad Request", "upgrade requests (WebSocket) are not supported")
+
+    def _refuse(self, status: int, reason: str, message: str) -> None:
+        self._head_due = None
+        self._stop_timers()
+        body = message.encode()
+        self.transport.write(
+            f"HTTP/1.1 {status} {reason}\r\ncontent-type: text/plain; charset=utf-8\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
+            + body
+        )
+        self.transport.close()
+
+
+class CoalescingHttpToolsProtocol(SafeHttpToolsProtocol):
+    """The safe protocol with the `coalesce` speedup: a response's head and body leave in one send."""
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(CoalescingTransport(transport, self.loop))
+
+    def eof_received(self) -> None:
+        # The client half-closed: asyncio closes the transport itself once this returns (not through the
+        # wrapper), so an answer written in this iteration must leave now.
+        transport: Any = self.transport  # uvicorn types it as asyncio's Transport: here it is the wrapper
+        transport.flush()
+        super().eof_received()
+
+
+class IdleTimerHttpToolsProtocol(SafeHttpToolsProtocol):
+    """The safe protocol with the `keepalive_timer` speedup: one keep-alive timer per connection, re-armed lazily.
+
+    uvicorn creates a timer when an answer is complete and cancels it when the next request's first bytes arrive:
+    a timer made and dropped per request on a kept-alive connection. Here an answer sets a deadline (`_idle_at`)
+    and data clears it, an attribute store each; the connection's one timer wakes at the deadline it was armed
+    for, closes the connection if it has been idle since, and else re-arms for the deadline now set (or for none:
+    the next answer arms it again). The same close, at the same time, as uvicorn's."""
+
+    _idle_at: float | None = None
+    _idle_timer: Any = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        super().connection_lost(exc)
+
+    def _unset_keepalive_if_required(self) -> None:
+        self._idle_at = None  # uvicorn cancels its timer here: data arrived, the connection is not idle
+
+    def on_response_complete(self) -> None:
+        # uvicorn's, with the keep-alive deadline set instead of a timer created.
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self._idle_at = None
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        else:
+            self._idle_at = self.loop.time() + self.timeout_keep_alive
+            if self._idle_timer is None:
+                self._idle_timer = self.loop.call_at(self._idle_at, self._idle_tick)
+
+    def _idle_tick(self) -> None:
+        self._idle_timer = None
+        idle_at = self._idle_at
+        if idle_at is None or self.transport.is_closing():
+            return
+        if self.loop.time() + 0.001 >= idle_at:  # a timer may run a clock tick early
+            self._idle_at = None
+            self.timeout_keep_alive_handler()
+        else:
+            self._idle_timer = self.loop.call_at(idle_at, self._idle_tick)
+
+
+def http_protocol(head_timeout: float) -> type[SafeHttpToolsProtocol]:
+    """The protocol class for `uvicorn.Config(http=...)`: the safe layer, with the speedups that are on, and
+    `head_timeout` (the `request_timeout` setting) bound. RuntimeError when uvicorn does not fit."""
     misfit = uvicorn_misfit()
     if misfit is not None:
         raise RuntimeError(misfit + " (install the uvicorn version pyproject.toml allows)")
-
-    class GuardedHttpToolsProtocol(HttpToolsProtocol):
-        _in_head = True  # between requests (or before the first one) and until the headers are complete
-        _head_bytes = 0
-        _head_begun = False
-        _events = 0  # heads and messages completed: a chunk that completes one is not counted
-        _in_body = False  # the head is complete, the body is not
-        _body_timer: Any = None
-        # Two deadlines, one timer. A head (or the first one, from the connection's start) must be complete by
-        # `_head_at`; an idle keep-alive connection is closed at `_idle_at` (uvicorn's keep-alive timeout). Each
-        # request sets and clears them, which costs an attribute store; the connection's one timer (`_tick`)
-        # wakes at the earliest deadline it was armed for, acts on the deadlines that have passed and re-arms
-        # for the rest. uvicorn's own way is a timer created and cancelled per request for each of them.
-        _head_at: float | None = None
-        _idle_at: float | None = None
-        _timer: Any = None
-        _timer_at = 0.0
-
-        def connection_made(self, transport: Any) -> None:
-            if COALESCE:  # head and body: one send
-                transport = _Coalescing(transport, self.loop)
-            super().connection_made(transport)
-            self._head_at = self.loop.time() + head_timeout
-            self._arm(self._head_at)
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            cycle = self.cycle
-            if cycle is not None and not cycle.response_complete:
-                client_gone(cycle.scope)  # a call still running for this client is cancelled (disconnect.py)
-            self._head_at = self._idle_at = None
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            self._stop_body_timer()
-            super().connection_lost(exc)
-
-        def eof_received(self) -> None:
-            # The client half-closed: asyncio closes the transport itself once this returns (not through the
-            # wrapper), so an answer written in this iteration must leave now.
-            transport: Any = self.transport  # uvicorn types it as asyncio's Transport; it may be the wrapper
-            if isinstance(transport, _Coalescing):
-                transport.flush()
-            super().eof_received()
-
-        def _arm(self, at: float) -> None:
-            timer = self._timer
-            if timer is not None:
-                if self._timer_at <= at:
-                    return  # it wakes first, and re-arms for this deadline then
-                timer.cancel()
-            self._timer_at = at
-            self._timer = self.loop.call_at(at, self._tick)
-
-        def _tick(self) -> None:
-            self._timer = None
-            if self.transport.is_closing():
-                return
-            now = self.loop.time() + 0.001  # a timer may run a clock tick early
-            if self._head_at is not None and now >= self._head_at:
-                self._head_at = None
-                self._head_timed_out()
-            elif self._idle_at is not None and now >= self._idle_at:
-                self._idle_at = None
-                self.timeout_keep_alive_handler()
-            else:
-                pending = [at for at in (self._head_at, self._idle_at) if at is not None]
-                if pending:
-                    self._arm(min(pending))
-
-        def _unset_keepalive_if_required(self) -> None:
-            self._idle_at = None  # uvicorn cancels its timer here: data arrived, the connection is not idle
-
-        def on_response_complete(self) -> None:
-            # uvicorn's, with the keep-alive deadline set instead of a timer created.
-            self.server_state.total_requests += 1
-            if self.transport.is_closing():
-                return
-            self._idle_at = None
-            self.flow.resume_reading()
-            if self.pipeline:
-                cycle, app = self.pipeline.pop()
-                self._start_asgi_task(cycle, app)
-            else:
-                self._idle_at = self.loop.time() + self.timeout_keep_alive
-                self._arm(self._idle_at)
-
-        def data_received(self, data: bytes) -> None:
-            if self._in_head:
-                room = MAX_HEAD - self._head_bytes
-                if len(data) > room and b"\r\n\r\n" not in data[: max(room, 0) + 4]:
-                    self._refuse(431, "Request Header Fields Too Large", f"request head over {MAX_HEAD} bytes")
-                    return
-            events = self._events
-            super().data_received(data)
-            if self._in_head and self._events == events and not self.transport.is_closing():
-                self._head_bytes += len(data)
-            elif self._in_body and self._body_timer is None and not self.transport.is_closing():
-                # Armed only when a body is still on its way after this chunk (rare: a small body comes
-                # in the packet of its head), so the common request costs no timer.
-                self._body_timer = self.loop.call_later(head_timeout, self._body_timed_out)
-
-        def on_message_begin(self) -> None:
-            super().on_message_begin()
-            self._head_begun = True
-            if self._head_at is None:
-                self._head_at = self.loop.time() + head_timeout
-                self._arm(self._head_at)
-
-        def on_headers_complete(self) -> None:
-            self.scope[HOOK] = None  # type: ignore[literal-required]  # this server cancels a call whose client goes away (disconnect.py)
-            self._in_head, self._head_bytes, self._head_begun = False, 0, False
-            self._in_body = True
-            self._events += 1
-            self._head_at = None
-            super().on_headers_complete()
-
-        def on_message_complete(self) -> None:
-            self._in_head, self._head_bytes = True, 0
-            self._in_body = False
-            self._stop_body_timer()
-            self._events += 1
-            super().on_message_complete()
-
-        def _stop_body_timer(self) -> None:
-            if self._body_timer is not None:
-                self._body_timer.cancel()
-                self._body_timer = None
-
-        def _body_timed_out(self) -> None:
-            self._body_timer = None
-            if not self._in_body or self.transport.is_closing():
-                return
-            cycle = getattr(self, "cycle", None)
-            if cycle is not None:
-                started = cycle.response_started
-                # The app's receive() now sees a disconnect, and whatever it still sends is dropped.
-                cycle.disconnected = True
-                cycle.message_event.set()
-                if started:
-                    self.transport.close()
-                    return
-            self._refuse(408, "Request Timeout", RequestTimeout(head_timeout).summary)
-
-        def _head_timed_out(self) -> None:
-            if self._in_head and not self.transport.is_closing():
-                if self._head_begun:
-                    self._refuse(408, "Request Timeout", f"request head not received within {seconds(head_timeout)}")
-                else:
-                    self.transport.close()
-
-        def _unsupported_upgrade_warning(self) -> None:
-            # No WebSocket routes here (and ws="none"): refuse an upgrade with a clean 400, whether or not a
-            # WebSocket library happens to be installed, instead of leaving the request unanswered.
-            self._refuse(400, "Bad Request", "upgrade requests (WebSocket) are not supported")
-
-        def _refuse(self, status: int, reason: str, message: str) -> None:
-            self._head_at = None
-            body = message.encode()
-            self.transport.write(
-                f"HTTP/1.1 {status} {reason}\r\ncontent-type: text/plain; charset=utf-8\r\n"
-                f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
-                + body
-            )
-            self.transport.close()
-
-    return GuardedHttpToolsProtocol
+    layers = (CoalescingHttpToolsProtocol, COALESCE), (IdleTimerHttpToolsProtocol, KEEPALIVE_TIMER)
+    bases = tuple(cls for cls, on in layers if on) or (SafeHttpToolsProtocol,)
+    return type("GuardedHttpToolsProtocol", bases, {"head_timeout": head_timeout, "__module__": __name__})

@@ -10,7 +10,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import telemetry
+from .. import speedups, telemetry
 from ..access import Access, mcp_session_store, shared_state
 from ..audit import open_audit
 from ..errors import ToolrunError
@@ -139,13 +139,13 @@ def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:
         json_response=True,
     )
     backends.lifespans.append(manager.run)
-    # Plain `tools/call` requests are answered in front of the SDK (mcp_fast.py); TOOLRUN_MCP_FAST_PATH=0 turns it off.
+    # Plain `tools/call` requests are answered in front of the SDK (mcp_fast.py): the `mcp_fast_path` speedup.
     fast = McpFastPath(
         StreamableHTTPASGIApp(manager),
         server,
         door.call_tool,
         security,
-        enabled=os.environ.get("TOOLRUN_MCP_FAST_PATH", "1") != "0",
+        enabled=speedups.on("mcp_fast_path"),
     )
     gate = McpSessionGate(fast, sessions, settings.max_body_bytes, streams)
     mode = "required" if settings.mcp_auth_required else "keyed"
@@ -340,6 +340,7 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
     import uvicorn
 
     from ..heap import big_blocks_mapped
+    from .loop import server_loop
     from .workers import Supervisor, bind, resolve_workers
 
     # `toolrun` gives SIGPIPE its default action (for `toolrun list | head`); a server must not die when it
@@ -369,7 +370,7 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
             app,
             host=settings.host,
             port=settings.port,
-            loop="toolrun.server.loop:ServerLoop",  # asyncio's selector loop; accept() failures contained
+            loop=server_loop(),  # asyncio's selector loop; accept() failures contained
             http=http_protocol(settings.request_timeout),
             ws="none",
             lifespan="on",

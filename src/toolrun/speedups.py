@@ -1,0 +1,150 @@
+"""Every speed trick toolrun plays, in one table, and the one switch that turns them off.
+
+Each trick stands in for a plain path that does the same job more slowly; the plain path is what
+the product would do without it, and a test holds the two together (the `pinned_by` column). With
+`TOOLRUN_SPEEDUPS=off` in the environment, every trick is off and toolrun takes the plain paths:
+the same answers, bytes, statuses and logs, only slower. Use it to rule a trick out when something
+looks wrong, and to measure what a trick still buys (`make test` runs the door tests a second time
+this way).
+
+    TOOLRUN_SPEEDUPS=on                       every trick on (the default; also when unset or empty)
+    TOOLRUN_SPEEDUPS=off                      every trick off
+    TOOLRUN_SPEEDUPS=coalesce,mcp_fast_path   the named tricks off, the others on
+
+A name that is not in the table stops `toolrun` at start-up with an error that lists the names
+(`check`). The value is read once, when this module is imported: the modules that hold a trick copy
+their answer into a module-level flag or decide when their object is built, so a hot path tests a
+plain boolean.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .errors import UsageError
+
+ENV = "TOOLRUN_SPEEDUPS"
+
+
+@dataclass(frozen=True, slots=True)
+class Speedup:
+    """One trick: what it replaces, what it was measured to save, and the test that pins it to the plain path."""
+
+    name: str
+    replaces: str
+    gain: str
+    pinned_by: str
+
+
+SPEEDUPS: tuple[Speedup, ...] = (
+    Speedup(
+        "hot_routes",
+        "Starlette's router for a request without an Origin header to POST /tools/{key}, GET /healthz, "
+        "GET /tools/{key} and POST /mcp: the guard hands it to the handler directly (server/guard.py)",
+        "app CPU per request, access log on: GET /healthz 120-137 -> 17-26 us, GET /tools/{key} 175-186 -> "
+        "34-40 us, with the other changes of that round (bench/README.md, workers and per-request figures)",
+        "tests/test_speedups.py::test_the_hot_routes_answer_as_the_router_does",
+    ),
+    Speedup(
+        "mcp_fast_path",
+        "the MCP SDK's per-request machinery for a plain tools/call over HTTP (server/mcp_fast.py)",
+        "server CPU per /mcp call 1,850 -> 1,200 us (2026-07-28) and 3,175 -> 1,175 us (handshake era) "
+        "(bench/README.md, MCP over HTTP; bench/mcp.py)",
+        "tests/test_mcp_fast.py (every answer byte-equal to the SDK's)",
+    ),
+    Speedup(
+        "coalesce",
+        "uvicorn's two send() calls per answer, head then body (server/protocol.py, CoalescingTransport)",
+        "about 20 us of CPU per small answer (server/protocol.py; bench/coalesce.py measures it)",
+        "tests/test_protocol_writes.py",
+    ),
+    Speedup(
+        "keepalive_timer",
+        "uvicorn's keep-alive timer, created when an answer is complete and cancelled when the next request "
+        "arrives: one lazily re-armed timer per connection instead (server/protocol.py, IdleTimerHttpToolsProtocol)",
+        "server CPU per GET /healthz and GET /tools/{key} on kept-alive connections: 5-30% more without it "
+        "(bench/http_routes.py, issue 22 in bench/README.md; noisy, a loaded 2-core machine)",
+        "tests/test_protocol_writes.py::test_deadlines_still_hold_on_a_connection_that_served_requests",
+    ),
+    Speedup(
+        "direct_exec",
+        "/bin/sh -c for a command that is one plain program call: the program is exec'd directly (directexec.py)",
+        "about 1-2 ms of CPU per call on a small machine, the shell's start (directexec.py)",
+        "tests/test_directexec.py (each command both ways: same output, exit status, environment)",
+    ),
+    Speedup(
+        "posix_spawn",
+        "subprocess.Popen to start a tool's process: glibc's posix_spawn with closefrom (spawn.py)",
+        "60-100 us of the server's CPU per call (spawn.py)",
+        "tests/test_spawn.py (each probe both ways)",
+    ),
+    Speedup(
+        "pidfd",
+        "a worker thread blocked in waitpid per child: the exit is read from a pidfd on the loop (executor.py)",
+        "a pidfd child watcher was 1.15-1.3x faster end to end than a thread per child (NOTES, Python 3.11)",
+        "tests/test_executor.py::test_without_pidfd_a_worker_thread_waits_for_the_exit",
+    ),
+    Speedup(
+        "threaded_spawn",
+        "spawning on the loop during a burst: from 64 running calls on, children start from 4 threads "
+        "(executor.py, THREADED_FROM)",
+        "200 `sleep 1` at once in one process: p99 1.5-1.8 s -> 1.2-1.3 s (executor.py)",
+        "tests/test_executor.py::test_a_burst_spawned_from_threads_gets_the_same_answers",
+    ),
+    Speedup(
+        "plain_render",
+        "Jinja for a template of the plain shapes ({{ x }}, {{ x | quote }}): joined without Jinja (render.py)",
+        "no compiled template to build or keep: about 0.45 ms per template compiled, 5 KB each kept (NOTES, "
+        "bench/README.md)",
+        "tests/test_render.py::test_plain_templates_render_without_jinja_exactly_as_jinja_does",
+    ),
+    Speedup(
+        "cli_coercion",
+        "Typer's pydantic coercion of the CLI's options (cli/fastcoerce.py)",
+        "about 70-120 ms per command, the pydantic import and TypeAdapters (cli/fastcoerce.py)",
+        "tests/test_cli.py (run again with the speedups off by `make pytest-plain`)",
+    ),
+)
+NAMES = tuple(s.name for s in SPEEDUPS)
+
+
+def parse(value: str) -> frozenset[str]:
+    """The names a `TOOLRUN_SPEEDUPS` value turns off; UsageError naming a name that is not a speedup."""
+    text = value.strip()
+    if text.lower() in ("", "on"):
+        return frozenset()
+    if text.lower() == "off":
+        return frozenset(NAMES)
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in NAMES]
+    if unknown:
+        raise UsageError(
+            f"{ENV}={value!r}: unknown speedup {', '.join(repr(n) for n in unknown)}; "
+            f"expected on, off, or a comma list of speedups to turn off: {', '.join(NAMES)}"
+        )
+    return frozenset(names)
+
+
+def _from_environ() -> tuple[frozenset[str], UsageError | None]:
+    try:
+        off = parse(os.environ.get(ENV, ""))
+    except UsageError as exc:
+        return frozenset(NAMES), exc  # never run half-configured: `check` stops the start
+    return off, None
+
+
+OFF, _PROBLEM = _from_environ()
+
+
+def on(name: str) -> bool:
+    """Whether the speedup `name` is on in this process (read once, at import)."""
+    if name not in NAMES:
+        raise KeyError(f"{name!r} is not a speedup in toolrun.speedups.SPEEDUPS")
+    return name not in OFF
+
+
+def check() -> None:
+    """Raise the UsageError of a `TOOLRUN_SPEEDUPS` value that names an unknown speedup (at start-up)."""
+    if _PROBLEM is not None:
+        raise _PROBLEM
