@@ -71,15 +71,15 @@ system-deps:
 demo: $(VENV)/.installed-runtime
 	BIN=$(BIN) CATALOG=$(EXAMPLES) bash examples/demo.sh
 
-# Runs every check even when an earlier one fails, so one run shows all problems; pytest goes last so
+# Runs every check even when an earlier one fails, so one run shows all problems; the door tests with speed tricks off (pytest-plain) run first and the whole suite last, so
 # its summary closes the output, and the exit status is non-zero if any check failed.
 test: system-deps python-deps ui
 	@failed=""; \
 	$(MAKE) --no-print-directory lint || failed="$$failed lint"; \
 	$(MAKE) --no-print-directory ui-lint || failed="$$failed ui-lint"; \
 	$(MAKE) --no-print-directory typecheck || failed="$$failed mypy"; \
-	$(MAKE) --no-print-directory pytest || failed="$$failed pytest"; \
 	$(MAKE) --no-print-directory pytest-plain || failed="$$failed pytest-plain"; \
+	$(MAKE) --no-print-directory pytest || failed="$$failed pytest"; \
 	if [ -n "$$failed" ]; then echo "make test: failed:$$failed" >&2; exit 1; fi
 
 lint: python-deps
