@@ -71,8 +71,9 @@ system-deps:
 demo: $(VENV)/.installed-runtime
 	BIN=$(BIN) CATALOG=$(EXAMPLES) bash examples/demo.sh
 
-# Runs every check even when an earlier one fails, so one run shows all problems; the door tests with speed tricks off (pytest-plain) run first and the whole suite last, so
-# its summary closes the output, and the exit status is non-zero if any check failed.
+# Runs every check even when an earlier one fails, so one run shows all problems; the door tests with the speed
+# tricks off (pytest-plain) run before the whole suite, whose summary closes the output; the exit status is
+# non-zero if any check failed.
 test: system-deps python-deps ui
 	@failed=""; \
 	$(MAKE) --no-print-directory lint || failed="$$failed lint"; \
