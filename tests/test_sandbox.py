@@ -7,6 +7,7 @@ would fail on code that did not sandbox.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 import socket
@@ -544,3 +545,36 @@ def test_a_host_fixed_after_a_failed_probe_serves_again(tmp_path: Path, monkeypa
     monkeypatch.setattr(sandbox, "RETRY_AFTER", 0.0)
     assert svc.sandbox_problem() is None
     assert call(svc, "t.boxed").value == "hi\n"
+
+
+def test_describe_with_url_shows_the_servers_sandbox_and_whether_the_server_can_enforce_it(tmp_path: Path) -> None:
+    """`toolrun --url ... describe` prints the serving host's word on the sandbox, not a guess made where the CLI
+    runs: a server whose bwrap refuses says NOT enforceable, while this host's bwrap works."""
+    from helpers_servers import ToolrunServer, toolrun_cli
+
+    require_binary("bwrap")
+    catalog = write_catalog(
+        tmp_path,
+        "group: t\ntools:\n  - name: boxed\n    public: true\n    exec: echo hi\n    sandbox: {network: host}\n",
+    )
+    refusing = tmp_path / "fakebin"
+    refusing.mkdir()
+    (refusing / "bwrap").write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    (refusing / "bwrap").chmod(0o755)
+    for name, path in (("works", os.environ["PATH"]), ("refuses", f"{refusing}:{os.environ['PATH']}")):
+        server = ToolrunServer(tmp_path / name, catalog, {"SVC_WORKERS": 1})
+        server.env["PATH"] = path
+        with server.start():
+            shown = toolrun_cli(
+                "--url", server.url, "describe", "t.boxed", env=server.env | {"PATH": os.environ["PATH"]}
+            )
+            as_json = toolrun_cli("--url", server.url, "describe", "t.boxed", "--json", env=server.env)
+        assert shown.returncode == 0, shown.stderr
+        box = json.loads(as_json.stdout)["sandbox"]
+        if name == "works":
+            assert "sandbox: default (network host; enforced here)" in shown.stdout
+            assert box["enforced"] is True
+        else:
+            assert "sandbox: default (network host; NOT enforceable here: " in shown.stdout
+            assert "uid map: Permission denied" in shown.stdout
+            assert box["enforced"] is False

@@ -190,10 +190,15 @@ class Remote:
         return [t for t in tools if group in t.groups] if group else tools
 
     def describe(self, key: str) -> ToolSpec:
+        return tool_from_entry(self.entry(key))
+
+    def entry(self, key: str) -> dict[str, Any]:
+        """The server's tool entry as it sent it (with what only the server knows: whether its host can enforce
+        the tool's sandbox)."""
         entry = self.request("GET", "/tools/" + quote(key, safe=""))
         if not isinstance(entry, dict):
             raise RemoteError(f"{self.url}/tools/{key} did not answer a tool entry")
-        return tool_from_entry(entry)
+        return entry
 
     def search(self, query: str, offset: int = 0, limit: int = 10) -> dict[str, Any]:
         page = self.request("GET", "/search?" + urlencode({"q": query, "offset": offset, "limit": limit}))

@@ -118,16 +118,23 @@ def describe(
 
     remote = _remote()
     try:
-        tool = remote.describe(key) if remote is not None else _service(catalog).describe(_operator(), key)
+        if remote is not None:
+            from ..remote import tool_from_entry
+
+            entry = remote.entry(key)  # the server's word, e.g. whether its host can enforce the sandbox
+            tool = tool_from_entry(entry)
+        else:
+            tool = _service(catalog).describe(_operator(), key)
+            entry = tool.entry()
     except ToolrunError as exc:
         _fail(exc)
     if as_json:
-        _print_json(tool.entry())
+        _print_json(entry)
         return
-    _print_tool(tool)
+    _print_tool(tool, entry.get("sandbox"))
 
 
-def _print_tool(tool: ToolSpec) -> None:
+def _print_tool(tool: ToolSpec, sandbox: dict[str, Any] | None = None) -> None:
     """The signature line of MCP's `describe_tools` (constraints in brackets) with the return type,
     then groups, hints, the return type in words, the description, one block per param, the example."""
     from rich.console import Console
@@ -150,11 +157,10 @@ def _print_tool(tool: ToolSpec) -> None:
     if words:
         for line in textwrap.wrap(words, 96):
             console.print(f"  {escape(line)}", soft_wrap=True, highlight=False)
-    if tool.sandbox is not None:
-        from ..sandbox import describe as sandbox_entry
+    if sandbox is not None:  # the tool entry's: the profile, and whether the serving host can enforce it
         from ..sandbox import describe_text
 
-        console.print(f"sandbox: {escape(describe_text(sandbox_entry(tool.sandbox, tool.user)))}", soft_wrap=True)
+        console.print(f"sandbox: {escape(describe_text(sandbox))}", soft_wrap=True)
     if tool.description.strip():
         console.print()
         console.print(Markdown(tool.description))
