@@ -687,7 +687,7 @@ def test_server_errors_are_shown_plainly(app: App) -> None:
     assert retry_after is not None, "the rate limit never answered 429"
     error = page.get_by_test_id("error")
     expect(error.locator(".pill")).to_have_text("429 Too Many Requests")
-    expect(error).to_contain_text(f"Try again in {retry_after} seconds")
+    expect(error).to_contain_text(f"Try again in {retry_after} second{'' if retry_after == '1' else 's'}")
     assert "retry after" in str(page.get_by_test_id("error-text").text_content()).lower()
 
 
