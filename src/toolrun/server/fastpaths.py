@@ -9,6 +9,7 @@ from starlette.types import Receive, Scope, Send
 
 from ..errors import ToolrunError
 from .app import Backends, identity_from_scope, json_error
+from .routes import auth_of
 
 
 class ToolGet:
@@ -19,10 +20,11 @@ class ToolGet:
     def __init__(self, backends: Backends) -> None:
         self.service = backends.service
         self.access = backends.access
+        self.auth = auth_of("/tools/{key}", "GET")  # its row's mode, as on the router's road
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> int:
         try:
-            identity = await identity_from_scope(self.access, scope, "optional")
+            identity = await identity_from_scope(self.access, scope, self.auth)
             body = self.service.describe_json(identity, scope["path"][len("/tools/") :])
         except ToolrunError as exc:
             response = json_error(exc)

@@ -19,6 +19,7 @@ from ..errors import (
     UnsupportedMediaType,
     UsageError,
 )
+from . import routes
 from .disconnect import unless_gone
 from .errors import _error_object, _error_text, _json_text, _retry_headers
 from .request import _is_json_media, identity_from_scope, parse_json_object
@@ -46,6 +47,7 @@ class ToolCall:
     def __init__(self, backends: Backends) -> None:
         self.service = backends.service
         self.access = backends.access
+        self.auth = routes.auth_of("/tools/{key}", "POST")  # its row's mode, as on the router's road
         self.debug = backends.settings.debug
         self.max_body = backends.settings.max_body_bytes
         self.body_timeout = backends.settings.request_timeout
@@ -85,7 +87,7 @@ class ToolCall:
         headers: list[tuple[bytes, bytes]] = [(b"x-request-id", request_id.encode())]
         media = b"text/plain; charset=utf-8"
         try:
-            identity = await identity_from_scope(self.access, scope, "optional")
+            identity = await identity_from_scope(self.access, scope, self.auth)
             tool = self.service.describe(identity, key)
             body = await self.read_body(receive, length)
             if (body or content_type) and not _is_json_media(content_type):
