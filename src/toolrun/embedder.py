@@ -30,6 +30,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from .procguard import die_with_parent
+
 TOKENIZER = Path(__file__).with_name("minilm_tokenizer.json.gz")
 MAX_TOKENS = 128  # what all-MiniLM-L6-v2 was trained on; longer text is cut
 BATCH = 4  # texts per model run: larger batches raised the helper's memory (16: +75 MB) for little speed
@@ -210,7 +212,7 @@ def serve(name: str, model_dir: str) -> int:
     """The helper's main loop: bind the abstract socket `name` (exit 0 when another helper holds it: one model per
     server, however many workers start one), load the model, answer."""
     parent = os.getppid()
-    _die_with_parent()
+    die_with_parent()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.bind("\0" + name)
@@ -227,16 +229,6 @@ def serve(name: str, model_dir: str) -> int:
     while True:
         conn, _ = sock.accept()
         threading.Thread(target=_answer, args=(model, conn), daemon=True).start()
-
-
-def _die_with_parent() -> None:
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # pragma: no cover - not Linux
-        pass
 
 
 if __name__ == "__main__":  # pragma: no cover - run as the helper process

@@ -198,11 +198,6 @@ def gh_escape(text: str, prop: bool = False) -> str:
 # -- compact text for agents (MCP text content): every token counts --------------------------------
 
 
-def compact_json(value: Any) -> str:
-    """JSON without indentation or spaces after separators."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 def search_text(items: list[ToolSpec], total: int, offset: int, next_offset: int | None) -> str:
     """One line per tool, `key(param: type = default, ...) - summary`, then where the page is."""
     from .paramtypes import signature

@@ -56,10 +56,6 @@ def _new_token() -> None:
 os.register_at_fork(after_in_child=_new_token)  # each worker process is a server of its own
 
 
-def server_token() -> str:
-    return _TOKEN
-
-
 def call_token() -> str:
     """A token for one exec call of this process: `<server token>.<n>`."""
     global _SEQ
@@ -75,6 +71,11 @@ def _prctl(option: int, value: int) -> bool:
         return int(libc.prctl(option, value, 0, 0, 0)) == 0
     except (OSError, AttributeError):  # pragma: no cover - no libc prctl
         return False
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> bool:
+    """`sig` to this process when the thread that started it ends (its parent dies): whether the kernel took it."""
+    return _prctl(PR_SET_PDEATHSIG, sig)
 
 
 def protect_server(log: logging.Logger) -> None:

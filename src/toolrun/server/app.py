@@ -35,7 +35,7 @@ from ..words import plural
 from .errors import EXCEPTION_HANDLERS, json_error
 from .guard import guarded, redact_query, scrub_keys
 from .jobroutes import JobRoutes, job_metrics
-from .request import MAX_PAGE, _bool_param, _choice, _int_param, _single, identity_from_scope, resolve_identity
+from .request import MAX_PAGE, _bool_param, _choice, _int_param, _single, identity_from_scope
 from .routes import ROUTES, RouteDef
 from .toolcall import ToolCall
 
@@ -49,7 +49,6 @@ __all__ = [
     "identity_from_scope",
     "json_error",
     "redact_query",
-    "resolve_identity",
     "scrub_keys",
 ]
 

@@ -120,19 +120,13 @@ class _ToolKey(Convertor[str]):
 register_url_convertor("toolkey", _ToolKey())
 
 
-async def resolve_identity(access: Access, request: Request, mode: str) -> Identity:
-    """Who is calling, per the auth mode (spec 5), for every HTTP door (REST routes and /mcp).
-
-    Modes: anonymous, optional, required, admin. On
-    every mode but anonymous a key that is given must resolve: an invalid, expired or revoked key
-    is a 401, never an anonymous call. Raises Unauthorized; a key store that is down raises
-    BackendUnavailable.
-    """
-    return await identity_from_scope(access, request.scope, mode)
-
-
 async def identity_from_scope(access: Access, scope: Scope, mode: str) -> Identity:
-    """`resolve_identity` on the raw ASGI scope (the hot path builds no Request or Headers)."""
+    """Who is calling, per the route's auth mode, for every HTTP door (REST routes and /mcp), from the raw ASGI
+    scope (no Request or Headers built).
+
+    Modes: anonymous, optional, required, admin. On every mode but anonymous a key that is given must resolve: an
+    invalid, expired or revoked key is a 401, never an anonymous call. Raises Unauthorized; a key store that is
+    down raises BackendUnavailable."""
     peer = scope.get("client")
     client = peer[0] if peer else ""
     if mode == "anonymous":

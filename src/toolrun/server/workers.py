@@ -18,7 +18,6 @@ Workers die with the supervisor (PR_SET_PDEATHSIG): a SIGKILLed parent leaves no
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
 import signal
@@ -26,6 +25,8 @@ import socket
 import sys
 import time
 from typing import Any
+
+from ..procguard import die_with_parent
 
 log = logging.getLogger("toolrun.server")
 
@@ -79,12 +80,6 @@ def bind(host: str, port: int, count: int) -> list[socket.socket]:
     return sockets
 
 
-def _die_with_parent() -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-
-
 class Supervisor:
     def __init__(self, run_worker: Any, listeners: list[socket.socket], on_exit: Any = None) -> None:
         self.run_worker = run_worker  # called in each forked child with its socket; returns its exit status
@@ -102,7 +97,7 @@ class Supervisor:
         if pid == 0:  # the worker
             code = 1
             try:
-                _die_with_parent()
+                die_with_parent()
                 if os.getppid() != parent:  # the parent died before prctl took effect
                     os._exit(0)
                 for sig in (signal.SIGTERM, signal.SIGINT):
