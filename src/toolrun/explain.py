@@ -18,7 +18,7 @@ The rule, as the answer states it:
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .auth import KeyRecord, User, iso
@@ -131,12 +131,8 @@ async def explain(
     has_key = user is not None and (bool(active) if key is None else answer["key"]["state"] == "active")
     identity = Identity(username, user.email, frozenset(groups), anonymous=False) if has_key and user else Identity()
     if tool is None:
-        reasons.append(f"no tool {tool_key!r} in the catalog (the server answers 404, as for a hidden tool)")
-        answer.update(visible=False, callable=False, matched=[], reasons=reasons)
-        return answer
-    matched = sorted(set(groups) & set(tool.groups))
-    answer["tool"].update(public=tool.public, groups=list(tool.groups))
-    answer["matched"] = [{"group": g, "tag": g} for g in matched]
+        return _no_such_tool(answer, reasons, tool_key)
+    matched = _match(answer, tool, groups)
     visible = identity.can_access(tool)
     if tool.public:
         reasons.append(f"{tool.key} is public: anyone may see and call it, with or without a key")
@@ -214,12 +210,8 @@ async def explain_token(
             f"groups come from its claims ({', '.join(groups) or 'none'}), not from the key store"
         ]
     if tool is None:
-        reasons.append(f"no tool {tool_key!r} in the catalog (the server answers 404, as for a hidden tool)")
-        answer.update(visible=False, callable=False, matched=[], reasons=reasons)
-        return answer
-    matched = sorted(set(groups) & set(tool.groups))
-    answer["tool"].update(public=tool.public, groups=list(tool.groups))
-    answer["matched"] = [{"group": g, "tag": g} for g in matched]
+        return _no_such_tool(answer, reasons, tool_key)
+    matched = _match(answer, tool, groups)
     visible = identity.can_access(tool)
     if tool.public:
         reasons.append(f"{tool.key} is public: anyone may see and call it, with or without a key")
@@ -349,3 +341,17 @@ def key_report_text(report: dict[str, Any]) -> str:
         what = "may call" if report["valid"] else "public tools anyone may call"
         lines.append(f"{what} ({len(tools)}): {', '.join(tools) if tools else '(none)'}")
     return "\n".join(lines) + "\n"
+
+
+def _no_such_tool(answer: dict[str, Any], reasons: list[str], tool_key: str) -> dict[str, Any]:
+    reasons.append(f"no tool {tool_key!r} in the catalog (the server answers 404, as for a hidden tool)")
+    answer.update(visible=False, callable=False, matched=[], reasons=reasons)
+    return answer
+
+
+def _match(answer: dict[str, Any], tool: ToolSpec, groups: Iterable[str]) -> list[str]:
+    """The caller's groups that are tags of `tool`, recorded in the answer with the tool's own groups."""
+    matched = sorted(set(groups) & set(tool.groups))
+    answer["tool"].update(public=tool.public, groups=list(tool.groups))
+    answer["matched"] = [{"group": g, "tag": g} for g in matched]
+    return matched
