@@ -3,7 +3,8 @@
 Doors (src/toolrun/cli/, src/toolrun/server/) find who is calling through toolrun.access and what
 a caller may see through ToolService; they never open a key store or read `service.registry`.
 ruff enforces the imports (src/toolrun/{cli,server}/ruff.toml); these tests check the attribute
-reads ruff cannot see, that the ruff rule really fires, and the size limit on modules.
+reads ruff cannot see, that the ruff rules really fire (banned imports, complexity at most 15), and that
+no module uses another module's underscore names.
 """
 
 from __future__ import annotations
@@ -81,16 +82,78 @@ def test_ruff_refuses_a_key_store_import_in_a_door(door: str, source: str) -> No
     assert "TID251" not in core.stdout, core.stdout
 
 
-MAX_LINES = 500
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def test_no_module_is_over_500_lines() -> None:
-    long = {
-        p.relative_to(SRC).as_posix(): n
-        for p in SRC.rglob("*.py")
-        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
-    }
-    assert not long, f"split these modules (at most {MAX_LINES} lines each): {long}"
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _reaches_into_others(path: Path) -> list[str]:
+    """Underscore names this module takes from another toolrun module: by import, or as `module._name`."""
+    own = _module_name(path)
+    package = own if path.name == "__init__.py" else own.rpartition(".")[0]
+    modules: dict[str, str] = {}  # local name -> the toolrun module it is bound to
+    found: list[str] = []
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parent, base] if base else parent)
+            if not base.startswith("toolrun"):
+                continue
+            for alias in node.names:
+                if _private(alias.name) and base != own:
+                    found.append(f"line {node.lineno}: from {base} import {alias.name}")
+                modules[alias.asname or alias.name] = f"{base}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("toolrun") and alias.asname:
+                    modules[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and _private(node.attr)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and (SRC.parent / (modules[node.value.id].replace(".", "/") + ".py")).exists()
+        ):
+            found.append(f"line {node.lineno}: {node.value.id}.{node.attr}")
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(SRC.rglob("*.py")), ids=lambda p: p.relative_to(SRC).as_posix())
+def test_no_module_takes_another_modules_underscore_names(path: Path) -> None:
+    """A name used across modules is public in the module that owns it."""
+    found = _reaches_into_others(path)
+    assert not found, f"{path.relative_to(SRC)} uses private names of other modules: {found}"
+
+
+def test_the_underscore_check_fires(tmp_path: Path) -> None:
+    probe = SRC / "cli" / "probe_underscore.py"
+    try:
+        probe.write_text("from .common import _err\nfrom .. import params\nparams._x\n", encoding="utf-8")
+        found = _reaches_into_others(probe)
+    finally:
+        probe.unlink()
+    assert found == ["line 1: from toolrun.cli.common import _err", "line 3: params._x"]
+
+
+def test_ruff_holds_functions_in_src_to_complexity_15() -> None:
+    source = "def f(x):\n" + "".join(f"    if x == {i}:\n        return {i}\n" for i in range(16)) + "    return 0\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "--stdin-filename", str(SRC / "probe.py"), "-"],
+        input=source,
+        capture_output=True,
+        text=True,
+        cwd=SRC.parent.parent,
+        check=False,
+    )
+    assert done.returncode == 1 and "C901" in done.stdout and "(17 > 15)" in done.stdout, done.stdout + done.stderr
 
 
 def test_the_router_and_openapi_json_come_from_the_one_route_table(tmp_path: Path) -> None:

@@ -10,6 +10,12 @@ import pytest
 from toolrun.errors import UsageError
 from toolrun.settings import BY_NAME, SETTINGS, Settings
 
+
+def setting_of(settings: Settings, name: str) -> object:
+    """A setting's value by its documented name (`rate_limit.calls`)."""
+    return getattr(settings, BY_NAME[name].attr)
+
+
 CONFIG = """\
 port = 7000
 debug = true
@@ -39,7 +45,7 @@ def test_settings_are_typed_frozen_attributes_generated_from_the_one_table(tmp_p
     assert attrs == {s.attr for s in SETTINGS}  # one attribute per row, no other
     for row in SETTINGS:
         value = getattr(settings, row.attr)
-        assert settings[row.name] == value
+        assert setting_of(settings, row.name) == value
         assert isinstance(value, tuple if row.type is list else row.type), row.name
     assert settings.port == 9000 and settings.rate_limit_enabled is False
     assert settings.allowed_origins == ("https://a.example", "https://b.example")
@@ -52,10 +58,10 @@ def test_settings_are_typed_frozen_attributes_generated_from_the_one_table(tmp_p
 def test_defaults_apply_when_nothing_is_set(tmp_path: Path) -> None:
     settings = load(tmp_path)
     for setting in SETTINGS:
-        assert settings[setting.name] == setting.default, setting.name
-    assert settings["host"] == "127.0.0.1"
-    assert settings["rate_limit.enabled"] is False
-    assert settings["ui_enabled"] is False
+        assert setting_of(settings, setting.name) == setting.default, setting.name
+    assert setting_of(settings, "host") == "127.0.0.1"
+    assert setting_of(settings, "rate_limit.enabled") is False
+    assert setting_of(settings, "ui_enabled") is False
 
 
 def test_every_setting_has_an_svc_environment_name(tmp_path: Path) -> None:
@@ -67,13 +73,13 @@ def test_every_setting_has_an_svc_environment_name(tmp_path: Path) -> None:
 def test_the_config_file_overrides_defaults_with_dotted_tables(tmp_path: Path) -> None:
     write_config(tmp_path, CONFIG)
     settings = load(tmp_path)
-    assert settings["port"] == 7000
-    assert settings["debug"] is True
-    assert settings["rate_limit.enabled"] is True
-    assert settings["rate_limit.calls"] == 5
-    assert settings["rate_limit.window"] == 30
+    assert setting_of(settings, "port") == 7000
+    assert setting_of(settings, "debug") is True
+    assert setting_of(settings, "rate_limit.enabled") is True
+    assert setting_of(settings, "rate_limit.calls") == 5
+    assert setting_of(settings, "rate_limit.window") == 30
     assert settings.allowed_hosts == ("tools.example", "localhost")
-    assert settings["ui_enabled"] is False
+    assert setting_of(settings, "ui_enabled") is False
 
 
 def test_the_environment_overrides_the_config_file(tmp_path: Path) -> None:
@@ -85,29 +91,33 @@ def test_the_environment_overrides_the_config_file(tmp_path: Path) -> None:
         SVC_PORT="9",
         SVC_ALLOWED_HOSTS="a.example, b.example",
     )
-    assert settings["rate_limit.enabled"] is False
-    assert settings["ui_enabled"] is True
-    assert settings["port"] == 9
+    assert setting_of(settings, "rate_limit.enabled") is False
+    assert setting_of(settings, "ui_enabled") is True
+    assert setting_of(settings, "port") == 9
     assert settings.allowed_hosts == ("a.example", "b.example")
-    assert settings["rate_limit.calls"] == 5  # still from the file
+    assert setting_of(settings, "rate_limit.calls") == 5  # still from the file
 
 
 def test_flags_override_the_environment_and_the_config_file(tmp_path: Path) -> None:
     write_config(tmp_path, CONFIG)
     env = {"SVC_RATE_LIMIT_ENABLED": "true", "SVC_UI_ENABLED": "true", "SVC_PORT": "9"}
     settings = load(tmp_path, {"port": 8123, "ui_enabled": False, "rate_limit.enabled": False}, **env)
-    assert (settings["port"], settings["ui_enabled"], settings["rate_limit.enabled"]) == (8123, False, False)
+    assert (
+        setting_of(settings, "port"),
+        setting_of(settings, "ui_enabled"),
+        setting_of(settings, "rate_limit.enabled"),
+    ) == (8123, False, False)
 
 
 def test_a_flag_left_unset_falls_through_to_the_environment(tmp_path: Path) -> None:
     settings = load(tmp_path, {"port": None, "ui_enabled": None, "catalog": []}, SVC_PORT="9", SVC_UI_ENABLED="yes")
-    assert (settings["port"], settings["ui_enabled"]) == (9, True)
+    assert (setting_of(settings, "port"), setting_of(settings, "ui_enabled")) == (9, True)
 
 
 def test_env_true_turns_the_rate_limit_and_ui_on(tmp_path: Path) -> None:
     settings = load(tmp_path, SVC_RATE_LIMIT_ENABLED="true", SVC_UI_ENABLED="TRUE")
-    assert settings["rate_limit.enabled"] is True
-    assert settings["ui_enabled"] is True
+    assert setting_of(settings, "rate_limit.enabled") is True
+    assert setting_of(settings, "ui_enabled") is True
 
 
 def test_svc_catalog_is_split_on_the_path_separator(tmp_path: Path) -> None:
@@ -118,12 +128,12 @@ def test_svc_catalog_is_split_on_the_path_separator(tmp_path: Path) -> None:
 def test_svc_config_points_at_another_config_file(tmp_path: Path) -> None:
     other = tmp_path / "elsewhere.toml"
     other.write_text("port = 6000\n", encoding="utf-8")
-    assert load(tmp_path, SVC_CONFIG=str(other))["port"] == 6000
+    assert load(tmp_path, SVC_CONFIG=str(other)).port == 6000
 
 
 def test_an_int_in_the_file_is_accepted_for_a_float_setting(tmp_path: Path) -> None:
     write_config(tmp_path, "default_timeout = 5\n")
-    value = load(tmp_path)["default_timeout"]
+    value = load(tmp_path).default_timeout
     assert value == 5.0 and isinstance(value, float)
 
 
@@ -207,4 +217,4 @@ def test_settings_from_the_file_and_the_environment_reach_the_server(tmp_path: P
     limiter = backends.service.limiter
     assert isinstance(limiter, MemoryLimiter)
     assert (limiter.calls, limiter.window) == (3, 10)
-    assert backends.settings["debug"] is True and backends.settings["max_body_bytes"] == 4096
+    assert setting_of(backends.settings, "debug") is True and setting_of(backends.settings, "max_body_bytes") == 4096

@@ -144,7 +144,7 @@ _SIMPLE = re.compile(
 
 
 def _simple_events(source: str) -> list[tuple[Any, ...]] | None:
-    if render._analyse_simple(source) is None or "{%-" in source or "-%}" in source:
+    if render.analyse_simple(source) is None or "{%-" in source or "-%}" in source:
         return None  # Jinja decides (whitespace control changes the text: let Jinja's AST say how)
     events: list[tuple[Any, ...]] = []
     guards: list[set[str]] = []  # per open if: the names its current branch knows to be set
@@ -216,35 +216,15 @@ class _Walker:
 
         for node in items:
             if isinstance(node, nodes.Output):
-                for child in node.nodes:
-                    if isinstance(child, nodes.TemplateData):
-                        self.events.append(("text", child.data))
-                    else:
-                        value = self.expr(child, guards)
-                        for flt in reversed(self.transform):
-                            value = _apply(flt, value, _Value())
-                        self.events.append(("out", value, guards, child.lineno))
+                self.output(node, guards)
             elif isinstance(node, nodes.If):
                 self.branches(node, guards)
             elif isinstance(node, nodes.For):
-                loop = self.expr(node.iter, guards).to(RAW)
-                self.assign(node.target, loop, "for")
-                self.events.append(("branch",))
-                self.body(node.body, guards)
-                self.events.append(("next",))
-                self.body(node.else_, guards)
-                self.events.append(("end",))
+                self.loop(node, guards)
             elif isinstance(node, nodes.Assign):
                 self.assign(node.target, self.expr(node.node, guards), "set")
             elif isinstance(node, nodes.AssignBlock):
-                inner = _Walker()
-                inner.locals = self.locals
-                inner.body(node.body, guards)
-                value = _Value()
-                for event in inner.events:
-                    if event[0] == "out":
-                        value.merge(event[1])
-                self.assign(node.target, value, "set")
+                self.assign_block(node, guards)
             elif isinstance(node, nodes.FilterBlock):
                 self.transform.append(node.filter.name)
                 self.body(node.body, guards)
@@ -256,6 +236,36 @@ class _Walker:
             elif isinstance(node, nodes.Scope | nodes.ScopedEvalContextModifier):
                 self.body(node.body, guards)
             # Macro and call blocks: their bodies render only when called; a call's arguments are raw values.
+
+    def output(self, node: Any, guards: set[str]) -> None:
+        from jinja2 import nodes
+
+        for child in node.nodes:
+            if isinstance(child, nodes.TemplateData):
+                self.events.append(("text", child.data))
+                continue
+            value = self.expr(child, guards)
+            for flt in reversed(self.transform):
+                value = _apply(flt, value, _Value())
+            self.events.append(("out", value, guards, child.lineno))
+
+    def loop(self, node: Any, guards: set[str]) -> None:
+        self.assign(node.target, self.expr(node.iter, guards).to(RAW), "for")
+        self.events.append(("branch",))
+        self.body(node.body, guards)
+        self.events.append(("next",))
+        self.body(node.else_, guards)
+        self.events.append(("end",))
+
+    def assign_block(self, node: Any, guards: set[str]) -> None:
+        inner = _Walker()
+        inner.locals = self.locals
+        inner.body(node.body, guards)
+        value = _Value()
+        for event in inner.events:
+            if event[0] == "out":
+                value.merge(event[1])
+        self.assign(node.target, value, "set")
 
     def branches(self, node: Any, guards: set[str]) -> None:
         self.events.append(("branch",))

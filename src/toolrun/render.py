@@ -288,7 +288,7 @@ _KEYWORDS = frozenset(
 )
 
 
-def _analyse_simple(source: str) -> Analysis | None:
+def analyse_simple(source: str) -> Analysis | None:
     """Fast path for the common shapes (`{{ x | quote }}`, `{% if x %}`); None means "ask Jinja".
 
     It accepts only templates Jinja compiles too (balanced if/elif/else/endif, at most one else
@@ -347,7 +347,7 @@ def _walk_unquoted(node: nodes.Node, out: set[str]) -> None:
 
 def analyse(source: str) -> Analysis:
     """Check a template at load time without compiling it to Python."""
-    simple = _analyse_simple(source)
+    simple = analyse_simple(source)
     if simple is not None:
         return simple
     from jinja2 import TemplateSyntaxError, nodes

@@ -152,9 +152,6 @@ class Settings:
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
     config_file: Path | None = field(default=None, compare=False)
 
-    def __getitem__(self, name: str) -> Any:
-        return getattr(self, BY_NAME[name].attr)
-
     @classmethod
     def load(
         cls,
