@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "toolrun"
-DOORS = sorted([*(SRC / "cli").glob("*.py"), *(SRC / "server").glob("*.py")])
+DOORS = sorted([*(SRC / "cli").rglob("*.py"), *(SRC / "server").rglob("*.py")])
 KEY_STORES = {"toolrun.redis_store", "toolrun.auth.KeyStore", "toolrun.auth.SQLiteKeyStore", "toolrun.registry"}
 
 
