@@ -55,23 +55,19 @@ class SQLiteFile:
     def __init__(self, path: Path, pragmas: tuple[str, ...] = ()) -> None:
         self.path = private_file(path)
         self.pragmas = ("PRAGMA journal_mode=WAL", *pragmas, "PRAGMA busy_timeout=5000")
-        self._local = threading.local()
+        self.local = threading.local()
         self._pid = forks.pid()
 
-    def local(self) -> threading.local:
-        """This thread's place for the connection (and what is remembered with it); new in a forked worker."""
-        if self._pid != forks.pid():  # a forked worker never uses its parent's connection
-            self._local, self._pid = threading.local(), forks.pid()
-        return self._local
-
     def conn(self) -> sqlite3.Connection:
-        local = self.local()
-        conn: sqlite3.Connection | None = getattr(local, "conn", None)
+        """This thread's connection, opened on first use (a forked worker opens its own)."""
+        if self._pid != forks.pid():  # a forked worker never uses its parent's connection
+            self.local, self._pid = threading.local(), forks.pid()
+        conn: sqlite3.Connection | None = getattr(self.local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=5.0, isolation_level=None, check_same_thread=False)
             for pragma in self.pragmas:
                 conn.execute(pragma)
-            local.conn = conn
+            self.local.conn = conn
         return conn
 
 
@@ -279,53 +275,48 @@ class SQLiteKeyStore:
         prefix = split_key(key)
         if prefix is None:
             return None
+        conn = self.file.conn()
+        local = self.file.local  # after conn(): this process's, even in a forked worker
         digest = hash_key(key)
-        entry = self._memo(digest).get(digest)
+        # Keys that resolved are remembered per connection until the database changes: `PRAGMA data_version`
+        # moves when any other connection (another worker, `toolrun keys revoke`, another thread) commits, and
+        # `total_changes` when this one writes. A revocation counts at the next request, as without the memo; an
+        # expiry or a revocation time is checked at every use. About 12 us a request instead of 27.
+        version = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes)
+        memo: dict[str, tuple[User, float | None, float | None]] | None = getattr(local, "memo", None)
+        if memo is None or local.memo_version != version:
+            memo = local.memo = {}
+            local.memo_version = version
+        entry = memo.get(digest)
         if entry is None:
-            entry = self._lookup(prefix, key, digest)
+            entry = self._lookup(conn, prefix, key, digest)
             if entry is None:
                 return None
+            if len(memo) >= _MEMO_MAX:  # bounded: only keys that resolved get in, and the memo starts over
+                memo.clear()
+            memo[digest] = entry
         user, expires, revoked = entry
         at = now()
         if (revoked is not None and revoked <= at) or (expires is not None and expires <= at):
             return None
         return user
 
-    def _memo(self, digest: str) -> dict[str, tuple[User, float | None, float | None]]:
-        # Keys that resolved are remembered per connection until the database changes: `PRAGMA data_version`
-        # moves when any other connection (another worker, `toolrun keys revoke`, another thread) commits, and
-        # `total_changes` when this one writes. A revocation counts at the next request, as without the memo; an
-        # expiry or a revocation time is checked at every use. About 12 us a request instead of 27.
-        conn = self.file.conn()
-        local = self.file.local()
-        version = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes)
-        memo: dict[str, tuple[User, float | None, float | None]] | None = getattr(local, "memo", None)
-        if memo is None or local.memo_version != version:
-            memo = local.memo = {}
-            local.memo_version = version
-        return memo
-
-    def _lookup(self, prefix: str, key: str, digest: str) -> tuple[User, float | None, float | None] | None:
-        row = (
-            self.file.conn()
-            .execute(
-                "SELECT k.hash, k.expires_at, k.revoked_at, u.username, u.email, u.groups_json, u.created_at "
-                "FROM keys k JOIN users u ON u.username = k.username WHERE k.prefix=?",
-                (prefix,),
-            )
-            .fetchone()
-        )
+    @staticmethod
+    def _lookup(
+        conn: sqlite3.Connection, prefix: str, key: str, digest: str
+    ) -> tuple[User, float | None, float | None] | None:
+        """(user, expires_at, revoked_at) of the key, whatever its state; None when unknown or not this key."""
+        row = conn.execute(
+            "SELECT k.hash, k.expires_at, k.revoked_at, u.username, u.email, u.groups_json, u.created_at "
+            "FROM keys k JOIN users u ON u.username = k.username WHERE k.prefix=?",
+            (prefix,),
+        ).fetchone()
         if row is None:
             hmac.compare_digest(digest, hash_key(key))  # same work for unknown prefixes
             return None
         if not hmac.compare_digest(row[0], digest):
             return None
-        entry = (_user(row[3:]), row[1], row[2])
-        memo = self.file.local().memo
-        if len(memo) >= _MEMO_MAX:  # bounded: only keys that resolved get in, and the memo starts over
-            memo.clear()
-        memo[digest] = entry
-        return entry
+        return _user(row[3:]), row[1], row[2]
 
     def inspect(self, key: str) -> tuple[KeyRecord, User] | None:
         """The record and owner of `key` whatever its state (revoked and expired too); None if unknown."""
