@@ -1,9 +1,9 @@
 """Access: who a caller is, from the key store behind it.
 
-The one place that holds the key store (SQLite in the data dir, or Redis with a `redis_url`, opened by
-`toolrun.state`) and turns a presented key into an Identity. Doors (the CLI, HTTP routes, MCP) only find the key in
-their own transport (a header, a query parameter, an environment variable) and call `identify`;
-none of them imports a key store. Cheap to import: `toolrun keys` loads this, not the server.
+The one place that holds the key store (SQLite in the data dir, or Redis with a `redis_url`: opened by
+`toolrun.state`) and turns a presented key into an Identity. Doors (the CLI, HTTP routes, MCP) only
+find the key in their own transport (a header, a query parameter, an environment variable) and call
+`identify`; none of them imports a key store. Cheap to import: `toolrun keys` loads this, not the server.
 
 Modes of `identify`:
 - `anonymous`: never reads a key (health checks, metrics, the OpenAPI document).

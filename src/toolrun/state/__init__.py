@@ -6,7 +6,7 @@ each kind's engine from the settings.
 | users and keys | Redis | SQLite `toolrun.db` | SQLite `toolrun.db` |
 | rate-limit buckets, sessions, MCP sessions | Redis | SQLite `state.db` | memory |
 | jobs | Redis | SQLite `state.db` | SQLite `state.db` |
-| the concurrency pool | per server, as without | shared memory | memory |
+| the concurrency pool | each replica its own, as without | shared memory | memory |
 
 Engines: `memory` (this process), `sqlite` (the files of the data dir: every process of one machine),
 `redis` (every replica), `shared_memory` (the pool, made before the fork so every worker inherits it).
