@@ -396,9 +396,7 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
 
             start_watchdog(log)
             count_reloads(backends, first=sock is sockets[0])
-            attach = getattr(backends.service.slots, "attach", None)
-            if attach is not None:
-                attach(sockets.index(sock))  # this worker's cells of the shared concurrency pool
+            backends.service.slots.attach(sockets.index(sock))  # this worker's cells of the shared concurrency pool
             started = _run_server(config, sock)
             telemetry.shutdown()  # this worker's queued spans
             return 0 if started else 3

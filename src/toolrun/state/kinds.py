@@ -108,6 +108,11 @@ class Slots(Protocol):
         """Wait up to `timeout` seconds for a slot (taken when this returns True), if the queue has room."""
         ...
 
+    def attach(self, index: int) -> None:
+        """In server worker `index` (0-based), at its start: take over the worker's share of the pool (what a
+        dead predecessor still held goes back)."""
+        ...
+
 
 class SessionStore(Protocol):
     """Session values of fn tools (`get_session` / `set_session`), by session id (the caller's bucket and the

@@ -158,6 +158,9 @@ class MemorySlots:
         self._freed_loop: asyncio.AbstractEventLoop | None = None
         self._poller: asyncio.Task[None] | None = None
 
+    def attach(self, index: int) -> None:
+        """Nothing to take over: this process's pool starts empty."""
+
     def take(self) -> bool:
         """Claim a slot if one is free."""
         cap = self.cap
