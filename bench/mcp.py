@@ -89,8 +89,9 @@ def mcp_call(client: Any) -> Call:
 
 def in_process_call(home: Path) -> Call:
     from toolrun.models import Identity
-    from toolrun.service import MemorySessions, ToolService
+    from toolrun.service import ToolService
     from toolrun.settings import Settings
+    from toolrun.state.memory import MemorySessions
 
     service = ToolService.from_paths(
         [str(CATALOG)], Settings.load(environ={"TOOLRUN_HOME": str(home)}), sessions=MemorySessions()

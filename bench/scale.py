@@ -140,8 +140,8 @@ def run_http(args: argparse.Namespace, base: Path) -> list[dict[str, Any]]:
 
 
 def run_limiters(args: argparse.Namespace, base: Path) -> list[dict[str, Any]]:
-    from toolrun.ratelimit import MemoryLimiter
-    from toolrun.redis_store import RedisKeyStore, RedisLimiter
+    from toolrun.state.memory import MemoryLimiter
+    from toolrun.state.redis import RedisKeyStore, RedisLimiter
 
     async def loop(limiter: Any, n: int) -> list[float]:
         for i in range(200):  # warm-up (connection, script load)

@@ -174,7 +174,7 @@ def servers(tmp_path: Path) -> Iterator[Callable[..., Server]]:
 def freeze_limiter(backends: Backends, at: float) -> None:
     """Swap the configured limiter for the same one on a frozen clock (windows align to the wall clock,
     so two quick calls could otherwise straddle a window boundary)."""
-    from toolrun.ratelimit import MemoryLimiter
+    from toolrun.state.memory import MemoryLimiter
 
     limiter = backends.service.limiter
     assert isinstance(limiter, MemoryLimiter)

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from http_support import JSON, Server, servers
-from toolrun.auth import KEY_RE, SQLiteKeyStore, key_from, newest_key, parse_duration, split_key
+from toolrun.auth import KEY_RE, key_from, newest_key, parse_duration, split_key
 from toolrun.errors import UsageError
 from toolrun.server.guard import redact_query
+from toolrun.state.sqlite import SQLiteKeyStore
 
 
 @pytest.fixture
@@ -91,7 +92,7 @@ def test_a_remembered_key_stops_resolving_the_moment_it_is_revoked_or_changed_an
     assert SQLiteKeyStore(tmp_path / "keys.db").revoke(second_record.prefix)  # another connection
     assert store.resolve(second) is None
     script = (
-        "import sys; from pathlib import Path; from toolrun.auth import SQLiteKeyStore; "
+        "import sys; from pathlib import Path; from toolrun.state.sqlite import SQLiteKeyStore; "
         f"SQLiteKeyStore(Path(sys.argv[1])).revoke({third_record.prefix!r})"
     )
     subprocess.run([sys.executable, "-c", script, str(tmp_path / "keys.db")], check=True, timeout=60)

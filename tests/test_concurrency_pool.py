@@ -17,7 +17,8 @@ import pytest
 
 from conftest import write_catalog
 from helpers_servers import ToolrunServer, pids_matching, wait_until
-from toolrun.slots import SharedSlots, Slots
+from toolrun.state.memory import MemorySlots
+from toolrun.state.shared_memory import SharedSlots
 
 CATALOG = """\
 group: ops
@@ -157,5 +158,5 @@ def test_the_shared_pool_counts_every_worker_and_a_replacement_worker_gives_back
     pool.attach(0)  # worker 0 died holding two slots: its replacement gives them back
     assert pool.total() == (1, 0)
     assert pool.take() and pool.take() and not pool.take()
-    local = Slots(None)  # no cap: every call runs, counted
+    local = MemorySlots(None)  # no cap: every call runs, counted
     assert all(local.take() for _ in range(1000)) and local.running == 1000

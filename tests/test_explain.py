@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from conftest import write_catalog
-from toolrun.auth import SQLiteKeyStore
 from toolrun.catalog import LoadOptions, load
 from toolrun.explain import explain, explain_text, key_report, key_report_text
 from toolrun.models import ToolSpec
-from toolrun.ratelimit import MemoryLimiter
+from toolrun.state.memory import MemoryLimiter
+from toolrun.state.sqlite import SQLiteKeyStore
 
 CATALOG = """\
 group: ops
@@ -213,7 +213,7 @@ def test_whoami_explain_on_a_real_server_shows_the_live_rate_limit_bucket(tmp_pa
 def test_explain_and_key_report_over_redis_read_the_shared_bucket(tmp_path: Path, tools: Any) -> None:
     from conftest import require_binary
     from helpers_servers import RedisServer
-    from toolrun.redis_store import RedisKeyStore, RedisLimiter
+    from toolrun.state.redis import RedisKeyStore, RedisLimiter
 
     binary = require_binary("redis-server")
     with RedisServer(tmp_path / "redis", binary) as server:

@@ -157,8 +157,8 @@ def test_access_identifies_a_caller_per_mode(tmp_path: Path) -> None:
     import pytest
 
     from toolrun.access import Access
-    from toolrun.auth import SQLiteKeyStore
     from toolrun.errors import Unauthorized
+    from toolrun.state.sqlite import SQLiteKeyStore
 
     access = Access(SQLiteKeyStore(tmp_path / "keys.db"))
     user_key, _ = access.create_key("ann", ["ops"])

@@ -18,7 +18,16 @@ import pytest
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "toolrun"
 DOORS = sorted([*(SRC / "cli").rglob("*.py"), *(SRC / "server").rglob("*.py")])
-KEY_STORES = {"toolrun.redis_store", "toolrun.auth.KeyStore", "toolrun.auth.SQLiteKeyStore", "toolrun.registry"}
+KEY_STORES = {
+    "toolrun.state.open_keys",
+    "toolrun.state.KeyStore",
+    "toolrun.state.kinds.KeyStore",
+    "toolrun.state.memory",
+    "toolrun.state.sqlite",
+    "toolrun.state.redis",
+    "toolrun.state.shared_memory",
+    "toolrun.registry",
+}
 
 
 def _imports(path: Path) -> set[str]:
@@ -57,7 +66,12 @@ def test_a_door_never_imports_a_key_store(path: Path) -> None:
 
 @pytest.mark.parametrize(
     "source",
-    ["from ..redis_store import RedisKeyStore\n", "from ..auth import SQLiteKeyStore\n", "import toolrun.registry\n"],
+    [
+        "from ..state.redis import RedisKeyStore\n",
+        "from ..state.sqlite import SQLiteKeyStore\n",
+        "from ..state import open_keys\n",
+        "import toolrun.registry\n",
+    ],
 )
 @pytest.mark.parametrize("door", ["cli", "server"])
 def test_ruff_refuses_a_key_store_import_in_a_door(door: str, source: str) -> None:

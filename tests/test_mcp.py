@@ -26,10 +26,10 @@ from fixtures.mcp_support import ALL_KEYS, CATALOG, META_TOOLS, OPS_KEYS, PUBLIC
 from toolrun.mcpconfig import find_toolrun, mcp_config_snippet
 from toolrun.metrics import Metrics
 from toolrun.models import Identity
-from toolrun.ratelimit import MemoryLimiter
 from toolrun.server.mcp import McpDoor, build_server, direct_name, param_schema
-from toolrun.service import MemorySessions, ToolService
+from toolrun.service import ToolService
 from toolrun.settings import Settings
+from toolrun.state.memory import MemoryLimiter, MemorySessions
 
 ANON = Identity(client="10.0.0.7")
 OLGA = Identity("olga", "olga@example.com", frozenset({"ops"}), anonymous=False)

@@ -301,7 +301,7 @@ def test_a_client_that_stops_reading_loses_its_stream_after_the_write_deadline()
     """The hub alone (a real client cannot stall a write quickly: the kernel buffers megabytes of keep-alives):
     a `send` that never completes stands for a client whose socket is full."""
     from toolrun.server.mcp_stream import StreamHub
-    from toolrun.sqlite_state import MemoryMcpSessions
+    from toolrun.state.memory import MemoryMcpSessions
 
     async def main() -> tuple[float, int, list[Any]]:
         sessions = MemoryMcpSessions()

@@ -98,7 +98,7 @@ class Cluster:
 
     def key(self, username: str, *groups: str) -> str:
         """A key minted in-process, straight into Redis (the CLI tests use `toolrun keys create`)."""
-        from toolrun.redis_store import RedisKeyStore
+        from toolrun.state.redis import RedisKeyStore
 
         store = RedisKeyStore(self.redis.url)
         try:

@@ -100,8 +100,7 @@ def test_tmp_is_private_and_writable(tmp_path: Path) -> None:
 
 
 def test_toolruns_key_store_and_state_file_cannot_be_read(tmp_path: Path, _isolated_home: Path) -> None:
-    from toolrun.auth import SQLiteKeyStore
-    from toolrun.sqlite_state import SQLiteState
+    from toolrun.state.sqlite import SQLiteKeyStore, SQLiteState
 
     data = _isolated_home / "data"
     data.mkdir(parents=True)

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from conftest import require_binary, write_catalog
-from toolrun.auth import SQLiteKeyStore
+from toolrun.state.sqlite import SQLiteKeyStore
 
 pytestmark = pytest.mark.serial
 

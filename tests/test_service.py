@@ -17,8 +17,8 @@ from conftest import write_catalog
 from toolrun import catalog
 from toolrun.errors import NotFound, Overloaded, ParamError, RateLimited, ToolFailed
 from toolrun.models import CallResult, Identity
-from toolrun.ratelimit import MemoryLimiter
-from toolrun.service import MemorySessions, ToolService
+from toolrun.service import ToolService
+from toolrun.state.memory import MemoryLimiter, MemorySessions
 
 ENVIRON = {"PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": "/nonexistent"}
 ADMIN = Identity(username="root", groups=frozenset({"admin"}), anonymous=False)

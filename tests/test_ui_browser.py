@@ -128,10 +128,10 @@ class Server:
         return self.log.read_text(encoding="utf-8", errors="replace")
 
     def store(self) -> Any:
-        from toolrun.access import key_store
         from toolrun.settings import Settings
+        from toolrun.state import open_keys
 
-        return key_store(Settings.load(environ={"TOOLRUN_HOME": str(self.home)}))
+        return open_keys(Settings.load(environ={"TOOLRUN_HOME": str(self.home)}))
 
     def api(self, path: str) -> Any:
         with urllib.request.urlopen(self.url + path, timeout=5) as response:

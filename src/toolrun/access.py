@@ -1,9 +1,9 @@
-"""Access: who a caller is, and the stores behind it (API keys, rate-limit buckets, sessions).
+"""Access: who a caller is, from the key store behind it.
 
-The one place that opens the key store (SQLite in the data dir, or Redis with a `redis_url`) and
-turns a presented key into an Identity. Doors (the CLI, HTTP routes, MCP) only find the key in
-their own transport (a header, a query parameter, an environment variable) and call `identify`;
-none of them imports a key store. Cheap to import: `toolrun keys` loads this, not the server.
+The one place that holds the key store (SQLite in the data dir, or Redis with a `redis_url`: opened by
+`toolrun.state`) and turns a presented key into an Identity. Doors (the CLI, HTTP routes, MCP) only
+find the key in their own transport (a header, a query parameter, an environment variable) and call
+`identify`; none of them imports a key store. Cheap to import: `toolrun keys` loads this, not the server.
 
 Modes of `identify`:
 - `anonymous`: never reads a key (health checks, metrics, the OpenAPI document).
@@ -24,9 +24,10 @@ from .errors import Unauthorized, UsageError
 from .models import Identity
 
 if TYPE_CHECKING:
-    from .auth import KeyRecord, KeyStore, User
+    from .auth import KeyRecord, User
     from .oauth import TokenVerifier
     from .settings import Settings
+    from .state import KeyStore
 
 Mode = Literal["anonymous", "optional", "keyed", "required", "admin"]
 MODES: tuple[str, ...] = ("anonymous", "optional", "keyed", "required", "admin")
@@ -35,65 +36,6 @@ MODES: tuple[str, ...] = ("anonymous", "optional", "keyed", "required", "admin")
 def looks_like_jwt(credential: str) -> bool:
     """A JWS compact token has exactly two dots; an API key (`trk_...`) has none."""
     return credential.count(".") == 2
-
-
-def key_store(settings: Settings) -> KeyStore:
-    """The configured key store: Redis when `redis_url` is set, else the SQLite file in the data dir."""
-    if settings.redis_url:
-        try:
-            from .redis_store import RedisKeyStore  # type: ignore[import-not-found,unused-ignore]
-        except ImportError as exc:
-            if (exc.name or "").split(".")[0] != "redis":
-                raise
-            raise UsageError(
-                "setting redis_url needs the redis package, which is not installed: pip install 'toolrun[redis]'"
-            ) from None
-        store: KeyStore = RedisKeyStore(settings.redis_url)
-        return store
-    from .auth import SQLiteKeyStore
-
-    return SQLiteKeyStore(settings.dirs["data"] / "toolrun.db")
-
-
-def shared_state(settings: Settings, access: Access, workers: int = 1) -> tuple[Any, Any]:
-    """(limiter or None, session store): in Redis (next to the keys) with a `redis_url`; else in the state
-    file the worker processes of one server share (`serve --workers`), or in this process when it is alone."""
-    from .ratelimit import MemoryLimiter
-    from .service import MemorySessions
-
-    calls, window = settings.rate_limit_calls, settings.rate_limit_window
-    limiter: Any = None
-    if settings.redis_url:
-        from .redis_store import RedisLimiter, RedisSessions
-
-        store: Any = access.store  # a RedisKeyStore: the limiter and sessions share its connections
-        if settings.rate_limit_enabled:
-            limiter = RedisLimiter(store, calls, window, fail_open=settings.rate_limit_fail_open)
-        return limiter, RedisSessions(store)
-    if workers > 1:
-        from .sqlite_state import SQLiteLimiter, SQLiteSessions, shared_state_file
-
-        state = shared_state_file(settings)
-        if settings.rate_limit_enabled:
-            limiter = SQLiteLimiter(state, calls, window)
-        return limiter, SQLiteSessions(state)
-    return (MemoryLimiter(calls, window) if settings.rate_limit_enabled else None), MemorySessions()
-
-
-def mcp_session_store(settings: Settings, access: Access, workers: int = 1) -> Any:
-    """Where handshake-era MCP sessions (`Mcp-Session-Id` and owner) live: Redis with `redis_url`, the
-    workers' shared state file when there are several, else this process's memory."""
-    if settings.redis_url:
-        from .redis_store import RedisMcpSessions
-
-        return RedisMcpSessions(access.store)  # type: ignore[arg-type]
-    if workers > 1:
-        from .sqlite_state import SQLiteMcpSessions, shared_state_file
-
-        return SQLiteMcpSessions(shared_state_file(settings))
-    from .sqlite_state import MemoryMcpSessions
-
-    return MemoryMcpSessions()
 
 
 def _decide(user: User | None, key: str | None, mode: str, client: str) -> Identity:
@@ -126,7 +68,9 @@ class Access:
             from .oauth import verifier
 
             tokens = verifier(settings)
-        return cls(key_store(settings), tokens)
+        from .state import open_keys
+
+        return cls(open_keys(settings), tokens)
 
     # -- who is calling --------------------------------------------------------------------------
 
@@ -268,14 +212,3 @@ class Access:
 
         found = self.store.inspect(key)
         return key_report(found[0], found[1], tools) if found is not None else None
-
-    def readable_limiter(self, settings: Settings) -> Any:
-        """The rate limiter whose buckets this process can read: Redis, or the state file the workers
-        of a `serve --workers N` share; None when the buckets live in one server process's memory."""
-        if not settings.rate_limit_enabled:
-            return None
-        if settings.redis_url:
-            return shared_state(settings, self)[0]
-        if (settings.dirs["data"] / "state.db").is_file():
-            return shared_state(settings, self, workers=2)[0]
-        return None

@@ -5,30 +5,27 @@ logs, the secret carries 256 bits of entropy. Only the SHA-256 of the whole key 
 hash is right for random high-entropy keys; there is nothing to brute-force), compared in
 constant time. The raw key is shown once, by `toolrun keys create`, and never again.
 
-Embedded default: a SQLite file in the data dir. With a `redis_url` the same records live in
-Redis (see `redis_store.py`), so every replica sees a new or revoked key at once.
+The key's format and hash, the users' names and groups, and the rules on them live here; the stores
+that keep them are `toolrun.state`'s (kinds.KeyStore): a SQLite file in the data dir by default, or
+Redis with a `redis_url`, so every replica sees a new or revoked key at once.
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
-import json
 import re
 import secrets
-import sqlite3
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from . import forks
 from .errors import UsageError
 from .models import Identity
-from .statefiles import private_file
+
+if TYPE_CHECKING:
+    from .state import KeyStore
 
 KEY_RE = re.compile(r"^trk_([a-z0-9]{10})_([A-Za-z0-9_-]{20,100})$")
 USERNAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$")
@@ -119,254 +116,12 @@ class KeyRecord:
         return {**self.metadata(), "revoked_at": iso(self.revoked_at), "state": self.state()}
 
 
-class KeyStore(Protocol):
-    def create_key(
-        self,
-        username: str,
-        groups: list[str],
-        email: str = "",
-        expires_in: float | None = None,
-        set_groups: bool = False,
-    ) -> tuple[str, KeyRecord]: ...
-
-    def resolve(self, key: str) -> User | None: ...
-
-    def revoke(self, prefix: str, at: float | None = None) -> bool: ...
-
-    def get_user(self, username: str) -> User | None: ...
-
-    def set_groups(self, username: str, groups: list[str]) -> bool: ...
-
-    def delete_user(self, username: str) -> int | None: ...
-
-    def inspect(self, key: str) -> tuple[KeyRecord, User] | None: ...
-
-    def list_users(self) -> list[User]: ...
-
-    def list_keys(self) -> list[KeyRecord]: ...
-
-    def ping(self) -> None: ...
-
-    async def aresolve(self, key: str) -> User | None: ...
-
-    async def alist_users(self) -> list[User]: ...
-
-    async def alist_keys(self) -> list[KeyRecord]: ...
-
-    async def aping(self) -> None: ...
-
-
 def validate_user_fields(username: str, groups: list[str]) -> None:
     if not USERNAME_RE.match(username):
         raise UsageError(f"user name {username!r}: use letters, digits and _ . @ - (at most 64)")
     for group in groups:
         if not GROUP_RE.match(group):
             raise UsageError(f"group {group!r}: use letters, digits and _ . - (at most 64)")
-
-
-_MEMO_MAX = 4096  # resolved keys remembered per connection
-
-
-class SQLiteKeyStore:
-    """Users and keys in one SQLite file (WAL mode; safe across the CLI and a running server)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = private_file(path)  # 0600 in a 0700 folder (statefiles.py)
-        self._local = threading.local()
-        self._pid = forks.pid()
-        with self._conn() as conn:
-            conn.executescript(
-                """
-                CREATE TABLE IF NOT EXISTS users (
-                    username TEXT PRIMARY KEY, email TEXT NOT NULL DEFAULT '',
-                    groups_json TEXT NOT NULL DEFAULT '[]', created_at REAL NOT NULL);
-                CREATE TABLE IF NOT EXISTS keys (
-                    prefix TEXT PRIMARY KEY, username TEXT NOT NULL REFERENCES users(username),
-                    hash TEXT NOT NULL, created_at REAL NOT NULL,
-                    expires_at REAL, revoked_at REAL);
-                """
-            )
-
-    def _conn(self) -> sqlite3.Connection:
-        if self._pid != forks.pid():  # a forked worker (`serve --workers`) opens its own connection
-            self._local, self._pid = threading.local(), forks.pid()
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=5.0, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA busy_timeout=5000")
-            self._local.conn = conn
-        return conn
-
-    def create_key(
-        self,
-        username: str,
-        groups: list[str],
-        email: str = "",
-        expires_in: float | None = None,
-        set_groups: bool = False,
-    ) -> tuple[str, KeyRecord]:
-        key, prefix, created, expires = mint(username, groups, expires_in)
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            row = conn.execute("SELECT email, groups_json FROM users WHERE username=?", (username,)).fetchone()
-            if row is None:
-                conn.execute(
-                    "INSERT INTO users(username, email, groups_json, created_at) VALUES (?,?,?,?)",
-                    (username, email, json.dumps(sorted(set(groups))), created),
-                )
-            else:
-                kept = groups_for_new_key(username, json.loads(row[1]), groups, set_groups)
-                conn.execute(
-                    "UPDATE users SET email=?, groups_json=? WHERE username=?",
-                    (email or row[0], json.dumps(kept), username),
-                )
-            conn.execute(
-                "INSERT INTO keys(prefix, username, hash, created_at, expires_at) VALUES (?,?,?,?,?)",
-                (prefix, username, hash_key(key), created, expires),
-            )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        return key, KeyRecord(prefix, username, created, expires, None)
-
-    def resolve(self, key: str) -> User | None:
-        prefix = split_key(key)
-        if prefix is None:
-            return None
-        conn = self._conn()
-        digest = hash_key(key)
-        # Keys that resolved are remembered per connection until the database changes: `PRAGMA data_version`
-        # moves when any other connection (another worker, `toolrun keys revoke`, another thread) commits, and
-        # `total_changes` when this one writes. A revocation counts at the next request, as without the memo; an
-        # expiry or a revocation time is checked at every use. About 12 us a request instead of 27.
-        version = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes)
-        local = self._local
-        memo: dict[str, tuple[User, float | None, float | None]] | None = getattr(local, "memo", None)
-        if memo is None or local.memo_version != version:
-            memo = local.memo = {}
-            local.memo_version = version
-        entry = memo.get(digest)
-        if entry is None:
-            row = conn.execute(
-                "SELECT k.hash, k.expires_at, k.revoked_at, u.username, u.email, u.groups_json, u.created_at "
-                "FROM keys k JOIN users u ON u.username = k.username WHERE k.prefix=?",
-                (prefix,),
-            ).fetchone()
-            if row is None:
-                hmac.compare_digest(digest, hash_key(key))  # same work for unknown prefixes
-                return None
-            stored, expires, revoked, username, email, groups, created = row
-            if not hmac.compare_digest(stored, digest):
-                return None
-            entry = (User(username, email, tuple(json.loads(groups)), created), expires, revoked)
-            if len(memo) >= _MEMO_MAX:  # bounded: only keys that resolved get in, and the memo starts over
-                memo.clear()
-            memo[digest] = entry
-        user, expires, revoked = entry
-        at = now()
-        if (revoked is not None and revoked <= at) or (expires is not None and expires <= at):
-            return None
-        return user
-
-    def inspect(self, key: str) -> tuple[KeyRecord, User] | None:
-        """The record and owner of `key` whatever its state (revoked and expired too); None if unknown."""
-        prefix = split_key(key)
-        if prefix is None:
-            return None
-        row = (
-            self._conn()
-            .execute(
-                "SELECT k.hash, k.created_at, k.expires_at, k.revoked_at, u.username, u.email, u.groups_json, "
-                "u.created_at FROM keys k JOIN users u ON u.username = k.username WHERE k.prefix=?",
-                (prefix,),
-            )
-            .fetchone()
-        )
-        if row is None or not hmac.compare_digest(row[0], hash_key(key)):
-            return None
-        record = KeyRecord(prefix, row[4], row[1], row[2], row[3])
-        return record, User(row[4], row[5], tuple(json.loads(row[6])), row[7])
-
-    def revoke(self, prefix: str, at: float | None = None) -> bool:
-        """Revoke now, or at `at` (a grace period); False when the key is unknown or already revoked."""
-        moment = now()
-        cur = self._conn().execute(
-            "UPDATE keys SET revoked_at=? WHERE prefix=? AND (revoked_at IS NULL OR revoked_at > ?)",
-            (moment if at is None else at, prefix, moment),
-        )
-        return cur.rowcount > 0
-
-    def get_user(self, username: str) -> User | None:
-        row = (
-            self._conn()
-            .execute("SELECT username, email, groups_json, created_at FROM users WHERE username=?", (username,))
-            .fetchone()
-        )
-        return User(row[0], row[1], tuple(json.loads(row[2])), row[3]) if row else None
-
-    def set_groups(self, username: str, groups: list[str]) -> bool:
-        validate_user_fields(username, groups)
-        cur = self._conn().execute(
-            "UPDATE users SET groups_json=? WHERE username=?", (json.dumps(sorted(set(groups))), username)
-        )
-        return cur.rowcount > 0
-
-    def delete_user(self, username: str) -> int | None:
-        """Delete the user and revoke every key of theirs (the key records stay, revoked); None if unknown."""
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if conn.execute("SELECT 1 FROM users WHERE username=?", (username,)).fetchone() is None:
-                conn.execute("ROLLBACK")
-                return None
-            moment = now()
-            cur = conn.execute(
-                "UPDATE keys SET revoked_at=? WHERE username=? AND (revoked_at IS NULL OR revoked_at > ?)",
-                (moment, username, moment),
-            )
-            conn.execute("DELETE FROM users WHERE username=?", (username,))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        return cur.rowcount
-
-    def list_users(self) -> list[User]:
-        rows = (
-            self._conn()
-            .execute("SELECT username, email, groups_json, created_at FROM users ORDER BY username")
-            .fetchall()
-        )
-        return [User(r[0], r[1], tuple(json.loads(r[2])), r[3]) for r in rows]
-
-    def list_keys(self) -> list[KeyRecord]:
-        rows = (
-            self._conn()
-            .execute(
-                "SELECT prefix, username, created_at, expires_at, revoked_at FROM keys ORDER BY created_at, prefix"
-            )
-            .fetchall()
-        )
-        return [KeyRecord(*r) for r in rows]
-
-    def ping(self) -> None:
-        self._conn().execute("SELECT 1").fetchone()
-
-    # The server's async API: a local SQLite lookup takes microseconds, so it runs inline.
-    async def aresolve(self, key: str) -> User | None:
-        return self.resolve(key)
-
-    async def alist_users(self) -> list[User]:
-        return self.list_users()
-
-    async def alist_keys(self) -> list[KeyRecord]:
-        return self.list_keys()
-
-    async def aping(self) -> None:
-        self.ping()
 
 
 def groups_for_new_key(username: str, current: list[str], asked: list[str], set_groups: bool) -> list[str]:

@@ -9,7 +9,7 @@ States and transitions (docs/jobs.md draws them)::
 
 A tool with `approval: required` turns every call into a job awaiting approval; `async: true` (or a
 caller asking for it) turns it into a running job answered at once. The record lives in the shared
-state (jobstore.py), so any worker or replica can show, approve, deny or cancel it.
+state (toolrun.state), so any worker or replica can show, approve, deny or cancel it.
 
 Rules kept here, for every door:
 - a job is visible to its requester, to the tool's approvers and to admins; to anyone else it does
@@ -54,8 +54,8 @@ from .jobrecord import (
 from .models import CallResult, Identity, ToolSpec
 
 if TYPE_CHECKING:
-    from .jobstore import JobStore
     from .service import ToolService
+    from .state import JobStore
 
 TRANSITIONS: dict[str, tuple[str, ...]] = {
     AWAITING: (RUNNING, "denied", "expired", "cancelled"),
@@ -85,10 +85,10 @@ class Jobs:
 
     @classmethod
     def shared(cls, service: ToolService, settings: Any, access: Any = None) -> Jobs:
-        """Jobs in the shared state of `settings`: the state file, or Redis with `redis_url` (jobstore.py)."""
-        from .jobstore import job_store
+        """Jobs in the shared state of `settings`: the state file, or Redis with `redis_url` (toolrun.state)."""
+        from .state import SharedState
 
-        store = job_store(settings, access)
+        store = SharedState(settings, keys=access.store if access is not None else None).jobs()
         return cls(service, store, approval_timeout=settings.approval_timeout, retention=settings.job_retention)
 
     @property
@@ -457,6 +457,6 @@ class Jobs:
 
 
 def memory_jobs() -> JobStore:
-    from .jobstore import MemoryJobStore
+    from .state.memory import MemoryJobStore
 
     return MemoryJobStore()

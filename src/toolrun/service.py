@@ -28,9 +28,9 @@ from .catalog import Catalog, LoadOptions, child_env, load, resolve_fn
 from .errors import Overloaded, ParamError, Problem, RateLimited, SandboxUnavailable, ToolFailed, ToolrunError
 from .fnthreads import FN_THREADS
 from .models import CallResult, Identity, ToolSpec
-from .ratelimit import Limiter
 from .registry import Page, Registry
-from .slots import Slots
+from .state.kinds import Limiter, SessionStore, Slots
+from .state.memory import MemorySlots
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -45,43 +45,6 @@ MAX_COMMAND = 128 * 1024 - 1
 
 class Observer(Protocol):
     def observe(self, key: str, outcome: str, seconds: float) -> None: ...
-
-
-class SessionStore(Protocol):
-    async def load(self, sid: str) -> dict[str, Any]: ...
-
-    async def save(self, sid: str, values: dict[str, Any]) -> None: ...
-
-
-class MemorySessions:
-    """Session values in this process (the embedded default).
-
-    Bounded: sessions idle for `ttl` seconds are dropped, and past `max_sessions` the least
-    recently used one goes first, so named or abandoned sessions cannot grow memory forever.
-    """
-
-    def __init__(self, max_sessions: int = 10_000, ttl: float = 24 * 3600) -> None:
-        from collections import OrderedDict
-
-        self.max_sessions = max_sessions
-        self.ttl = ttl
-        self._data: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
-
-    async def load(self, sid: str) -> dict[str, Any]:
-        entry = self._data.get(sid)
-        if entry is None:
-            return {}
-        if time.monotonic() - entry[0] > self.ttl:
-            del self._data[sid]
-            return {}
-        self._data.move_to_end(sid)
-        return dict(entry[1])
-
-    async def save(self, sid: str, values: dict[str, Any]) -> None:
-        self._data[sid] = (time.monotonic(), dict(values))
-        self._data.move_to_end(sid)
-        while len(self._data) > self.max_sessions:
-            self._data.popitem(last=False)
 
 
 def load_options(settings: Settings) -> LoadOptions:
@@ -143,8 +106,8 @@ class ToolService:
         self.limiter = limiter
         self.observer = observer
         self.sessions = sessions
-        # The concurrency pool: this process's (`max_concurrent`), or one shared by the workers (slots.py).
-        self.slots = slots if slots is not None else Slots(max_concurrent)
+        # The concurrency pool: this process's (`max_concurrent`), or one shared by the workers (toolrun.state).
+        self.slots: Slots = slots if slots is not None else MemorySlots(max_concurrent)
         self.max_concurrent = self.slots.cap
         self.queue_timeout = queue_timeout
         self._jobs: Jobs | None = None

@@ -51,6 +51,7 @@ def access_explain(
     from ..access import looks_like_jwt
     from ..errors import ToolrunError
     from ..explain import explain_text, settings_source
+    from ..state import SharedState
 
     try:
         remote = _remote(url, api_key)
@@ -60,7 +61,7 @@ def access_explain(
             settings = _settings()
             service = _make_service(catalog, settings)
             access = _access()
-            limiter = access.readable_limiter(settings)
+            limiter = SharedState(settings, keys=access.store).readable_limiter()
             if looks_like_jwt(user):  # a token's access: its own claims, checked against the issuer
                 answer = asyncio.run(access.explain_token(service, user, tool, limiter=limiter, settings=settings))
             else:

@@ -25,22 +25,15 @@ from __future__ import annotations
 
 import json
 import secrets
-from typing import Any, Protocol
+from typing import Any
 
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..state import McpSessionStore
 from .request import replay
 
 _HANDSHAKE = frozenset(v.encode() for v in HANDSHAKE_PROTOCOL_VERSIONS)
-
-
-class McpSessionStore(Protocol):
-    async def open(self, sid: str, owner: str) -> None: ...
-
-    async def owner(self, sid: str) -> str | None: ...
-
-    async def close(self, sid: str) -> None: ...
 
 
 def _jsonrpc_error(status: int, message: str, headers: list[tuple[bytes, bytes]] | None = None) -> Any:

@@ -11,13 +11,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import speedups, telemetry
-from ..access import Access, mcp_session_store, shared_state
+from ..access import Access
 from ..audit import open_audit
 from ..errors import ToolrunError
 from ..metrics import Metrics
 from ..models import Identity
 from ..service import ToolService, catalog_paths
 from ..settings import Settings
+from ..state import McpSessionStore, SharedState
 from ..words import plural, warning_lines
 from .app import Backends, create_app, guarded, identity_from_scope, json_error
 from .logs import configure_logging
@@ -37,22 +38,19 @@ def build_backends(
     workers: int = 1,
     metrics_dir: str | None = None,
 ) -> Backends:
-    from ..slots import SharedSlots
-
     metrics = Metrics(metrics_dir)
     access = Access.from_settings(settings)
-    limiter, sessions = shared_state(settings, access, workers)
+    state = SharedState(settings, workers, keys=access.store)
     service = ToolService.from_paths(
         catalog_paths(catalog, settings),
         settings,
         environ=environ,
         access=access,
-        limiter=limiter,
+        limiter=state.limiter(),
         observer=metrics,
-        sessions=sessions,
-        max_concurrent=settings.max_concurrent_calls,
+        sessions=state.sessions(),
         # One pool for the whole server: with workers, in memory they all share (made here, before the fork).
-        slots=SharedSlots(settings.max_concurrent_calls, workers) if workers > 1 else None,
+        slots=state.slots(),
         queue_timeout=settings.queue_timeout,
         audit=open_audit(settings.audit_log),
     )
@@ -64,7 +62,7 @@ def build_backends(
 
     mount_reload(backends, catalog_paths(catalog, settings), service.environ, workers)
     mount_jobs(backends)
-    mount_mcp(backends, mcp_session_store(settings, access, workers))
+    mount_mcp(backends, state.mcp_sessions())
     mount_semantic(backends)
     if settings.ui_enabled:
         from .ui import ui_routes
@@ -73,7 +71,7 @@ def build_backends(
     return backends
 
 
-def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:
+def mount_mcp(backends: Backends, mcp_sessions: McpSessionStore | None = None) -> None:
     """The MCP streamable-HTTP endpoint at /mcp, on the same app, port and ToolService.
 
     Served statelessly by the SDK (any worker or replica answers any request); the handshake era's
@@ -82,7 +80,6 @@ def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.routing import Route
 
-    from ..sqlite_state import MemoryMcpSessions
     from .mcp import McpDoor, build_server
     from .mcp_fast import McpFastPath
     from .mcp_sessions import McpSessionGate
@@ -98,7 +95,7 @@ def mount_mcp(backends: Backends, mcp_sessions: Any = None) -> None:
 
     from .mcp_stream import StreamHub
 
-    sessions = mcp_sessions if mcp_sessions is not None else MemoryMcpSessions()
+    sessions = mcp_sessions if mcp_sessions is not None else SharedState(settings).mcp_sessions()
     door = McpDoor(backends.service, identify, direct=settings.mcp_direct)
     streams = StreamHub(
         sessions,
@@ -239,13 +236,13 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
     configure_logging(settings.log_level, settings.log_format)
     telemetry.setup(os.environ)  # OTEL_* variables: off (nothing imported) unless they ask for traces
     access = Access.from_settings(settings)
-    limiter, sessions = shared_state(settings, access)
+    state = SharedState(settings, keys=access.store)
     service = ToolService.from_paths(
         catalog_paths(catalog, settings),
         settings,
         access=access,
-        limiter=limiter,
-        sessions=sessions,
+        limiter=state.limiter(),
+        sessions=state.sessions(),
         audit=open_audit(settings.audit_log),
     )
     log_catalog_warnings(service)
@@ -399,9 +396,7 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
 
             start_watchdog(log)
             count_reloads(backends, first=sock is sockets[0])
-            attach = getattr(backends.service.slots, "attach", None)
-            if attach is not None:
-                attach(sockets.index(sock))  # this worker's cells of the shared concurrency pool
+            backends.service.slots.attach(sockets.index(sock))  # this worker's cells of the shared concurrency pool
             started = _run_server(config, sock)
             telemetry.shutdown()  # this worker's queued spans
             return 0 if started else 3

@@ -1,7 +1,7 @@
-"""The data folder and its state files are private to the user toolrun runs as.
+"""File modes of the SQLite engine: the data folder and its state files are private to the user toolrun runs as.
 
 `toolrun.db` (users, groups, key prefixes and hashes) and `state.db` (MCP session ids and their
-owners, the values fn tools keep per session, rate-limit windows) live in the data folder. The folder
+owners, the values fn tools keep per session, rate-limit windows, jobs) live in the data folder. The folder
 is made 0700 and each state file 0600 before SQLite opens it (SQLite gives its `-wal` and `-shm`
 files the mode of the database file), whatever the umask.
 

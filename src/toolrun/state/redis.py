@@ -1,6 +1,7 @@
-"""Shared state in Redis, for several `toolrun serve` replicas: keys, rate-limit buckets, sessions.
+"""The Redis engine: every kind of shared state for several `toolrun serve` replicas.
 
-Selected by the `redis_url` setting. Layout (every key under ``toolrun:``):
+Selected by the `redis_url` setting. Layout (every key under ``toolrun:``; a deployment keeps its data
+across upgrades, so these names and formats never change):
 
 - ``toolrun:user:<name>`` hash (email, groups JSON, created_at); ``toolrun:users`` set of names
 - ``toolrun:key:<prefix>`` hash (username, hash, created_at, expires_at, revoked_at);
@@ -9,9 +10,12 @@ Selected by the `redis_url` setting. Layout (every key under ``toolrun:``):
   across replicas; windows aligned to the clock, so every replica agrees on them)
 - ``toolrun:session:<sha256(user, session)>`` JSON of the session's values, 24 h TTL
 - ``toolrun:mcp:<Mcp-Session-Id>`` the MCP session's owner (a handshake-era client's session), 24 h idle TTL
+- ``toolrun:job:<id>`` hashes (``v``, ``data``) and the ``toolrun:jobs`` sorted set of ids by creation
+  time; a finished job's hash expires after the retention
 
-The server uses the asyncio client with short socket timeouts, so a Redis that is down turns into
-a prompt `BackendUnavailable` (503), never a hang; the CLI (`toolrun keys`) uses the sync client.
+Every store of one server shares one `RedisClients` (its connections). The server uses the asyncio
+client with short socket timeouts, so a Redis that is down turns into a prompt `BackendUnavailable`
+(503), never a hang; the CLI (`toolrun keys`) uses the sync client.
 """
 
 from __future__ import annotations
@@ -30,9 +34,10 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry as SyncRetry
 
-from . import forks
-from .auth import KeyRecord, User, groups_for_new_key, hash_key, mint, now, split_key, validate_user_fields
-from .errors import BackendUnavailable
+from .. import forks
+from ..auth import KeyRecord, User, groups_for_new_key, hash_key, mint, now, split_key, validate_user_fields
+from ..errors import BackendUnavailable
+from .kinds import Versioned
 
 PREFIX = "toolrun:"
 SESSION_TTL = 24 * 3600
@@ -58,14 +63,15 @@ def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value or "")
 
 
-class RedisKeyStore:
+class RedisClients:
+    """The connections to one Redis (sync for the CLI, asyncio for the server), shared by the stores of a server."""
+
     def __init__(self, url: str) -> None:
         self.url = url
         self._sync: redis.Redis | None = None
         self._async: aioredis.Redis | None = None
         self._pid = forks.pid()
 
-    # clients
     def sync(self) -> redis.Redis:
         if self._sync is None:
             self._sync = redis.Redis.from_url(
@@ -92,6 +98,22 @@ class RedisKeyStore:
                 retry_on_error=[redis.ConnectionError],
             )
         return self._async
+
+    def ping(self) -> None:
+        try:
+            self.sync().ping()
+        except redis.RedisError as exc:
+            raise _unavailable(exc) from exc
+
+    async def aping(self) -> None:
+        try:
+            await self.aio().ping()
+        except (redis.RedisError, OSError) as exc:
+            raise _unavailable(exc) from exc
+
+
+class RedisKeyStore(RedisClients):
+    """Users and keys (kinds.KeyStore); the store is also the connections the server's other stores share."""
 
     # sync API (CLI)
     def create_key(
@@ -230,12 +252,6 @@ class RedisKeyStore:
         except redis.RedisError as exc:
             raise _unavailable(exc) from exc
 
-    def ping(self) -> None:
-        try:
-            self.sync().ping()
-        except redis.RedisError as exc:
-            raise _unavailable(exc) from exc
-
     # async API (server)
     async def aresolve(self, key: str) -> User | None:
         prefix = split_key(key)
@@ -262,12 +278,6 @@ class RedisKeyStore:
         try:
             prefixes = [_s(p) for p in await r.zrange(f"{PREFIX}keys", 0, -1)]
             return [self._record(p, await r.hgetall(f"{PREFIX}key:{p}")) for p in prefixes]
-        except (redis.RedisError, OSError) as exc:
-            raise _unavailable(exc) from exc
-
-    async def aping(self) -> None:
-        try:
-            await self.aio().ping()
         except (redis.RedisError, OSError) as exc:
             raise _unavailable(exc) from exc
 
@@ -305,9 +315,9 @@ class RedisKeyStore:
 
 
 class RedisLimiter:
-    """Fixed windows aligned to the clock; one atomic INCR+PEXPIRE per call."""
+    """Fixed windows (kinds.Limiter) aligned to the clock; one atomic INCR+PEXPIRE per call."""
 
-    def __init__(self, store: RedisKeyStore, calls: int, window: float, fail_open: bool = False) -> None:
+    def __init__(self, store: RedisClients, calls: int, window: float, fail_open: bool = False) -> None:
         self.store = store
         self.calls = calls
         self.window = window
@@ -342,7 +352,9 @@ class RedisLimiter:
 
 
 class RedisSessions:
-    def __init__(self, store: RedisKeyStore) -> None:
+    """Session values of fn tools (kinds.SessionStore), 24 h after their last save."""
+
+    def __init__(self, store: RedisClients) -> None:
         self.store = store
 
     @staticmethod
@@ -370,9 +382,9 @@ class RedisSessions:
 
 
 class RedisMcpSessions:
-    """MCP sessions (handshake era) in Redis: every replica knows every `Mcp-Session-Id` and its owner."""
+    """MCP sessions (kinds.McpSessionStore): every replica knows every `Mcp-Session-Id` and its owner."""
 
-    def __init__(self, store: RedisKeyStore, ttl: int = SESSION_TTL) -> None:
+    def __init__(self, store: RedisClients, ttl: int = SESSION_TTL) -> None:
         self.store = store
         self.ttl = ttl
 
@@ -399,3 +411,75 @@ class RedisMcpSessions:
             await self.store.aio().delete(self._name(sid))
         except (redis.RedisError, OSError) as exc:
             raise _unavailable(exc) from exc
+
+
+_SWAP = """
+if redis.call('HGET', KEYS[1], 'v') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'v', ARGV[2], 'data', ARGV[3])
+if tonumber(ARGV[4]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[4]) end
+return 1
+"""
+
+
+class RedisJobStore:
+    """Jobs (kinds.JobStore) in Redis, next to the keys."""
+
+    def __init__(self, store: RedisClients) -> None:
+        self.store = store
+        self._script: Any = None
+
+    @staticmethod
+    def _name(job_id: str) -> str:
+        return f"{PREFIX}job:{job_id}"
+
+    async def _do(self, op: Any) -> Any:
+        try:
+            return await op(self.store.aio())
+        except (redis.RedisError, OSError) as exc:
+            raise _unavailable(exc) from exc
+
+    async def create(self, record: dict[str, Any]) -> None:
+        async def op(r: Any) -> None:
+            pipe = r.pipeline(transaction=True)
+            pipe.hset(self._name(record["id"]), mapping={"v": "1", "data": json.dumps(record)})
+            pipe.zadd(f"{PREFIX}jobs", {record["id"]: record["created"]})
+            await pipe.execute()
+
+        await self._do(op)
+
+    async def get(self, job_id: str) -> Versioned | None:
+        raw = await self._do(lambda r: r.hgetall(self._name(job_id)))
+        if not raw or b"data" not in raw:
+            return None
+        return int(raw[b"v"]), json.loads(raw[b"data"])
+
+    async def swap(self, job_id: str, version: int, record: dict[str, Any], keep: float | None = None) -> bool:
+        async def op(r: Any) -> int:
+            if self._script is None:
+                self._script = r.register_script(_SWAP)
+            expire = 0 if keep is None else max(1, int(keep * 1000))
+            args = [str(version), str(version + 1), json.dumps(record), expire]
+            return int(await self._script(keys=[self._name(job_id)], args=args))
+
+        return bool(await self._do(op))
+
+    async def all(self) -> list[Versioned]:
+        ids = [i.decode() for i in await self._do(lambda r: r.zrange(f"{PREFIX}jobs", 0, -1))]
+        out: list[Versioned] = []
+        gone: list[str] = []
+        for job_id in ids:
+            entry = await self.get(job_id)
+            if entry is None:
+                gone.append(job_id)  # expired after its retention
+            else:
+                out.append(entry)
+        if gone:
+            await self._do(lambda r: r.zrem(f"{PREFIX}jobs", *gone))
+        return out
+
+    async def delete(self, job_id: str) -> None:
+        async def op(r: Any) -> None:
+            await r.delete(self._name(job_id))
+            await r.zrem(f"{PREFIX}jobs", job_id)
+
+        await self._do(op)
