@@ -109,6 +109,7 @@ def test_a_compound_written_together_finds_the_tool_with_its_two_words() -> None
     # a word some tool has is never split (`database` stays one word, not data + base)
     assert page(catalog, "database") == ["pg.slow_queries", "pg.table_sizes"]
     assert page(catalog, "portchek") == []  # nothing splits into two words of the tools, and no typo is that far
+    assert page(catalog, "hostthat") == []  # a function word is no part: not host + that
 
 
 def test_a_three_letter_word_with_two_letters_swapped_is_corrected() -> None:
@@ -123,6 +124,7 @@ def test_a_three_letter_word_with_two_letters_swapped_is_corrected() -> None:
     assert page(catalog, "ssh rnu")[0] == "ssh.run"
     # other edits of a three-letter word reach too many words: `cut` is not taken for `cat`
     assert page(catalog, "cut") == []
+    assert page(catalog, "teh") == []  # nor a function word (`the`, in every description) for its swap
 
 
 def test_words_of_asking_count_less_and_bring_in_no_tool_alone() -> None:

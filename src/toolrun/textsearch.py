@@ -299,12 +299,13 @@ class Index:
 
     def compound(self, word: str) -> tuple[str, str] | None:
         """Two words of the index that a word in no tool joins (`portcheck`: port, check), the longest first part
-        first; None when the word is a tool's word or splits into no two such words of three letters or more."""
+        first; None when the word is a tool's word or splits into no two such words of three letters or more
+        (function words do not count: `timeout` is not time + out)."""
         if len(word) < 6 or word in self.raw_to_stem or cached_stem(word) in self.postings:
             return None
         for cut in range(len(word) - 3, 2, -1):
             head, tail = word[:cut], word[cut:]
-            if head in self.raw_to_stem and tail in self.raw_to_stem:
+            if head in self.raw_to_stem and tail in self.raw_to_stem and not {head, tail} & STOP_WORDS:
                 return head, tail
         return None
 
@@ -320,7 +321,7 @@ class Index:
         """Words one edit away (two for words of eight letters or more; for three letters, a swap only): a typo."""
         if len(word) == 3:  # any other edit of a three-letter word reaches too many words
             for swapped in (word[1] + word[0] + word[2], word[0] + word[2] + word[1]):
-                if swapped in self.raw_to_stem:
+                if swapped in self.raw_to_stem and swapped not in STOP_WORDS:  # `teh` is not `the`
                     found.setdefault(self.raw_to_stem[swapped], TYPO)
             return
         bound = 2 if len(word) >= 8 else 1
