@@ -12,7 +12,7 @@ x1, param descriptions x0.5. Scores are BM25 (k1 1.2, b 0.75).
 
 A query word matches, best first: its stem (x1), a word it begins (x0.8: `disk` finds `disks`,
 a half-typed last word works), a word one edit away when the word itself is in no tool (x0.9: a
-typo; two edits for words of eight letters or more, only a swap of two letters for words of three:
+typo; two edits for words of eight letters or more, and a swap of two letters for words of three:
 `dsk`, `restrat`, `lgo`), else a longer word holding its letters in order (x0.6: an abbreviation,
 `imgs` -> `images`), and the synonyms of a small built-in table (x0.7). A word in no tool that two
 words of the tools join (`portcheck`, `tablesizes`) is searched as those two words. Common function
@@ -318,12 +318,13 @@ class Index:
         return tuple(dict.fromkeys(out))
 
     def _typos(self, word: str, found: dict[str, float]) -> None:
-        """Words one edit away (two for words of eight letters or more; for three letters, a swap only): a typo."""
-        if len(word) == 3:  # any other edit of a three-letter word reaches too many words
+        """Words one edit away (two for words of eight letters or more): a typo. A word of three letters reaches
+        other three-letter words only by a swap of two letters (`lgo`: log; a substitution would reach too many:
+        `cut` is not `cat`), and words of four by one more letter (`dsk`: disk)."""
+        if len(word) == 3:
             for swapped in (word[1] + word[0] + word[2], word[0] + word[2] + word[1]):
                 if swapped in self.raw_to_stem and swapped not in STOP_WORDS:  # `teh` is not `the`
                     found.setdefault(self.raw_to_stem[swapped], TYPO)
-            return
         bound = 2 if len(word) >= 8 else 1
         table = self._typo_index()
         candidates: set[str] = set(table.get(word, ()))
