@@ -4,13 +4,16 @@
     .venv/bin/python bench/search_eval.py --scale 10000   # also the query times on 10,000 tools
     .venv/bin/python bench/search_eval.py --write-catalog out.yaml   # the generated catalog, to look at
 
-Two sets, each its own catalog and queries (keyword, task, typo, param and paraphrase kinds):
+Two catalogs and three query sets (keyword, task, typo, param and paraphrase kinds):
 
 - dev: the hand-written intents of bench/search_eval_data.py (40 tools, each with a keyword, a task,
   a param-name and a paraphrase query) plus one typo query per intent, made here by one
   deterministic edit of the keyword query's longest word; 200 queries. Around the intents,
   near-duplicate tools over the same vocabulary (`pg.list_indexes` beside `pg.table_sizes`), 34
   groups and 1,472 tools. Ranking changes are decided on this set.
+- dev-extra: more dev queries on the same catalog (search_eval_data.EXTRA, 56), for classes the first
+  part lacks: `name=value` and lone param names, tasks carrying values, phrasings around the asking,
+  abbreviations, typos beside matching words, words joined together, three-letter typos. Decided on too.
 - held-out: bench/search_eval_heldout.py, made apart from dev (other groups and words, another
   typo procedure, noun-first distractors): 48 intents, 240 queries, 24 groups, 1,200 tools. Its
   paraphrases share no content word (after stemming) with their tool's key, description or params:
@@ -34,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import search_eval_heldout as heldout
-from search_eval_data import INTENTS, KEYWORDS
+from search_eval_data import EXTRA, INTENTS, KEYWORDS
 
 KINDS = ("keyword", "task", "typo", "param", "paraphrase")
 
@@ -166,6 +169,11 @@ def queries() -> list[tuple[str, str, set[str]]]:
     return out
 
 
+def extra_queries() -> list[tuple[str, str, set[str]]]:
+    """(kind, query, acceptable keys) of dev's second part (search_eval_data.EXTRA), on the dev catalog."""
+    return [(kind, text, set(ok)) for kind, text, ok in EXTRA]
+
+
 def load_registry(text: str, workdir: Path, semantic: bool = False) -> tuple[Any, Any, float]:
     from toolrun.catalog import LoadOptions, load
     from toolrun.models import Identity
@@ -240,6 +248,19 @@ def paraphrase_overlaps() -> list[str]:
         if shared:
             bad.append(f"{group}.{name}: {asked['paraphrase']!r} shares {sorted(shared)}")
     return bad
+
+
+def shared_words(intents: list[Any]) -> str:
+    """How many task and paraphrase queries share a content stem with their tool: a ranker matching words
+    alone (no synonyms) cannot find the others."""
+    from toolrun.textsearch import query_words
+
+    counts = {"task": 0, "paraphrase": 0}
+    for group, name, desc, params, asked, _ in intents:
+        tool = content_stems(" ".join([group, name, desc, *(f"{p} {d}" for p, _, d in params)]))
+        for kind in counts:
+            counts[kind] += bool(content_stems(" ".join(query_words(asked[kind]))) & tool)
+    return ", ".join(f"{kind} {n}/{len(intents)}" for kind, n in counts.items())
 
 
 SETS = ("dev", "held-out")
@@ -341,6 +362,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         sets = {
             "dev": (catalog_text(keywords=args.keywords), queries()),
+            "dev-extra": (catalog_text(keywords=args.keywords), extra_queries()),
             "held-out": (heldout_catalog_text(), heldout_queries()),
         }
         for name, (text, asked) in sets.items():
@@ -349,6 +371,9 @@ def main() -> None:
             registry, admin, build = load_registry(text, workdir, args.semantic)
             table = score(registry, admin, asked)
             print_table(f"{name} ({len(asked)} queries, index {build:.2f} s)", registry, table)
+            if name != "dev-extra":
+                intents = INTENTS if name == "dev" else heldout.INTENTS
+                print(f"  queries sharing a word with their tool: {shared_words(intents)}")
         if args.scale:
             copies = max(1, round(args.scale / 1472))
             workdir = Path(tmp) / "scale"

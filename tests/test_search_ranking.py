@@ -91,3 +91,67 @@ def test_the_held_out_scorer_refuses_a_paraphrase_sharing_a_word_with_its_tool(m
     monkeypatch.setattr(se.heldout, "INTENTS", [leaky, *se.heldout.INTENTS[1:]])
     with pytest.raises(SystemExit, match=r"mail.send_message: 'emails for colleagues' shares \['email'\]"):
         se.heldout_queries()
+
+
+def page(catalog: list[ToolSpec], query: str, limit: int = 3) -> list[str]:
+    return [t.key for t in Registry(catalog).search(ADMIN, query, 0, limit).items]
+
+
+def test_a_compound_written_together_finds_the_tool_with_its_two_words() -> None:
+    catalog = [
+        tool("net.port_check", "Test whether a TCP port on a host accepts connections.", ("host", "port")),
+        tool("net.ping", "Check that a host answers ICMP echo.", ("host",)),
+        tool("pg.table_sizes", "List PostgreSQL tables by size.", ("database",)),
+        tool("pg.slow_queries", "Show the slowest queries.", ("database",)),
+    ]
+    assert page(catalog, "portcheck")[0] == "net.port_check"
+    assert page(catalog, "tablesizes postgresql")[0] == "pg.table_sizes"
+    # a word some tool has is never split (`database` stays one word, not data + base)
+    assert page(catalog, "database") == ["pg.slow_queries", "pg.table_sizes"]
+    assert page(catalog, "portchek") == []  # nothing splits into two words of the tools, and no typo is that far
+    assert page(catalog, "hostthat") == []  # a function word is no part: not host + that
+
+
+def test_a_three_letter_word_with_two_letters_swapped_is_corrected() -> None:
+    catalog = [
+        tool("git.log", "Show the recent commits of a repository.", ("repo",)),
+        tool("git.blame", "Blame a file.", ()),
+        tool("ssh.keys", "List keys.", ()),
+        tool("ssh.run", "Run a command on a remote host.", ("host",)),
+        tool("files.cat", "Print a file.", ("path",)),
+    ]
+    assert page(catalog, "git lgo")[0] == "git.log"
+    assert page(catalog, "ssh rnu")[0] == "ssh.run"
+    # other edits of a three-letter word reach too many words: `cut` is not taken for `cat`
+    assert page(catalog, "cut") == []
+    assert page(catalog, "teh") == []  # nor a function word (`the`, in every description) for its swap
+
+
+def test_words_of_asking_count_less_and_bring_in_no_tool_alone() -> None:
+    catalog = [
+        tool("ssh.run", "Run a command on a remote host over SSH.", ("host", "command")),
+        tool("backup.run", "Run the nightly backup job now.", ()),
+        tool("systemd.status", "Show whether a service such as nginx is active, with its main pid.", ("unit",)),
+        tool("nginx.reload", "Test the nginx configuration and reload it.", ()),
+    ]
+    # `running` would put the tools named run first; the question is about nginx's state
+    found = page(catalog, "is nginx running right now", 4)
+    assert found == ["nginx.reload", "systemd.status"]  # run tools are not brought in by `running` alone
+    # alone, or beside words no tool has, they still find the tools they name
+    assert page(catalog, "run") == ["backup.run", "ssh.run"]
+    assert page(catalog, "run uptime") == ["backup.run", "ssh.run"]
+    # beside another word, they still add to the score of a tool that has both
+    assert page(catalog, "run remote command")[0] == "ssh.run"
+
+
+def test_a_compound_splits_only_into_words_of_tools_the_caller_may_see() -> None:
+    from dataclasses import replace
+
+    from toolrun.models import Identity
+
+    hidden = replace(tool("net.port_scan", "Scan the ports of a host."), public=False, groups=("net", "g2"))
+    registry = Registry([tool("net.check_host", "Check a host."), hidden])
+    assert [t.key for t in registry.search(ADMIN, "portcheck", 0, 5).items] == ["net.check_host", "net.port_scan"]
+    # `port` is only in a tool the anonymous caller cannot see: the word is not split, so nothing matches
+    anonymous = registry.search(Identity(), "portcheck", 0, 5)
+    assert (anonymous.items, anonymous.total) == ([], 0)

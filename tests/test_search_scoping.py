@@ -3,7 +3,8 @@
 A property test over random catalogs, through the app `toolrun serve` runs: `GET /search` and
 the MCP `search` tool (over `/mcp`, 2026-07-28 requests), for an anonymous caller and for a
 caller of group `g1`. Ranking statistics (document counts, word frequencies, lengths), the
-prefix and typo expansions and the all-words/any-word choice must all come from visible tools.
+prefix, typo and compound expansions, weak words and the all-words/any-word choice must all come from
+visible tools.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from toolrun.models import EXEC_RETURN_TYPE, Param, ToolSpec
 from toolrun.registry import Registry
 
 WORDS = ["disk", "disks", "usage", "restart", "service", "zz", "zzb", "zzc", "log", "logs", "nginx", "dns", "slow"]
+WORDS.append("see")  # a weak word: it counts less only while another word matches a visible tool
 QUERIES = ["zz", "disk usage", "restart servce", "logs", "zzb nginx dns", "di"]
+QUERIES += ["diskusage", "lgo nginx", "see slow logs"]  # a joined word, a three-letter swap, a weak word
 MCP_HEADERS = {
     "content-type": "application/json",
     "accept": "application/json, text/event-stream",

@@ -73,42 +73,49 @@ _STEP4 = (
 )  # fmt: skip
 
 
-def stem(word: str) -> str:
-    if len(word) <= 2 or not word.isalpha():
-        return word
-    # step 1a
-    if word.endswith("sses") or word.endswith("ies"):
-        word = word[:-2]
-    elif word.endswith("s") and not word.endswith("ss"):
-        word = word[:-1]
-    # step 1b
+def _step1a(word: str) -> str:
+    if word.endswith(("sses", "ies")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+def _step1b(word: str) -> str:
     if word.endswith("eed"):
-        if _measure(word[:-3]) > 0:
-            word = word[:-1]
-    else:
-        for suffix in ("ed", "ing"):
-            if word.endswith(suffix) and _has_vowel(word[: -len(suffix)]):
-                word = word[: -len(suffix)]
-                if word.endswith(("at", "bl", "iz")):
-                    word += "e"
-                elif _double_cons(word) and word[-1] not in "lsz":
-                    word = word[:-1]
-                elif _measure(word) == 1 and _cvc(word):
-                    word += "e"
-                break
-    # step 1c
-    if word.endswith("y") and _has_vowel(word[:-1]):
-        word = word[:-1] + "i"
-    word = _replace(word, _STEP2, 0)
-    word = _replace(word, _STEP3, 0)
-    # step 4
+        return word[:-1] if _measure(word[:-3]) > 0 else word
+    for suffix in ("ed", "ing"):
+        if word.endswith(suffix) and _has_vowel(word[: -len(suffix)]):
+            return _after_1b(word[: -len(suffix)])
+    return word
+
+
+def _after_1b(word: str) -> str:
+    """What step 1b does once `-ed` or `-ing` is gone: `hopp` -> `hop`, `fil` -> `file`, `conflat` -> `conflate`."""
+    if word.endswith(("at", "bl", "iz")):
+        return word + "e"
+    if _double_cons(word) and word[-1] not in "lsz":
+        return word[:-1]
+    if _measure(word) == 1 and _cvc(word):
+        return word + "e"
+    return word
+
+
+def _step1c(word: str) -> str:
+    return word[:-1] + "i" if word.endswith("y") and _has_vowel(word[:-1]) else word
+
+
+def _step4(word: str) -> str:
     for suffix in _STEP4:
         if word.endswith(suffix):
             base = word[: -len(suffix)]
             if _measure(base) > 1 and (suffix != "ion" or base.endswith(("s", "t"))):
-                word = base
-            break
-    # step 5
+                return base
+            return word
+    return word
+
+
+def _step5(word: str) -> str:
     if word.endswith("e"):
         base = word[:-1]
         m = _measure(base)
@@ -117,3 +124,12 @@ def stem(word: str) -> str:
     if _measure(word) > 1 and _double_cons(word) and word.endswith("l"):
         word = word[:-1]
     return word
+
+
+def stem(word: str) -> str:
+    if len(word) <= 2 or not word.isalpha():
+        return word
+    word = _step1c(_step1b(_step1a(word)))
+    word = _replace(word, _STEP2, 0)
+    word = _replace(word, _STEP3, 0)
+    return _step5(_step4(word))

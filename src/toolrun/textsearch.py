@@ -12,12 +12,15 @@ x1, param descriptions x0.5. Scores are BM25 (k1 1.2, b 0.75).
 
 A query word matches, best first: its stem (x1), a word it begins (x0.8: `disk` finds `disks`,
 a half-typed last word works), a word one edit away when the word itself is in no tool (x0.9: a
-typo; two edits for words of eight letters or more; `dsk`, `restrat`), else a longer word holding
-its letters in order (x0.6: an abbreviation, `imgs` -> `images`), and the synonyms of a small
-built-in table (x0.7). Common function words (`the`, `how`, `why`, ...) and words that only ask
-for a tool (`call`, `use`) are dropped when other words remain; a `name=value` pair searches for
-the name. Tools matching any word are ranked by the sum of their words' scores (BM25): no rule puts
-the tools matching every word first and alone.
+typo; two edits for words of eight letters or more, and a swap of two letters for words of three:
+`dsk`, `restrat`, `lgo`), else a longer word holding its letters in order (x0.6: an abbreviation,
+`imgs` -> `images`), and the synonyms of a small built-in table (x0.7). A word in no tool that two
+words of the tools join (`portcheck`, `tablesizes`) is searched as those two words. Common function
+words (`the`, `how`, `why`, ...) and words that only ask for a tool (`call`, `use`) are dropped when
+other words remain; a `name=value` pair searches for the name. Tools matching any word are ranked by
+the sum of their words' scores (BM25): no rule puts the tools matching every word first and alone.
+Words of asking (`see`, `look`, `figure`, `need`, `let`, `know`, `tell`, `right`, and `run`: "is
+nginx running") count half and bring in no tool alone while another word matches.
 
 Near-duplicates take turns (maximal marginal relevance): the first 30 results are re-ordered so
 that a tool whose stems overlap much with a tool placed above it waits for a different one. The
@@ -65,6 +68,12 @@ _STOP_MORE = (
 # Words that say a tool is wanted, not which one ("call the tool that...", "use something to...").
 _FILLER = "call calls invoke use using"
 STOP_WORDS = frozenset(_STOP.split(" ") + _STOP_MORE.split(" ") + _FILLER.split(" "))
+# Words that say how a person asks or acts rather than which tool ("see if", "figure out", "let me know", "is
+# it running"): they count at WEAK and bring in no tool alone while another word matches (`run` still finds a
+# tool named run when nothing else matches). Compared by stem (`running`, `looking`). Chosen on the dev set's
+# task queries.
+WEAK_WORDS = frozenset(["run", "see", "look", "figure", "need", "let", "know", "tell", "right"])
+WEAK = 0.5
 _ASSIGNMENT = re.compile(r"([^\W\d][\w.-]*)=\S*", re.UNICODE)
 
 # Words that name the same action or thing in operations work, both ways. Authors add their own
@@ -112,6 +121,7 @@ def _synonyms() -> dict[str, tuple[str, ...]]:
 
 
 SYNONYMS = _synonyms()
+WEAK_STEMS = frozenset(stem(w) for w in WEAK_WORDS)
 
 
 def words(text: str) -> list[str]:
@@ -287,8 +297,34 @@ class Index:
                     found.setdefault(syn, 0.7)
         return found
 
+    def compound(self, word: str) -> tuple[str, str] | None:
+        """Two words of the index that a word in no tool joins (`portcheck`: port, check), the longest first part
+        first; None when the word is a tool's word or splits into no two such words of three letters or more
+        (function words do not count: `timeout` is not time + out)."""
+        if len(word) < 6 or word in self.raw_to_stem or cached_stem(word) in self.postings:
+            return None
+        for cut in range(len(word) - 3, 2, -1):
+            head, tail = word[:cut], word[cut:]
+            if head in self.raw_to_stem and tail in self.raw_to_stem and not {head, tail} & STOP_WORDS:
+                return head, tail
+        return None
+
+    def split_compounds(self, terms: tuple[str, ...]) -> tuple[str, ...]:
+        """The query words with each compound written together replaced by its two words."""
+        out: list[str] = []
+        for word in terms:
+            parts = self.compound(word)
+            out.extend(parts or (word,))
+        return tuple(dict.fromkeys(out))
+
     def _typos(self, word: str, found: dict[str, float]) -> None:
-        """Words one edit away (two for words of eight letters or more): a typo."""
+        """Words one edit away (two for words of eight letters or more): a typo. A word of three letters reaches
+        other three-letter words only by a swap of two letters (`lgo`: log; a substitution would reach too many:
+        `cut` is not `cat`), and words of four by one more letter (`dsk`: disk)."""
+        if len(word) == 3:
+            for swapped in (word[1] + word[0] + word[2], word[0] + word[2] + word[1]):
+                if swapped in self.raw_to_stem and swapped not in STOP_WORDS:  # `teh` is not `the`
+                    found.setdefault(self.raw_to_stem[swapped], TYPO)
         bound = 2 if len(word) >= 8 else 1
         table = self._typo_index()
         candidates: set[str] = set(table.get(word, ()))
@@ -344,27 +380,32 @@ class Index:
         bests = [self._term(word, i == len(terms) - 1) for i, word in enumerate(terms)]
         if len(bests) == 1:
             return bests[0]
+        weak = [cached_stem(w) in WEAK_STEMS for w in terms]
+        strong = [b for b, w in zip(bests, weak, strict=True) if b and not w]
+        factors = [WEAK if strong and w else 1.0 for w in weak]
         # Tools matching any word, scored by the sum of their words' scores (plain BM25): a tool matching every
         # word usually leads, but a much better match on fewer words is not hidden behind it. (Scaling a score by
         # the share of words matched, by a power of 0.5 to 2, did worse on the dev set.) Words found in more than
         # a quarter of the tools add to scores but do not bring in tools alone (unless every word is that
-        # common); a word that matches nothing is not rare: it must not leave the other words without tools.
-        rare = [b for b in bests if 0 < len(b) <= len(self.tools) // 4] or bests
+        # common); a word that matches nothing is not rare: it must not leave the other words without tools. Weak
+        # words (WEAK_WORDS) bring in tools only when no other word matches any.
+        pool = strong or bests
+        rare = [b for b in pool if 0 < len(b) <= len(self.tools) // 4] or pool
         candidates: set[int] = set().union(*rare)
-        final: dict[int, float] = {}
-        for d in candidates:
-            final[d] = sum(best.get(d, 0.0) for best in bests)
-        return final
+        if len(set(factors)) == 1:
+            return {d: sum(best.get(d, 0.0) for best in bests) for d in candidates}
+        weighted = list(zip(bests, factors, strict=True))
+        return {d: sum(best.get(d, 0.0) * f for best, f in weighted) for d in candidates}
 
     def matches(self, query: Sequence[str]) -> set[int]:
         """Every document the query words match (what `rank` counts)."""
-        return set(self._scores(tuple(query)))
+        return set(self._scores(self.split_compounds(tuple(query))))
 
     def rank(self, query: Iterable[str], need: int) -> tuple[list[int], int]:
         """The first `need` (at least) document numbers ranked for the query words, and how many matched.
 
         Ties go to the lower document number, that is to the key that sorts first."""
-        terms = tuple(query)
+        terms = self.split_compounds(tuple(query))
         cached = self._cache.get(terms)
         if cached is not None and (len(cached[0]) >= need or len(cached[0]) == cached[1]):
             self._cache.move_to_end(terms)
