@@ -19,7 +19,6 @@ from conftest import EXAMPLES, write_catalog
 from toolrun import catalog, render
 from toolrun.catalog import LoadOptions, child_env, load
 from toolrun.catalog import cache as catalog_cache
-from toolrun.catalog import loader as file_loader
 from toolrun.catalog.context import LoadResult
 from toolrun.errors import CatalogError, Problem
 from toolrun.models import EXEC_RETURN_TYPE, Identity, Param, ToolSpec
@@ -585,7 +584,7 @@ def test_a_warm_load_comes_from_the_cache_without_parsing(tmp_path: Path, monkey
     def no_parse(path: Path, environ: Any, options: LoadOptions) -> LoadResult:
         raise AssertionError("parsed again")
 
-    monkeypatch.setattr(file_loader, "load_file", no_parse)
+    monkeypatch.setattr(catalog_cache, "load_file", no_parse)
     warm = load([path], ENV, options)
     assert warm.tools == cold.tools and len(warm) == 20
 
@@ -625,13 +624,13 @@ def test_an_fn_catalog_is_cached_until_its_module_changes(tmp_path: Path, monkey
     options = LoadOptions(cache_dir=tmp_path / "cache")
     assert load([path], ENV, options).tools["py.f"].params[0].type == "int"
     parsed: list[Path] = []
-    real_load = file_loader.load_file
+    real_load = catalog_cache.load_file
 
     def counting_load(path: Path, environ: Any, options: LoadOptions) -> LoadResult:
         parsed.append(path)
         return real_load(path, environ, options)
 
-    monkeypatch.setattr(file_loader, "load_file", counting_load)
+    monkeypatch.setattr(catalog_cache, "load_file", counting_load)
     assert load([path], ENV, options).tools["py.f"].return_type == "int"
     assert parsed == []
     (tmp_path / f"{module}.py").write_text("def f(a: str) -> str:\n    return a\n", encoding="utf-8")
@@ -697,13 +696,13 @@ def test_an_entry_written_for_other_record_fields_is_never_loaded(
     catalog_cache.cache_key.cache_clear()
     monkeypatch.setattr(catalog_cache, "cache_key", functools.cache(catalog_cache.cache_key.__wrapped__))
     parsed: list[Path] = []
-    real_load = file_loader.load_file
+    real_load = catalog_cache.load_file
 
     def counting_load(path: Path, environ: Any, options: LoadOptions) -> LoadResult:
         parsed.append(path)
         return real_load(path, environ, options)
 
-    monkeypatch.setattr(file_loader, "load_file", counting_load)
+    monkeypatch.setattr(catalog_cache, "load_file", counting_load)
     assert load([path], ENV, options).tools["ops.a"].params[0].required is True
     assert parsed == [path]
     assert len(list((tmp_path / "cache").iterdir())) == 2  # the old entry is left alone, not read

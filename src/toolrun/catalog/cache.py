@@ -2,8 +2,9 @@
 
 An entry holds a file's tools, warnings and sandbox profiles, with the digests of the environment
 values and other files they were built from (checked on every read). Which files may be stored is
-`LoadContext.cacheable` (catalog/context.py). Files not found here are built by `loader.load_file`,
-looked up on the module at each call.
+`LoadContext.cacheable` (catalog/context.py). A file not found here is built by `load_file`, looked up in
+this module's namespace at each call: a test that replaces `toolrun.catalog.cache.load_file` sees exactly
+which files were parsed.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 from .. import __version__
 from ..errors import Problem
 from ..models import Example, Expect, Param, ResourceLimits, Sandbox, ToolSpec
-from . import loader
+from .loader import load_file
 from .options import LoadOptions
 from .source import read_catalog
 
@@ -81,7 +82,7 @@ def _load_file_uncollected(
             cached = _read_cache(cache_file, environ)
             if cached is not None:
                 return cached[0], cached[1], False, cached[2]
-    result = loader.load_file(path, environ, options)
+    result = load_file(path, environ, options)
     tools, problems, declared = result.tools, result.problems, result.declared
     if options.check:  # validate-catalog: nothing is served from these, and nothing is cached
         return tools, problems, True, declared

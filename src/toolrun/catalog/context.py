@@ -12,15 +12,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import Problem
-from ..models import ToolSpec
+from ..models import Sandbox, ToolSpec
 from .options import LoadOptions
 from .positions import Locator
 
-if TYPE_CHECKING:
-    from .sandboxes import Declared
+
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """A named sandbox profile as one file declares it: the profile it extends and what it adds
+    (sandboxes.resolve finishes it once every file is loaded)."""
+
+    name: str
+    sandbox: Sandbox
+    file: str
+    line: int
+    col: int
 
 
 @dataclass(eq=False)
@@ -51,7 +60,7 @@ class LoadContext:
       depends on makes it uncacheable: fn sets it False for a function whose signature comes from no
       readable .py file (a builtin, a C extension). A file is stored only when `cacheable` holds and it
       has no errors (`LoadResult.cacheable`); a check-mode load (validate-catalog) never stores one.
-    - `declared`: the named sandbox profiles of the file's `sandboxes:` (sandboxes.Declared). Written
+    - `declared`: the named sandbox profiles of the file's `sandboxes:` (Declared). Written
       by sandboxes.declare_profiles; resolved over the whole catalog once every file is loaded.
     - `shared`: one object for each value repeated across the file's tools. Written and read by build.share.
     """

@@ -1,8 +1,7 @@
 """One catalog file, start to end: read, parse, substitute, validate, build.
 
-`load_file` is the one way a file's tools are built from its YAML: the cache (cache.py) calls it, through
-this module, for every file it does not hold, so a test that replaces `toolrun.catalog.loader.load_file`
-sees exactly which files were parsed.
+`load_file` is the one way a file's tools are built from its YAML (the cache, cache.py, calls it for
+every file it does not hold).
 """
 
 from __future__ import annotations

@@ -11,32 +11,21 @@ the exec tools that say nothing. A profile is declared once, in any file, and us
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Problem
 from ..models import Sandbox, ToolSpec
 from ..sandbox import engine, resolve_path
+from .context import Declared, LoadContext
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from ..schema import CatalogFile, SandboxOptions
-    from .context import LoadContext
 
 _OFF_WORDS = ("", "off", "false", "no", "none", "0")
 _ON_WORDS = ("on", "true", "yes", "1", "default")
-
-
-@dataclass(frozen=True, slots=True)
-class Declared:
-    """A named profile as one file declares it: the profile it extends and what it adds."""
-
-    name: str
-    sandbox: Sandbox
-    file: str
-    line: int
-    col: int
 
 
 def sandbox_of(ctx: LoadContext, value: Any, kind: str, key: str, loc: tuple[Any, ...]) -> Sandbox | None:
