@@ -332,6 +332,17 @@ def test_an_fn_param_without_a_usable_annotation_asks_for_params(tmp_path: Path)
     assert "fn parameter 'thing' has no str/int/float/bool/list/dict annotation" in problem
 
 
+def test_an_fn_param_annotated_with_a_literal_of_no_param_type_asks_for_params(tmp_path: Path) -> None:
+    # Literal[None] once became a param of type 'NoneType', and `toolrun describe` then failed with a KeyError.
+    source = "from typing import Literal\n\ndef f(mode: Literal[None] = None, n: Literal[1, 2] = 1):\n    return n\n"
+    module = fn_module(tmp_path, source)
+    (problem,) = errors_of(tmp_path, f"group: py\ntools:\n  - name: f\n    fn: {module}:f\n")
+    assert "fn parameter 'mode' has no str/int/float/bool/list/dict annotation" in problem
+    fixed = fn_module(tmp_path, source.replace("mode: Literal[None] = None, ", ""))
+    tool = load_text(tmp_path, f"group: py\ntools:\n  - name: f\n    fn: {fixed}:f\n").tools["py.f"]
+    assert [(p.name, p.type) for p in tool.params] == [("n", "int")]
+
+
 def test_an_fn_that_does_not_import_is_a_load_error(tmp_path: Path) -> None:
     (problem,) = errors_of(tmp_path, "group: py\ntools:\n  - name: f\n    fn: toolrun_no_such_mod_x:f\n")
     assert "py.f: fn 'toolrun_no_such_mod_x:f' does not import: ModuleNotFoundError" in problem

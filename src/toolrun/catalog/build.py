@@ -61,11 +61,13 @@ def build(ctx: LoadContext, tool: ToolDef, head: CatalogFile, loc: tuple[Any, ..
     run = _fn_run(ctx, tool, key, loc, declared) if kind == "fn" else _command_run(ctx, tool, key, loc, kind, declared)
     if run is None:
         return None
-    setup = _setup(ctx, tool, opts, key, loc, kind, run.params, before)
+    env, cwd, limits = _process(ctx, opts, key, loc, kind)
+    check_example_values(ctx, run.params, key, loc, kind, before)
+    sandbox = sandbox_of(ctx, tool.sandbox if kind == "fn" else opts.sandbox, kind, key, loc)
     _hint_warnings(ctx, tool, key, loc)
     if ctx.errors() > before:
         return None
-    spec = _spec(ctx, tool, opts, named, loc, run, setup)
+    spec = _spec(ctx, tool, opts, named, loc, run, _Setup(env, cwd, limits, sandbox))
     return build_examples(ctx, spec, tool, loc) if tool.examples else spec
 
 
@@ -125,16 +127,10 @@ def _command_run(
     return _Run(params, EXEC_RETURN_TYPE, tool.description, source, option_params)
 
 
-def _setup(
-    ctx: LoadContext,
-    tool: ToolDef,
-    opts: RuntimeOptions,
-    key: str,
-    loc: tuple[Any, ...],
-    kind: str,
-    params: list[Param],
-    errors_before: int,
-) -> _Setup:
+def _process(
+    ctx: LoadContext, opts: RuntimeOptions, key: str, loc: tuple[Any, ...], kind: str
+) -> tuple[dict[str, str], str | None, ResourceLimits]:
+    """The tool's environment, working directory and limits; problems with its env file, cwd and user."""
     env = build_env(ctx, opts, key, loc)
     cwd = None
     if opts.cwd:
@@ -149,9 +145,7 @@ def _setup(
             pwd.getpwnam(opts.user)
         except KeyError:
             ctx.problem((*loc, "user"), key, f"user {opts.user!r} does not exist on this machine")
-    check_example_values(ctx, params, key, loc, kind, errors_before)
-    sandbox = sandbox_of(ctx, tool.sandbox if kind == "fn" else opts.sandbox, kind, key, loc)
-    return _Setup(env, cwd, limits, sandbox)
+    return env, cwd, limits
 
 
 def _limits(ctx: LoadContext, opts: RuntimeOptions) -> ResourceLimits:
