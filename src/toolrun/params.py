@@ -59,25 +59,23 @@ def coerce(param: Param, value: Any) -> Any:
 
 
 def _constrain(param: Param, value: Any) -> None:
+    """The declared constraints, as the type's row applies them: enum, then min/max, then the pattern."""
     name = param.name
+    kind = TYPES[param.type]
     if param.enum is not None and value not in param.enum:
         choices = ", ".join(short_repr(c) for c in param.enum)
         raise ParamError(f"parameter {name!r} must be one of {choices}; got {short_repr(value)}")
     if param.min is not None or param.max is not None:
-        kind = TYPES[param.type]
-        what = kind.noun
         size = len(value) if kind.bounds_length and isinstance(value, (str, list, dict)) else value
         if isinstance(size, bool) or not isinstance(size, (int, float)):
             size = None
-        if size is not None:
-            if param.min is not None and size < param.min:
-                raise ParamError(f"parameter {name!r}: {what} {short_repr(size)} is below the minimum {param.min:g}")
-            if param.max is not None and size > param.max:
-                raise ParamError(f"parameter {name!r}: {what} {short_repr(size)} is above the maximum {param.max:g}")
+        if size is not None and param.min is not None and size < param.min:
+            raise ParamError(f"parameter {name!r}: {kind.noun} {short_repr(size)} is below the minimum {param.min:g}")
+        if size is not None and param.max is not None and size > param.max:
+            raise ParamError(f"parameter {name!r}: {kind.noun} {short_repr(size)} is above the maximum {param.max:g}")
     # The pattern last, once the bounds hold: never run it against a value already refused.
-    if param.pattern is not None:
-        items = value if isinstance(value, list) else [value]
-        for item in items:
+    if param.pattern is not None and kind.pattern_on:
+        for item in value if kind.pattern_on == "items" else [value]:
             if isinstance(item, str) and not compile_pattern(param.pattern).fullmatch(item):
                 raise ParamError(f"parameter {name!r}: {short_repr(item)} does not match {param.pattern!r}")
 
