@@ -19,6 +19,7 @@ from conftest import EXAMPLES, write_catalog
 from toolrun import catalog, render
 from toolrun.catalog import LoadOptions, child_env, load
 from toolrun.catalog import cache as catalog_cache
+from toolrun.catalog.context import LoadResult
 from toolrun.errors import CatalogError, Problem
 from toolrun.models import EXEC_RETURN_TYPE, Identity, Param, ToolSpec
 from toolrun.service import ToolService
@@ -331,6 +332,17 @@ def test_an_fn_param_without_a_usable_annotation_asks_for_params(tmp_path: Path)
     assert "fn parameter 'thing' has no str/int/float/bool/list/dict annotation" in problem
 
 
+def test_an_fn_param_annotated_with_a_literal_of_no_param_type_asks_for_params(tmp_path: Path) -> None:
+    # Literal[None] once became a param of type 'NoneType', and `toolrun describe` then failed with a KeyError.
+    source = "from typing import Literal\n\ndef f(mode: Literal[None] = None, n: Literal[1, 2] = 1):\n    return n\n"
+    module = fn_module(tmp_path, source)
+    (problem,) = errors_of(tmp_path, f"group: py\ntools:\n  - name: f\n    fn: {module}:f\n")
+    assert "fn parameter 'mode' has no str/int/float/bool/list/dict annotation" in problem
+    fixed = fn_module(tmp_path, source.replace("mode: Literal[None] = None, ", ""))
+    tool = load_text(tmp_path, f"group: py\ntools:\n  - name: f\n    fn: {fixed}:f\n").tools["py.f"]
+    assert [(p.name, p.type) for p in tool.params] == [("n", "int")]
+
+
 def test_an_fn_that_does_not_import_is_a_load_error(tmp_path: Path) -> None:
     (problem,) = errors_of(tmp_path, "group: py\ntools:\n  - name: f\n    fn: toolrun_no_such_mod_x:f\n")
     assert "py.f: fn 'toolrun_no_such_mod_x:f' does not import: ModuleNotFoundError" in problem
@@ -580,10 +592,10 @@ def test_a_warm_load_comes_from_the_cache_without_parsing(tmp_path: Path, monkey
     options = LoadOptions(cache_dir=tmp_path / "cache")
     cold = load([path], ENV, options)
 
-    def no_parse(self: Any) -> list[ToolSpec]:
+    def no_parse(path: Path, environ: Any, options: LoadOptions) -> LoadResult:
         raise AssertionError("parsed again")
 
-    monkeypatch.setattr(catalog._FileLoader, "load", no_parse)
+    monkeypatch.setattr(catalog_cache, "load_file", no_parse)
     warm = load([path], ENV, options)
     assert warm.tools == cold.tools and len(warm) == 20
 
@@ -623,13 +635,13 @@ def test_an_fn_catalog_is_cached_until_its_module_changes(tmp_path: Path, monkey
     options = LoadOptions(cache_dir=tmp_path / "cache")
     assert load([path], ENV, options).tools["py.f"].params[0].type == "int"
     parsed: list[Path] = []
-    real_load = catalog._FileLoader.load
+    real_load = catalog_cache.load_file
 
-    def counting_load(self: Any) -> list[ToolSpec]:
-        parsed.append(self.path)
-        return real_load(self)
+    def counting_load(path: Path, environ: Any, options: LoadOptions) -> LoadResult:
+        parsed.append(path)
+        return real_load(path, environ, options)
 
-    monkeypatch.setattr(catalog._FileLoader, "load", counting_load)
+    monkeypatch.setattr(catalog_cache, "load_file", counting_load)
     assert load([path], ENV, options).tools["py.f"].return_type == "int"
     assert parsed == []
     (tmp_path / f"{module}.py").write_text("def f(a: str) -> str:\n    return a\n", encoding="utf-8")
@@ -695,13 +707,13 @@ def test_an_entry_written_for_other_record_fields_is_never_loaded(
     catalog_cache.cache_key.cache_clear()
     monkeypatch.setattr(catalog_cache, "cache_key", functools.cache(catalog_cache.cache_key.__wrapped__))
     parsed: list[Path] = []
-    real_load = catalog._FileLoader.load
+    real_load = catalog_cache.load_file
 
-    def counting_load(self: Any) -> list[ToolSpec]:
-        parsed.append(self.path)
-        return real_load(self)
+    def counting_load(path: Path, environ: Any, options: LoadOptions) -> LoadResult:
+        parsed.append(path)
+        return real_load(path, environ, options)
 
-    monkeypatch.setattr(catalog._FileLoader, "load", counting_load)
+    monkeypatch.setattr(catalog_cache, "load_file", counting_load)
     assert load([path], ENV, options).tools["ops.a"].params[0].required is True
     assert parsed == [path]
     assert len(list((tmp_path / "cache").iterdir())) == 2  # the old entry is left alone, not read

@@ -18,7 +18,7 @@ from conftest import EXAMPLES
 from http_support import servers
 from toolrun import render, textsearch
 from toolrun.catalog import LoadOptions, load
-from toolrun.catalog.loader import _FileLoader
+from toolrun.catalog.loader import load_file
 from toolrun.errors import CatalogError
 from toolrun.models import Identity
 from toolrun.registry import Registry
@@ -64,7 +64,7 @@ def test_a_load_from_yaml_gives_exactly_the_tools_the_loader_built(tmp_path: Pat
     (tmp_path / "rich.yaml").write_text(RICH)
     (tmp_path / "gen.yaml").write_text(generate_catalog(60))
     for path in [tmp_path / "rich.yaml", tmp_path / "gen.yaml", EXAMPLES / "tools.yaml"]:
-        built = _FileLoader(path, ENV, LoadOptions()).load()
+        built = load_file(path, ENV, LoadOptions()).tools
         expected = {t.key: t for t in built}
         cold = load([path], ENV, LoadOptions())  # no cache: built from YAML, then compacted
         cached_cold = load([path], ENV, LoadOptions(cache_dir=tmp_path / "cache"))

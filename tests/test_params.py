@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from toolrun import params, render
 from toolrun.errors import ParamError
-from toolrun.models import EXEC_RETURN_TYPE, PARAM_TYPES, Param, ToolSpec
+from toolrun.models import EXEC_RETURN_TYPE, Param, ToolSpec
+from toolrun.paramtypes import PARAM_TYPES
 
 
 def tool(*declared: Param) -> ToolSpec:

@@ -10,8 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-PARAM_TYPES = ("str", "int", "float", "bool", "list", "dict")
 EXEC_RETURN_TYPE = "str | (int, str, str)"
+
+
+def compact_number(value: float) -> float | int:
+    """A bound as people and JSON read it: 5.0 as 5, 0.5 as is."""
+    return int(value) if float(value).is_integer() else value
 
 
 # -- runtime records -------------------------------------------------------------------------
@@ -34,8 +38,6 @@ class Param:
     def entry(self) -> dict[str, Any]:
         """The Param object (`example` falls back to the default when none is declared), plus the
         constraints `enum`, `pattern`, `min`, `max` that are declared."""
-        from .paramtypes import constraints
-
         entry = {
             "name": self.name,
             "type": self.type,
@@ -43,11 +45,24 @@ class Param:
             "default": self.default,
             "description": self.description,
             "example": self.example if self.example is not None else self.default,
-            **constraints(self),
+            **self.constraints(),
         }
         if self.secret:
             entry["secret"] = True
         return entry
+
+    def constraints(self) -> dict[str, Any]:
+        """The declared constraints, as the tool entry and `describe_tools` show them (only those set)."""
+        out: dict[str, Any] = {}
+        if self.enum is not None:
+            out["enum"] = list(self.enum)
+        if self.pattern is not None:
+            out["pattern"] = self.pattern
+        if self.min is not None:
+            out["min"] = compact_number(self.min)
+        if self.max is not None:
+            out["max"] = compact_number(self.max)
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,21 +5,12 @@ Two entry points: `validate` for JSON values (HTTP, MCP, `k:=json` on the CLI) a
 parameter and the expected form, and every bad input raises ParamError (never another
 exception: huge numbers, deep nesting and undecodable text included).
 
-Coercions (JSON value -> declared type):
+Each value is coerced by its type's row of the `paramtypes` table (the coercions are listed
+there), then checked against the param's declared constraints: `enum`, `min`/`max` (a value
+or a length, as the type's row says), `pattern` (last, and with RE2). On the CLI, `name=v`
+appends one str item per word to a list, and `name={"k": "v"}` is read as JSON for a dict.
 
-=====  =====================================================================================
-str    str as is; int and finite float as their text; bool, null, list, dict rejected
-int    int; a float with no fraction; text of decimal digits (sign and spaces allowed);
-       bool rejected
-float  int or float; numeric text; NaN and infinities rejected (also inside lists and dicts)
-bool   true/false; 0/1; text true/false, yes/no, on/off, y/n, t/f, 1/0 (any case)
-list   a JSON array (items untouched); on the CLI `name=v` appends one str item per word
-dict   a JSON object with str keys; on the CLI `name={"k": "v"}` is read as JSON
-=====  =====================================================================================
-
-Text anywhere in a value (list items and dict keys included) must not contain NUL bytes or
-lone surrogates: a command cannot carry NUL, and a surrogate cannot be encoded. Absent
-optional params are bound to their default (a fresh copy for lists and dicts). One without a
+Absent optional params are bound to their default (a fresh copy for lists and dicts). One without a
 default is *not provided*: left out of the values of an exec or curl tool (undefined in its
 template, absent from its stdin JSON), and None for an fn tool (a Python function needs an
 argument for each parameter it declares).
@@ -29,63 +20,14 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import re
-import reprlib
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
 from .errors import ParamError
 from .models import Param, ToolSpec
-from .paramtypes import TYPES, parse_bool, signature, type_of
-
-_INT = re.compile(r"^[+-]?[0-9]+$")
-# Python refuses to print ints of more than 4300 digits (and JSON cannot carry them): an int is
-# capped well below that, so every validated value renders and serialises.
-_MAX_INT_BITS = 14_000
-_REPR = reprlib.Repr()
-_REPR.maxstring = 40
-_REPR.maxother = 40
-_REPR.maxlevel = 2
-
-
-def _type_name(value: Any) -> str:
-    return type_of(value)
-
-
-def _check_text(name: str, text: str) -> None:
-    if "\x00" in text:
-        raise ParamError(f"parameter {name!r}: NUL bytes are not allowed")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ParamError(f"parameter {name!r}: not valid UTF-8 text (lone surrogate)") from None
-
-
-def _check_int(name: str, value: int) -> None:
-    if value.bit_length() > _MAX_INT_BITS:
-        raise ParamError(f"parameter {name!r}: an int of more than 4000 digits is not accepted")
-
-
-def _check_nested(name: str, value: Any, depth: int = 0) -> None:
-    if depth > 64:
-        raise ParamError(f"parameter {name!r}: nested more than 64 levels deep")
-    if isinstance(value, str):
-        _check_text(name, value)
-    elif isinstance(value, int):
-        _check_int(name, value)
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise ParamError(f"parameter {name!r}: {value} is not a finite number")
-    elif isinstance(value, list):
-        for item in value:
-            _check_nested(name, item, depth + 1)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise ParamError(f"parameter {name!r}: dict keys must be strings")
-            _check_text(name, k)
-            _check_nested(name, v, depth + 1)
+from .paramtypes import TYPES, short_repr, signature
 
 
 @lru_cache(maxsize=1024)
@@ -111,103 +53,31 @@ def compile_pattern(pattern: str) -> Any:
 
 def coerce(param: Param, value: Any) -> Any:
     """Coerce one JSON value to the declared type, or raise ParamError naming the param."""
-    name, kind = param.name, param.type
-    expected = f"parameter {name!r} expects {kind}"
-    if kind == "str":
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise ParamError(f"{expected}, got {_type_name(value)}")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ParamError(f"{expected}, got {value}")
-        if isinstance(value, int):
-            _check_int(name, value)
-        result: Any = value if isinstance(value, str) else str(value)
-        _check_text(name, result)
-    elif kind == "int":
-        if isinstance(value, bool):
-            raise ParamError(f"{expected}, got bool")
-        if isinstance(value, int):
-            result = value
-        elif isinstance(value, float) and value.is_integer():
-            result = int(value)
-        elif isinstance(value, str) and _INT.match(value.strip()):
-            try:
-                result = int(value.strip())
-            except ValueError:  # more than 4300 digits
-                raise ParamError(f"{expected}, got a number of {len(value.strip())} characters") from None
-        else:
-            raise ParamError(f"{expected}, got {_type_name(value)} {_short(value)}")
-        _check_int(name, result)
-    elif kind == "float":
-        if isinstance(value, bool):
-            raise ParamError(f"{expected}, got bool")
-        if isinstance(value, (int, float)):
-            try:
-                result = float(value)
-            except OverflowError:
-                raise ParamError(f"{expected}, got an int too large for a float") from None
-        elif isinstance(value, str):
-            try:
-                result = float(value.strip())
-            except ValueError:
-                raise ParamError(f"{expected}, got {_short(value)}") from None
-        else:
-            raise ParamError(f"{expected}, got {_type_name(value)}")
-        if not math.isfinite(result):
-            raise ParamError(f"{expected}, got {_short(value)} (not a finite number)")
-    elif kind == "bool":
-        if isinstance(value, bool):
-            result = value
-        elif isinstance(value, str) and parse_bool(value) is not None:
-            result = parse_bool(value)
-        elif isinstance(value, int) and value in (0, 1):
-            result = bool(value)
-        else:
-            raise ParamError(f"{expected} (true or false), got {_type_name(value)} {_short(value)}")
-    elif kind == "list":
-        if not isinstance(value, list):
-            raise ParamError(f"{expected}, got {_type_name(value)}")
-        _check_nested(name, value)
-        result = value
-    else:  # dict
-        if not isinstance(value, dict):
-            raise ParamError(f"{expected}, got {_type_name(value)}")
-        _check_nested(name, value)
-        result = value
+    result = TYPES[param.type].coerce(param.name, value)
     _constrain(param, result)
     return result
 
 
-def _short(value: Any) -> str:
-    """A short repr for messages: bounded in length and depth, safe for any value."""
-    try:
-        text = _REPR.repr(value)
-    except (ValueError, RecursionError):  # an int too long to print, absurd nesting
-        return f"<{_type_name(value)}>"
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def _constrain(param: Param, value: Any) -> None:
+    """The declared constraints, as the type's row applies them: enum, then min/max, then the pattern."""
     name = param.name
+    kind = TYPES[param.type]
     if param.enum is not None and value not in param.enum:
-        choices = ", ".join(_short(c) for c in param.enum)
-        raise ParamError(f"parameter {name!r} must be one of {choices}; got {_short(value)}")
+        choices = ", ".join(short_repr(c) for c in param.enum)
+        raise ParamError(f"parameter {name!r} must be one of {choices}; got {short_repr(value)}")
     if param.min is not None or param.max is not None:
-        kind = TYPES[param.type]
-        what = kind.noun
         size = len(value) if kind.bounds_length and isinstance(value, (str, list, dict)) else value
         if isinstance(size, bool) or not isinstance(size, (int, float)):
             size = None
-        if size is not None:
-            if param.min is not None and size < param.min:
-                raise ParamError(f"parameter {name!r}: {what} {_short(size)} is below the minimum {param.min:g}")
-            if param.max is not None and size > param.max:
-                raise ParamError(f"parameter {name!r}: {what} {_short(size)} is above the maximum {param.max:g}")
+        if size is not None and param.min is not None and size < param.min:
+            raise ParamError(f"parameter {name!r}: {kind.noun} {short_repr(size)} is below the minimum {param.min:g}")
+        if size is not None and param.max is not None and size > param.max:
+            raise ParamError(f"parameter {name!r}: {kind.noun} {short_repr(size)} is above the maximum {param.max:g}")
     # The pattern last, once the bounds hold: never run it against a value already refused.
-    if param.pattern is not None:
-        items = value if isinstance(value, list) else [value]
-        for item in items:
+    if param.pattern is not None and kind.pattern_on:
+        for item in value if kind.pattern_on == "items" else [value]:
             if isinstance(item, str) and not compile_pattern(param.pattern).fullmatch(item):
-                raise ParamError(f"parameter {name!r}: {_short(item)} does not match {param.pattern!r}")
+                raise ParamError(f"parameter {name!r}: {short_repr(item)} does not match {param.pattern!r}")
 
 
 def validate(tool: ToolSpec, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -260,7 +130,7 @@ def _refuse_options(name: str, value: Any, quoted: bool, secret: bool = False) -
     for item in items:
         text = item if isinstance(item, str) else json.dumps(item, separators=(",", ":"), ensure_ascii=False)
         if text.startswith("-") if quoted else _OPTION_WORD.search(text):
-            shown = "the value (secret, not shown)" if secret else _short(item)
+            shown = "the value (secret, not shown)" if secret else short_repr(item)
             raise ParamError(
                 f"parameter {name!r}: {shown} would be read by curl as an option (a word starting with '-')"
             )
@@ -300,7 +170,7 @@ def parse_cli_args(tool: ToolSpec, words: Iterable[str]) -> dict[str, Any]:
             try:
                 value: Any = json.loads(text)
             except (ValueError, RecursionError) as exc:
-                shown = "the value" if param.secret else _short(text)
+                shown = "the value" if param.secret else short_repr(text)
                 raise ParamError(f"parameter {name!r}: {shown} is not valid JSON ({exc})") from None
         elif param.type == "list":
             existing = args.get(name)

@@ -1,12 +1,14 @@
-"""The six param types, in one table: JSON Schema, the words that read as true or false, how
-`min`/`max` apply, and how each type and its constraints are written for people and for schemas.
+"""The six param types, in one table: for each, how a call's value is coerced to it, what the
+catalog may write for it, its JSON Schema, how `min`/`max` apply, and how it is written for people.
 
-Every door reads its type facts from here: params.py (coercion and validation), the tool entry,
-`describe_tools`, the MCP input schemas, the per-tool request schemas of `/openapi.json`, the
-signature lines of `search` and the CLI. The catalog loader checks declared types against it.
+Every door reads its type facts from here: params.py (validation: `coerce` runs the row's coercion,
+then the declared constraints), the tool entry, `describe_tools`, the MCP input schemas, the per-tool
+request schemas of `/openapi.json`, the signature lines of `search` and the CLI, the catalog loader
+(which types a `default`, `example` or `enum` entry may have, whether a param may be secret, the
+type of an fn parameter's annotation) and the example values it makes. Adding a type is adding a row.
 
 =====  ===========  ==========================  ============================================
-type   JSON Schema  `min` / `max` bound         accepted (coercion, see params.py)
+type   JSON Schema  `min` / `max` bound         accepted (coercion)
 =====  ===========  ==========================  ============================================
 str    string       length (minLength/maxLength) text; an int or finite float as its text
 int    integer      value (minimum/maximum)      an int, a float with no fraction, digit text
@@ -15,15 +17,37 @@ bool   boolean      -                            true/false, 0/1, TRUE_WORDS / F
 list   array        item count (minItems/...)    a JSON array
 dict   object       key count (minProperties/..) a JSON object with str keys
 =====  ===========  ==========================  ============================================
+
+Coercion (a JSON value -> the declared type), exactly:
+
+=====  =====================================================================================
+str    str as is; int and finite float as their text; bool, null, list, dict rejected
+int    int; a float with no fraction; text of decimal digits (sign and spaces allowed);
+       bool rejected
+float  int or float; numeric text; NaN and infinities rejected (also inside lists and dicts)
+bool   true/false; 0/1; text true/false, yes/no, on/off, y/n, t/f, 1/0 (any case)
+list   a JSON array (items untouched)
+dict   a JSON object with str keys
+=====  =====================================================================================
+
+Text anywhere in a value (list items and dict keys included) must not contain NUL bytes or lone
+surrogates: a command cannot carry NUL, and a surrogate cannot be encoded. Every bad value raises
+ParamError naming the param (never another exception: huge numbers and deep nesting included).
 """
 
 from __future__ import annotations
 
 import math
+import re
+import reprlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # models imports this module
+from .errors import ParamError
+from .models import compact_number
+
+if TYPE_CHECKING:
     from .models import Param, ToolSpec
 
 # Text read as a bool: by tool params, by settings (environment variables, config) and by the CLI.
@@ -41,28 +65,6 @@ def parse_bool(text: str) -> bool | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class ParamType:
-    name: str
-    json: str  # JSON Schema type
-    bounds: tuple[str, str] | None  # JSON Schema keywords that `min` and `max` become
-    bounds_length: bool  # whether min/max bound a length (or count) rather than the value
-    noun: str  # what min/max measure, in messages
-
-
-TYPES: dict[str, ParamType] = {
-    t.name: t
-    for t in (
-        ParamType("str", "string", ("minLength", "maxLength"), True, "length"),
-        ParamType("int", "integer", ("minimum", "maximum"), False, "value"),
-        ParamType("float", "number", ("minimum", "maximum"), False, "value"),
-        ParamType("bool", "boolean", None, False, "value"),
-        ParamType("list", "array", ("minItems", "maxItems"), True, "length"),
-        ParamType("dict", "object", ("minProperties", "maxProperties"), True, "length"),
-    )
-}
-
-
 def type_of(value: Any) -> str:
     """The param type name of a JSON value (`null` for None, the Python name for anything else)."""
     if value is None:
@@ -73,22 +75,246 @@ def type_of(value: Any) -> str:
     return type(value).__name__
 
 
-def _num(value: float) -> float | int:
-    return int(value) if float(value).is_integer() else value
+# -- coercion: a call's JSON value -> the declared type ------------------------------------------
+
+_INT = re.compile(r"^[+-]?[0-9]+$")
+# Python refuses to print ints of more than 4300 digits (and JSON cannot carry them): an int is
+# capped well below that, so every validated value renders and serialises.
+_MAX_INT_BITS = 14_000
+_REPR = reprlib.Repr()
+_REPR.maxstring = 40
+_REPR.maxother = 40
+_REPR.maxlevel = 2
 
 
-def constraints(param: Param) -> dict[str, Any]:
-    """The declared constraints, as the tool entry and `describe_tools` show them (only those set)."""
-    out: dict[str, Any] = {}
-    if param.enum is not None:
-        out["enum"] = list(param.enum)
-    if param.pattern is not None:
-        out["pattern"] = param.pattern
-    if param.min is not None:
-        out["min"] = _num(param.min)
-    if param.max is not None:
-        out["max"] = _num(param.max)
-    return out
+def short_repr(value: Any) -> str:
+    """A short repr for messages: bounded in length and depth, safe for any value."""
+    try:
+        text = _REPR.repr(value)
+    except (ValueError, RecursionError):  # an int too long to print, absurd nesting
+        return f"<{type_of(value)}>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_text(name: str, text: str) -> None:
+    if "\x00" in text:
+        raise ParamError(f"parameter {name!r}: NUL bytes are not allowed")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ParamError(f"parameter {name!r}: not valid UTF-8 text (lone surrogate)") from None
+
+
+def _check_int(name: str, value: int) -> None:
+    if value.bit_length() > _MAX_INT_BITS:
+        raise ParamError(f"parameter {name!r}: an int of more than 4000 digits is not accepted")
+
+
+def _check_nested(name: str, value: Any, depth: int = 0) -> None:
+    if depth > 64:
+        raise ParamError(f"parameter {name!r}: nested more than 64 levels deep")
+    if isinstance(value, str):
+        _check_text(name, value)
+    elif isinstance(value, int):
+        _check_int(name, value)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ParamError(f"parameter {name!r}: {value} is not a finite number")
+    elif isinstance(value, list):
+        for item in value:
+            _check_nested(name, item, depth + 1)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ParamError(f"parameter {name!r}: dict keys must be strings")
+            _check_text(name, k)
+            _check_nested(name, v, depth + 1)
+
+
+def _expected(name: str, kind: str) -> str:
+    return f"parameter {name!r} expects {kind}"
+
+
+def _to_str(name: str, value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ParamError(f"{_expected(name, 'str')}, got {type_of(value)}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ParamError(f"{_expected(name, 'str')}, got {value}")
+    if isinstance(value, int):
+        _check_int(name, value)
+    result = value if isinstance(value, str) else str(value)
+    _check_text(name, result)
+    return result
+
+
+def _to_int(name: str, value: Any) -> int:
+    expected = _expected(name, "int")
+    if isinstance(value, bool):
+        raise ParamError(f"{expected}, got bool")
+    if isinstance(value, int):
+        result = value
+    elif isinstance(value, float) and value.is_integer():
+        result = int(value)
+    elif isinstance(value, str) and _INT.match(value.strip()):
+        try:
+            result = int(value.strip())
+        except ValueError:  # more than 4300 digits
+            raise ParamError(f"{expected}, got a number of {len(value.strip())} characters") from None
+    else:
+        raise ParamError(f"{expected}, got {type_of(value)} {short_repr(value)}")
+    _check_int(name, result)
+    return result
+
+
+def _to_float(name: str, value: Any) -> float:
+    expected = _expected(name, "float")
+    if isinstance(value, bool):
+        raise ParamError(f"{expected}, got bool")
+    if isinstance(value, (int, float)):
+        try:
+            result = float(value)
+        except OverflowError:
+            raise ParamError(f"{expected}, got an int too large for a float") from None
+    elif isinstance(value, str):
+        try:
+            result = float(value.strip())
+        except ValueError:
+            raise ParamError(f"{expected}, got {short_repr(value)}") from None
+    else:
+        raise ParamError(f"{expected}, got {type_of(value)}")
+    if not math.isfinite(result):
+        raise ParamError(f"{expected}, got {short_repr(value)} (not a finite number)")
+    return result
+
+
+def _to_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and (word := parse_bool(value)) is not None:
+        return word
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise ParamError(f"{_expected(name, 'bool')} (true or false), got {type_of(value)} {short_repr(value)}")
+
+
+def _to_list(name: str, value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise ParamError(f"{_expected(name, 'list')}, got {type_of(value)}")
+    _check_nested(name, value)
+    return value
+
+
+def _to_dict(name: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ParamError(f"{_expected(name, 'dict')}, got {type_of(value)}")
+    _check_nested(name, value)
+    return value
+
+
+# -- the table ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ParamType:
+    """One param type: every fact about it that a call, a door or the catalog needs."""
+
+    name: str
+    json: str  # JSON Schema type
+    bounds: tuple[str, str] | None  # JSON Schema keywords that `min` and `max` become
+    bounds_length: bool  # whether min/max bound a length (or count) rather than the value
+    noun: str  # what min/max measure, in messages
+    coerce: Callable[[str, Any], Any]  # (param name, a call's JSON value) -> the value; ParamError naming the param
+    # The catalog: the JSON types (`type_of`) its `default`, `example` and `enum` entries may be written as.
+    written_as: tuple[str, ...]
+    secret: bool = False  # whether the catalog may declare a param of this type `secret: true`
+    annotations: tuple[str, ...] = ()  # an fn parameter's annotation names (lower case) read as this type
+    units: tuple[str, str] = ("", "")  # what a length bound counts (one, many), in words for people
+    placeholder: Any = None  # the example value of a param with no enum, bounds or pattern to obey
+    pattern_on: str = ""  # what a declared `pattern` must match: "value", "items" (each str item), "" (nothing)
+
+    def holds(self, value: Any) -> bool:
+        """Whether a catalog value (a `default`, an `example`, an `enum` entry) is of this type as written."""
+        return type_of(value) in self.written_as
+
+
+TYPES: dict[str, ParamType] = {
+    t.name: t
+    for t in (
+        ParamType(
+            name="str",
+            json="string",
+            bounds=("minLength", "maxLength"),
+            bounds_length=True,
+            noun="length",
+            coerce=_to_str,
+            written_as=("str",),
+            secret=True,
+            annotations=("str",),
+            units=("character", "characters"),
+            placeholder="text",
+            pattern_on="value",
+        ),
+        ParamType(
+            name="int",
+            json="integer",
+            bounds=("minimum", "maximum"),
+            bounds_length=False,
+            noun="value",
+            coerce=_to_int,
+            written_as=("int",),
+            annotations=("int",),
+            placeholder=1,
+        ),
+        ParamType(
+            name="float",
+            json="number",
+            bounds=("minimum", "maximum"),
+            bounds_length=False,
+            noun="value",
+            coerce=_to_float,
+            written_as=("float", "int"),
+            annotations=("float",),
+            placeholder=1.0,
+        ),
+        ParamType(
+            name="bool",
+            json="boolean",
+            bounds=None,
+            bounds_length=False,
+            noun="value",
+            coerce=_to_bool,
+            written_as=("bool",),
+            annotations=("bool",),
+            placeholder=True,
+        ),
+        ParamType(
+            name="list",
+            json="array",
+            bounds=("minItems", "maxItems"),
+            bounds_length=True,
+            noun="length",
+            coerce=_to_list,
+            written_as=("list",),
+            annotations=("list", "tuple", "set", "sequence"),
+            units=("item", "items"),
+            placeholder=[],
+            pattern_on="items",
+        ),
+        ParamType(
+            name="dict",
+            json="object",
+            bounds=("minProperties", "maxProperties"),
+            bounds_length=True,
+            noun="length",
+            coerce=_to_dict,
+            written_as=("dict",),
+            annotations=("dict", "mapping"),
+            units=("entry", "entries"),
+            placeholder={},
+        ),
+    )
+}
+PARAM_TYPES = tuple(TYPES)  # the type names, in the table's order (messages, the catalog's JSON Schema)
+ANNOTATION_TYPES = {word: t.name for t in TYPES.values() for word in t.annotations}
 
 
 def json_schema(param: Param) -> dict[str, Any]:
@@ -102,19 +328,19 @@ def json_schema(param: Param) -> dict[str, Any]:
         prop["default"] = param.default
     if param.enum is not None:
         prop["enum"] = list(param.enum)
-    if param.pattern is not None:
+    if param.pattern is not None and kind.pattern_on:
         # JSON Schema patterns search; toolrun matches the whole value: anchor it.
         anchored = f"^(?:{param.pattern})$"
-        if param.type == "str":
+        if kind.pattern_on == "value":
             prop["pattern"] = anchored
-        elif param.type == "list":
+        else:
             prop["items"] = {"pattern": anchored}
     if kind.bounds is not None:
         low, high = kind.bounds
         if param.min is not None:
-            prop[low] = max(0, math.ceil(param.min)) if kind.bounds_length else _num(param.min)
+            prop[low] = max(0, math.ceil(param.min)) if kind.bounds_length else compact_number(param.min)
         if param.max is not None:
-            prop[high] = max(0, math.floor(param.max)) if kind.bounds_length else _num(param.max)
+            prop[high] = max(0, math.floor(param.max)) if kind.bounds_length else compact_number(param.max)
     if param.example is not None and not secret:
         prop["examples"] = [param.example]
     return prop
@@ -130,7 +356,7 @@ def request_schema(tool: ToolSpec) -> dict[str, Any]:
     }
 
 
-def _short(value: Any) -> str:
+def _short_json(value: Any) -> str:
     import json
 
     try:
@@ -146,13 +372,13 @@ def describe(param: Param) -> str:
     `path: str`, `n: int = 5 [1..100]`, `level: str [debug|info]`, `tag?: str [~^v\\d+$]`."""
     text = f"{param.name}{'' if param.required or param.default is not None else '?'}: {param.type}"
     if param.default is not None:
-        text += " = ***" if getattr(param, "secret", False) else f" = {_short(param.default)}"
+        text += " = ***" if getattr(param, "secret", False) else f" = {_short_json(param.default)}"
     notes = []
     if param.enum is not None:
-        notes.append("|".join(str(c) if isinstance(c, str) else _short(c) for c in param.enum))
+        notes.append("|".join(str(c) if isinstance(c, str) else _short_json(c) for c in param.enum))
     if param.min is not None or param.max is not None:
-        low = "" if param.min is None else f"{_num(param.min)}"
-        high = "" if param.max is None else f"{_num(param.max)}"
+        low = "" if param.min is None else f"{compact_number(param.min)}"
+        high = "" if param.max is None else f"{compact_number(param.max)}"
         notes.append(f"{'len ' if TYPES[param.type].bounds_length else ''}{low}..{high}")
     if param.pattern is not None:
         notes.append(f"~{param.pattern}")
@@ -161,14 +387,12 @@ def describe(param: Param) -> str:
     return text
 
 
-_UNITS = {"str": ("character", "characters"), "list": ("item", "items"), "dict": ("entry", "entries")}
-
-
 def _bounds_words(param: Param) -> str:
     """`between 1 and 100`, `at least 3 characters`, `1 to 5 items`; '' when no bound is declared."""
-    low = None if param.min is None else _num(param.min)
-    high = None if param.max is None else _num(param.max)
-    one, many = _UNITS.get(param.type, ("", "")) if TYPES[param.type].bounds_length else ("", "")
+    low = None if param.min is None else compact_number(param.min)
+    high = None if param.max is None else compact_number(param.max)
+    kind = TYPES[param.type]
+    one, many = kind.units if kind.bounds_length else ("", "")
 
     def counted(n: float | int) -> str:
         return f"{n} {one if n == 1 else many}" if one else str(n)
@@ -187,7 +411,7 @@ def rules(param: Param) -> list[str]:
     `between 1 and 100`, `at most 5 items`, `must match: [a-z]+` (the whole value)."""
     out = []
     if param.enum is not None:
-        out.append("one of: " + ", ".join(c if isinstance(c, str) else _short(c) for c in param.enum))
+        out.append("one of: " + ", ".join(c if isinstance(c, str) else _short_json(c) for c in param.enum))
     bounds = _bounds_words(param)
     if bounds:
         out.append(bounds)

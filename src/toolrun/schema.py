@@ -14,12 +14,17 @@ from __future__ import annotations
 import json
 import re
 import sys
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-ParamType = Literal["str", "int", "float", "bool", "list", "dict"]
+from .paramtypes import PARAM_TYPES
+
+if TYPE_CHECKING:
+    ParamType = str
+else:
+    ParamType = Literal[PARAM_TYPES]  # the rows of the paramtypes table: adding a type there adds it here
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]*$"
 GROUP_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -89,7 +94,7 @@ class ParamDef(_Strict):
     """One declared parameter of a tool."""
 
     name: str = Field(pattern=NAME_PATTERN, description="Parameter name (a template variable).")
-    type: ParamType = Field("str", description="One of str, int, float, bool, list, dict.")
+    type: ParamType = Field("str", description=f"One of {', '.join(PARAM_TYPES)}.")
     required: bool | None = Field(
         None, description="Whether the caller must supply it. Default: true unless a default is given."
     )

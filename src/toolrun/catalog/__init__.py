@@ -12,9 +12,10 @@ The format itself is documented in docs/catalog.md; the JSON Schema in schema/ i
 from the pydantic models in schema.py.
 
 The package has one module per job: options (LoadOptions, Catalog), source (what a file may be: a
-regular file, bounded; its aliases' expansion, bounded), positions, problems, parse, substitute
-(``${VAR}``), paramdefs, templates (lint), fn (introspection), envfiles, build, loader (one file,
-start to end) and cache.
+regular file, bounded; its aliases' expansion, bounded), positions, context (LoadContext, the state
+one file's load shares, and LoadResult, what it gives back), problems, parse, substitute (``${VAR}``),
+paramdefs, templates (lint), fn (introspection), envfiles, exampledefs, sandboxes, build, loader (one
+file, start to end) and cache. Each step is a module of plain functions that take the LoadContext.
 """
 
 from __future__ import annotations
@@ -29,10 +30,9 @@ from ..errors import CatalogError, Problem
 from ..heap import release_free_memory
 from ..models import ToolSpec
 from .build import example_call
-from .cache import _load_file, cache_key
+from .cache import cache_key, load_file_cached
 from .envfiles import BASE_ENV, DEFAULT_PATH, child_env, parse_env_file
 from .fn import resolve_fn
-from .loader import _FileLoader as _FileLoader  # tests patch its load()
 from .options import Catalog, LoadOptions
 from .sandboxes import resolve as resolve_sandboxes
 
@@ -109,7 +109,7 @@ def check(
     built = False
     declared: list[Any] = []
     for path in files:
-        file_tools, file_problems, cold, file_profiles = _load_file(path, environ, options)
+        file_tools, file_problems, cold, file_profiles = load_file_cached(path, environ, options)
         built = built or cold
         problems.extend(file_problems)
         declared.extend(file_profiles)

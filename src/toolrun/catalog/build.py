@@ -1,213 +1,285 @@
-"""One validated tool definition -> a ToolSpec: kind, defaults merged, groups, limits, example."""
+"""One validated tool definition -> a ToolSpec: kind, defaults merged, groups, limits, example.
+
+`build` runs the checks of each part in a fixed order (their problems appear in that order), then
+makes the ToolSpec when none of them found an error.
+"""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from ..models import EXEC_RETURN_TYPE, Param, ResourceLimits, ToolSpec
-from .envfiles import EnvMixin
-from .exampledefs import ExamplesMixin
+from ..models import EXEC_RETURN_TYPE, Param, ResourceLimits, Sandbox, ToolSpec
+from .envfiles import build_env
+from .exampledefs import build_examples
 from .examplevalue import example_value
-from .fn import FnMixin
-from .paramdefs import ParamsMixin
-from .sandboxes import SandboxMixin
-from .templates import TemplateMixin
+from .fn import inspect_fn
+from .paramdefs import build_params
+from .sandboxes import sandbox_of
+from .templates import check_template
 
 if TYPE_CHECKING:
     from ..schema import CatalogFile, RuntimeOptions, ToolDef
+    from .context import LoadContext
 
 T = TypeVar("T")
 
 _FN_ONLY_OPTIONS = ("cwd", "env", "env_file", "env_passthrough", "limits", "stdin", "user", "protocols")
+_HINTS = ("title", "read_only", "destructive", "idempotent", "open_world")
 
 
-class BuildMixin(ParamsMixin, TemplateMixin, FnMixin, EnvMixin, ExamplesMixin, SandboxMixin):
-    def build(self, tool: ToolDef, head: CatalogFile, loc: tuple[Any, ...]) -> ToolSpec | None:
-        group = tool.group or head.group
-        before = self.errors()
-        if not group:
-            self.problem((*loc, "name"), tool.name, "no group: set `group:` at the top of the file or on the tool")
-            return None
-        key = f"{group}.{tool.name}"
-        kinds = [k for k in ("exec", "curl", "fn") if getattr(tool, k) is not None]
-        if len(kinds) != 1:
-            found = " and ".join(kinds) if kinds else "none"
-            where = (*loc, kinds[1]) if len(kinds) > 1 else (*loc, "name")
-            self.problem(where, key, f"a tool needs exactly one of exec, curl or fn (found {found})")
-            return None
-        kind = kinds[0]
-        opts = _merge(head.defaults, tool)
-        params = self.build_params(tool, key, loc, kind)
-        return_type = EXEC_RETURN_TYPE
-        description = tool.description
-        option_params: tuple[tuple[str, bool], ...] = ()
-        if kind == "fn":
-            source = str(tool.fn)
-            ignored = [name for name in _FN_ONLY_OPTIONS if name in tool.model_fields_set]
-            if ignored:
-                self.problem(
-                    (*loc, ignored[0]), key, f"fn tools run in-process and ignore {', '.join(ignored)}", "warning"
-                )
-            fn_info = self.inspect_fn(source, key, (*loc, "fn"), params)
-            if fn_info is None:
-                return None
-            params, return_type, doc = fn_info
-            description = description or doc
-        else:
-            template = tool.exec if kind == "exec" else tool.curl
-            assert template is not None
-            if tool.inline:
-                self.problem((*loc, "inline"), key, "`inline` applies to fn tools only; ignored", "warning")
-            if not template.strip():
-                self.problem((*loc, kind), key, f"`{kind}:` is empty")
-                return None
-            option_params = self.check_template(template, params or [], tool.stdin, key, loc, kind)
-            source = template
-            if kind == "curl":
-                protocols = tool.protocols if tool.protocols is not None else self.options.curl_protocols
-                # `--json @-` goes before the template's words: after a `--` there, curl would read it as a URL.
-                source = (
-                    f"curl -s -o - --proto ={','.join(protocols)} "
-                    + ("--json @- " if tool.stdin else "")
-                    + template.strip()
-                )
-            elif tool.protocols is not None:
-                self.problem((*loc, "protocols"), key, "`protocols` applies to curl tools only; ignored", "warning")
-        params = params or []
-        groups = [group, *[g for g in tool.groups if g != group]]
-        public = tool.public or "public" in groups
-        if public and "public" not in groups:
-            groups.append("public")
-        env = self.build_env(opts, key, loc)
-        cwd = None
-        if opts.cwd:
-            cwd = str((self.path.parent / opts.cwd).resolve())
-            if self.options.check and kind != "fn" and not Path(cwd).is_dir():
-                self.problem((*loc, "cwd"), key, f"cwd {opts.cwd!r} is not a directory here", "warning")
-        limits = (
-            ResourceLimits(
-                cpu=opts.limits.cpu,
-                memory=opts.limits.memory,
-                open_files=opts.limits.open_files,
-                file_size=opts.limits.file_size,
-                processes=opts.limits.processes,
-                output=opts.limits.output or self.options.max_output,
+class _Run(NamedTuple):
+    """What a tool runs: its params, return type and description as the kind settles them."""
+
+    params: list[Param]
+    return_type: str
+    description: str
+    source: str  # the command (curl: with the shorthand's words) or module:function
+    option_params: tuple[tuple[str, bool], ...] = ()
+
+
+class _Setup(NamedTuple):
+    """Where and how a tool runs: from the merged options."""
+
+    env: dict[str, str]
+    cwd: str | None
+    limits: ResourceLimits
+    sandbox: Sandbox | None
+
+
+def build(ctx: LoadContext, tool: ToolDef, head: CatalogFile, loc: tuple[Any, ...]) -> ToolSpec | None:
+    """The ToolSpec of a validated tool definition, or None when it has errors (they are in `ctx.problems`)."""
+    before = ctx.errors()
+    named = _key_and_kind(ctx, tool, head, loc)
+    if named is None:
+        return None
+    _, key, kind = named
+    opts = merge(head.defaults, tool)
+    declared = build_params(ctx, tool, key, loc, kind)
+    run = _fn_run(ctx, tool, key, loc, declared) if kind == "fn" else _command_run(ctx, tool, key, loc, kind, declared)
+    if run is None:
+        return None
+    env, cwd, limits = _process(ctx, opts, key, loc, kind)
+    check_example_values(ctx, run.params, key, loc, kind, before)
+    sandbox = sandbox_of(ctx, tool.sandbox if kind == "fn" else opts.sandbox, kind, key, loc)
+    _hint_warnings(ctx, tool, key, loc)
+    if ctx.errors() > before:
+        return None
+    spec = _spec(ctx, tool, opts, named, loc, run, _Setup(env, cwd, limits, sandbox))
+    return build_examples(ctx, spec, tool, loc) if tool.examples else spec
+
+
+def _key_and_kind(
+    ctx: LoadContext, tool: ToolDef, head: CatalogFile, loc: tuple[Any, ...]
+) -> tuple[str, str, str] | None:
+    """(group, key, kind: exec, curl or fn), or None after a problem."""
+    group = tool.group or head.group
+    if not group:
+        ctx.problem((*loc, "name"), tool.name, "no group: set `group:` at the top of the file or on the tool")
+        return None
+    key = f"{group}.{tool.name}"
+    kinds = [k for k in ("exec", "curl", "fn") if getattr(tool, k) is not None]
+    if len(kinds) != 1:
+        found = " and ".join(kinds) if kinds else "none"
+        where = (*loc, kinds[1]) if len(kinds) > 1 else (*loc, "name")
+        ctx.problem(where, key, f"a tool needs exactly one of exec, curl or fn (found {found})")
+        return None
+    return group, key, kinds[0]
+
+
+def _fn_run(
+    ctx: LoadContext, tool: ToolDef, key: str, loc: tuple[Any, ...], declared: list[Param] | None
+) -> _Run | None:
+    source = str(tool.fn)
+    ignored = [name for name in _FN_ONLY_OPTIONS if name in tool.model_fields_set]
+    if ignored:
+        ctx.problem((*loc, ignored[0]), key, f"fn tools run in-process and ignore {', '.join(ignored)}", "warning")
+    fn_info = inspect_fn(ctx, source, key, (*loc, "fn"), declared)
+    if fn_info is None:
+        return None
+    params, return_type, doc = fn_info
+    return _Run(params, return_type, tool.description or doc, source)
+
+
+def _command_run(
+    ctx: LoadContext, tool: ToolDef, key: str, loc: tuple[Any, ...], kind: str, declared: list[Param] | None
+) -> _Run | None:
+    template = tool.exec if kind == "exec" else tool.curl
+    assert template is not None
+    if tool.inline:
+        ctx.problem((*loc, "inline"), key, "`inline` applies to fn tools only; ignored", "warning")
+    if not template.strip():
+        ctx.problem((*loc, kind), key, f"`{kind}:` is empty")
+        return None
+    params = declared or []
+    option_params = check_template(ctx, template, params, tool.stdin, key, loc, kind)
+    source = template
+    if kind == "curl":
+        protocols = tool.protocols if tool.protocols is not None else ctx.options.curl_protocols
+        # `--json @-` goes before the template's words: after a `--` there, curl would read it as a URL.
+        source = (
+            f"curl -s -o - --proto ={','.join(protocols)} " + ("--json @- " if tool.stdin else "") + template.strip()
+        )
+    elif tool.protocols is not None:
+        ctx.problem((*loc, "protocols"), key, "`protocols` applies to curl tools only; ignored", "warning")
+    return _Run(params, EXEC_RETURN_TYPE, tool.description, source, option_params)
+
+
+def _process(
+    ctx: LoadContext, opts: RuntimeOptions, key: str, loc: tuple[Any, ...], kind: str
+) -> tuple[dict[str, str], str | None, ResourceLimits]:
+    """The tool's environment, working directory and limits; problems with its env file, cwd and user."""
+    env = build_env(ctx, opts, key, loc)
+    cwd = None
+    if opts.cwd:
+        cwd = str((ctx.path.parent / opts.cwd).resolve())
+        if ctx.options.check and kind != "fn" and not Path(cwd).is_dir():
+            ctx.problem((*loc, "cwd"), key, f"cwd {opts.cwd!r} is not a directory here", "warning")
+    limits = _limits(ctx, opts)
+    if opts.user is not None:
+        import pwd
+
+        try:
+            pwd.getpwnam(opts.user)
+        except KeyError:
+            ctx.problem((*loc, "user"), key, f"user {opts.user!r} does not exist on this machine")
+    return env, cwd, limits
+
+
+def _limits(ctx: LoadContext, opts: RuntimeOptions) -> ResourceLimits:
+    if opts.limits is None:
+        return ResourceLimits(output=ctx.options.max_output)
+    return ResourceLimits(
+        cpu=opts.limits.cpu,
+        memory=opts.limits.memory,
+        open_files=opts.limits.open_files,
+        file_size=opts.limits.file_size,
+        processes=opts.limits.processes,
+        output=opts.limits.output or ctx.options.max_output,
+    )
+
+
+def _hint_warnings(ctx: LoadContext, tool: ToolDef, key: str, loc: tuple[Any, ...]) -> None:
+    """Warnings for hints and approval settings that contradict or do nothing."""
+    if tool.read_only and tool.destructive:
+        ctx.problem((*loc, "destructive"), key, "a read_only tool cannot be destructive", "warning")
+    for name in ("approvers", "approval_timeout"):
+        if getattr(tool, name) is not None and tool.approval != "required":
+            ctx.problem((*loc, name), key, f"`{name}` applies with `approval: required` only; ignored", "warning")
+
+
+def _groups(tool: ToolDef, group: str) -> tuple[tuple[str, ...], bool]:
+    """The tool's groups (its key's group first, each once; `public` added to a public tool's), and whether
+    it is public."""
+    groups = [group, *[g for g in tool.groups if g != group]]
+    public = tool.public or "public" in groups
+    if public and "public" not in groups:
+        groups.append("public")
+    return tuple(sys.intern(g) for g in dict.fromkeys(groups)), public
+
+
+def _spec(
+    ctx: LoadContext,
+    tool: ToolDef,
+    opts: RuntimeOptions,
+    names: tuple[str, str, str],
+    loc: tuple[Any, ...],
+    run: _Run,
+    setup: _Setup,
+) -> ToolSpec:
+    group, key, kind = names
+    groups, public = _groups(tool, group)
+    line, col = ctx.locate.value(loc) if ctx.options.check else (0, 0)
+    approval = tool.approval == "required"
+    secret_env = tuple(sorted(name for name, value in (opts.env or {}).items() if getattr(value, "secret", False)))
+    return ToolSpec(
+        key=key,
+        name=tool.name,
+        kind=kind,  # type: ignore[arg-type]
+        groups=share(ctx, groups),
+        public=public,
+        description=share(ctx, run.description),
+        params=tuple(lean_param(ctx, p) for p in run.params),
+        return_type=run.return_type,
+        example=example_call(key, run.params),
+        source=share(ctx, run.source),
+        stdin=tool.stdin,
+        inline=tool.inline,
+        timeout=opts.timeout or ctx.options.default_timeout,
+        cwd=setup.cwd,
+        env=setup.env,
+        secret_env=share(ctx, secret_env),
+        env_passthrough=share(ctx, tuple(opts.env_passthrough or ())),
+        limits=share(ctx, setup.limits),
+        user=opts.user,
+        file=ctx.name,
+        line=line,
+        col=col,
+        annotations={name: value for name in _HINTS if (value := getattr(tool, name)) is not None},
+        keywords=share(ctx, tuple(dict.fromkeys(tool.keywords or ()))),
+        option_params=run.option_params,
+        sandbox=setup.sandbox,
+        approval=approval,
+        approvers=tuple(dict.fromkeys(tool.approvers or ["admin"])) if approval else (),
+        approval_timeout=tool.approval_timeout,
+        run_async=tool.run_async,
+    )
+
+
+def check_example_values(
+    ctx: LoadContext, params: Sequence[Param], key: str, loc: tuple[Any, ...], kind: str, errors_before: int
+) -> None:
+    """Warn about each param of the example call for which no value obeying its rules can be made
+    (not for a tool with errors: a broken rule is reported already)."""
+    if kind == "fn" or ctx.errors() > errors_before:
+        return
+    for i, param in enumerate(params):
+        if (param.required or param.example is not None) and example_value(param) is None:
+            rules = f"matches its pattern {param.pattern!r}" if param.pattern else "obeys its rules"
+            ctx.problem(
+                (*loc, "params", i, "pattern" if param.pattern else "name"),
+                key,
+                f"param {param.name!r}: toolrun cannot make an example value that {rules}, so the tool's "
+                "example call leaves it out; declare `example:`",
+                "warning",
+                "example-left-out",
             )
-            if opts.limits is not None
-            else ResourceLimits(output=self.options.max_output)
-        )
-        if opts.user is not None:
-            import pwd
-
-            try:
-                pwd.getpwnam(opts.user)
-            except KeyError:
-                self.problem((*loc, "user"), key, f"user {opts.user!r} does not exist on this machine")
-        self.check_example_values(params, key, loc, kind, before)
-        sandbox = self.sandbox_of(tool.sandbox if kind == "fn" else opts.sandbox, kind, key, loc)
-        if tool.read_only and tool.destructive:
-            self.problem((*loc, "destructive"), key, "a read_only tool cannot be destructive", "warning")
-        for name in ("approvers", "approval_timeout"):
-            if getattr(tool, name) is not None and tool.approval != "required":
-                self.problem((*loc, name), key, f"`{name}` applies with `approval: required` only; ignored", "warning")
-        if self.errors() > before:
-            return None
-        line, col = self.locate.value(loc) if self.options.check else (0, 0)
-        share = self.share
-        spec = ToolSpec(
-            key=key,
-            name=tool.name,
-            kind=kind,  # type: ignore[arg-type]
-            groups=share(tuple(sys.intern(g) for g in dict.fromkeys(groups))),
-            public=public,
-            description=share(description),
-            params=tuple(self.lean_param(p) for p in params),
-            return_type=return_type,
-            example=example_call(key, params),
-            source=share(source),
-            stdin=tool.stdin,
-            inline=tool.inline,
-            timeout=opts.timeout or self.options.default_timeout,
-            cwd=cwd,
-            env=env,
-            secret_env=share(
-                tuple(sorted(name for name, value in (opts.env or {}).items() if getattr(value, "secret", False)))
-            ),
-            env_passthrough=share(tuple(opts.env_passthrough or ())),
-            limits=share(limits),
-            user=opts.user,
-            file=self.name,
-            line=line,
-            col=col,
-            annotations={
-                name: value
-                for name in ("title", "read_only", "destructive", "idempotent", "open_world")
-                if (value := getattr(tool, name)) is not None
-            },
-            keywords=share(tuple(dict.fromkeys(tool.keywords or ()))),
-            option_params=option_params,
-            sandbox=sandbox,
-            approval=tool.approval == "required",
-            approvers=tuple(dict.fromkeys(tool.approvers or ["admin"])) if tool.approval == "required" else (),
-            approval_timeout=tool.approval_timeout,
-            run_async=tool.run_async,
-        )
-        if tool.examples:
-            spec = self.build_examples(spec, tool, loc)
-        return spec
-
-    def check_example_values(
-        self, params: Sequence[Param], key: str, loc: tuple[Any, ...], kind: str, errors_before: int
-    ) -> None:
-        """Warn about each param of the example call for which no value obeying its rules can be made
-        (not for a tool with errors: a broken rule is reported already)."""
-        if kind == "fn" or self.errors() > errors_before:
-            return
-        for i, param in enumerate(params):
-            if (param.required or param.example is not None) and example_value(param) is None:
-                rules = f"matches its pattern {param.pattern!r}" if param.pattern else "obeys its rules"
-                self.problem(
-                    (*loc, "params", i, "pattern" if param.pattern else "name"),
-                    key,
-                    f"param {param.name!r}: toolrun cannot make an example value that {rules}, so the tool's "
-                    "example call leaves it out; declare `example:`",
-                    "warning",
-                    "example-left-out",
-                )
-
-    def share(self, value: T) -> T:
-        """One object for equal values of one file (strings, tuples of strings, limits): a catalog repeats
-        them across its tools, and every copy would stay resident in every worker (pickling keeps the
-        sharing: the cache and the compacted copy hold one object). Numbers are never shared (1 == 1.0 ==
-        True: a shared value could change type; and pickle copies numbers anyway)."""
-        kind = type(value)
-        if kind is tuple and not all(type(v) is str for v in value):  # type: ignore[attr-defined]
-            return value
-        if kind not in (str, tuple, ResourceLimits):
-            return value
-        return self.shared.setdefault((kind, value), value)  # type: ignore[no-any-return]
-
-    def lean_param(self, param: Param) -> Param:
-        share = self.share
-        return Param(
-            name=sys.intern(param.name),
-            type=sys.intern(param.type),
-            required=param.required,
-            default=share(param.default),
-            description=share(param.description),
-            example=share(param.example),
-            enum=share(param.enum),
-            pattern=share(param.pattern),
-            min=param.min,
-            max=param.max,
-            secret=param.secret,
-        )
 
 
-def _merge(defaults: RuntimeOptions | None, tool: ToolDef) -> RuntimeOptions:
+def share(ctx: LoadContext, value: T) -> T:
+    """One object for equal values of one file (strings, tuples of strings, limits): a catalog repeats
+    them across its tools, and every copy would stay resident in every worker (pickling keeps the
+    sharing: the cache and the compacted copy hold one object). Numbers are never shared (1 == 1.0 ==
+    True: a shared value could change type; and pickle copies numbers anyway)."""
+    kind = type(value)
+    if kind is tuple and not all(type(v) is str for v in value):  # type: ignore[attr-defined]
+        return value
+    if kind not in (str, tuple, ResourceLimits):
+        return value
+    return ctx.shared.setdefault((kind, value), value)  # type: ignore[no-any-return]
+
+
+def lean_param(ctx: LoadContext, param: Param) -> Param:
+    """`param` with its names interned and its repeated values shared (`share`)."""
+    return Param(
+        name=sys.intern(param.name),
+        type=sys.intern(param.type),
+        required=param.required,
+        default=share(ctx, param.default),
+        description=share(ctx, param.description),
+        example=share(ctx, param.example),
+        enum=share(ctx, param.enum),
+        pattern=share(ctx, param.pattern),
+        min=param.min,
+        max=param.max,
+        secret=param.secret,
+    )
+
+
+def merge(defaults: RuntimeOptions | None, tool: ToolDef) -> RuntimeOptions:
+    """The tool's runtime options over the file's `defaults:` (env joined, limits merged field by field)."""
     from ..schema import Limits, RuntimeOptions
 
     if defaults is None:

@@ -1,4 +1,11 @@
-"""The warm-load cache: one pickle per catalog file, keyed by content, options and record layout."""
+"""The warm-load cache: one pickle per catalog file, keyed by content, options and record layout.
+
+An entry holds a file's tools, warnings and sandbox profiles, with the digests of the environment
+values and other files they were built from (checked on every read). Which files may be stored is
+`LoadContext.cacheable` (catalog/context.py). A file not found here is built by `load_file`, looked up in
+this module's namespace at each call: a test that replaces `toolrun.catalog.cache.load_file` sees exactly
+which files were parsed.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +22,7 @@ from typing import Any
 from .. import __version__
 from ..errors import Problem
 from ..models import Example, Expect, Param, ResourceLimits, Sandbox, ToolSpec
-from .loader import _FileLoader
+from .loader import load_file
 from .options import LoadOptions
 from .source import read_catalog
 
@@ -41,11 +48,11 @@ def cache_key() -> str:
     return records_key(CACHED_RECORDS, __version__)
 
 
-def _load_file(
+def load_file_cached(
     path: Path, environ: Mapping[str, str], options: LoadOptions
 ) -> tuple[list[ToolSpec], list[Problem], bool, list[Any]]:
     """The file's tools, problems, whether they were built from the YAML (not from the cache), and the sandbox
-    profiles it declares."""
+    profiles it declares: from the cache when it holds the file (never in check mode), else built and stored."""
     # A load allocates hundreds of thousands of containers and frees none of them: the cyclic
     # GC would walk them again and again for nothing (it doubles the cost of unpickling).
     was_enabled = gc.isenabled()
@@ -75,21 +82,19 @@ def _load_file_uncollected(
             cached = _read_cache(cache_file, environ)
             if cached is not None:
                 return cached[0], cached[1], False, cached[2]
-    loader = _FileLoader(path, environ, options)
-    tools = loader.load()
-    problems = loader.problems
+    result = load_file(path, environ, options)
+    tools, problems, declared = result.tools, result.problems, result.declared
     if options.check:  # validate-catalog: nothing is served from these, and nothing is cached
-        return tools, problems, True, loader.declared
-    store = cache_file is not None and not loader.errors() and loader.cacheable
-    declared = loader.declared
+        return tools, problems, True, declared
+    store = cache_file is not None and result.cacheable
     entry = {
-        "env": {k: _env_digest(v) for k, v in loader.used_env.items()},
-        "files": loader.extra_files,
+        "env": {k: _env_digest(v) for k, v in result.used_env.items()},
+        "files": result.extra_files,
         "tools": tools,
         "warnings": problems,
         "sandboxes": declared,
     }
-    del loader
+    del result
     try:
         blob = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:  # pragma: no cover - every record is plain data (the cache pickles them too)

@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..models import ToolSpec
-from .problems import _LoaderBase
 
 if TYPE_CHECKING:
     from ..schema import RuntimeOptions
+    from .context import LoadContext
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # The child's environment starts from these server variables only (plus what the tool declares).
@@ -19,28 +19,30 @@ BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER"
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
-class EnvMixin(_LoaderBase):
-    def build_env(self, opts: RuntimeOptions, key: str, loc: tuple[Any, ...]) -> dict[str, str]:
-        env: dict[str, str] = {}
-        if opts.env_file:
-            env_path = (self.path.parent / opts.env_file).resolve()
-            try:
-                data = env_path.read_bytes()
-                content = data.decode("utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-                self.problem((*loc, "env_file"), key, f"cannot read env_file {opts.env_file!r}: {reason}")
-            else:
-                self.extra_files[str(env_path)] = hashlib.sha256(data).hexdigest()
-                for name, value in parse_env_file(content).items():
-                    if not ENV_NAME.match(name):
-                        self.problem(
-                            (*loc, "env_file"), key, f"env_file {opts.env_file!r}: {name!r} is not a variable name"
-                        )
-                    env[name] = value
-        for var, setting in (opts.env or {}).items():
-            env[var] = _env_text(setting)
-        return env
+def build_env(ctx: LoadContext, opts: RuntimeOptions, key: str, loc: tuple[Any, ...]) -> dict[str, str]:
+    """The tool's `env_file` (read, recorded in `ctx.extra_files`), then its `env:` values over it."""
+    env = read_env_file(ctx, opts.env_file, key, loc) if opts.env_file else {}
+    for var, setting in (opts.env or {}).items():
+        env[var] = _env_text(setting)
+    return env
+
+
+def read_env_file(ctx: LoadContext, name: str, key: str, loc: tuple[Any, ...]) -> dict[str, str]:
+    """The variables of the env file `name` (relative to the catalog file); a problem when it cannot be read."""
+    env_path = (ctx.path.parent / name).resolve()
+    try:
+        data = env_path.read_bytes()
+        content = data.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        ctx.problem((*loc, "env_file"), key, f"cannot read env_file {name!r}: {reason}")
+        return {}
+    ctx.extra_files[str(env_path)] = hashlib.sha256(data).hexdigest()
+    env = parse_env_file(content)
+    for var in env:
+        if not ENV_NAME.match(var):
+            ctx.problem((*loc, "env_file"), key, f"env_file {name!r}: {var!r} is not a variable name")
+    return env
 
 
 def _env_text(value: Any) -> str:

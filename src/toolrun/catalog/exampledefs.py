@@ -11,28 +11,28 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..models import Example, Expect, ToolSpec
-from .problems import _LoaderBase
 
 if TYPE_CHECKING:
     from ..schema import ToolDef
+    from .context import LoadContext
 
 
-class ExamplesMixin(_LoaderBase):
-    def build_examples(self, spec: ToolSpec, tool: ToolDef, loc: tuple[Any, ...]) -> ToolSpec:
-        from ..examples import problems
+def build_examples(ctx: LoadContext, spec: ToolSpec, tool: ToolDef, loc: tuple[Any, ...]) -> ToolSpec:
+    """`spec` with the tool's examples; each one's problems are errors at its own line."""
+    from ..examples import problems
 
-        built: list[Example] = []
-        for i, ed in enumerate(tool.examples or []):
-            eloc = (*loc, "examples", i)
-            e = ed.expect
-            expect = (
-                Expect(e.exit_code, e.stdout, e.stdout_matches, e.stderr_matches, e.json_fields, e.error)
-                if e is not None
-                else Expect()
-            )
-            line, col = self.locate.value(eloc) if self.options.check else (0, 0)
-            example = Example(dict(ed.args), expect, ed.name, ed.timeout, ed.safe, line, col)
-            for where, message in problems(spec, example, i + 1):
-                self.problem((*eloc, *where), spec.key, message)
-            built.append(example)
-        return replace(spec, examples=tuple(built))
+    built: list[Example] = []
+    for i, ed in enumerate(tool.examples or []):
+        eloc = (*loc, "examples", i)
+        e = ed.expect
+        expect = (
+            Expect(e.exit_code, e.stdout, e.stdout_matches, e.stderr_matches, e.json_fields, e.error)
+            if e is not None
+            else Expect()
+        )
+        line, col = ctx.locate.value(eloc) if ctx.options.check else (0, 0)
+        example = Example(dict(ed.args), expect, ed.name, ed.timeout, ed.safe, line, col)
+        for where, message in problems(spec, example, i + 1):
+            ctx.problem((*eloc, *where), spec.key, message)
+        built.append(example)
+    return replace(spec, examples=tuple(built))

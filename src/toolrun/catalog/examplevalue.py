@@ -17,8 +17,8 @@ from typing import Any
 
 from ..errors import ParamError
 from ..models import Param
+from ..paramtypes import TYPES
 
-_PLACEHOLDER: dict[str, Any] = {"str": "text", "int": 1, "float": 1.0, "bool": True, "list": [], "dict": {}}
 _CANDIDATES = string.ascii_lowercase + string.digits + string.ascii_uppercase + "_-./~:@+= "
 _MISSING = object()
 
@@ -49,7 +49,7 @@ def _candidates(param: Param) -> list[Any]:
         return [[item] * count if item is not _MISSING else _MISSING]
     if kind == "dict" and (param.min or 0) > 0:
         return [{f"key{i}": "value" for i in range(int(param.min or 0))}]
-    return [_PLACEHOLDER.get(kind, "text")]
+    return [TYPES[kind].placeholder if kind in TYPES else "text"]
 
 
 def _number_within(param: Param) -> float:

@@ -10,88 +10,125 @@ import sys
 import types
 import typing
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..models import PARAM_TYPES, Param
-from .paramdefs import _type_of
-from .problems import _LoaderBase
+from ..models import Param
+from ..paramtypes import ANNOTATION_TYPES, PARAM_TYPES, TYPES, type_of
+
+if TYPE_CHECKING:
+    from .context import LoadContext
 
 
-class FnMixin(_LoaderBase):
-    def inspect_fn(
-        self, target: str, key: str, loc: tuple[Any, ...], declared: list[Param] | None
-    ) -> tuple[list[Param], str, str] | None:
-        module_name, sep, attr = target.partition(":")
-        if not sep or not module_name or not attr:
-            self.problem_at(self.locate.value(loc), key, f"fn {target!r} must be of the form module:function")
-            return None
-        try:
-            fn = resolve_fn(target, self.path.parent)
-        except Exception as exc:
-            self.problem_at(self.locate.value(loc), key, f"fn {target!r} does not import: {type(exc).__name__}: {exc}")
-            return None
-        if not callable(fn):
-            self.problem_at(self.locate.value(loc), key, f"fn {target!r} is not callable")
-            return None
-        self.track_sources(module_name, fn)
-        try:
-            sig = inspect.signature(fn)
-        except (TypeError, ValueError):
-            return declared or [], "unknown", inspect.getdoc(fn) or ""
-        hints = _type_hints(fn)
-        doc = inspect.getdoc(fn) or ""
-        return_type = _annotation_text(hints.get("return", sig.return_annotation))
+def inspect_fn(
+    ctx: LoadContext, target: str, key: str, loc: tuple[Any, ...], declared: list[Param] | None
+) -> tuple[list[Param], str, str] | None:
+    """(params, return type, docstring) of the fn `module:function`: its declared params checked against
+    its signature, or (none declared) params read from the signature. None after a problem."""
+    fn = _import_fn(ctx, target, key, loc)
+    if fn is None:
+        return None
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return declared or [], "unknown", inspect.getdoc(fn) or ""
+    hints = _type_hints(fn)
+    doc = inspect.getdoc(fn) or ""
+    return_type = _annotation_text(hints.get("return", sig.return_annotation))
+    named = {
+        p.name: p for p in sig.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY)
+    }
+    if declared is not None:
         accepts_any = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
-        named = {
-            p.name: p
-            for p in sig.parameters.values()
-            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY)
-        }
-        if declared is not None:
-            ok = True
-            names = {p.name for p in declared}
-            for dp in declared:
-                if dp.name not in named and not accepts_any:
-                    self.problem_at(self.locate.value(loc), key, f"fn {target!r} has no parameter {dp.name!r}")
-                    ok = False
-            for name, p in named.items():
-                if p.default is inspect.Parameter.empty and name not in names:
-                    self.problem_at(
-                        self.locate.value(loc), key, f"fn {target!r} requires {name!r}, which is not a declared param"
-                    )
-                    ok = False
-            return (declared, return_type, doc) if ok else None
-        params: list[Param] = []
-        for p in named.values():
-            required = p.default is inspect.Parameter.empty
-            ptype = _annotation_type(hints.get(p.name, p.annotation))
-            if ptype is None and not required:
-                ptype = _type_of(p.default) if _type_of(p.default) in PARAM_TYPES else None
-            if ptype is None:
-                self.problem_at(
-                    self.locate.value(loc),
-                    key,
-                    f"fn parameter {p.name!r} has no str/int/float/bool/list/dict annotation: annotate it or "
-                    "declare `params:`",
-                )
-                return None
-            default = None if required else _json_safe(p.default)
-            params.append(Param(p.name, ptype, required, default, "", None))
-        return params, return_type, doc
+        ok = _declared_fit(ctx, target, key, loc, declared, named, accepts_any)
+        return (declared, return_type, doc) if ok else None
+    params = _params_of(ctx, target, key, loc, named, hints)
+    return None if params is None else (params, return_type, doc)
 
-    def track_sources(self, module_name: str, fn: Any) -> None:
-        """Record the files an fn's signature comes from, so the cache notices when they change."""
-        files = {getattr(sys.modules.get(module_name), "__file__", None)}
-        try:
-            files.add(inspect.getsourcefile(fn))
-        except TypeError:  # a builtin or C function
-            files.add(None)
-        for name in files:
-            path = Path(name) if name else None
-            if path is None or path.suffix != ".py" or not path.is_file():
-                self.cacheable = False
-                continue
-            self.extra_files[str(path.resolve())] = hashlib.sha256(path.read_bytes()).hexdigest()
+
+def _import_fn(ctx: LoadContext, target: str, key: str, loc: tuple[Any, ...]) -> Any:
+    """The callable `target` names (its source files tracked), or None after a problem."""
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        ctx.problem_at(ctx.locate.value(loc), key, f"fn {target!r} must be of the form module:function")
+        return None
+    try:
+        fn = resolve_fn(target, ctx.path.parent)
+    except Exception as exc:
+        ctx.problem_at(ctx.locate.value(loc), key, f"fn {target!r} does not import: {type(exc).__name__}: {exc}")
+        return None
+    if not callable(fn):
+        ctx.problem_at(ctx.locate.value(loc), key, f"fn {target!r} is not callable")
+        return None
+    track_sources(ctx, module_name, fn)
+    return fn
+
+
+def _declared_fit(
+    ctx: LoadContext,
+    target: str,
+    key: str,
+    loc: tuple[Any, ...],
+    declared: list[Param],
+    named: dict[str, inspect.Parameter],
+    accepts_any: bool,
+) -> bool:
+    """Whether the function takes every declared param and declares every one it requires (problems if not)."""
+    ok = True
+    names = {p.name for p in declared}
+    for dp in declared:
+        if dp.name not in named and not accepts_any:
+            ctx.problem_at(ctx.locate.value(loc), key, f"fn {target!r} has no parameter {dp.name!r}")
+            ok = False
+    for name, p in named.items():
+        if p.default is inspect.Parameter.empty and name not in names:
+            ctx.problem_at(
+                ctx.locate.value(loc), key, f"fn {target!r} requires {name!r}, which is not a declared param"
+            )
+            ok = False
+    return ok
+
+
+def _params_of(
+    ctx: LoadContext,
+    target: str,
+    key: str,
+    loc: tuple[Any, ...],
+    named: dict[str, inspect.Parameter],
+    hints: dict[str, Any],
+) -> list[Param] | None:
+    """Params read from the signature: each parameter's annotation (else its default's type) gives its type."""
+    params: list[Param] = []
+    for p in named.values():
+        required = p.default is inspect.Parameter.empty
+        ptype = _annotation_type(hints.get(p.name, p.annotation))
+        if ptype is None and not required:
+            ptype = type_of(p.default) if type_of(p.default) in TYPES else None
+        if ptype is None:
+            ctx.problem_at(
+                ctx.locate.value(loc),
+                key,
+                f"fn parameter {p.name!r} has no {'/'.join(PARAM_TYPES)} annotation: annotate it or declare `params:`",
+            )
+            return None
+        default = None if required else _json_safe(p.default)
+        params.append(Param(p.name, ptype, required, default, "", None))
+    return params
+
+
+def track_sources(ctx: LoadContext, module_name: str, fn: Any) -> None:
+    """Record the files an fn's signature comes from in `ctx.extra_files`, so the cache notices when they
+    change; one that is no readable .py file makes the file uncacheable (`ctx.cacheable`)."""
+    files = {getattr(sys.modules.get(module_name), "__file__", None)}
+    try:
+        files.add(inspect.getsourcefile(fn))
+    except TypeError:  # a builtin or C function
+        files.add(None)
+    for name in files:
+        path = Path(name) if name else None
+        if path is None or path.suffix != ".py" or not path.is_file():
+            ctx.cacheable = False
+            continue
+        ctx.extra_files[str(path.resolve())] = hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _json_safe(value: Any) -> Any:
@@ -111,20 +148,6 @@ def _type_hints(fn: Any) -> dict[str, Any]:
         return {}
 
 
-_ANNOTATIONS = {
-    "str": "str",
-    "int": "int",
-    "float": "float",
-    "bool": "bool",
-    "list": "list",
-    "tuple": "list",
-    "set": "list",
-    "sequence": "list",
-    "dict": "dict",
-    "mapping": "dict",
-}
-
-
 def _annotation_type(annotation: Any) -> str | None:
     """The param type of an annotation: str/int/float/bool, list[...] and dict[...] (Optional allowed)."""
     if annotation is inspect.Parameter.empty:
@@ -134,14 +157,14 @@ def _annotation_type(annotation: Any) -> str | None:
         members = [a for a in typing.get_args(annotation) if a is not type(None)]
         return _annotation_type(members[0]) if len(members) == 1 else None
     if origin is typing.Literal:
-        kinds = {_type_of(v) for v in typing.get_args(annotation)}
-        return kinds.pop() if len(kinds) == 1 else None
+        kinds = {type_of(v) for v in typing.get_args(annotation)}
+        return kinds.pop() if len(kinds) == 1 and kinds <= TYPES.keys() else None
     target = origin if origin is not None else annotation
     if isinstance(target, str):  # an annotation that could not be evaluated
         text = target.split("[", 1)[0].split("|", 1)[0].strip().removeprefix("typing.")
-        return _ANNOTATIONS.get(text.lower())
+        return ANNOTATION_TYPES.get(text.lower())
     name = getattr(target, "__name__", "")
-    return _ANNOTATIONS.get(name.lower()) if name else None
+    return ANNOTATION_TYPES.get(name.lower()) if name else None
 
 
 def _annotation_text(annotation: Any) -> str:

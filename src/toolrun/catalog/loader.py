@@ -1,90 +1,123 @@
-"""One catalog file, start to end: read, parse, substitute, validate, build."""
+"""One catalog file, start to end: read, parse, substitute, validate, build.
+
+`load_file` is the one way a file's tools are built from its YAML (the cache, cache.py, calls it for
+every file it does not hold).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..models import ToolSpec
-from .build import BuildMixin
-from .parse import ParseMixin
-from .positions import _Locator
+from .build import build
+from .context import LoadContext, LoadResult
+from .options import LoadOptions
+from .parse import key_of, parse
+from .positions import Locator
+from .problems import acknowledge, report
+from .sandboxes import declare_profiles
 from .source import NotACatalogFile, read_catalog
-from .substitute import SubstituteMixin
+from .substitute import substitute_tool, substitute_tree
+
+if TYPE_CHECKING:
+    from ..schema import CatalogFile
 
 
-class _FileLoader(BuildMixin, SubstituteMixin, ParseMixin):
-    """Each job lives in its own mixin module; this class runs them in order."""
+def load_file(path: Path, environ: Mapping[str, str], options: LoadOptions) -> LoadResult:
+    """The tools of the catalog file at `path`, built from its YAML (never from the cache), and every
+    problem found; see LoadContext for the rest of the result."""
+    ctx = LoadContext(path, environ, options)
+    return ctx.result(_load(ctx))
 
-    def load(self) -> list[ToolSpec]:
-        from pydantic import ValidationError
 
-        from ..schema import CatalogFile, ToolDef
+def _load(ctx: LoadContext) -> list[ToolSpec]:
+    text = _read_text(ctx)
+    if text is None:
+        return []
+    ctx.locate = Locator(text)
+    ctx.has_refs = "${" in text  # most files reference no variable: skip the walk
+    ok, data = parse(ctx, text)
+    if not ok:
+        return []
+    if data is None:
+        ctx.problem_at((1, 1), "", "catalog file is empty (expected a mapping with `tools:`)", "warning")
+        return []
+    if not isinstance(data, dict):  # the root was checked on its nodes: a tagged one, `!!set`, is not
+        ctx.problem_at((1, 1), "", f"a catalog file is a mapping with `tools:`, not a {type(data).__name__}")
+        return []
+    head = _head(ctx, data)
+    if head is None:
+        return []
+    tools_raw = data.get("tools")
+    if tools_raw is None and head.sandboxes:
+        return []  # a file of sandbox profiles only
+    if tools_raw is None:
+        ctx.problem(("tools",), "", "no `tools:` list in this file", "warning")
+        return []
+    if not isinstance(tools_raw, list):
+        ctx.problem_at(ctx.locate.value(("tools",)), "", "`tools:` must be a list of tool definitions")
+        return []
+    return _tools(ctx, tools_raw, head)
 
+
+def _read_text(ctx: LoadContext) -> str | None:
+    """The file's text, or None after a problem (not a catalog file, unreadable, not UTF-8)."""
+    try:
+        raw = read_catalog(ctx.path)
+    except NotACatalogFile as exc:
+        ctx.problem_at((1, 1), "", str(exc))
+        return None
+    except OSError as exc:
+        ctx.problem_at((1, 1), "", f"cannot read catalog: {exc.strerror or exc}")
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        ctx.problem_at((1, 1), "", f"catalog is not UTF-8 text ({exc.reason} at byte {exc.start})")
+        return None
+
+
+def _head(ctx: LoadContext, data: dict[Any, Any]) -> CatalogFile | None:
+    """The file's fields other than `tools:` (substituted, validated); its sandbox profiles declared."""
+    from pydantic import ValidationError
+
+    from ..schema import CatalogFile
+
+    header = substitute_tree(ctx, {k: v for k, v in data.items() if k != "tools"}, (), "")
+    try:
+        head = CatalogFile.model_validate(header)
+    except ValidationError as exc:
+        report(ctx, exc, (), "", CatalogFile, header)
+        return None
+    declare_profiles(ctx, head)
+    return head
+
+
+def _tools(ctx: LoadContext, tools_raw: list[Any], head: CatalogFile) -> list[ToolSpec]:
+    """The ToolSpecs of the entries of `tools:` that have no errors, in order."""
+    from pydantic import ValidationError
+
+    from ..schema import ToolDef
+
+    specs: list[ToolSpec] = []
+    for index, item in enumerate(tools_raw):
+        loc = ("tools", index)
+        if not isinstance(item, dict):
+            ctx.problem_at(ctx.locate.value(loc), "", "a tool definition is a mapping (name, exec/curl/fn, params...)")
+            continue
+        key = key_of(item, index, head.group)
+        before = ctx.errors()
+        since = len(ctx.problems)
+        item = substitute_tool(ctx, item, loc, key)
         try:
-            raw = read_catalog(self.path)
-        except NotACatalogFile as exc:
-            self.problem_at((1, 1), "", str(exc))
-            return []
-        except OSError as exc:
-            self.problem_at((1, 1), "", f"cannot read catalog: {exc.strerror or exc}")
-            return []
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            self.problem_at((1, 1), "", f"catalog is not UTF-8 text ({exc.reason} at byte {exc.start})")
-            return []
-        self.locate = _Locator(text)
-        self.has_refs = "${" in text  # most files reference no variable: skip the walk
-        ok, data = self.parse(text)
-        if not ok:
-            return []
-        if data is None:
-            self.problem_at((1, 1), "", "catalog file is empty (expected a mapping with `tools:`)", "warning")
-            return []
-        if not self.is_catalog(data):
-            return []
-        tools_raw = data.get("tools")
-        header = self.substitute_tree({k: v for k, v in data.items() if k != "tools"}, (), "")
-        try:
-            head = CatalogFile.model_validate(header)
+            tool = ToolDef.model_validate(item)
         except ValidationError as exc:
-            self.report(exc, (), "", CatalogFile, header)
-            return []
-        self.declare_profiles(head)
-        if tools_raw is None and head.sandboxes:
-            return []  # a file of sandbox profiles only
-        if tools_raw is None:
-            self.problem(("tools",), "", "no `tools:` list in this file", "warning")
-            return []
-        if not isinstance(tools_raw, list):
-            self.problem_at(self.locate.value(("tools",)), "", "`tools:` must be a list of tool definitions")
-            return []
-        specs: list[ToolSpec] = []
-        for index, item in enumerate(tools_raw):
-            loc = ("tools", index)
-            if not isinstance(item, dict):
-                self.problem_at(
-                    self.locate.value(loc), "", "a tool definition is a mapping (name, exec/curl/fn, params...)"
-                )
-                continue
-            key = self.key_of(item, index, head.group)
-            before = self.errors()
-            since = len(self.problems)
-            item = self.substitute_tool(item, loc, key)
-            try:
-                tool = ToolDef.model_validate(item)
-            except ValidationError as exc:
-                self.report(exc, loc, key, ToolDef, item)
-                continue
-            spec = self.build(tool, head, loc)
-            self.acknowledge(tool.allow_warnings, since, loc, key)
-            if spec is not None and self.errors() == before:
-                specs.append(spec)
-        return specs
-
-    def is_catalog(self, data: Any) -> bool:
-        """Whether `data` is a mapping (the root was checked on its nodes: a tagged one, `!!set`, is not)."""
-        if isinstance(data, dict):
-            return True
-        self.problem_at((1, 1), "", f"a catalog file is a mapping with `tools:`, not a {type(data).__name__}")
-        return False
+            report(ctx, exc, loc, key, ToolDef, item)
+            continue
+        spec = build(ctx, tool, head, loc)
+        acknowledge(ctx, tool.allow_warnings, since, loc, key)
+        if spec is not None and ctx.errors() == before:
+            specs.append(spec)
+    return specs

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     import yaml
 
 
-class _Locator:
+class Locator:
     """Maps a data path (('tools', 3, 'exec')) to a line and column, composing nodes on demand."""
 
     def __init__(self, text: str) -> None:

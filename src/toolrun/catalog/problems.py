@@ -1,19 +1,18 @@
-"""The state one file's load shares, and its problems: positioned findings, pydantic errors in words."""
+"""A file's problems: pydantic errors in words, unknown types named, warnings a tool acknowledges."""
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import WARNING_CODES, Problem
-from ..models import PARAM_TYPES
-from .options import LoadOptions
-from .positions import _Locator
+from ..errors import WARNING_CODES
+from ..paramtypes import PARAM_TYPES
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
+
+    from .context import LoadContext
 
 
 _UNION_MEMBERS = frozenset({"str", "int", "float", "bool", "list", "dict", "none"})
@@ -84,93 +83,78 @@ def _fields_at(model: type[Any], loc: Sequence[Any]) -> list[str]:
     return [info.alias or name for name, info in fields.items()]
 
 
-class _LoaderBase:
-    """One catalog file's load: its inputs, what it found, and what the cache must check."""
+def acknowledge(ctx: LoadContext, allowed: Sequence[str] | None, since: int, loc: tuple[Any, ...], key: str) -> None:
+    """Drop the warnings (found since problem number `since`) that the tool's `allow_warnings:` names;
+    an entry that names none of its warnings is a warning itself (it would hide a future one)."""
+    if not allowed:
+        return
+    used: set[str] = set()
+    kept = []
+    for problem in ctx.problems[since:]:
+        if problem.severity == "warning" and problem.code in allowed:
+            used.add(problem.code)
+        else:
+            kept.append(problem)
+    ctx.problems[since:] = kept
+    for i, code in enumerate(allowed):
+        if code not in used:
+            ctx.problem(
+                (*loc, "allow_warnings", i),
+                key,
+                f"allow_warnings: {code!r} acknowledges no warning of this tool; remove it",
+                "warning",
+            )
 
-    def __init__(self, path: Path, environ: Mapping[str, str], options: LoadOptions) -> None:
-        self.path = path
-        self.name = str(path)
-        self.environ = environ
-        self.options = options
-        self.problems: list[Problem] = []
-        self.used_env: dict[str, str | None] = {}
-        self.extra_files: dict[str, str] = {}
-        self.substituted: set[tuple[Any, ...]] = set()
-        self.has_refs = True
-        self.cacheable = True  # False once a result depends on something the cache cannot check
-        self.shared: dict[tuple[type, Any], Any] = {}  # equal values of this file's tools, one object each
-        self.locate = _Locator("")
-        self.declared: list[Any] = []  # this file's named sandbox profiles (sandboxes.Declared)
 
-    def problem(self, loc: Sequence[Any], key: str, message: str, severity: str = "error", code: str = "") -> None:
-        """A problem with the field at `loc` (positioned at its key); `code`: a warning's WARNING_CODES name."""
-        line, col = self.locate.key(loc)
-        self.problems.append(Problem(self.name, line, col, key, message, severity, code))
+def report(
+    ctx: LoadContext, exc: ValidationError, base: tuple[Any, ...], key: str, model: type[Any], data: Any
+) -> None:
+    """One error per field pydantic refused (a value no member of a union accepts: once), in words."""
+    seen: set[tuple[Any, ...]] = set()
+    for err in exc.errors():
+        eloc = _data_loc(err["loc"], data)
+        if eloc in seen:
+            continue
+        seen.add(eloc)
+        loc = (*base, *eloc)
+        message, at = _message(err, eloc, model)
+        if at == "parent":
+            loc = loc[:-1]
+        ctx.problem_at(ctx.locate.key(loc) if at == "key" else ctx.locate.value(loc), key, message)
 
-    def problem_at(self, pos: tuple[int, int], key: str, message: str, severity: str = "error", code: str = "") -> None:
-        self.problems.append(Problem(self.name, pos[0], pos[1], key, message, severity, code))
 
-    def acknowledge(self, allowed: Sequence[str] | None, since: int, loc: tuple[Any, ...], key: str) -> None:
-        """Drop the warnings (found since problem number `since`) that the tool's `allow_warnings:` names;
-        an entry that names none of its warnings is a warning itself (it would hide a future one)."""
-        if not allowed:
-            return
-        used: set[str] = set()
-        kept = []
-        for problem in self.problems[since:]:
-            if problem.severity == "warning" and problem.code in allowed:
-                used.add(problem.code)
-            else:
-                kept.append(problem)
-        self.problems[since:] = kept
-        for i, code in enumerate(allowed):
-            if code not in used:
-                self.problem(
-                    (*loc, "allow_warnings", i),
-                    key,
-                    f"allow_warnings: {code!r} acknowledges no warning of this tool; remove it",
-                    "warning",
-                )
+def _message(err: Any, eloc: tuple[Any, ...], model: type[Any]) -> tuple[str, str]:
+    """A pydantic error in words, and where it is positioned: at the field's "key", its "value", or
+    (a missing field) the value of its "parent", the mapping that lacks it."""
+    kind = err["type"]
+    field_name = eloc[-1] if eloc else ""
+    where = ".".join(str(p) for p in eloc if not isinstance(p, int)) or "value"
+    if kind == "extra_forbidden":
+        close = difflib.get_close_matches(str(field_name), _fields_at(model, eloc[:-1]), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return f"unknown field {field_name!r}{hint}", "key"
+    if kind == "missing":
+        return f"missing required field {field_name!r}", "parent"
+    if kind == "literal_error" and field_name == "type":
+        return unknown_type_message(err["input"]), "value"
+    if kind == "literal_error" and where == "allow_warnings":
+        close = difflib.get_close_matches(str(err["input"]), list(WARNING_CODES), n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"one of {', '.join(WARNING_CODES)}"
+        return f"allow_warnings: {err['input']!r} is not the name of a warning ({hint})", "value"
+    if kind == "string_pattern_mismatch":
+        return _pattern_message(err, field_name, where)
+    message = f"{where}: {err['msg']}"
+    if kind not in ("size", "model_type", "dict_type", "list_type") and _is_scalar(err.get("input")):
+        message += f" (got {err['input']!r})"
+    return message, "value"
 
-    def errors(self) -> int:
-        return sum(1 for p in self.problems if p.severity == "error")
 
-    def report(self, exc: ValidationError, base: tuple[Any, ...], key: str, model: type[Any], data: Any) -> None:
-        seen: set[tuple[Any, ...]] = set()
-        for err in exc.errors():
-            eloc = _data_loc(err["loc"], data)
-            if eloc in seen:
-                continue  # a value no member of a union accepts: report it once
-            seen.add(eloc)
-            loc = (*base, *eloc)
-            kind = err["type"]
-            field_name = eloc[-1] if eloc else ""
-            where = ".".join(str(p) for p in eloc if not isinstance(p, int)) or "value"
-            pos = self.locate.value(loc)
-            if kind == "extra_forbidden":
-                known = _fields_at(model, eloc[:-1])
-                close = difflib.get_close_matches(str(field_name), known, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                message = f"unknown field {field_name!r}{hint}"
-                pos = self.locate.key(loc)
-            elif kind == "missing":
-                message = f"missing required field {field_name!r}"
-                pos = self.locate.value(loc[:-1])
-            elif kind == "literal_error" and field_name == "type":
-                message = unknown_type_message(err["input"])
-            elif kind == "literal_error" and where == "allow_warnings":
-                close = difflib.get_close_matches(str(err["input"]), list(WARNING_CODES), n=1)
-                hint = f"did you mean {close[0]!r}?" if close else f"one of {', '.join(WARNING_CODES)}"
-                message = f"allow_warnings: {err['input']!r} is not the name of a warning ({hint})"
-            elif kind == "string_pattern_mismatch" and (field_name in ("name", "group") or where == "groups"):
-                message = f"{where}: {err['input']!r} is not a valid name (letters, digits, _ and -)"
-            elif kind == "string_pattern_mismatch" and err["loc"][-1] == "[key]":
-                message = f"{where.rsplit('.', 1)[0]}: {err['input']!r} is not a variable name"
-                pos = self.locate.key(loc)
-            elif kind == "string_pattern_mismatch" and where == "env_passthrough":
-                message = f"env_passthrough: {err['input']!r} is not a variable name (or a PREFIX_* pattern)"
-            else:
-                message = f"{where}: {err['msg']}"
-                if kind not in ("size", "model_type", "dict_type", "list_type") and _is_scalar(err.get("input")):
-                    message += f" (got {err['input']!r})"
-            self.problem_at(pos, key, message)
+def _pattern_message(err: Any, field_name: Any, where: str) -> tuple[str, str]:
+    if field_name in ("name", "group") or where == "groups":
+        return f"{where}: {err['input']!r} is not a valid name (letters, digits, _ and -)", "value"
+    if err["loc"][-1] == "[key]":
+        return f"{where.rsplit('.', 1)[0]}: {err['input']!r} is not a variable name", "key"
+    if where == "env_passthrough":
+        return f"env_passthrough: {err['input']!r} is not a variable name (or a PREFIX_* pattern)", "value"
+    got = f" (got {err['input']!r})" if _is_scalar(err.get("input")) else ""
+    return f"{where}: {err['msg']}{got}", "value"

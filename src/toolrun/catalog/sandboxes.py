@@ -1,6 +1,6 @@
 """Sandbox profiles: what one file declares and its tools ask for, then resolved over the whole catalog.
 
-A file's loader turns `sandbox:` (true, false, a profile's name, or a mapping) into a `Sandbox` naming
+A file's load turns `sandbox:` (true, false, a profile's name, or a mapping) into a `Sandbox` naming
 the profile it starts from, and each of the file's `sandboxes:` entries into a named declaration. Both
 are cached with the file. Once every file is loaded, `resolve` gives each exec and curl tool its
 finished sandbox: the profile's settings and the tool's own together (lists joined, scalars replaced),
@@ -11,78 +11,63 @@ the exec tools that say nothing. A profile is declared once, in any file, and us
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Problem
 from ..models import Sandbox, ToolSpec
 from ..sandbox import engine, resolve_path
+from .context import Declared, LoadContext
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ..schema import CatalogFile, SandboxOptions
 
 _OFF_WORDS = ("", "off", "false", "no", "none", "0")
 _ON_WORDS = ("on", "true", "yes", "1", "default")
 
 
-@dataclass(frozen=True, slots=True)
-class Declared:
-    """A named profile as one file declares it: the profile it extends and what it adds."""
-
-    name: str
-    sandbox: Sandbox
-    file: str
-    line: int
-    col: int
-
-
-class SandboxMixin:
-    """Part of a file's loader: `sandbox:` values and `sandboxes:` declarations."""
-
-    name: str
-    path: Any
-    declared: list[Declared]
-    locate: Any
-    problem: Any
-    problem_at: Any
-
-    def sandbox_of(self, value: Any, kind: str, key: str, loc: tuple[Any, ...]) -> Sandbox | None:
-        """The tool's `sandbox:` as a Sandbox to resolve later (None: not said); fn tools cannot have one."""
-        if value is None:
-            return None
-        if kind == "fn":
-            self.problem(
-                (*loc, "sandbox"),
-                key,
-                "fn tools run inside the server and cannot be sandboxed: remove `sandbox:` (or make it an exec tool)",
-            )
-            return None
-        if value is True:
-            return Sandbox(profile="default")
-        if value is False:
-            return Sandbox(enabled=False)
-        if isinstance(value, str):
-            return Sandbox(profile=value)
-        return self.options_of(value, value.profile or "default")
-
-    def options_of(self, value: SandboxOptions, profile: str) -> Sandbox:
-        base = self.path.parent
-        return Sandbox(
-            profile=profile,
-            network=value.network or "",
-            readable=tuple(resolve_path(p, base) for p in value.readable or ()),
-            writable=tuple(resolve_path(p, base) for p in value.writable or ()),
-            tmp_size=value.tmp_size,
+def sandbox_of(ctx: LoadContext, value: Any, kind: str, key: str, loc: tuple[Any, ...]) -> Sandbox | None:
+    """The tool's `sandbox:` as a Sandbox to resolve later (None: not said); fn tools cannot have one."""
+    if value is None:
+        return None
+    if kind == "fn":
+        ctx.problem(
+            (*loc, "sandbox"),
+            key,
+            "fn tools run inside the server and cannot be sandboxed: remove `sandbox:` (or make it an exec tool)",
         )
+        return None
+    if value is True:
+        return Sandbox(profile="default")
+    if value is False:
+        return Sandbox(enabled=False)
+    if isinstance(value, str):
+        return Sandbox(profile=value)
+    return options_of(ctx.path.parent, value, value.profile or "default")
 
-    def declare_profiles(self, head: CatalogFile) -> None:
-        for name, definition in (head.sandboxes or {}).items():
-            line, col = self.locate.key(("sandboxes", name))
-            if name == "default":
-                self.problem_at((line, col), "", "sandbox profile `default` is built in: give yours another name")
-                continue
-            declared = self.options_of(definition, definition.extends or "default")
-            self.declared.append(Declared(name, declared, self.name, line, col))
+
+def options_of(base: Path, value: SandboxOptions, profile: str) -> Sandbox:
+    """What a `sandbox:` mapping or a profile adds to `profile`, its paths resolved from the directory `base`."""
+    return Sandbox(
+        profile=profile,
+        network=value.network or "",
+        readable=tuple(resolve_path(p, base) for p in value.readable or ()),
+        writable=tuple(resolve_path(p, base) for p in value.writable or ()),
+        tmp_size=value.tmp_size,
+    )
+
+
+def declare_profiles(ctx: LoadContext, head: CatalogFile) -> None:
+    """The file's `sandboxes:` entries, into `ctx.declared`."""
+    for name, definition in (head.sandboxes or {}).items():
+        line, col = ctx.locate.key(("sandboxes", name))
+        if name == "default":
+            ctx.problem_at((line, col), "", "sandbox profile `default` is built in: give yours another name")
+            continue
+        declared = options_of(ctx.path.parent, definition, definition.extends or "default")
+        ctx.declared.append(Declared(name, declared, ctx.name, line, col))
 
 
 class _Resolver:

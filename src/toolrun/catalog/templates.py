@@ -6,12 +6,14 @@ from __future__ import annotations
 import difflib
 import functools
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import lint, render
 from ..lint import NUMBER, QUOTED, RAW, SAFE
 from ..models import Param
-from .problems import _LoaderBase
+
+if TYPE_CHECKING:
+    from .context import LoadContext
 
 _TAG = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
 
@@ -29,51 +31,55 @@ def _find_name(template: str, name: str, unquoted_only: bool = False) -> int | N
     return None
 
 
-class TemplateMixin(_LoaderBase):
-    def check_template(
-        self, template: str, params: list[Param], stdin: bool, key: str, loc: tuple[Any, ...], kind: str
-    ) -> tuple[tuple[str, bool], ...]:
-        """Report what is wrong with a template; return the params that can reach curl's option position."""
-        tloc = (*loc, kind)
-        analysis = render.analyse(template)
-        if analysis.error:
-            pos = self.locate.scalar_line(tloc, analysis.error_line)
-            self.problem_at(pos, key, f"template error in {kind}: {analysis.error}")
-            return ()
+def check_template(
+    ctx: LoadContext, template: str, params: list[Param], stdin: bool, key: str, loc: tuple[Any, ...], kind: str
+) -> tuple[tuple[str, bool], ...]:
+    """Report what is wrong with a template; return the params that can reach curl's option position."""
+    tloc = (*loc, kind)
+    analysis = render.analyse(template)
+    if analysis.error:
+        pos = ctx.locate.scalar_line(tloc, analysis.error_line)
+        ctx.problem_at(pos, key, f"template error in {kind}: {analysis.error}")
+        return ()
 
-        def where(name: str, unquoted: bool = False) -> tuple[int, int]:
-            # Searching the source text (composing the node tree) happens only once a problem needs it.
-            pos = None
-            if unquoted:
-                pos = self.locate.find(tloc, lambda text: _find_name(text, name, unquoted_only=True))
-            pos = pos or self.locate.find(tloc, lambda text: _find_name(text, name))
-            return pos or self.locate.value(tloc)
+    def where(name: str, unquoted: bool = False) -> tuple[int, int]:
+        # Searching the source text (composing the node tree) happens only once a problem needs it.
+        pos = None
+        if unquoted:
+            pos = ctx.locate.find(tloc, lambda text: _find_name(text, name, unquoted_only=True))
+        pos = pos or ctx.locate.find(tloc, lambda text: _find_name(text, name))
+        return pos or ctx.locate.value(tloc)
 
-        declared = {p.name: p for p in params}
-        jinja_globals = render.JINJA_GLOBALS
-        for name in sorted(analysis.names - set(declared) - set(jinja_globals)):
-            close = difflib.get_close_matches(name, list(declared), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            self.problem_at(where(name), key, f"template uses {name!r}, which is not a declared param{hint}")
-        if not stdin:
-            for i, p in enumerate(params):
-                if p.name not in analysis.names:
-                    self.problem_at(
-                        self.locate.value((*loc, "params", i, "name")),
-                        key,
-                        f"param {p.name!r} is declared but never used in {kind}",
-                        "warning",
-                        "unused-param",
-                    )
-        if kind == "curl":
-            for word, message in curl_option_problems(template):
-                found = self.locate.find(tloc, functools.partial(_find_word, word=word))
-                self.problem_at(found or self.locate.value(tloc), key, message, "warning", "curl-option")
-        words = CURL_PREFIX if kind == "curl" else ()
-        findings, option_params = data_flow(lint.uses(template, words), declared, kind)
-        for name, unquoted, message, code in findings:
-            self.problem_at(where(name, unquoted=unquoted), key, message, "warning", code)
-        return option_params
+    declared = {p.name: p for p in params}
+    for name in sorted(analysis.names - set(declared) - set(render.JINJA_GLOBALS)):
+        close = difflib.get_close_matches(name, list(declared), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        ctx.problem_at(where(name), key, f"template uses {name!r}, which is not a declared param{hint}")
+    if not stdin:
+        _unused_params(ctx, params, analysis.names, key, loc, kind)
+    if kind == "curl":
+        for word, message in curl_option_problems(template):
+            found = ctx.locate.find(tloc, functools.partial(_find_word, word=word))
+            ctx.problem_at(found or ctx.locate.value(tloc), key, message, "warning", "curl-option")
+    words = CURL_PREFIX if kind == "curl" else ()
+    findings, option_params = data_flow(lint.uses(template, words), declared, kind)
+    for name, unquoted, message, code in findings:
+        ctx.problem_at(where(name, unquoted=unquoted), key, message, "warning", code)
+    return option_params
+
+
+def _unused_params(
+    ctx: LoadContext, params: list[Param], used: set[str], key: str, loc: tuple[Any, ...], kind: str
+) -> None:
+    for i, p in enumerate(params):
+        if p.name not in used:
+            ctx.problem_at(
+                ctx.locate.value((*loc, "params", i, "name")),
+                key,
+                f"param {p.name!r} is declared but never used in {kind}",
+                "warning",
+                "unused-param",
+            )
 
 
 def _find_word(text: str, word: str) -> int | None:
