@@ -190,9 +190,11 @@ class Remote:
     # -- the routes ------------------------------------------------------------------------------
 
     def list(self, group: str | None = None) -> list[ToolSpec]:
+        """The tools the key may see; each entry as sent is kept, so `entry` answers from it."""
         entries = self.request("GET", "/tools")
         if not isinstance(entries, list):
             raise RemoteError(f"{self.url}/tools did not answer a list of tools")
+        self._entries.update((str(e.get("key", "")), e) for e in entries if isinstance(e, dict))
         tools = [tool_from_entry(e) for e in entries if isinstance(e, dict)]
         return [t for t in tools if group in t.groups] if group else tools
 

@@ -30,8 +30,8 @@ def list_tools(
     """List the catalog's tools: key, groups and the first line of each description."""
     client = open_client(catalog)
     tools = _answer(lambda: client.list(group))
-    if as_json:
-        print_json([t.entry() for t in tools])
+    if as_json:  # the entries as the door sends them (GET /tools)
+        print_json(_answer(lambda: [client.entry(t.key) for t in tools]))
         return
     _print_table(tools)
     if not tools:
