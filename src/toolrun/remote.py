@@ -1,9 +1,11 @@
-"""A client of a running toolrun server's REST routes, for `toolrun --url URL list|describe|call|search`.
+"""The remote implementation of the CLI's client (cli/client.py): a running toolrun server's REST routes, for
+`toolrun --url URL list|describe|call|search|jobs` and `toolrun access explain --url URL`.
 
-Standard library only (urllib), so the remote CLI starts as fast as the local one. Every answer
-is turned back into what the local commands work with: tool entries into ToolSpecs, the server's
-errors into the same ToolrunError classes (so the CLI maps them to the same exit codes), and a
-call's result into a CallResult carrying the command's exit code, output and timeout flag.
+Standard library only (urllib, imported on the first request), so the remote CLI starts as fast as the
+local one and never loads the server stack. Every answer is turned back into what the local commands work
+with: tool entries into ToolSpecs, the server's errors into the same ToolrunError classes (so the CLI maps
+them to the same exit codes), and a call's result into a CallResult carrying the command's exit code,
+output and timeout flag.
 
 The call asks `POST /tools/{key}` for JSON (`Accept: application/json`): the server then answers
 with the structured result (`returncode`, `stdout`, `stderr`, `timed_out`, or `result` for fn
@@ -15,10 +17,8 @@ from __future__ import annotations
 import builtins
 import json
 import re
-from typing import Any
-from urllib.error import HTTPError, URLError
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
-from urllib.request import Request, urlopen
 
 from .errors import (
     BackendUnavailable,
@@ -34,6 +34,9 @@ from .errors import (
     UsageError,
 )
 from .models import EXEC_RETURN_TYPE, CallResult, ExecResult, Param, ToolSpec
+
+if TYPE_CHECKING:
+    from urllib.error import HTTPError
 
 _SUMMARY = re.compile(r"^([A-Za-z]+): (.*)$", re.DOTALL)
 
@@ -97,6 +100,7 @@ class Remote:
         self.url = url.rstrip("/")
         self.api_key = api_key or None
         self.timeout = timeout
+        self._entries: dict[str, dict[str, Any]] = {}
 
     # -- transport -------------------------------------------------------------------------------
 
@@ -117,6 +121,9 @@ class Remote:
             raise
 
     def _request(self, method: str, path: str, body: bytes | None, accept: str) -> Any:
+        from urllib.error import HTTPError, URLError
+        from urllib.request import Request, urlopen
+
         headers = {"Accept": accept, "User-Agent": "toolrun-cli"}
         if self.api_key:
             headers["X-API-Key"] = self.api_key
@@ -183,9 +190,11 @@ class Remote:
     # -- the routes ------------------------------------------------------------------------------
 
     def list(self, group: str | None = None) -> list[ToolSpec]:
+        """The tools the key may see; each entry as sent is kept, so `entry` answers from it."""
         entries = self.request("GET", "/tools")
         if not isinstance(entries, list):
             raise RemoteError(f"{self.url}/tools did not answer a list of tools")
+        self._entries.update((str(e.get("key", "")), e) for e in entries if isinstance(e, dict))
         tools = [tool_from_entry(e) for e in entries if isinstance(e, dict)]
         return [t for t in tools if group in t.groups] if group else tools
 
@@ -194,11 +203,17 @@ class Remote:
 
     def entry(self, key: str) -> dict[str, Any]:
         """The server's tool entry as it sent it (with what only the server knows: whether its host can enforce
-        the tool's sandbox)."""
-        entry = self.request("GET", "/tools/" + quote(key, safe=""))
-        if not isinstance(entry, dict):
-            raise RemoteError(f"{self.url}/tools/{key} did not answer a tool entry")
-        return entry
+        the tool's sandbox); asked once per key, `describe` reads the same answer."""
+        if key not in self._entries:
+            entry = self.request("GET", "/tools/" + quote(key, safe=""))
+            if not isinstance(entry, dict):
+                raise RemoteError(f"{self.url}/tools/{key} did not answer a tool entry")
+            self._entries[key] = entry
+        return self._entries[key]
+
+    def warnings(self, key: str) -> builtins.list[str]:
+        """None: the server checked its catalog when it loaded it, and logs what it found."""
+        return []
 
     def search(self, query: str, offset: int = 0, limit: int = 10) -> dict[str, Any]:
         page = self.request("GET", "/search?" + urlencode({"q": query, "offset": offset, "limit": limit}))
@@ -223,12 +238,15 @@ class Remote:
         answer["server"] = self.url
         return answer
 
-    def call(self, key: str, args: dict[str, Any]) -> tuple[CallResult, dict[str, Any]]:
+    def plan(self, key: str, args: dict[str, Any]) -> dict[str, Any]:
+        raise UsageError("--dry-run shows what would run on this machine: it does not apply with --url")
+
+    def call(self, key: str, args: dict[str, Any]) -> tuple[CallResult | None, dict[str, Any]]:
         """Run the tool on the server: (the result, the server's JSON payload as sent). A call the server
-        answers with a job (202: approval, async) is a `dict` payload with `job`: see `submit`."""
+        answers with a job (202: approval, async) is (None, its `{job, status}`)."""
         payload = self.submit(key, args)
         if is_job(payload):
-            raise RemoteError(f"{self.url}/tools/{key} answered with job {payload['job']}")
+            return None, payload
         return result_from_payload(key, payload), payload
 
     def submit(self, key: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -1,9 +1,11 @@
-"""The `toolrun` command: parse, call the one in-process ToolService, print.
+"""The `toolrun` command: parse, ask the one client, print.
 
 One module per command group: common (the Typer app, shared options, errors to exit codes),
 fastcoerce, helpwords (help placeholders), init, browse (list, describe, search), call, examples
-(test), validate (validate-catalog), keys, serve (serve, mcp-config), access (access explain, keys
-test). Importing this package registers every command on `app`.
+(test), validate (validate-catalog), keys, users, serve (serve, mcp-config), access (access explain,
+keys test), jobs. Every command asks client.open_client for its client: client_local (the one
+in-process ToolService) or, with --url, toolrun.remote (the server's REST routes). Importing this
+package registers every command on `app`.
 """
 
 from __future__ import annotations

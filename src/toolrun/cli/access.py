@@ -11,8 +11,9 @@ from typing import Annotated
 
 import typer
 
-from .common import CatalogOpt, JsonOpt, _err, _fail, _make_service, _operator, _print_json, _remote, _settings, app
-from .keys import _access, keys_app
+from .client import open_client
+from .common import CatalogOpt, JsonOpt, app, fail, make_service, open_access, operator_identity, print_err, print_json
+from .keys import keys_app
 
 access_app = typer.Typer(help="Explain who may see and call which tool, and why.")
 app.add_typer(access_app, name="access")
@@ -46,31 +47,15 @@ def access_explain(
     Without --url it reads what the server reads (the config file, SVC_* variables, the key store) and says
     where each value came from; with --url it asks the running server. Exit 0 when the tool is visible and
     callable, 1 when it is not."""
-    import asyncio
-
-    from ..access import looks_like_jwt
     from ..errors import ToolrunError
-    from ..explain import explain_text, settings_source
-    from ..state import SharedState
+    from ..explain import explain_text
 
     try:
-        remote = _remote(url, api_key)
-        if remote is not None:
-            answer = remote.explain(user, tool)
-        else:
-            settings = _settings()
-            service = _make_service(catalog, settings)
-            access = _access()
-            limiter = SharedState(settings, keys=access.store).readable_limiter()
-            if looks_like_jwt(user):  # a token's access: its own claims, checked against the issuer
-                answer = asyncio.run(access.explain_token(service, user, tool, limiter=limiter, settings=settings))
-            else:
-                answer = asyncio.run(access.explain(service, user, tool, limiter=limiter, settings=settings))
-            answer["settings"] = settings_source(settings)
+        answer = open_client(catalog, url=url, api_key=api_key).explain(user, tool)
     except ToolrunError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
-        _print_json(answer)
+        print_json(answer)
     else:
         sys.stdout.write(explain_text(answer))
     raise typer.Exit(0 if answer["callable"] else 1)
@@ -89,22 +74,22 @@ def keys_test(
     from ..explain import key_report_text
 
     try:
-        access = _access()
+        access = open_access()
         if access.key_report(key.strip()) is None:
             raise UsageError("unknown key: no key in the store matches it (check for a typo or a cut-off paste)")
         tools = None
         try:
-            tools = _make_service(catalog).list(_operator())
+            tools = make_service(catalog).list(operator_identity())
         except ToolrunError as exc:
             if catalog:
                 raise
-            _err(f"toolrun: {exc} (the tools are not listed)")
+            print_err(f"toolrun: {exc} (the tools are not listed)")
         report = access.key_report(key.strip(), tools)
         assert report is not None
     except ToolrunError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
-        _print_json(report)
+        print_json(report)
     else:
         sys.stdout.write(key_report_text(report))
     raise typer.Exit(0 if report["valid"] else 1)

@@ -5,14 +5,18 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
-from typing import TYPE_CHECKING, Annotated, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from .common import CatalogOpt, JsonOpt, _err, _fail, _operator, _print_json, _remote, _service, app
+from .client import open_client
+from .common import CatalogOpt, JsonOpt, app, fail, print_err, print_json
 
 if TYPE_CHECKING:
     from ..models import Param, ToolSpec
+
+T = TypeVar("T")
 
 
 @app.command("list")
@@ -24,28 +28,24 @@ def list_tools(
     as_json: JsonOpt = False,
 ) -> None:
     """List the catalog's tools: key, groups and the first line of each description."""
-    remote = _remote()
-    if remote is not None:
-        tools = _remotely(lambda: remote.list(group))
-    else:
-        service = _service(catalog)
-        tools = service.list(_operator(), group)
-    if as_json:
-        _print_json([t.entry() for t in tools])
+    client = open_client(catalog)
+    tools = _answer(lambda: client.list(group))
+    if as_json:  # the entries as the door sends them (GET /tools)
+        print_json(_answer(lambda: [client.entry(t.key) for t in tools]))
         return
     _print_table(tools)
     if not tools:
-        _err("no tools" + (f" in group {group!r}" if group else ""))
+        print_err("no tools" + (f" in group {group!r}" if group else ""))
 
 
-def _remotely(action: Any) -> Any:
-    """Run a request to the --url server; its errors exit as the local command's would."""
+def _answer(ask: Callable[[], T]) -> T:
+    """The client's answer; its errors (a catalog that does not load, a server that cannot be reached) exit."""
     from ..errors import ToolrunError
 
     try:
-        return action()
+        return ask()
     except ToolrunError as exc:
-        _fail(exc)
+        fail(exc)
 
 
 def _print_table(tools: list[ToolSpec]) -> None:
@@ -81,30 +81,17 @@ def search(
 
     text = " ".join(query)
     if not 1 <= limit <= 100 or offset < 0:
-        _fail(UsageError("--limit must be between 1 and 100, and --offset 0 or more"))
-    remote = _remote()
-    if remote is not None:
-        page = _remotely(lambda: remote.search(text, offset, limit))
-        tools = page.pop("tools")
-    else:
-        found = _service(catalog).search(_operator(), text, offset, limit)
-        tools = found.items
-        page = {
-            "query": text,
-            "items": [t.entry() for t in tools],
-            "total": found.total,
-            "offset": found.offset,
-            "limit": found.limit,
-            "has_more": found.has_more,
-            "next_offset": found.next_offset,
-        }
+        fail(UsageError("--limit must be between 1 and 100, and --offset 0 or more"))
+    client = open_client(catalog)
+    page = _answer(lambda: client.search(text, offset, limit))
+    tools = page.pop("tools")
     if as_json:
-        _print_json(page)
+        print_json(page)
         return
     _print_table(tools)
     shown = f"{page['offset'] + 1}-{page['offset'] + len(tools)} of {page['total']}" if tools else "no matches"
     more = f"; next page: --offset {page['next_offset']}" if page.get("has_more") else ""
-    _err(f"{shown} for {text!r}{more}")
+    print_err(f"{shown} for {text!r}{more}")
 
 
 @app.command()
@@ -114,22 +101,11 @@ def describe(
     as_json: JsonOpt = False,
 ) -> None:
     """Show a tool: signature, hints, return type, description, each param with its constraints, an example."""
-    from ..errors import ToolrunError
-
-    remote = _remote()
-    try:
-        if remote is not None:
-            from ..remote import tool_from_entry
-
-            entry = remote.entry(key)  # the server's word, e.g. whether its host can enforce the sandbox
-            tool = tool_from_entry(entry)
-        else:
-            tool = _service(catalog).describe(_operator(), key)
-            entry = tool.entry()
-    except ToolrunError as exc:
-        _fail(exc)
+    client = open_client(catalog)
+    tool = _answer(lambda: client.describe(key))
+    entry = _answer(lambda: client.entry(key))  # the door's word, e.g. whether its host can enforce the sandbox
     if as_json:
-        _print_json(entry)
+        print_json(entry)
         return
     _print_tool(tool, entry.get("sandbox"))
 

@@ -6,14 +6,20 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from .common import CatalogOpt, JsonOpt, _err, _fail, _make_service, _operator, _print_json, _remote, _settings, app
+from .client import open_client
+from .common import CatalogOpt, JsonOpt, app, fail, print_err, print_json
+
+if TYPE_CHECKING:
+    from ..models import CallResult
+    from .client import Called, Client
 
 
-def _exit_code(returncode: int, timed_out: bool) -> int:
+def exit_code(returncode: int, timed_out: bool) -> int:
+    """A command's exit code as `toolrun call` exits with it: 124 for a timeout, 128+N for signal N."""
     if timed_out:
         return 124
     if returncode < 0:
@@ -48,62 +54,62 @@ def call(
     ] = False,
 ) -> None:
     """Call a tool. The result goes to stdout verbatim; a failed command exits with its own code."""
-    import asyncio
+    from ..errors import ToolrunError
 
-    from ..errors import ToolrunError, UsageError
-    from ..params import parse_cli_args
-
-    remote = _remote()
-    payload: dict[str, Any] | None = None
+    client = open_client(catalog, audit=audit)
     try:
-        if key.startswith("-"):  # an unknown option before the key (known ones never get here)
-            raise _no_such_option(key)
-        if remote is None:
-            service, identity, tool = _local_tool(catalog, key, audit)
-        else:
-            tool = remote.describe(key)
-        values = _input_values(input_file)
-        _refuse_option_words(tool, args or [])
-        values.update(parse_cli_args(tool, args or []))
-        if remote is not None:
-            if dry_run:
-                raise UsageError("--dry-run shows what would run on this machine: it does not apply with --url")
-            from ..remote import is_job, result_from_payload
-
-            payload = remote.submit(key, values)
-            if is_job(payload):
-                return _job(remote, payload, no_wait, as_json)
-            result = result_from_payload(key, payload)
-        elif tool.approval and not dry_run:  # a person decides first (docs/jobs.md)
-            from .jobs import LocalJobs, call_as_job
-
-            return call_as_job(LocalJobs(catalog), key, values, no_wait, as_json)
-        elif dry_run:
-            plan = service.plan(identity, key, values)
-            if as_json:
-                _print_json(plan)
-            else:
-                sys.stdout.write(_plan_text(plan))
+        called = _call(client, key, args or [], input_file, dry_run, as_json)
+        if called is None:  # --dry-run: the plan is printed
             return
-        else:
-            result = _run_with_spinner(asyncio, service.call(identity, key, values), key)
+        result, payload = called
+        if result is None:
+            return _job(client, payload, no_wait, as_json)
     except ToolrunError as exc:
         if as_json:
-            _print_json(error_object(key, exc))
-        _fail(exc)
+            print_json(error_object(key, exc))
+        fail(exc)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
-    from ..formatting import call_payload, result_text
+    _print_result(result, payload, as_json)
+
+
+def _call(
+    client: Client, key: str, words: list[str], input_file: str | None, dry_run: bool, as_json: bool
+) -> Called | None:
+    """Read the arguments against the tool's params, then run it (or print its plan: None)."""
+    from ..params import parse_cli_args
+
+    if key.startswith("-"):  # an unknown option before the key (known ones never get here)
+        raise _no_such_option(key)
+    tool = client.describe(key)
+    for problem in client.warnings(key):
+        print_err(f"toolrun: {problem}")
+    values = _input_values(input_file)
+    _refuse_option_words(tool, words)
+    values.update(parse_cli_args(tool, words))
+    if dry_run:
+        plan = client.plan(key, values)
+        if as_json:
+            print_json(plan)
+        else:
+            sys.stdout.write(_plan_text(plan))
+        return None
+    return client.call(key, values)
+
+
+def _print_result(result: CallResult, payload: dict[str, Any], as_json: bool) -> None:
+    """The result verbatim (text) or its payload (--json); a failed command exits with its own code."""
+    from ..formatting import result_text
 
     ex = result.exec
     if as_json:
-        _print_json(payload if payload is not None else call_payload(result))
-        raise typer.Exit(0 if result.ok else _exit_code(ex.returncode if ex else 1, bool(ex and ex.timed_out)))
+        print_json(payload)
+        raise typer.Exit(0 if result.ok else exit_code(ex.returncode if ex else 1, bool(ex and ex.timed_out)))
     if ex is not None and not result.ok:
         sys.stdout.write(ex.stdout)
         sys.stdout.flush()
         sys.stderr.write(ex.stderr if ex.stderr.endswith("\n") or not ex.stderr else ex.stderr + "\n")
-        raise typer.Exit(_exit_code(ex.returncode, ex.timed_out))
+        raise typer.Exit(exit_code(ex.returncode, ex.timed_out))
     text = result_text(result.value)
     sys.stdout.write(text)
     if ex is None and text and not text.endswith("\n"):
@@ -111,21 +117,6 @@ def call(
 
 
 _CALL_OPTIONS = ("--catalog", "--input", "--dry-run", "--json", "--audit", "--help")
-
-
-def _local_tool(catalog: list[str] | None, key: str, audit: bool) -> tuple[Any, Any, Any]:
-    """(service, identity, tool) on this machine; the tool's catalog warnings go to stderr."""
-    if audit:
-        from ..audit import open_audit
-
-        service = _make_service(catalog, audit=open_audit(_settings().audit_log or "-"))
-    else:
-        service = _make_service(catalog)
-    identity = _operator()
-    tool = service.describe(identity, key)
-    for problem in service.catalog_warnings(key):
-        _err(f"toolrun: {problem}")
-    return service, identity, tool
 
 
 def _input_values(input_file: str | None) -> dict[str, Any]:
@@ -175,17 +166,17 @@ def _refuse_option_words(tool: Any, words: list[str]) -> None:
         )
 
 
-def _job(remote: Any, payload: dict[str, Any], no_wait: bool, as_json: bool) -> None:
-    """The server answered the call with a job: its id (`--no-wait`), or its result once it ends."""
+def _job(client: Client, payload: dict[str, Any], no_wait: bool, as_json: bool) -> None:
+    """The call became a job: its id (`--no-wait`), or its result once it ends."""
     from .jobs import finish, wait_for
 
     if no_wait:
         if as_json:
-            _print_json(payload)
+            print_json(payload)
         else:
             sys.stdout.write(payload["job"] + "\n")
         return
-    finish(wait_for(remote, payload["job"]), as_json)
+    finish(wait_for(client, payload["job"]), as_json)
 
 
 def error_object(key: str, exc: BaseException) -> dict[str, Any]:
@@ -237,21 +228,3 @@ def _read_text(path: str) -> str:
         return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"--input {path}: {exc}") from None
-
-
-def _run_with_spinner(asyncio: Any, coro: Any, key: str) -> Any:
-    if not sys.stderr.isatty():
-        return asyncio.run(coro)
-
-    async def with_spinner() -> Any:
-        task = asyncio.ensure_future(coro)
-        done, _ = await asyncio.wait({task}, timeout=0.5)
-        if done:
-            return task.result()
-        from rich.console import Console
-        from rich.markup import escape
-
-        with Console(stderr=True).status(f"running {escape(key)}…"):
-            return await task
-
-    return asyncio.run(with_spinner())

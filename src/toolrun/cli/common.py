@@ -1,7 +1,7 @@
 """What every `toolrun` command shares: the Typer app, the common options, errors to exit codes.
 
 Heavy modules (pydantic models, jinja2, the server stack) load inside the commands that need
-them, so `toolrun --help` stays fast. Errors map to exit codes in one place, `_fail`.
+them, so `toolrun --help` stays fast. Errors map to exit codes in one place, `fail`.
 """
 
 from __future__ import annotations
@@ -13,14 +13,16 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from .fastcoerce import _install_fast_coercion
+from .fastcoerce import install_fast_coercion
 from .helpwords import install_help_words
 
 if TYPE_CHECKING:
+    from ..access import Access
+    from ..models import Identity
     from ..service import ToolService
     from ..settings import Settings
 
-_install_fast_coercion()
+install_fast_coercion()
 install_help_words()
 
 
@@ -83,40 +85,41 @@ CatalogOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 
-def _err(message: str) -> None:
+def print_err(message: str) -> None:
+    """One line on stderr (a message without its newline gets one)."""
     sys.stderr.write(message.rstrip("\n") + "\n")
 
 
-def _fail(exc: BaseException) -> NoReturn:
+def fail(exc: BaseException) -> NoReturn:
     """The one place CLI errors become messages and exit codes."""
     from ..errors import CatalogError, ToolFailed, ToolrunError
 
     if isinstance(exc, CatalogError):
         for problem in exc.problems:
-            _err(str(problem))
+            print_err(str(problem))
         raise typer.Exit(exc.exit_code)
     if isinstance(exc, ToolFailed):
-        _err(f"toolrun: {exc.summary}")
+        print_err(f"toolrun: {exc.summary}")
         raise typer.Exit(exc.exit_code)
     if isinstance(exc, ToolrunError):
-        _err(f"toolrun: {exc}")
+        print_err(f"toolrun: {exc}")
         raise typer.Exit(exc.exit_code)
     raise exc
 
 
-def _settings(flags: dict[str, Any] | None = None) -> Settings:
+def load_settings(flags: dict[str, Any] | None = None) -> Settings:
     from ..settings import Settings
 
     return Settings.load(flags or {})
 
 
-def _make_service(catalog: list[str] | None, settings: Settings | None = None, **kwargs: Any) -> ToolService:
+def make_service(catalog: list[str] | None, settings: Settings | None = None, **kwargs: Any) -> ToolService:
     """The one ToolService, on the catalog from --catalog, $SVC_CATALOG, the config file or ./tools.yaml;
     raises ToolrunError (CatalogError, UsageError)."""
     from ..errors import UsageError
     from ..service import ToolService, catalog_paths
 
-    settings = settings or _settings()
+    settings = settings or load_settings()
     paths = catalog_paths(catalog, settings)
     if not catalog and not settings.catalog and not Path(paths[0]).exists():
         raise UsageError(
@@ -126,20 +129,9 @@ def _make_service(catalog: list[str] | None, settings: Settings | None = None, *
     return ToolService.from_paths(paths, settings, **kwargs)
 
 
-def _service(catalog: list[str] | None, settings: Settings | None = None, **kwargs: Any) -> ToolService:
-    """`_make_service`, with its errors reported and turned into the exit code."""
-    from ..errors import ToolrunError
-
-    try:
-        return _make_service(catalog, settings, **kwargs)
-    except ToolrunError as exc:
-        _fail(exc)
-
-
-# -- remote mode: `toolrun --url URL [--api-key KEY] list|describe|call|search` ------------------
+# -- the server of `toolrun --url URL [--api-key KEY] list|describe|call|search|jobs` ------------------
 
 REMOTE_COMMANDS = ("list", "describe", "call", "search", "jobs")
-_remote_options: dict[str, str | None] = {"url": None, "api_key": None}
 
 
 @app.callback()
@@ -171,36 +163,32 @@ def _root(
     ] = False,
 ) -> None:
     """Run the tools of a YAML catalog from the terminal, over HTTP and MCP, and in a browser."""
-    _remote_options.update(url=url or None, api_key=api_key or None)
+    from .client import use_server
+
+    use_server(url or None, api_key or None)
     typed = getattr(ctx.get_parameter_source("url"), "name", "") == "COMMANDLINE"
     if url and typed and ctx.invoked_subcommand not in (*REMOTE_COMMANDS, "access"):
-        _err(
+        print_err(
             f"toolrun: --url applies to {', '.join(REMOTE_COMMANDS)} and access explain; "
             f"`{ctx.invoked_subcommand}` runs locally"
         )
         raise typer.Exit(2)
 
 
-def _remote(url: str | None = None, api_key: str | None = None) -> Any:
-    """The server of `url` (a command's own --url), else of toolrun's --url / $TOOLRUN_URL, as a Remote; None
-    for the local catalog."""
-    url = url or _remote_options["url"]
-    if not url:
-        return None
-    from ..errors import ToolrunError
-    from ..remote import Remote
+def open_access() -> Access:
+    """Identity and keys as the server sees them (the key store of the settings)."""
+    from ..access import Access
 
-    try:
-        return Remote(url, api_key or _remote_options["api_key"])
-    except ToolrunError as exc:
-        _fail(exc)
+    return Access.from_settings(load_settings())
 
 
-def _operator() -> Any:
+def operator_identity() -> Identity:
+    """The CLI's caller on this machine: the catalog's owner, who may call every tool."""
     from ..models import Identity
 
     return Identity.operator()
 
 
-def _print_json(data: Any) -> None:
+def print_json(data: Any) -> None:
+    """`--json`: indented, non-ASCII kept as it is."""
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")

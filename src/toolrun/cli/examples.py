@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import _err, _fail, _operator, _settings, app
+from .common import app, fail, load_settings, operator_identity, print_err
 
 FORMATS = ("text", "junit", "github")
 
@@ -51,7 +51,7 @@ def test_examples(
             raise UsageError(f"--format must be text, junit or github, not {output!r}")
         if jobs < 1:
             raise UsageError("--jobs must be 1 or more")
-        settings = _settings()
+        settings = load_settings()
         paths = catalog_paths(files, settings)
         options = LoadOptions(
             default_timeout=settings.default_timeout,
@@ -62,14 +62,14 @@ def test_examples(
         # check=True: exact file positions for every example (for the reports), as validate-catalog gives.
         service = ToolService(load(paths, os.environ, options))
     except ToolrunError as exc:
-        _fail(exc)
-    tools = [t for t in service.list(_operator()) if key is None or key in t.key]
+        fail(exc)
+    tools = [t for t in service.list(operator_identity()) if key is None or key in t.key]
     started = time.perf_counter()
     outcomes: list[Any] = []
     streaming = output != "junit"
 
     async def main() -> None:
-        async for outcome in examples.run(service, _operator(), tools, run_unsafe=run_all, jobs=jobs):
+        async for outcome in examples.run(service, operator_identity(), tools, run_unsafe=run_all, jobs=jobs):
             outcomes.append(outcome)
             if streaming:
                 sys.stdout.write(examples.text_line(outcome) + "\n")
@@ -90,7 +90,7 @@ def test_examples(
     if not outcomes:
         summary = "no examples" + (f" in tools matching {key!r}" if key else "") + ": add `examples:` to a tool"
     if output == "junit":
-        _err(summary)
+        print_err(summary)
     else:
         sys.stdout.write(summary + "\n")
     raise typer.Exit(1 if tally["failed"] or tally["error"] else 0)

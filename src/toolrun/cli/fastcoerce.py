@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Any
+from types import NoneType, UnionType
+from typing import Any, Union, get_args, get_origin
 
 from .. import speedups
 
@@ -49,7 +50,7 @@ def typer_misfit() -> str | None:
     return None
 
 
-def _install_fast_coercion() -> None:
+def install_fast_coercion() -> None:
     """Coerce plain str/int/float/bool/list[str] options without pydantic.
 
     Typer 0.29 builds a pydantic TypeAdapter for every non-flag parameter, which imports pydantic
@@ -60,35 +61,52 @@ def _install_fast_coercion() -> None:
     if not speedups.on("cli_coercion") or typer_misfit() is not None:
         return
     try:
-        from dataclasses import dataclass as _dataclass
-        from types import NoneType, UnionType
-        from typing import Union, get_args, get_origin
-
         from typer import core as typer_core
         from typer._click.exceptions import BadParameter
         from typer._coercion import RuntimeParam
-
-        from ..paramtypes import parse_bool
     except Exception:  # pragma: no cover - a Typer without these internals
         return
     original = getattr(typer_core._TyperParameter, "get_runtime_param", None)
     if original is None:  # pragma: no cover
         return
+    fast_param = _fast_param_class(RuntimeParam, BadParameter)
 
-    def simple(annotation: Any) -> tuple[type, bool] | None:
-        if get_origin(annotation) in (Union, UnionType):
-            args = [a for a in get_args(annotation) if a is not NoneType]
-            if len(args) != 1:
-                return None
-            annotation = args[0]
-        if annotation in (str, int, float, bool):
-            return annotation, False
-        if get_origin(annotation) is list and get_args(annotation) == (str,):
-            return str, True
-        return None
+    def get_runtime_param(self: Any) -> Any:
+        if self._runtime_param is None:
+            desc = self.type_descriptor
+            info = desc.parameter_info
+            found = _plain_kind(desc.annotation)
+            plain = getattr(info, "min", None) is None and getattr(info, "max", None) is None
+            if found is not None and plain and not desc.is_choice and not desc.is_file and not desc.is_path:
+                self._runtime_param = fast_param(
+                    parameter_info=info, annotation=desc.annotation, kind=found[0], many=found[1]
+                )
+        return original(self)
 
-    @_dataclass(frozen=True)
-    class FastParam(RuntimeParam):
+    setattr(typer_core._TyperParameter, "get_runtime_param", get_runtime_param)  # noqa: B010
+
+
+def _plain_kind(annotation: Any) -> tuple[type, bool] | None:
+    """(the scalar type, whether a list of it) of an option this patch coerces; None for any other."""
+    if get_origin(annotation) in (Union, UnionType):
+        args = [a for a in get_args(annotation) if a is not NoneType]
+        if len(args) != 1:
+            return None
+        annotation = args[0]
+    if annotation in (str, int, float, bool):
+        return annotation, False
+    if get_origin(annotation) is list and get_args(annotation) == (str,):
+        return str, True
+    return None
+
+
+def _fast_param_class(runtime_param: Any, bad_parameter: Any) -> Any:
+    """Typer's RuntimeParam with a coercion of plain values: the words tool params and settings accept for a bool,
+    the type itself for the others, and Typer's own error for a value that is not one."""
+    from ..paramtypes import parse_bool
+
+    @dataclasses.dataclass(frozen=True)
+    class FastParam(runtime_param):  # type: ignore[misc]
         kind: type = str
         many: bool = False
 
@@ -98,7 +116,7 @@ def _install_fast_coercion() -> None:
             if isinstance(value, self.kind) and not (self.kind is int and isinstance(value, bool)):
                 return value
             if self.kind is bool:
-                word = parse_bool(str(value))  # the words tool params and settings accept
+                word = parse_bool(str(value))
                 if word is not None:
                     return word
             else:
@@ -106,18 +124,6 @@ def _install_fast_coercion() -> None:
                     return self.kind(value)
                 except (TypeError, ValueError):
                     pass
-            raise BadParameter(f"{value!r} is not a valid {self.kind.__name__}.", ctx=ctx, param=param)
+            raise bad_parameter(f"{value!r} is not a valid {self.kind.__name__}.", ctx=ctx, param=param)
 
-    def get_runtime_param(self: Any) -> Any:
-        if self._runtime_param is None:
-            desc = self.type_descriptor
-            info = desc.parameter_info
-            found = simple(desc.annotation)
-            plain = getattr(info, "min", None) is None and getattr(info, "max", None) is None
-            if found is not None and plain and not desc.is_choice and not desc.is_file and not desc.is_path:
-                self._runtime_param = FastParam(
-                    parameter_info=info, annotation=desc.annotation, kind=found[0], many=found[1]
-                )
-        return original(self)
-
-    setattr(typer_core._TyperParameter, "get_runtime_param", get_runtime_param)  # noqa: B010
+    return FastParam

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from .common import _err, app
+from .common import app, print_err
 
 SCHEMA_FILE = "catalog.schema.json"
 
@@ -91,16 +91,16 @@ def init(
     existing = [str(f) for f in files if f.exists()]
     if existing and not force:
         verb = "exists" if len(existing) == 1 else "exist"
-        _err(f"toolrun: {', '.join(existing)} already {verb}: pass --force to overwrite")
+        print_err(f"toolrun: {', '.join(existing)} already {verb}: pass --force to overwrite")
         raise typer.Exit(2)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         for file, text in files.items():
             file.write_text(text, encoding="utf-8")
     except OSError as exc:
-        _err(f"toolrun: cannot write {exc.filename}: {exc.strerror}")
+        print_err(f"toolrun: cannot write {exc.filename}: {exc.strerror}")
         raise typer.Exit(1) from None
     for file in files:
         sys.stdout.write(f"wrote {file}\n")
-    _err(f"next: toolrun validate-catalog {target} && toolrun test {target} && toolrun list -c {target}")
-    _err(f"in CI: toolrun validate-catalog --strict {target} (warnings fail too) && toolrun test {target}")
+    print_err(f"next: toolrun validate-catalog {target} && toolrun test {target} && toolrun list -c {target}")
+    print_err(f"in CI: toolrun validate-catalog --strict {target} (warnings fail too) && toolrun test {target}")

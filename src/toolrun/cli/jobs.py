@@ -1,71 +1,30 @@
 """`toolrun jobs list|show|approve|deny|cancel|tail`, and the wait of `toolrun call` on a job (docs/jobs.md).
 
 Local (the jobs in this machine's shared state, the operator's identity) or with `--url` (the server's
-REST routes, the key's identity): both through one small client interface.
+REST routes, the key's identity): both through the client of every command (cli/client.py).
 A local `jobs approve` runs the approved call in this process, to its end, and prints its result.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from .common import CatalogOpt, JsonOpt, _fail, _make_service, _operator, _print_json, _remote, _settings, app
+from .client import open_client
+from .common import CatalogOpt, JsonOpt, app, fail, print_json
+
+if TYPE_CHECKING:
+    from .client import Client
 
 jobs_app = typer.Typer(help="Calls that wait for approval or run in the background: list, show, decide, follow.")
 app.add_typer(jobs_app, name="jobs")
 
 FINAL = ("succeeded", "failed", "timed_out", "cancelled", "denied", "expired")
 POLL = 0.5
-
-
-class LocalJobs:
-    """Jobs in this machine's shared state (the data dir's state file, or Redis), as the local operator."""
-
-    def __init__(self, catalog: list[str] | None) -> None:
-        settings = _settings()
-        self.service = _make_service(catalog, settings)
-        self.manager = self.service.use_jobs(settings, self.service.access)
-        self.identity = _operator()
-
-    def _view(self, job: dict[str, Any]) -> dict[str, Any]:
-        from ..jobrecord import public_view
-
-        return public_view(job, self.identity)
-
-    def submit(self, key: str, args: dict[str, Any]) -> dict[str, Any]:
-        async def go() -> dict[str, Any]:
-            job = await self.manager.submit(self.identity, key, args, as_json=True)
-            return {"job": job["id"], "status": job["state"]}
-
-        return asyncio.run(go())
-
-    def jobs(self, status: str | None) -> list[dict[str, Any]]:
-        return [self._view(j) for j in asyncio.run(self.manager.list(self.identity, status))]
-
-    def job(self, job_id: str) -> dict[str, Any]:
-        return self._view(asyncio.run(self.manager.get(self.identity, job_id)))
-
-    def job_action(self, job_id: str, action: str, reason: str = "") -> dict[str, Any]:
-        async def go() -> dict[str, Any]:
-            job = await getattr(self.manager, action)(self.identity, job_id, reason)
-            task = self.manager.tasks.get(job_id)
-            if task is not None:  # approved here: this process runs it, to its end
-                await task
-                job = await self.manager.get(self.identity, job_id)
-            return dict(job)
-
-        return self._view(asyncio.run(go()))
-
-
-def client(catalog: list[str] | None) -> Any:
-    remote = _remote()
-    return remote if remote is not None else LocalJobs(catalog)
 
 
 def describe_state(view: dict[str, Any]) -> str:
@@ -79,7 +38,7 @@ def describe_state(view: dict[str, Any]) -> str:
     return line
 
 
-def wait_for(jobs: Any, job_id: str, show_output: bool = False) -> dict[str, Any]:
+def wait_for(jobs: Client, job_id: str, show_output: bool = False) -> dict[str, Any]:
     """Poll the job until it ends; progress on stderr when it is a terminal (or with `show_output`)."""
     last = ""
     printed = 0
@@ -108,12 +67,12 @@ def wait_for(jobs: Any, job_id: str, show_output: bool = False) -> dict[str, Any
 def finish(view: dict[str, Any], as_json: bool, printed: int = 0) -> None:
     """Print a finished job's result as `toolrun call` prints a result, and exit with its code."""
     from ..remote import result_from_payload
-    from .call import _exit_code
+    from .call import exit_code
 
     result = view.get("result")
     if result is None:
         if as_json:
-            _print_json(view)
+            print_json(view)
         sys.stderr.write(f"toolrun: {describe_state(view)}\n")
         raise typer.Exit(1)
     body = result["body"]
@@ -127,7 +86,7 @@ def finish(view: dict[str, Any], as_json: bool, printed: int = 0) -> None:
         raise typer.Exit(1 if result["status"] >= 500 else 2)
     payload = json.loads(body) if result["content_type"].startswith("application/json") else {"text": body}
     if as_json:
-        _print_json(payload)
+        print_json(payload)
     call = result_from_payload(view["tool"], payload)
     ex = call.exec
     if not as_json:
@@ -140,20 +99,7 @@ def finish(view: dict[str, Any], as_json: bool, printed: int = 0) -> None:
         elif ex is None and text and not text.endswith("\n"):
             sys.stdout.write("\n")
     if not call.ok and ex is not None:
-        raise typer.Exit(_exit_code(ex.returncode, ex.timed_out))
-
-
-def call_as_job(jobs: Any, key: str, values: dict[str, Any], no_wait: bool, as_json: bool) -> None:
-    """`toolrun call` on a tool whose calls are jobs: print the id (`--no-wait`), or wait and print the result."""
-    started = jobs.submit(key, values)
-    if no_wait:
-        if as_json:
-            _print_json(started)
-        else:
-            sys.stdout.write(started["job"] + "\n")
-        return
-    view = wait_for(jobs, started["job"])
-    finish(view, as_json)
+        raise typer.Exit(exit_code(ex.returncode, ex.timed_out))
 
 
 def _table(views: list[dict[str, Any]]) -> None:
@@ -177,11 +123,11 @@ def list_jobs(
     from ..errors import ToolrunError
 
     try:
-        views = client(catalog).jobs(status)
+        views = open_client(catalog).jobs(status)
     except ToolrunError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
-        _print_json(views)
+        print_json(views)
     else:
         _table(views)
 
@@ -192,20 +138,20 @@ def show(job: JobArg, catalog: CatalogOpt = None) -> None:
     from ..errors import ToolrunError
 
     try:
-        _print_json(client(catalog).job(job))
+        print_json(open_client(catalog).job(job))
     except ToolrunError as exc:
-        _fail(exc)
+        fail(exc)
 
 
 def _act(action: str, job: str, reason: str, catalog: list[str] | None, as_json: bool) -> None:
     from ..errors import ToolrunError
 
     try:
-        view = client(catalog).job_action(job, action, reason)
+        view = open_client(catalog).job_action(job, action, reason)
     except ToolrunError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
-        _print_json(view)
+        print_json(view)
     else:
         sys.stderr.write(describe_state(view) + "\n")
 
@@ -234,9 +180,9 @@ def tail(job: JobArg, catalog: CatalogOpt = None, as_json: JsonOpt = False) -> N
     from ..errors import ToolrunError
 
     try:
-        view = wait_for(client(catalog), job, show_output=True)
+        view = wait_for(open_client(catalog), job, show_output=True)
     except ToolrunError as exc:
-        _fail(exc)
+        fail(exc)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     finish(view, as_json, int(view.pop("_printed", 0)))

@@ -4,23 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from .common import JsonOpt, _err, _fail, _settings, app
-
-if TYPE_CHECKING:
-    from ..access import Access
+from .common import JsonOpt, app, fail, open_access, print_err
 
 keys_app = typer.Typer(help="Create, list, rotate and revoke API keys (users are created with their first key).")
 app.add_typer(keys_app, name="keys")
-
-
-def _access() -> Access:
-    from ..access import Access
-
-    return Access.from_settings(_settings())
 
 
 @keys_app.command("create")
@@ -49,9 +40,9 @@ def keys_create(
 
     try:
         lifetime = parse_duration(expires) if expires else None
-        key, record = _access().create_key(username, group or [], email, lifetime, set_groups=set_groups)
+        key, record = open_access().create_key(username, group or [], email, lifetime, set_groups=set_groups)
     except ToolrunError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
         sys.stdout.write(
             json.dumps(
@@ -61,7 +52,7 @@ def keys_create(
         )
         return
     sys.stdout.write(key + "\n")
-    _err(
+    print_err(
         f"created key {record.prefix} for {username}"
         + (f", expires {iso(record.expires_at)}" if record.expires_at else "")
         + ". It is shown only this once."
@@ -74,9 +65,9 @@ def keys_list(as_json: JsonOpt = False) -> None:
     from ..errors import ToolrunError
 
     try:
-        rows = _access().key_rows()
+        rows = open_access().key_rows()
     except ToolrunError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
@@ -107,13 +98,13 @@ def keys_revoke(prefix: Annotated[str, typer.Argument(help="The key's prefix (or
 
     prefix = split_key(prefix) or prefix
     try:
-        revoked = _access().revoke(prefix)
+        revoked = open_access().revoke(prefix)
     except ToolrunError as exc:
-        _fail(exc)
+        fail(exc)
     if not revoked:
-        _err(f"toolrun: no active key with prefix {prefix!r}")
+        print_err(f"toolrun: no active key with prefix {prefix!r}")
         raise typer.Exit(2)
-    _err(f"revoked key {prefix}")
+    print_err(f"revoked key {prefix}")
 
 
 @keys_app.command("rotate")
@@ -135,9 +126,9 @@ def keys_rotate(
     try:
         seconds = parse_duration(grace) if grace else 0.0
         lifetime = parse_duration(expires) if expires else None
-        key, record, until = _access().rotate(prefix, seconds, lifetime)
+        key, record, until = open_access().rotate(prefix, seconds, lifetime)
     except ToolrunError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
         body = {
             "key": key,
@@ -151,4 +142,6 @@ def keys_rotate(
         return
     sys.stdout.write(key + "\n")
     when = f"at {iso(until)}" if seconds > 0 else "now"
-    _err(f"created key {record.prefix} for {record.username}; key {prefix} is revoked {when}. Shown only this once.")
+    print_err(
+        f"created key {record.prefix} for {record.username}; key {prefix} is revoked {when}. Shown only this once."
+    )

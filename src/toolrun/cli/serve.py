@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import CatalogOpt, _err, _fail, _settings, app
+from .common import CatalogOpt, app, fail, load_settings, print_err
 
 
 @app.command()
@@ -51,7 +51,7 @@ def serve(
         "mcp_direct": mcp_direct,
     }
     try:
-        settings = _settings(flags)
+        settings = load_settings(flags)
         if stdio:
             from ..server.run import serve_stdio
 
@@ -61,7 +61,7 @@ def serve(
 
         run_server(settings, catalog)
     except ToolrunError as exc:
-        _fail(exc)
+        fail(exc)
 
 
 @app.command("mcp-config")
@@ -93,21 +93,21 @@ def mcp_config(
     try:
         client = client_name(client)
     except ValueError as exc:
-        _err(f"toolrun: {exc}")
+        print_err(f"toolrun: {exc}")
         raise typer.Exit(2) from None
     try:
-        paths = [] if url else catalog_paths(catalog, _settings())
+        paths = [] if url else catalog_paths(catalog, load_settings())
     except ToolrunError as exc:
-        _fail(exc)
+        fail(exc)
     for path in paths:
         if not Path(path).exists():
-            _err(f"toolrun: warning: catalog {path!r} does not exist (yet)")
+            print_err(f"toolrun: warning: catalog {path!r} does not exist (yet)")
     home = os.environ.get("TOOLRUN_HOME")
     env = {"TOOLRUN_HOME": os.path.abspath(home)} if home and not url else None
     try:
         text = mcp_config_snippet(client, paths, find_toolrun(), name=name, url=url, api_key=api_key, env=env)
     except ValueError as exc:
-        _err(f"toolrun: {exc}")
+        print_err(f"toolrun: {exc}")
         raise typer.Exit(2) from None
     sys.stdout.write(text)
-    _err(WHERE[client])
+    print_err(WHERE[client])

@@ -12,8 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import JsonOpt, _err, _fail, app
-from .keys import _access
+from .common import JsonOpt, app, fail, open_access, print_err
 
 users_app = typer.Typer(help="List, show, change the groups of, and delete users.")
 app.add_typer(users_app, name="users")
@@ -41,11 +40,11 @@ def users_list(as_json: JsonOpt = False) -> None:
     from ..errors import ToolrunError
 
     try:
-        store = _access()
+        store = open_access()
         records = store.list_keys()
         rows = [_user_row(u, records, False) for u in store.list_users()]
     except ToolrunError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
@@ -72,14 +71,14 @@ def users_show(
     from ..errors import ToolrunError
 
     try:
-        store = _access()
+        store = open_access()
         user = store.get_user(username)
         if user is None:
-            _err(f"toolrun: no user {username!r}")
+            print_err(f"toolrun: no user {username!r}")
             raise typer.Exit(2)
         row = _user_row(user, store.list_keys(), True)
     except ToolrunError as exc:
-        _fail(exc)
+        fail(exc)
     if as_json:
         sys.stdout.write(json.dumps(row, indent=2) + "\n")
         return
@@ -110,15 +109,15 @@ def users_set_groups(
 
     groups = sorted(set(group or []))
     try:
-        store = _access()
+        store = open_access()
         user = store.get_user(username)
         if user is None or not store.set_groups(username, groups):
-            _err(f"toolrun: no user {username!r}")
+            print_err(f"toolrun: no user {username!r}")
             raise typer.Exit(2)
     except ToolrunError as exc:
-        _fail(exc)
+        fail(exc)
     before = ", ".join(sorted(user.groups)) or "(none)"
-    _err(f"{username}: groups {before} -> {', '.join(groups) or '(none)'}")
+    print_err(f"{username}: groups {before} -> {', '.join(groups) or '(none)'}")
 
 
 @users_app.command("delete")
@@ -127,10 +126,10 @@ def users_delete(username: Annotated[str, typer.Argument(help="The user.")]) -> 
     from ..errors import ToolrunError
 
     try:
-        revoked = _access().delete_user(username)
+        revoked = open_access().delete_user(username)
     except ToolrunError as exc:
-        _fail(exc)
+        fail(exc)
     if revoked is None:
-        _err(f"toolrun: no user {username!r}")
+        print_err(f"toolrun: no user {username!r}")
         raise typer.Exit(2)
-    _err(f"deleted user {username}; revoked {revoked} key{'s' if revoked != 1 else ''}")
+    print_err(f"deleted user {username}; revoked {revoked} key{'s' if revoked != 1 else ''}")

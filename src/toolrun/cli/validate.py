@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from .common import _err, _fail, _print_json, _settings, app
+from .common import app, fail, load_settings, print_err, print_json
 
 
 @app.command("validate-catalog")
@@ -33,14 +33,14 @@ def validate_catalog(
     from ..words import plural
 
     if output not in ("text", "json", "github"):
-        _err(f"toolrun: --format must be text, json or github, not {output!r}")
+        print_err(f"toolrun: --format must be text, json or github, not {output!r}")
         raise typer.Exit(2)
     from ..errors import ToolrunError
 
     try:
-        settings = _settings()
+        settings = load_settings()
     except ToolrunError as exc:
-        _fail(exc)
+        fail(exc)
     from ..service import catalog_paths
 
     options = LoadOptions(
@@ -51,7 +51,7 @@ def validate_catalog(
     )
     paths = files or catalog_paths(None, settings)
     if not files and not settings.catalog and not os.path.exists(paths[0]):
-        _err(
+        print_err(
             "toolrun: no catalog: pass FILE, set SVC_CATALOG, set `catalog` in the config file, "
             "or create ./tools.yaml (`toolrun init` writes a starter)"
         )
@@ -60,7 +60,7 @@ def validate_catalog(
     problems.sort(key=lambda p: (p.file, p.line, p.col))
     failing = [p for p in problems if p.severity == "error" or strict]
     if output == "json":
-        _print_json(
+        print_json(
             {
                 "valid": not failing,
                 "tools": len(catalog.tools),
@@ -93,7 +93,7 @@ def validate_catalog(
         verdict = "invalid" if failing else "valid"
         strictly = " (--strict: warnings fail)" if strict and warnings else ""
         counts = f"{plural(len(catalog.tools), 'tool')}, {plural(errors, 'error')}, {plural(warnings, 'warning')}"
-        _err(f"{verdict}: {counts}{strictly}")
+        print_err(f"{verdict}: {counts}{strictly}")
     raise typer.Exit(1 if failing else 0)
 
 

@@ -1,0 +1,177 @@
+"""The local implementation of the CLI's client (cli/client.py): the catalog on this machine, through the one
+ToolService, as the operator (who may call every tool).
+
+The service is built on first use, so an error loading the catalog is raised where the command asks for its
+first answer. Jobs are those of this machine's shared state (the data dir's state file, or Redis): the same
+jobs a server on these settings keeps, so a local `jobs approve` decides a server's job, and runs it here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import sys
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .common import load_settings, make_service, open_access, operator_identity
+
+if TYPE_CHECKING:
+    from ..jobs import Jobs
+    from ..models import CallResult, ToolSpec
+    from ..service import ToolService
+    from ..settings import Settings
+    from .client import Called
+
+T = TypeVar("T")
+
+
+class LocalClient:
+    """The local catalog as the operator sees it; `audit` writes an audit record of each call run here."""
+
+    def __init__(self, catalog: builtins.list[str] | None, *, audit: bool = False) -> None:
+        self.catalog = catalog
+        self.audit = audit
+        self.identity = operator_identity()
+        self._settings: Settings | None = None
+        self._service: ToolService | None = None
+        self._jobs: Jobs | None = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings()
+        return self._settings
+
+    @property
+    def service(self) -> ToolService:
+        if self._service is None:
+            if self.audit:
+                from ..audit import open_audit
+
+                audit = open_audit(self.settings.audit_log or "-")
+                self._service = make_service(self.catalog, self.settings, audit=audit)
+            else:
+                self._service = make_service(self.catalog, self.settings)
+        return self._service
+
+    @property
+    def manager(self) -> Jobs:
+        """The jobs of this machine's shared state. A job's call runs in the process of whoever approves it,
+        which audits it there: so its service is one without `--audit`."""
+        if self._jobs is None:
+            service = make_service(self.catalog, self.settings) if self.audit else self.service
+            self._jobs = service.use_jobs(self.settings, service.access)
+        return self._jobs
+
+    # -- tools -----------------------------------------------------------------------------------
+
+    def list(self, group: str | None = None) -> builtins.list[ToolSpec]:
+        return self.service.list(self.identity, group)
+
+    def describe(self, key: str) -> ToolSpec:
+        return self.service.describe(self.identity, key)
+
+    def entry(self, key: str) -> dict[str, Any]:
+        return self.describe(key).entry()
+
+    def warnings(self, key: str) -> builtins.list[str]:
+        return [str(problem) for problem in self.service.catalog_warnings(key)]
+
+    def search(self, query: str, offset: int = 0, limit: int = 10) -> dict[str, Any]:
+        found = self.service.search(self.identity, query, offset, limit)
+        return {
+            "query": query,
+            "items": [t.entry() for t in found.items],
+            "total": found.total,
+            "offset": found.offset,
+            "limit": found.limit,
+            "has_more": found.has_more,
+            "next_offset": found.next_offset,
+            "tools": found.items,
+        }
+
+    def plan(self, key: str, args: dict[str, Any]) -> dict[str, Any]:
+        return self.service.plan(self.identity, key, args)
+
+    def call(self, key: str, args: dict[str, Any]) -> Called:
+        """A tool whose calls need approval becomes a job (an approver decides); any other runs here."""
+        if self.describe(key).approval:
+            return None, self._submit(key, args)
+        from ..formatting import call_payload
+
+        result: CallResult = _run_with_spinner(self.service.call(self.identity, key, args), key)
+        return result, call_payload(result)
+
+    # -- access ----------------------------------------------------------------------------------
+
+    def explain(self, user: str, tool: str) -> dict[str, Any]:
+        """From what the server reads (the config file, SVC_* variables, the key store), saying where each
+        setting came from; a bearer token (JWT) is explained from its own claims, checked against its issuer."""
+        from ..access import looks_like_jwt
+        from ..explain import settings_source
+        from ..state import SharedState
+
+        settings = self.settings
+        service = self.service
+        access = open_access()
+        limiter = SharedState(settings, keys=access.store).readable_limiter()
+        if looks_like_jwt(user):
+            answer = asyncio.run(access.explain_token(service, user, tool, limiter=limiter, settings=settings))
+        else:
+            answer = asyncio.run(access.explain(service, user, tool, limiter=limiter, settings=settings))
+        answer["settings"] = settings_source(settings)
+        return answer
+
+    # -- jobs (docs/jobs.md) ---------------------------------------------------------------------
+
+    def _view(self, job: dict[str, Any]) -> dict[str, Any]:
+        from ..jobrecord import public_view
+
+        return public_view(job, self.identity)
+
+    def _submit(self, key: str, args: dict[str, Any]) -> dict[str, Any]:
+        async def go() -> dict[str, Any]:
+            job = await self.manager.submit(self.identity, key, args, as_json=True)
+            return {"job": job["id"], "status": job["state"]}
+
+        return asyncio.run(go())
+
+    def jobs(self, status: str | None = None) -> builtins.list[dict[str, Any]]:
+        return [self._view(j) for j in asyncio.run(self.manager.list(self.identity, status))]
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return self._view(asyncio.run(self.manager.get(self.identity, job_id)))
+
+    def job_action(self, job_id: str, action: str, reason: str = "") -> dict[str, Any]:
+        """An approved job runs in this process, to its end: the job is then as it ended."""
+        manager = self.manager
+
+        async def go() -> dict[str, Any]:
+            job = await getattr(manager, action)(self.identity, job_id, reason)
+            task = manager.tasks.get(job_id)
+            if task is not None:
+                await task
+                job = await manager.get(self.identity, job_id)
+            return dict(job)
+
+        return self._view(asyncio.run(go()))
+
+
+def _run_with_spinner(coro: Coroutine[Any, Any, T], key: str) -> T:
+    """Run the call; on a terminal, a spinner on stderr once it has taken half a second."""
+    if not sys.stderr.isatty():
+        return asyncio.run(coro)
+
+    async def with_spinner() -> T:
+        task = asyncio.ensure_future(coro)
+        done, _ = await asyncio.wait({task}, timeout=0.5)
+        if done:
+            return task.result()
+        from rich.console import Console
+        from rich.markup import escape
+
+        with Console(stderr=True).status(f"running {escape(key)}…"):
+            return await task
+
+    return asyncio.run(with_spinner())
