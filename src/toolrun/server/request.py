@@ -48,10 +48,7 @@ class Head(dict[bytes, bytes]):
     several lines); they look at the raw lines only when some header was repeated."""
 
     __slots__ = ("raw",)
-
-    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
-        super().__init__(reversed(raw))  # in C, no loop here; reversed: the first occurrence wins
-        self.raw = raw
+    raw: list[tuple[bytes, bytes]]  # the header lines as the server gave them
 
     def text(self, name: bytes) -> str | None:
         """The header's first value as text (latin-1, as HTTP has it), None when absent."""
@@ -85,7 +82,8 @@ def head(scope: Scope) -> Head:
     cached: Head | None = scope.get(HEAD)
     if cached is not None and cached.raw is raw:
         return cached
-    parsed = scope[HEAD] = Head(raw)
+    parsed = scope[HEAD] = Head(reversed(raw))  # built in C, no loop here; reversed: the first occurrence wins
+    parsed.raw = raw
     return parsed
 
 
