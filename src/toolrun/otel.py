@@ -172,15 +172,17 @@ class Tracing:
         span = self.tracer.start_span(f"execute_tool {tool.key}", kind=SpanKind.INTERNAL, attributes=attributes)
         return CallSpan(span)
 
-    def start_request(self, scope: Mapping[str, Any], path: str, route: str | None) -> RequestSpan:
-        """The SERVER span of an ASGI HTTP request, joined to the caller's trace (`path` with keys scrubbed)."""
+    def start_request(
+        self, scope: Mapping[str, Any], head: Mapping[bytes, bytes], path: str, route: str | None
+    ) -> RequestSpan:
+        """The SERVER span of an ASGI HTTP request, joined to the caller's trace (`path` with keys scrubbed;
+        `head`: each header's first value by its lower-cased name, as the HTTP door reads it once)."""
         carrier: dict[str, str] = {}
-        agent = ""
-        for name, value in scope.get("headers", ()):
-            if name in _CARRIED and name.decode() not in carrier:
-                carrier[name.decode()] = value.decode("latin-1")
-            elif name == b"user-agent" and not agent:
-                agent = value.decode("latin-1")
+        for field in _CARRIED:
+            value = head.get(field)
+            if value is not None:
+                carrier[field.decode()] = value.decode("latin-1")
+        agent = head.get(b"user-agent", b"").decode("latin-1")
         method = scope.get("method", "")
         known = method if method in _METHODS else "_OTHER"
         attributes: dict[str, Any] = {

@@ -35,7 +35,7 @@ from ..words import plural
 from .errors import EXCEPTION_HANDLERS, json_error
 from .guard import guarded, redact_query, scrub_keys
 from .jobroutes import JobRoutes, job_metrics
-from .request import MAX_PAGE, _bool_param, _choice, _int_param, _single, identity_from_scope
+from .request import MAX_PAGE, bool_param, choice, identity_from_scope, int_param, single
 from .routes import ROUTES, RouteDef
 from .toolcall import ToolCall
 
@@ -98,8 +98,8 @@ class Routes(JobRoutes):
         return JSONResponse({"status": "ok"})
 
     async def whoami(self, request: Request, identity: Identity) -> Response:
-        tool_key = _single(request, "explain")
-        user = _single(request, "user")
+        tool_key = single(request, "explain")
+        user = single(request, "user")
         if (tool_key is not None or user is not None) and not identity.is_admin:
             raise Unauthorized()  # explanations name hidden tools: admins only
         body: dict[str, Any] = {
@@ -124,10 +124,10 @@ class Routes(JobRoutes):
         return JSONResponse(body)
 
     async def list_tools(self, request: Request, identity: Identity) -> Response:
-        fmt = _choice(request, "format", ("json", "md", "html"), "json")
-        paged = _single(request, "offset") is not None or _single(request, "limit") is not None
-        offset = _int_param(request, "offset", 0, 0, 1_000_000)
-        limit = _int_param(request, "limit", MAX_PAGE, 1, MAX_PAGE)
+        fmt = choice(request, "format", ("json", "md", "html"), "json")
+        paged = single(request, "offset") is not None or single(request, "limit") is not None
+        offset = int_param(request, "offset", 0, 0, 1_000_000)
+        limit = int_param(request, "limit", MAX_PAGE, 1, MAX_PAGE)
         tools = self.service.list(identity)
         if paged:
             # Server pagination for the UI's empty box: the body stays the spec 2.1 array and
@@ -155,7 +155,7 @@ class Routes(JobRoutes):
         return JSONResponse(tool.entry())
 
     async def users(self, request: Request, identity: Identity) -> Response:
-        with_keys = _bool_param(request, "keys")
+        with_keys = bool_param(request, "keys")
         return JSONResponse(await self.b.access.users(with_keys))
 
     async def admin_reload(self, request: Request, identity: Identity) -> Response:
@@ -184,13 +184,13 @@ class Routes(JobRoutes):
         return Response(self.b.metrics.render() + await job_metrics(self.service), media_type=CONTENT_TYPE)
 
     async def search(self, request: Request, identity: Identity) -> Response:
-        query = _single(request, "q")
+        query = single(request, "q")
         if query is None:
-            query = _single(request, "query") or ""
+            query = single(request, "query") or ""
         if len(query) > 500:
             raise UsageError("query parameter 'q' is longer than 500 characters")
-        offset = _int_param(request, "offset", 0, 0, 1_000_000)
-        limit = _int_param(request, "limit", 10, 1, MAX_PAGE)
+        offset = int_param(request, "offset", 0, 0, 1_000_000)
+        limit = int_param(request, "limit", 10, 1, MAX_PAGE)
         page = self.service.search(identity, query, offset, limit)
         return JSONResponse(
             {

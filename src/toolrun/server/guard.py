@@ -24,6 +24,7 @@ from ..settings import Settings
 from .disconnect import GONE
 from .errors import json_error
 from .logs import access_line
+from .request import head
 from .toolcall import ToolCall
 
 log = logging.getLogger("toolrun.server")
@@ -100,13 +101,8 @@ class Guard:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        host, origin, hosts = "", None, 0
-        for name, value in scope["headers"]:  # the two headers the guard reads (names arrive lower-cased)
-            if name == b"host":
-                host = value.decode("latin-1")
-                hosts += 1
-            elif name == b"origin":
-                origin = value.decode("latin-1")
+        given = head(scope)  # parsed once for every layer (request.py)
+        host, origin, hosts = given.text(b"host") or "", given.text(b"origin"), given.times(b"host")
         method = scope["method"]
         status_holder = [0]
 

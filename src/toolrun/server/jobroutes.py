@@ -15,18 +15,21 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from ..errors import UnsupportedMediaType, UsageError
 from ..jobrecord import FINAL, STATES, public_view
 from ..models import Identity
-from .request import _is_json_media, _single, parse_json_object
+from ..settings import Settings
+from .request import head, is_json_media, parse_json_object, require_body, single
 
 EVENT_INTERVAL = 0.25  # seconds between two looks at a followed job
 
 
-async def _reason(request: Request) -> str:
-    """The optional `{"reason": "..."}` body of approve, deny and cancel."""
-    body = await request.body()
-    content_type = request.headers.get("content-type", "")
+async def _reason(request: Request, settings: Settings) -> str:
+    """The optional `{"reason": "..."}` body of approve, deny and cancel (read as every body: request.read_body)."""
+    given = head(request.scope)
+    length = given.get(b"content-length")
+    body = await require_body(request.receive, length, settings.max_body_bytes, settings.request_timeout)
+    content_type = given.text(b"content-type") or ""
     if not body:
         return ""
-    if not _is_json_media(content_type):
+    if not is_json_media(content_type):
         raise UnsupportedMediaType(content_type.split(";", 1)[0].strip().lower())
     data = parse_json_object(body)
     reason = data.get("reason", "")
@@ -42,9 +45,10 @@ class JobRoutes:
     """Handlers of the job rows of ROUTES (mixed into app.Routes)."""
 
     service: Any
+    settings: Settings
 
     async def list_jobs(self, request: Request, identity: Identity) -> Response:
-        state = _single(request, "status")
+        state = single(request, "status")
         if state is not None and state not in STATES:
             raise UsageError(f"status must be one of {', '.join(STATES)}")
         jobs = await self.service.jobs.list(identity, state)
@@ -55,17 +59,17 @@ class JobRoutes:
         return JSONResponse(public_view(job, identity))
 
     async def approve_job(self, request: Request, identity: Identity) -> Response:
-        reason = await _reason(request)
+        reason = await _reason(request, self.settings)
         job = await self.service.jobs.approve(identity, request.path_params["id"], reason)
         return JSONResponse(public_view(job, identity))
 
     async def deny_job(self, request: Request, identity: Identity) -> Response:
-        reason = await _reason(request)
+        reason = await _reason(request, self.settings)
         job = await self.service.jobs.deny(identity, request.path_params["id"], reason)
         return JSONResponse(public_view(job, identity))
 
     async def cancel_job(self, request: Request, identity: Identity) -> Response:
-        reason = await _reason(request)
+        reason = await _reason(request, self.settings)
         job = await self.service.jobs.cancel(identity, request.path_params["id"], reason)
         return JSONResponse(public_view(job, identity))
 

@@ -6,9 +6,10 @@ clients a transport, memory streams, a JSON-RPC dispatcher and a task, all built
 Those layers cost a `tools/call` about as much as the whole of `POST /tools/{key}`.
 
 `McpFastPath` sits in front of the SDK app, behind the two gates that already ran (the key gate
-resolved the caller and checked the body; the session gate checked the `Mcp-Session-Id` against
-its owner). It answers a request only when it recognises it with certainty as one the SDK would
-dispatch to the `tools/call` handler without complaint: a POST of one JSON-RPC request object,
+resolved the caller and read and checked the body; the session gate checked the `Mcp-Session-Id`
+against its owner); it gets the request's head and the parsed body from them as arguments.
+It answers a request only when it recognises it with certainty as one the SDK would dispatch
+to the `tools/call` handler without complaint: a POST of one JSON-RPC request object,
 JSON content type and an Accept that takes JSON, a known protocol version in the
 `MCP-Protocol-Version` header, routing headers that agree with the body (2026-07-28), params
 that pass the SDK's own per-version validation, and no middleware but the SDK's span middleware
@@ -60,7 +61,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..formatting import encodable
-from .request import replay
+from .request import UNPARSED, Head, Posted, body_message, replay
 
 log = logging.getLogger("toolrun.mcp")
 
@@ -69,7 +70,7 @@ _MODERN = frozenset(MODERN_PROTOCOL_VERSIONS)
 _ENVELOPE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _CALL_KEYS = frozenset({"name", "arguments", "_meta"})
 _JSON_ACCEPT = frozenset({"*/*", "application/json", "application/*"})
-_ROUTING = frozenset({b"mcp-protocol-version", b"mcp-method", b"mcp-name"})
+_ROUTING = tuple((name.encode(), name) for name in ("mcp-protocol-version", "mcp-method", "mcp-name"))
 _COMPACT = json.JSONEncoder(separators=(",", ":"))  # json.dumps(..., separators=(",", ":")), built once
 _RESULT_FIELDS = frozenset({"content", "structured_content", "is_error"})
 _TEXT_FIELDS = frozenset({"type", "text"})
@@ -110,13 +111,21 @@ class _Params:
 
 class _Request:
     """What the door reads of the SDK's Starlette Request: `scope` (the identity the key gate left in its
-    state) and `headers.get` of `mcp-session-id` and `x-request-id`, the first of each as Starlette gives it."""
+    state) and `headers.get` of `mcp-session-id` and `x-request-id`, the first of each as Starlette gives it
+    (the request is its own `headers`: no object more per call)."""
 
-    __slots__ = ("headers", "scope")
+    __slots__ = ("given", "scope")
 
-    def __init__(self, scope: Scope, headers: dict[str, str]) -> None:
+    def __init__(self, scope: Scope, given: Head) -> None:
         self.scope = scope
-        self.headers = headers
+        self.given = given
+
+    @property
+    def headers(self) -> _Request:
+        return self
+
+    def get(self, name: str) -> str | None:
+        return self.given.text(name.encode("latin-1"))
 
 
 class _Context:
@@ -171,49 +180,25 @@ class McpFastPath:
         # The SDK deep-copies its serverInfo stamp per answer; this one is encoded at once and never kept.
         self._stamp = server.server_info_stamp if self.enabled else None
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not self.enabled or scope["method"] != "POST":
-            await self.app(scope, receive, send)
+    async def serve(self, scope: Scope, receive: Receive, send: Send, given: Head, posted: Posted | None) -> None:
+        """Answer a plain `tools/call` POST here, or pass the request on to the SDK. `given` is the request's head
+        and `posted` the body the key gate read and parsed (None for GET and DELETE): both handed down, never
+        read again."""
+        if not self.enabled or posted is None:
+            await self._sdk(scope, receive, send, posted)
             return
-        # One pass over the raw headers (ASGI names arrive lower-cased; the first of each counts, as
-        # Starlette's Headers.get, which the SDK reads them with, returns the first).
-        version = content_type = accept = host = origin = None
-        seen: dict[str, str] = {}  # the two headers the door reads
-        for name, value in scope["headers"]:
-            if name == b"mcp-session-id" or name == b"x-request-id":
-                seen.setdefault(name.decode("latin-1"), value.decode("latin-1"))
-            elif name == b"mcp-protocol-version":
-                version = version if version is not None else value.decode("latin-1")
-            elif name == b"content-type":
-                content_type = content_type if content_type is not None else value.decode("latin-1")
-            elif name == b"accept":
-                accept = accept if accept is not None else value.decode("latin-1")
-            elif name == b"host":
-                host = host if host is not None else value.decode("latin-1")
-            elif name == b"origin":
-                origin = origin if origin is not None else value.decode("latin-1")
-            elif name.startswith(b"mcp-param-"):
-                version = ""  # the SDK checks Mcp-Param-* headers against the tool's schema: leave it to the SDK
-                break
+        version = self._version(given)
         if version in _MODERN:
             era = "modern"
         elif version in _HANDSHAKE:
             era = "handshake"
         else:  # no header (a 2025-03-26 default), one the SDK must judge, or Mcp-Param-* headers
-            await self.app(scope, receive, send)
+            await self._sdk(scope, receive, send, posted)
             return
-        if not self._plain(content_type, accept, host, origin):
-            await self.app(scope, receive, send)
-            return
-        request = _Request(scope, seen)
-        message = await receive()
-        if message["type"] != "http.request" or message.get("more_body", False):
-            await self.app(scope, replay(receive, message), send)
-            return
-        body = message.get("body", b"")
-        call = self._recognise(request, body, era, version)
+        request = _Request(scope, given)
+        call = self._recognise(request, posted, era, version) if self._plain(given) else None
         if call is None:
-            await self.app(scope, replay(receive, message), send)
+            await self._sdk(scope, receive, send, posted)
             return
         request_id, params, protocol_version = call
         if log.isEnabledFor(logging.DEBUG):
@@ -223,11 +208,26 @@ class McpFastPath:
         else:
             await self._answer_handshake(request, request_id, params, protocol_version, send)
 
-    def _plain(self, content_type: str | None, accept: str | None, host: str | None, origin: str | None) -> bool:
+    async def _sdk(self, scope: Scope, receive: Receive, send: Send, posted: Posted | None) -> None:
+        """The SDK's app answers, with the body the key gate read handed back to it first."""
+        await self.app(scope, receive if posted is None else replay(receive, body_message(posted[0])), send)
+
+    @staticmethod
+    def _version(given: Head) -> str:
+        """The `MCP-Protocol-Version` header (the first counts, as Starlette's Headers.get, which the SDK reads
+        it with, returns the first); "" with any `Mcp-Param-*` header, checked against the tool's schema by
+        the SDK only."""
+        if given.any_named(b"mcp-param-"):
+            return ""
+        return given.text(b"mcp-protocol-version") or ""
+
+    def _plain(self, given: Head) -> bool:
         """The header checks the SDK makes before it reads a body, each passed (else the SDK answers)."""
         middleware = self.server.middleware
         if len(middleware) != 1 or type(middleware[0]) is not OpenTelemetryMiddleware:
             return False  # other middleware would see the call: the SDK runs it
+        content_type, accept = given.text(b"content-type"), given.text(b"accept")
+        host, origin = given.text(b"host"), given.text(b"origin")
         key = (content_type, accept, host, origin)
         if key in self._plain_ok:  # a pure function of these four strings and the fixed settings
             return True
@@ -255,17 +255,17 @@ class McpFastPath:
         )
 
     def _recognise(
-        self, request: _Request, body: bytes, era: str, version: str
+        self, request: _Request, posted: Posted, era: str, version: str
     ) -> tuple[Any, dict[str, Any], str] | None:
         """(request id, params, protocol version) of a plain `tools/call`, or None for the SDK."""
+        body, decoded = posted
         try:
             # Each era parses as the SDK does (the 2026-07-28 entry with json, the handshake transport with
             # pydantic). The key gate parsed these very bytes with json already (stricter: no duplicate keys).
             if era == "handshake":
                 decoded = pydantic_core.from_json(body)
-            else:
-                parsed = request.scope.get("state", {}).get("toolrun_mcp_json")
-                decoded = parsed[1] if parsed is not None and parsed[0] is body else json.loads(body)
+            elif decoded is UNPARSED:
+                decoded = json.loads(body)
         except (ValueError, RecursionError):
             return None
         if not isinstance(decoded, dict) or not decoded.keys() <= _ENVELOPE_KEYS:
@@ -286,7 +286,7 @@ class McpFastPath:
         if self.server.get_request_handler("tools/call") is None:
             return None
         if era == "modern":
-            routed = self._route_modern(request.scope, decoded, params)
+            routed = self._route_modern(request.given, decoded, params)
             if routed is None:
                 return None
             version = routed
@@ -297,17 +297,17 @@ class McpFastPath:
             return None
         return request_id, params, version
 
-    def _route_modern(self, scope: Scope, decoded: dict[str, Any], params: dict[str, Any]) -> str | None:
+    def _route_modern(self, given: Head, decoded: dict[str, Any], params: dict[str, Any]) -> str | None:
         """The version the SDK's 2026-07-28 envelope ladder routes a `tools/call` to, if its params then pass
         validation; None when either refuses (the SDK answers).
 
         The ladder reads the three routing headers, the method (here `tools/call`), the name and `_meta`;
         validation reads the version, the name and `_meta`: the outcome is remembered per those strings."""
         routing: dict[str, str] = {}
-        for name, value in scope["headers"]:  # ASGI names arrive lower-cased
-            if name in _ROUTING:
-                key = name.decode("latin-1")
-                if key in routing:  # the SDK refuses a repeated routing header
+        for name, key in _ROUTING:
+            value = given.get(name)
+            if value is not None:
+                if given.times(name) > 1:  # the SDK refuses a repeated routing header
                     return None
                 routing[key] = value.decode("latin-1")
         meta = params.get("_meta")

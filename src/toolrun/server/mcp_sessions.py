@@ -25,13 +25,17 @@ from __future__ import annotations
 
 import json
 import secrets
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from ..state import McpSessionStore
-from .request import replay
+from .request import UNPARSED, Head, Posted
+
+if TYPE_CHECKING:
+    from ..models import Identity
+    from .mcp_fast import McpFastPath
 
 _HANDSHAKE = frozenset(v.encode() for v in HANDSHAKE_PROTOCOL_VERSIONS)
 
@@ -57,73 +61,51 @@ def _jsonrpc_error(status: int, message: str, headers: list[tuple[bytes, bytes]]
     return app
 
 
-def _is_initialize(body: bytes) -> bool:
-    if b"initialize" not in body:
-        return False
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return False
+def _is_initialize(posted: Posted) -> bool:
+    body, message = posted
+    if message is UNPARSED:  # a content type that is not JSON: the SDK refuses it, unless it reads it as JSON
+        if b"initialize" not in body:
+            return False
+        try:
+            message = json.loads(body)
+        except ValueError:
+            return False
     return isinstance(message, dict) and message.get("method") == "initialize"
 
 
 class McpSessionGate:
-    """In front of the SDK's stateless `/mcp` app (and behind the key gate, which set the identity)."""
+    """In front of the SDK's stateless `/mcp` app (behind the key gate, which hands it the head, the caller and
+    the POST body it read)."""
 
-    def __init__(self, app: ASGIApp, sessions: McpSessionStore, max_body: int, streams: Any = None) -> None:
+    def __init__(self, app: McpFastPath, sessions: McpSessionStore, streams: Any = None) -> None:
         self.app = app
         self.sessions = sessions
-        self.max_body = max_body
         self.streams = streams  # mcp_stream.StreamHub: GET streams (None: every GET gets 405)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        sid: str | None = None
-        version: bytes | None = None
-        for name, value in scope["headers"]:
-            if name == b"mcp-session-id" and sid is None:
-                sid = value.decode("latin-1")
-            elif name == b"mcp-protocol-version" and version is None:
-                version = value
-        method = scope["method"]
+    async def serve(
+        self, scope: Scope, receive: Receive, send: Send, given: Head, identity: Identity, posted: Posted | None
+    ) -> None:
+        """Answer or pass on one /mcp request; `posted` is the body of a POST (None for GET and DELETE)."""
+        version = given.get(b"mcp-protocol-version")
         if version is not None and version not in _HANDSHAKE:  # a sessionless (2026-07-28) request
-            await self.app(scope, receive, send)
+            await self.app.serve(scope, receive, send, given, posted)
             return
+        method = scope["method"]
         if method == "GET" and self.streams is None:
             allow = [(b"allow", b"POST, DELETE")]
             await _jsonrpc_error(405, "Method Not Allowed: no server-to-client stream", allow)(scope, receive, send)
             return
-        identity = scope.get("state", {}).get("toolrun_identity")
-        owner = identity.bucket if identity is not None else "anon:-"
+        owner = identity.bucket
+        sid = given.text(b"mcp-session-id")
         if sid is not None:
-            if await self.sessions.owner(sid) != owner:
-                await _jsonrpc_error(404, "Session not found")(scope, receive, send)
-                return
-            if method == "GET":
-                await self.streams.serve(sid, owner, scope, receive, send)
-                return
-            if method == "DELETE":
-                await self.sessions.close(sid)
-                if self.streams is not None:
-                    self.streams.close_session(sid)
-                await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"0")]})
-                await send({"type": "http.response.body", "body": b""})
-                return
-            await self.app(scope, receive, send)
+            await self._in_session(sid, owner, scope, receive, send, given, posted)
             return
-        if method != "POST":
+        if posted is None:
             await _jsonrpc_error(400, "Bad Request: Missing session ID")(scope, receive, send)
             return
         # A handshake-era POST without a session: an `initialize` opens one.
-        body, more, messages = bytearray(), True, []
-        while more and len(body) <= self.max_body:
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request":
-                break
-            body += message.get("body", b"")
-            more = bool(message.get("more_body", False))
-        if more or not _is_initialize(bytes(body)):
-            await self.app(scope, replay(receive, *messages), send)
+        if not _is_initialize(posted):
+            await self.app.serve(scope, receive, send, given, posted)
             return
         new_sid = secrets.token_hex(16)
 
@@ -134,4 +116,23 @@ class McpSessionGate:
                 message = {**message, "headers": [*message.get("headers", []), (b"mcp-session-id", new_sid.encode())]}
             await send(message)
 
-        await self.app(scope, replay(receive, *messages), send_with_session)
+        await self.app.serve(scope, receive, send_with_session, given, posted)
+
+    async def _in_session(
+        self, sid: str, owner: str, scope: Scope, receive: Receive, send: Send, given: Head, posted: Posted | None
+    ) -> None:
+        """A request that names session `sid`: its owner's only (else 404); GET streams, DELETE closes it."""
+        if await self.sessions.owner(sid) != owner:
+            await _jsonrpc_error(404, "Session not found")(scope, receive, send)
+            return
+        method = scope["method"]
+        if method == "GET":
+            await self.streams.serve(sid, owner, scope, receive, send)
+        elif method == "DELETE":
+            await self.sessions.close(sid)
+            if self.streams is not None:
+                self.streams.close_session(sid)
+            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"0")]})
+            await send({"type": "http.response.body", "body": b""})
+        else:
+            await self.app.serve(scope, receive, send, given, posted)

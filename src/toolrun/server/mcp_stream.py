@@ -38,6 +38,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR
 from starlette.types import Receive, Scope, Send
 
+from .request import head
+
 log = logging.getLogger("toolrun.mcp")
 
 LIST_CHANGED = (
@@ -218,7 +220,7 @@ class StreamHub:
     def _refusal(self, sid: str, owner: str, scope: Scope) -> tuple[int, str, list[tuple[bytes, bytes]]] | None:
         if self.closing:
             return 503, "the server is shutting down", [(b"retry-after", b"1")]
-        accept = b",".join(v for k, v in scope["headers"] if k == b"accept").lower()
+        accept = head(scope).joined(b"accept").lower()  # every Accept line counts (HTTP list headers)
         if b"text/event-stream" not in accept and b"*/*" not in accept:
             return 406, "Not Acceptable: the stream needs Accept: text/event-stream", []
         if sid in self.streams:

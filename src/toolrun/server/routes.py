@@ -104,6 +104,8 @@ def _job_action(action: str, summary: str) -> RouteDef:
                 "403": _json(_ERR, "Not allowed (not an approver; the requester approving its own call)"),
                 "404": _JOB_404,
                 "409": _json(_ERR, "The job is not in a state that allows it"),
+                "408": _json(_ERR, "Body not received in time"),
+                "413": _json(_ERR, "Body too large"),
                 "415": _json(_ERR, "The body is not application/json"),
             },
         },

@@ -8,12 +8,13 @@ import logging
 import os
 import signal
 from collections.abc import Mapping, Sequence
-from typing import Any
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
 
 from .. import speedups, telemetry
 from ..access import Access
 from ..audit import open_audit
-from ..errors import ToolrunError
+from ..errors import PayloadTooLarge, ToolrunError
 from ..metrics import Metrics
 from ..models import Identity
 from ..service import ToolService, catalog_paths
@@ -24,8 +25,11 @@ from .app import Backends, create_app, guarded, identity_from_scope, json_error
 from .logs import configure_logging
 from .mounts import mount_jobs, mount_semantic
 from .protocol import http_protocol
-from .request import _is_json_media, parse_json_value, replay
+from .request import UNPARSED, Head, Posted, head, is_json_media, parse_json_value, read_body
 from .stop import SHUTDOWN_MARGIN, hard_stop_after, ignore_signal
+
+if TYPE_CHECKING:
+    from .mcp_sessions import McpSessionGate
 
 log = logging.getLogger("toolrun.server")
 
@@ -144,9 +148,9 @@ def mount_mcp(backends: Backends, mcp_sessions: McpSessionStore | None = None) -
         security,
         enabled=speedups.on("mcp_fast_path"),
     )
-    gate = McpSessionGate(fast, sessions, settings.max_body_bytes, streams)
+    gate = McpSessionGate(fast, sessions, streams)
     mode = "required" if settings.mcp_auth_required else "keyed"
-    endpoint = McpKeyGate(gate, backends.access, settings.max_body_bytes, mode)
+    endpoint = McpKeyGate(gate, backends.access, settings.max_body_bytes, mode, settings.request_timeout)
     backends.mcp_endpoint = endpoint
     backends.extra_routes.append(Route("/mcp", endpoint=endpoint, methods=["GET", "POST", "DELETE"]))
 
@@ -157,15 +161,26 @@ class McpKeyGate:
     - A key that is present but does not resolve: 401; no key at all too, with `mcp_auth_required`.
     - Two `Mcp-Session-Id` headers: 400 (McpSessionGate, behind this gate, binds each session to
       the identity that opened it).
-    - A POST body is read here (up to `max_body_bytes`) and must be JSON without duplicate keys or
-      NaN/Infinity, the rule `POST /tools/{key}` applies: else 400 with a JSON-RPC parse error.
+    - A POST body is read here, by the reader of every door (request.read_body: at most `max_body_bytes`, within
+      `request_timeout` seconds), and a JSON one must be JSON without duplicate keys or NaN/Infinity, the rule
+      `POST /tools/{key}` applies: else a JSON-RPC error (413, 408; 400 with a parse error).
+
+    The head, the caller and the body read here are handed to the gates behind as arguments (`serve`).
     """
 
-    def __init__(self, app: Any, access: Access, max_body: int = 1024 * 1024, mode: str = "keyed") -> None:
+    def __init__(
+        self,
+        app: McpSessionGate,
+        access: Access,
+        max_body: int = 1024 * 1024,
+        mode: str = "keyed",
+        body_timeout: float = 30.0,
+    ) -> None:
         self.app = app
         self.access = access
         self.max_body = max_body
         self.mode = mode  # `required` with mcp_auth_required: no anonymous MCP callers
+        self.body_timeout = body_timeout
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         # (The imports are module-level: an import statement in a per-request path costs a lookup each time.)
@@ -174,46 +189,41 @@ class McpKeyGate:
         except ToolrunError as exc:
             await json_error(exc)(scope, receive, send)
             return
+        # The SDK's road: McpDoor finds the caller in the scope of the Request the SDK hands it.
         scope.setdefault("state", {})["toolrun_identity"] = identity
-        sessions, content_type = 0, None  # one pass over the headers (ASGI names arrive lower-cased)
-        for name, value in scope["headers"]:
-            if name == b"mcp-session-id":
-                sessions += 1
-            elif name == b"content-type" and content_type is None:
-                content_type = value
-        if sessions > 1:
+        given = head(scope)
+        if given.times(b"mcp-session-id") > 1:
             await _rpc_error(send, 400, -32600, "Bad Request: more than one Mcp-Session-Id header")
             return
-        # Any type but JSON gets the SDK's own 415 (the first Content-Type header counts).
-        if scope["method"] == "POST" and content_type is not None and _is_json_media(content_type.decode("latin-1")):
-            body = await self._body(scope, receive, send)
-            if body is None:
+        posted: Posted | None = None
+        if scope["method"] == "POST":
+            posted = await self._posted(given, receive, send)
+            if posted is None:
                 return
-            receive = replay(receive, {"type": "http.request", "body": body, "more_body": False})
-        await self.app(scope, receive, send)
+        await self.app.serve(scope, receive, send, given, identity, posted)
 
-    async def _body(self, scope: Any, receive: Any, send: Any) -> bytes | None:
-        """The whole POST body, checked; None when an answer was sent instead."""
-        chunks = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return None  # the client is gone
-            chunks += message.get("body", b"")
-            if len(chunks) > self.max_body:
-                await _rpc_error(send, 413, -32600, f"Payload Too Large: the body is over {self.max_body} bytes")
-                return None
-            if not message.get("more_body", False):
-                break
-        body = bytes(chunks)
+    async def _posted(self, given: Head, receive: Any, send: Any) -> Posted | None:
+        """The POST body and, for a JSON content type, its value; None when an answer was sent instead (or the
+        client is gone). Any other content type is the SDK's to refuse: its body is read (capped) but not parsed."""
         try:
-            value = parse_json_value(body)
+            body = await read_body(receive, given.get(b"content-length"), self.max_body, self.body_timeout)
+        except ToolrunError as exc:  # too large, too slow, a Content-Length that is no number
+            if isinstance(exc, PayloadTooLarge):
+                message = f"Payload Too Large: the body is over {self.max_body} bytes"
+            else:
+                message = f"{HTTPStatus(exc.http_status).phrase}: {exc}"
+            await _rpc_error(send, exc.http_status, -32600, message)
+            return None
+        if body is None:
+            return None  # the client is gone
+        content_type = given.text(b"content-type")
+        if content_type is None or not is_json_media(content_type):
+            return body, UNPARSED
+        try:
+            return body, parse_json_value(body)
         except ToolrunError as exc:
             await _rpc_error(send, 400, -32700, f"Parse error: {exc}")
             return None
-        # The MCP fast path reads the parsed body from here (json.loads of these bytes gives the same value).
-        scope["state"]["toolrun_mcp_json"] = (body, value)
-        return body
 
 
 async def _rpc_error(send: Any, status: int, code: int, message: str) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING
 
@@ -11,18 +10,15 @@ from starlette.types import Receive, Scope, Send
 from .. import formatting
 from ..audit import CallOrigin, clean_request_id
 from ..errors import (
-    PayloadTooLarge,
-    RequestTimeout,
     ToolFailed,
     ToolrunError,
     Unauthorized,
     UnsupportedMediaType,
-    UsageError,
 )
 from . import routes
 from .disconnect import unless_gone
 from .errors import _error_object, _error_text, _json_text, _retry_headers
-from .request import _is_json_media, identity_from_scope, parse_json_object
+from .request import head, identity_from_scope, is_json_media, parse_json_object, require_body
 
 if TYPE_CHECKING:
     from .app import Backends
@@ -58,28 +54,14 @@ class ToolCall:
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> int:
         """Answer the call; returns the status sent."""
         key = scope["path"][len("/tools/") :]
-        content_type: str | None = None
-        length: bytes | None = None
-        accept: bytes | None = None
-        request_id: str | None = None
-        door = "http"
-        prefer_async = False
-        for name, value in scope["headers"]:  # the first occurrence counts, as everywhere else
-            if name == b"content-type" and content_type is None:
-                content_type = value.decode("latin-1")
-            elif name == b"content-length" and length is None:
-                length = value
-            elif name == b"accept" and accept is None:
-                accept = value
-            elif name == b"x-request-id" and request_id is None:
-                request_id = value.decode("latin-1")
-            elif (name == b"sec-fetch-site" and value == b"same-origin") or (
-                name == b"x-toolrun-client" and value == b"ui"
-            ):
-                door = "ui"  # a browser page of this server's own origin: the UI (docs/operations.md)
-            elif name == b"prefer" and b"respond-async" in value.lower():
-                prefer_async = True  # RFC 7240: answer at once with a job (docs/jobs.md)
-        content_type = content_type or ""
+        given = head(scope)  # parsed once for every layer (request.py); the first of each header counts
+        content_type = given.text(b"content-type") or ""
+        length, accept = given.get(b"content-length"), given.get(b"accept")
+        request_id = given.text(b"x-request-id")
+        # A browser page of this server's own origin: the UI (docs/operations.md).
+        ui = given.get(b"sec-fetch-site") == b"same-origin" or given.get(b"x-toolrun-client") == b"ui"
+        door = "ui" if ui else "http"
+        prefer_async = b"respond-async" in given.joined(b"prefer").lower()  # RFC 7240: a job at once (docs/jobs.md)
         request_id = clean_request_id(request_id)
         # `Accept: application/json` (without text/plain) asks for the structured result and JSON
         # errors; every other client, browsers' */* included, gets the plain text of the spec.
@@ -89,8 +71,8 @@ class ToolCall:
         try:
             identity = await identity_from_scope(self.access, scope, self.auth)
             tool = self.service.describe(identity, key)
-            body = await self.read_body(receive, length)
-            if (body or content_type) and not _is_json_media(content_type):
+            body = await require_body(receive, length, self.max_body, self.body_timeout)
+            if (body or content_type) and not is_json_media(content_type):
                 raise UnsupportedMediaType(content_type.split(";", 1)[0].strip().lower())
             args = parse_json_object(body)
             if self.service.jobs.wanted(tool, prefer_async):
@@ -127,38 +109,6 @@ class ToolCall:
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": data})
         return status
-
-    async def read_body(self, receive: Receive, length: bytes | None) -> bytes:
-        if length is not None:
-            try:
-                if int(length) > self.max_body:
-                    raise PayloadTooLarge(self.max_body)
-            except ValueError:
-                raise UsageError("Content-Length is not a number") from None
-        # uvicorn's receive() returns at once when the whole body has arrived (the common case: a small
-        # body comes in the packet of the head); only a body still on its way needs the deadline. (`more_body`
-        # is uvicorn's request cycle's own flag; any other server, or a later uvicorn without it, gets the deadline.)
-        cycle = getattr(receive, "__self__", None)
-        if getattr(cycle, "more_body", True) is False:
-            return await self._read(receive)
-        try:
-            # asyncio.timeout, not wait_for: no task per request.
-            async with asyncio.timeout(self.body_timeout):
-                return await self._read(receive)
-        except TimeoutError:
-            raise RequestTimeout(self.body_timeout) from None
-
-    async def _read(self, receive: Receive) -> bytes:
-        chunks = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                raise UsageError("the client closed the connection before sending the whole body")
-            chunks += message.get("body", b"")
-            if len(chunks) > self.max_body:
-                raise PayloadTooLarge(self.max_body)
-            if not message.get("more_body", False):
-                return bytes(chunks)
 
 
 async def _accepted(send: Send, headers: list[tuple[bytes, bytes]], job_id: str, state: str, preferred: bool) -> int:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .guard import scrub_keys
+from .request import head
 from .routes import ROUTES
 
 if TYPE_CHECKING:
@@ -45,7 +46,8 @@ class Traced:
             await self.app(scope, receive, send)
             return
         path = scope.get("path", "")
-        span = self.tracing.start_request(scope, scrub_keys(path) if "trk_" in path else path, route_of(path))
+        given = head(scope)  # parsed once for every layer (request.py)
+        span = self.tracing.start_request(scope, given, scrub_keys(path) if "trk_" in path else path, route_of(path))
         status = 0
 
         async def send_traced(message: Message) -> None:
