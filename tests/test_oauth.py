@@ -27,10 +27,9 @@ import anyio
 import httpx
 import pytest
 
-from support.catalogs import write_catalog
 from support.keys import create_key
 from support.mcp import MODERN_VERSION, mcp_http, text_of
-from support.servers import Process, ToolrunServer, free_port, toolrun_cli, wait_until
+from support.servers import Process, ToolrunServer, free_port, serve_catalog, toolrun_cli, wait_until
 
 joserfc = pytest.importorskip("joserfc")
 from joserfc import jwt  # noqa: E402
@@ -173,8 +172,6 @@ class Setup:
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     base = tmp_path_factory.mktemp("oauth")
-    (base / "catalog").mkdir()
-    catalog = write_catalog(base / "catalog", CATALOG)
     audit = base / "audit.log"
     with Issuer(base / "issuer") as issuer:
         issuer.start()
@@ -187,7 +184,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
             "SVC_AUDIT_LOG": str(audit),
             "SVC_WORKERS": 1,
         }
-        with ToolrunServer(base / "serve", catalog, settings) as server:
+        with serve_catalog(base, CATALOG, settings, name="serve") as server:
             server.start()
             yield Setup(issuer, server, audit)
 
