@@ -101,8 +101,8 @@ def _inline_catalog(n: int) -> str:
 
 
 def generate_catalog_text(n: int) -> tuple[str, str]:
-    """The catalog YAML and where it came from: tests/catalog_gen.py when present, else the inline one."""
-    gen_file = ROOT / "tests" / "catalog_gen.py"
+    """The catalog YAML and where it came from: tests/support/catalogs.py when present, else the inline one."""
+    gen_file = ROOT / "tests" / "support" / "catalogs.py"
     if gen_file.is_file():
         import importlib.util
 
@@ -114,12 +114,12 @@ def generate_catalog_text(n: int) -> tuple[str, str]:
             if fn is not None:
                 made = fn(n)
                 if isinstance(made, Path):
-                    return made.read_text(encoding="utf-8"), "tests/catalog_gen.py"
+                    return made.read_text(encoding="utf-8"), "tests/support/catalogs.py"
                 if isinstance(made, str):
-                    return made, "tests/catalog_gen.py"
+                    return made, "tests/support/catalogs.py"
                 import yaml
 
-                return yaml.safe_dump(made, sort_keys=False, allow_unicode=True), "tests/catalog_gen.py"
+                return yaml.safe_dump(made, sort_keys=False, allow_unicode=True), "tests/support/catalogs.py"
     return _inline_catalog(n), "bench/core.py (inline)"
 
 

@@ -43,25 +43,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from helpers_servers import ToolrunServer, free_port, raw_call  # noqa: E402
+from support.catalogs import SLEEPERS  # noqa: E402
+from support.http import JSON, raw_call  # noqa: E402
+from support.servers import free_port, serve_catalog  # noqa: E402
 
 TARGET_P99 = 1.15
-
-CATALOG = """\
-group: load
-tools:
-  - name: sleep
-    public: true
-    exec: sleep {{ seconds }}
-    params:
-      - {name: seconds, type: float}
-  - name: echo
-    public: true
-    exec: printf '%s' {{ msg | quote }}
-    params:
-      - {name: msg, type: str}
-"""
-JSON = {"Content-Type": "application/json"}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -73,7 +59,7 @@ async def warm(port: int, path: str) -> None:
     await asyncio.gather(*(raw_call(port, "POST", path, b'{"seconds": 0.01}', JSON) for _ in range(20)))
 
 
-async def sleepers(port: int, path: str = "/tools/load.sleep") -> list[float]:
+async def sleepers(port: int, path: str = "/tools/ops.sleep") -> list[float]:
     """The 200 `sleep 1` calls from this script's asyncio streams (raw_call), one connection each."""
     await warm(port, path)
     results = await asyncio.gather(*(raw_call(port, "POST", path, b'{"seconds": 1}', JSON) for _ in range(200)))
@@ -208,11 +194,11 @@ def by_workers(work: Path, rounds: int, cap: int | None, burst: Any) -> None:
         settings = {"SVC_LOG_LEVEL": "warning", "SVC_WORKERS": str(count)}
         if cap:
             settings["SVC_MAX_CONCURRENT_CALLS"] = str(cap)
-        server = ToolrunServer(work / f"workers-{count}", work / "tools.yaml", settings).start()
+        server = serve_catalog(work, SLEEPERS, settings, name=f"workers-{count}").start()
         try:
             ours, floor = [], []
             for _ in range(rounds):
-                ours.append(pct(burst(server.port, "/tools/load.sleep"), 0.99))
+                ours.append(pct(burst(server.port, "/tools/ops.sleep"), 0.99))
                 time.sleep(1)
                 floor.append(pct(bare_sleepers(shell=False, processes=count), 0.99))
                 time.sleep(1)
@@ -241,7 +227,7 @@ async def flood(port: int) -> tuple[dict[int, int], float]:
 
     prober = asyncio.ensure_future(probe())
     results = await asyncio.gather(
-        *(raw_call(port, "POST", "/tools/load.echo", b'{"msg": "hi"}', JSON) for _ in range(1000))
+        *(raw_call(port, "POST", "/tools/ops.echo", b'{"msg": "hi"}', JSON) for _ in range(1000))
     )
     stop.set()
     await prober
@@ -266,8 +252,6 @@ def main() -> None:
     have_webhook = shutil.which("webhook") is not None
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        catalog = work / "tools.yaml"
-        catalog.write_text(CATALOG, encoding="utf-8")
 
         def burst(port: int, path: str) -> list[float]:
             return ab_sleepers(port, path, work) if have_ab else asyncio.run(sleepers(port, path))
@@ -278,7 +262,7 @@ def main() -> None:
         settings = {"SVC_LOG_LEVEL": "warning"}
         if args.workers is not None:
             settings["SVC_WORKERS"] = str(args.workers)
-        server = ToolrunServer(work / "server", catalog, settings).start()
+        server = serve_catalog(work, SLEEPERS, settings, name="server").start()
         hook = webhook(work) if have_webhook else None
         plain = bare()
         try:
@@ -302,7 +286,7 @@ def main() -> None:
             for round_ in range(1, args.rounds + 1):
                 print(f"  round {round_} (load average {os.getloadavg()[0]:.2f})")
                 measure(
-                    "toolrun", "toolrun, exec: sleep {{ seconds }}", lambda: burst(server.port, "/tools/load.sleep"), ok
+                    "toolrun", "toolrun, exec: sleep {{ seconds }}", lambda: burst(server.port, "/tools/ops.sleep"), ok
                 )
                 if have_ab:
                     measure(

@@ -47,7 +47,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import httpx  # noqa: E402
 
-from fixtures.mcp_support import CATALOG, ServeProcess, mcp_http, mcp_stdio, mint_key  # noqa: E402
+from support.keys import mint_key  # noqa: E402
+from support.mcp import CATALOG, ServeProcess, mcp_http, mcp_stdio  # noqa: E402
 
 KEY = "pub.ping"
 ARGS = {"key": KEY}

@@ -12,7 +12,7 @@ Figures:
       R times; every call must succeed (the figure is the count of failed calls: must be 0), and
       the call latency (p50, p99, max) during the reloads is set against the same load without.
 
-Processes come from tests/helpers_servers.py (a free loopback port, bounded waits, always
+Processes come from tests/support/servers.py (a free loopback port, bounded waits, always
 stopped). On a 2-core machine the loader thread and the event loop share the cores with the
 client: compare the rows with each other.
 """
@@ -35,8 +35,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import httpx  # noqa: E402
 
-from catalog_gen import generate_catalog  # noqa: E402
-from helpers_servers import ToolrunServer, create_key  # noqa: E402
+from support.catalogs import generate_catalog  # noqa: E402
+from support.keys import create_key  # noqa: E402
+from support.servers import ToolrunServer  # noqa: E402
 
 PINNED = """\
 version: 1

@@ -15,7 +15,7 @@ Two figures (issue 6):
   (b) the rate-limit decision cost: microseconds per `hit()` of MemoryLimiter and RedisLimiter,
       a sequential in-process loop (5,000 hits) against the same redis-server.
 
-Processes come from tests/helpers_servers.py (free loopback ports, bounded waits, always
+Processes come from tests/support/servers.py (free loopback ports, bounded waits, always
 stopped). Needs redis-server, nginx and wrk (Debian packages). Exit status 0 unless a tool is
 missing. On a 2-core machine wrk, nginx, Redis and the replicas share the two cores: compare
 rows with each other, not with a bigger machine.
@@ -41,14 +41,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from helpers_servers import (  # noqa: E402
-    Nginx,
-    Processes,
-    RedisServer,
-    ToolrunServer,
-    create_key,
-    start_all,
-)
+from support.keys import create_key  # noqa: E402
+from support.servers import Nginx, Processes, RedisServer, ToolrunServer, start_all  # noqa: E402
 
 CATALOG = """\
 version: 1

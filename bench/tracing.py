@@ -5,7 +5,7 @@
 
 Two single-process servers (`--workers 1`) serve the same catalog: one with no OTEL_* variable (tracing
 off: nothing of OpenTelemetry imported), one exporting every span over OTLP/HTTP to a receiver in a
-process of its own (tests/otlp_receiver.py, counting what it decodes: the spans really go out). Each
+process of its own (tests/support/otlp.py, counting what it decodes: the spans really go out). Each
 round sends `--calls` sequential requests on one keep-alive connection to each server in turn:
 
     exec     POST /tools/bench.echo      an exec tool, `printf '%s' {{ msg | quote }}` (a process per call)
@@ -87,7 +87,7 @@ MCP_HEADERS = {
 
 def sink(port_file: str) -> None:
     """The OTLP receiver, in its own process: writes its port, then the span count on SIGUSR1."""
-    from otlp_receiver import OtlpReceiver
+    from support.otlp import OtlpReceiver
 
     with OtlpReceiver(keep=False) as receiver:
         Path(port_file).write_text(receiver.endpoint, encoding="utf-8")
@@ -98,7 +98,7 @@ def sink(port_file: str) -> None:
 
 
 def free_port() -> int:
-    from helpers_servers import free_port as port
+    from support.servers import free_port as port
 
     return port()
 

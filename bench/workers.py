@@ -26,8 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from catalog_gen import generate_catalog  # noqa: E402
-from helpers_servers import ToolrunServer, create_key, raw_call  # noqa: E402
+from support.catalogs import generate_catalog  # noqa: E402
+from support.http import raw_call  # noqa: E402
+from support.keys import create_key  # noqa: E402
+from support.servers import ToolrunServer  # noqa: E402
 
 ECHO = """\
 version: 1

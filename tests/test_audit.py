@@ -22,9 +22,10 @@ import anyio
 import httpx
 import pytest
 
-from conftest import write_catalog
-from fixtures.mcp_support import mcp_http, mcp_stdio, text_of
-from helpers_servers import ToolrunServer, clean_env, create_key, toolrun_cli, wait_until
+from support.catalogs import write_catalog
+from support.keys import create_key
+from support.mcp import mcp_http, mcp_stdio, text_of
+from support.servers import ToolrunServer, clean_env, toolrun_cli, wait_until
 
 SENTINEL = "S3NT1NEL-4f9c2b7e-do-not-leak"
 PLAIN = "plain-argument-value-91d3"

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from http_support import JSON, Server, servers
+from support.app import Server, servers
+from support.http import JSON
 from toolrun.auth import KEY_RE, key_from, newest_key, parse_duration, split_key
 from toolrun.errors import UsageError
 from toolrun.server.guard import redact_query

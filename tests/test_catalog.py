@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from catalog_gen import generate_catalog
-from conftest import EXAMPLES, write_catalog
+from support.catalogs import EXAMPLES, generate_catalog, write_catalog
 from toolrun import catalog, render
 from toolrun.catalog import LoadOptions, child_env, load
 from toolrun.catalog import cache as catalog_cache

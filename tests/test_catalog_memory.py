@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from catalog_gen import generate_catalog
-from conftest import EXAMPLES
-from http_support import servers
+from support.app import servers
+from support.catalogs import EXAMPLES, generate_catalog
 from toolrun import render, textsearch
 from toolrun.catalog import LoadOptions, load
 from toolrun.catalog.loader import load_file

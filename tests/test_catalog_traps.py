@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_binary, write_catalog
-from helpers_servers import ToolrunServer, clean_env, toolrun_cli, wait_until
+from support.binaries import require_binary
+from support.catalogs import write_catalog
+from support.servers import ToolrunServer, clean_env, toolrun_cli, wait_until
 from toolrun import catalog as catalog_mod
 from toolrun.errors import WARNING_CODES
 from toolrun.schema import ToolDef

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import EXAMPLES, write_catalog
+from support.catalogs import EXAMPLES, write_catalog
 from toolrun.cli import app
 
 CATALOG = """

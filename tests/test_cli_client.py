@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_catalog
-from helpers_servers import JSON, ToolrunServer, create_key, toolrun_cli
+from support.catalogs import write_catalog
+from support.http import JSON
+from support.keys import create_key
+from support.servers import ToolrunServer, toolrun_cli
 
 pytestmark = pytest.mark.serial
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import write_catalog
-from helpers_servers import clean_env, toolrun_cli
+from support.catalogs import write_catalog
+from support.servers import clean_env, toolrun_cli
 
 CATALOG = """\
 group: demo

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import require_binary
+from support.binaries import require_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPLETIONS = ROOT / "completions"

@@ -15,27 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_catalog
-from helpers_servers import ToolrunServer, pids_matching, wait_until
+from support.catalogs import SLEEPERS, unique_sleep
+from support.http import JSON
+from support.procs import pids_matching
+from support.servers import ToolrunServer, serve_catalog, wait_until
 from toolrun.state.memory import MemorySlots
 from toolrun.state.shared_memory import SharedSlots
 
-CATALOG = """\
-group: ops
-tools:
-  - name: worker
-    public: true
-    exec: echo $PPID
-  - name: sleep
-    public: true
-    exec: sleep {{ seconds }}
-    params:
-      - {name: seconds, type: float}
-  - name: hi
-    public: true
-    exec: printf hi
-"""
-JSON = {"Content-Type": "application/json"}
 CAP = 6
 
 
@@ -80,7 +66,7 @@ def on_each_worker(port: int, count: int) -> tuple[list[Connection], list[Connec
 @pytest.fixture
 def server(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ToolrunServer]:
     settings = {"SVC_WORKERS": "2", "SVC_MAX_CONCURRENT_CALLS": str(CAP), **getattr(request, "param", {})}
-    with ToolrunServer(tmp_path / "srv", write_catalog(tmp_path, CATALOG), settings).start() as started:
+    with serve_catalog(tmp_path, SLEEPERS, settings).start() as started:
         yield started
 
 
@@ -104,8 +90,7 @@ def test_calls_piled_on_one_worker_all_run_while_the_server_is_under_its_cap_and
     server: ToolrunServer,
 ) -> None:
     crowded, other = on_each_worker(server.port, CAP)
-    seconds = 3.0 + time.time_ns() % 1_000_000 / 1e7  # a unique command line
-    marker = f"sleep {seconds!r}"
+    seconds, marker = unique_sleep(3.0)  # a unique command line
     body = f'{{"seconds": {seconds!r}}}'
     results: list[tuple[int, str]] = []
     burst = threading.Thread(target=lambda: results.extend(concurrently([(c, "ops.sleep", body) for c in crowded])))
@@ -126,13 +111,13 @@ def test_calls_piled_on_one_worker_all_run_while_the_server_is_under_its_cap_and
 @pytest.mark.parametrize("server", [{"SVC_QUEUE_TIMEOUT": "10"}], indirect=True)
 def test_a_call_queued_on_one_worker_gets_the_slot_another_worker_frees(server: ToolrunServer) -> None:
     crowded, other = on_each_worker(server.port, CAP)
-    seconds = 2.0 + time.time_ns() % 1_000_000 / 1e7  # a unique command line
+    seconds, marker = unique_sleep(2.0)  # a unique command line
     body = f'{{"seconds": {seconds!r}}}'
     results: list[tuple[int, str]] = []
     burst = threading.Thread(target=lambda: results.extend(concurrently([(c, "ops.sleep", body) for c in crowded])))
     burst.start()
     try:
-        wait_until(lambda: len(pids_matching(f"sleep {seconds!r}")) == CAP, 15, "the pool to fill on one worker")
+        wait_until(lambda: len(pids_matching(marker)) == CAP, 15, "the pool to fill on one worker")
         started = time.monotonic()
         status, text = other[0].post("ops.hi", "{}")  # waits in the other worker's queue for a slot
         waited = time.monotonic() - started

@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-from conftest import require_binary, write_catalog
+from support.binaries import require_binary
+from support.catalogs import write_catalog
+from support.servers import free_port
 from toolrun import catalog
 from toolrun.models import Identity
 from toolrun.service import ToolService
@@ -151,9 +153,7 @@ def test_env_references_are_filled_at_load_time_and_reach_the_request(tmp_path: 
 
 def test_a_failing_curl_returns_the_exit_code_tuple(tmp_path: Path) -> None:
     require_binary("curl")
-    with socket.socket() as sock:  # a port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # a port nobody listens on
     service = service_for(tmp_path, GET_TOOL)
 
     assert call(service, "web.get", {"url": f"http://127.0.0.1:{port}/"}) == (7, "", "")

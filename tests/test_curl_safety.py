@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from conftest import require_binary, write_catalog
+from support.binaries import require_binary
+from support.catalogs import write_catalog
 from toolrun.cli import app
 from toolrun.errors import ParamError
 from toolrun.models import Identity

@@ -12,21 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import write_catalog
-from helpers_servers import ToolrunServer, pids_matching, wait_until
+from support.catalogs import SLEEPERS, unique_sleep
+from support.procs import pids_matching
+from support.servers import serve_catalog, wait_until
 
-CATALOG = """\
-group: ops
-tools:
-  - name: sleep
-    public: true
-    exec: sleep {{ seconds }}
-    params:
-      - {name: seconds, type: float}
-  - name: hi
-    public: true
-    exec: printf hi
-"""
 MCP_HEADERS = {
     "Content-Type": "application/json",
     "Accept": "application/json, text/event-stream",
@@ -64,9 +53,8 @@ def test_a_call_whose_client_hangs_up_is_killed_frees_its_slot_and_is_audited_as
     }
     if door == "mcp-sdk":
         settings["TOOLRUN_SPEEDUPS"] = "mcp_fast_path"
-    server = ToolrunServer(tmp_path / "srv", write_catalog(tmp_path, CATALOG), settings)
-    seconds = 25.0 + time.time_ns() % 1_000_000 / 1e7  # a unique command line: `sleep 25.0xxxxx`
-    marker = f"sleep {seconds!r}"
+    server = serve_catalog(tmp_path, SLEEPERS, settings)
+    seconds, marker = unique_sleep(25.0)  # a unique command line: `sleep 25.0xxxxx`
     with server.start():
         client = socket.create_connection(("127.0.0.1", server.port))
         try:

@@ -19,8 +19,8 @@ import pytest
 from mcp import Client
 from starlette.testclient import TestClient
 
-from conftest import write_catalog
-from http_support import BASE_URL, load_settings
+from support.app import BASE_URL, load_settings
+from support.catalogs import write_catalog
 from toolrun.models import Identity
 from toolrun.server.mcp import McpDoor, build_server
 from toolrun.server.run import build_app

@@ -15,7 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from http_support import BASE_URL, JSON, Server, build, fns, freeze_limiter, servers
+from support.app import BASE_URL, Server, build, fns, freeze_limiter, servers
+from support.http import JSON
 
 TEXT = "text/plain; charset=utf-8"
 APP_JSON = "application/json"
@@ -198,7 +199,7 @@ tools:
 """
     from starlette.testclient import TestClient
 
-    from http_support import load_settings, write_test_catalog
+    from support.app import load_settings, write_test_catalog
     from toolrun.server.run import build_app
 
     path = write_test_catalog(tmp_path / "nested", catalog)

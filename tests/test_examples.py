@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from conftest import write_catalog
-from helpers_servers import pids_matching, wait_until
+from support.catalogs import write_catalog
+from support.procs import pids_matching
+from support.servers import wait_until
 from toolrun import examples
 from toolrun.catalog import LoadOptions, load
 from toolrun.models import Example, Expect, Identity, ToolSpec

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from conftest import require_binary
+from support.binaries import require_binary
 from toolrun import executor
 from toolrun.models import ExecResult, ResourceLimits
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from conftest import write_catalog
+from support.catalogs import write_catalog
 from toolrun.catalog import LoadOptions, load
 from toolrun.explain import explain, explain_text, key_report, key_report_text
 from toolrun.models import ToolSpec
@@ -152,7 +152,8 @@ def test_key_report_says_whose_key_and_what_it_may_call(tools: Any, store: SQLit
 def test_access_explain_and_keys_test_commands(tmp_path: Path) -> None:
     import json
 
-    from helpers_servers import clean_env, create_key, toolrun_cli
+    from support.keys import create_key
+    from support.servers import clean_env, toolrun_cli
 
     env = clean_env(tmp_path / "home")
     path = write_catalog(tmp_path, CATALOG)
@@ -183,7 +184,9 @@ def test_access_explain_and_keys_test_commands(tmp_path: Path) -> None:
 def test_whoami_explain_on_a_real_server_shows_the_live_rate_limit_bucket(tmp_path: Path) -> None:
     import httpx
 
-    from helpers_servers import JSON, ToolrunServer, create_key
+    from support.http import JSON
+    from support.keys import create_key
+    from support.servers import ToolrunServer
 
     path = write_catalog(tmp_path, CATALOG)
     settings = {"SVC_RATE_LIMIT_ENABLED": True, "SVC_RATE_LIMIT_CALLS": 5, "SVC_RATE_LIMIT_WINDOW": 3600}
@@ -211,8 +214,8 @@ def test_whoami_explain_on_a_real_server_shows_the_live_rate_limit_bucket(tmp_pa
 
 
 def test_explain_and_key_report_over_redis_read_the_shared_bucket(tmp_path: Path, tools: Any) -> None:
-    from conftest import require_binary
-    from helpers_servers import RedisServer
+    from support.binaries import require_binary
+    from support.servers import RedisServer
     from toolrun.state.redis import RedisKeyStore, RedisLimiter
 
     binary = require_binary("redis-server")
@@ -254,7 +257,8 @@ def test_access_explain_reads_the_servers_config_file_and_environment_and_says_w
 ) -> None:
     import json
 
-    from helpers_servers import clean_env, create_key, toolrun_cli
+    from support.keys import create_key
+    from support.servers import clean_env, toolrun_cli
 
     env = clean_env(tmp_path / "home")
     path = write_catalog(tmp_path, CATALOG)
@@ -281,7 +285,9 @@ def test_access_explain_reads_the_servers_config_file_and_environment_and_says_w
 def test_access_explain_with_url_asks_the_running_server_which_answers_from_its_own_flags(tmp_path: Path) -> None:
     import httpx
 
-    from helpers_servers import JSON, ToolrunServer, create_key, toolrun_cli
+    from support.http import JSON
+    from support.keys import create_key
+    from support.servers import ToolrunServer, toolrun_cli
 
     path = write_catalog(tmp_path, CATALOG)
     with ToolrunServer(tmp_path / "srv", path) as server:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from http_support import Server, servers
+from support.app import Server, servers
 from toolrun.errors import UsageError
 from toolrun.settings import Settings
 

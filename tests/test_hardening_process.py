@@ -25,9 +25,13 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import require_binary, write_catalog
-from fixtures.mcp_support import ServeProcess, mint_key
-from helpers_servers import JSON, Processes, ToolrunServer, pids_matching, proc_stat, wait_until
+from support.binaries import require_binary
+from support.catalogs import write_catalog
+from support.http import JSON
+from support.keys import mint_key
+from support.mcp import ServeProcess
+from support.procs import pids_matching, proc_stat
+from support.servers import Processes, ToolrunServer, wait_until
 
 CATALOG = """\
 version: 1

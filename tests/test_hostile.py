@@ -22,8 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from conftest import write_catalog
-from helpers_servers import Processes, ToolrunServer, create_key, toolrun_cli
+from support.catalogs import write_catalog
+from support.keys import create_key
+from support.servers import Processes, ToolrunServer, toolrun_cli
 from toolrun.server.run import build_app
 from toolrun.settings import Settings
 

@@ -18,8 +18,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import write_catalog
-from helpers_servers import ToolrunServer, clean_env, create_key, toolrun_cli, wait_until
+from support.catalogs import write_catalog
+from support.keys import create_key
+from support.servers import ToolrunServer, clean_env, toolrun_cli, wait_until
 
 SERVED = """\
 version: 1

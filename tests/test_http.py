@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,7 +12,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from http_support import ALL_KEYS, JSON, OPS_KEYS, PUBLIC_KEYS, Server, freeze_limiter, servers
+from support.app import ALL_KEYS, OPS_KEYS, PUBLIC_KEYS, Server, freeze_limiter, servers
+from support.http import JSON
+from support.servers import free_port
 
 UNAUTHORIZED = {"error": "unauthorized"}
 NOT_FOUND = {"error": "not found"}
@@ -414,12 +415,10 @@ def test_an_fn_tool_or_an_error_answer_carries_no_exit_code(server: Server) -> N
 def test_a_timeout_is_exit_code_minus_1_and_a_curl_tool_gives_curls_exit_code(tmp_path: Path) -> None:
     from starlette.testclient import TestClient
 
-    from http_support import BASE_URL, load_settings, write_test_catalog
+    from support.app import BASE_URL, load_settings, write_test_catalog
     from toolrun.server.run import build_app
 
-    with socket.socket() as sock:  # a port nothing listens on: curl exits 7 (could not connect)
-        sock.bind(("127.0.0.1", 0))
-        closed = sock.getsockname()[1]
+    closed = free_port()  # a port nothing listens on: curl exits 7 (could not connect)
     text = (
         "version: 1\ngroup: pub\ntools:\n"
         "  - {name: slow, public: true, exec: sleep 5, timeout: 0.2}\n"

@@ -19,8 +19,10 @@ from typing import Any
 
 import pytest
 
-from conftest import require_binary
-from fixtures.mcp_support import CATALOG, META_TOOLS, OPS_KEYS, TOOLRUN, ServeProcess, mint_key
+from support.binaries import require_binary
+from support.keys import mint_key
+from support.mcp import CATALOG, META_TOOLS, OPS_KEYS, ServeProcess
+from support.servers import TOOLRUN
 
 INSPECTOR_VERSION = "2.12.0"
 PACKAGE = f"@modelcontextprotocol/inspector@{INSPECTOR_VERSION}"

@@ -18,11 +18,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from conftest import write_catalog
-from helpers_servers import JSON, Processes, ToolrunServer, create_key, pids_matching, toolrun_cli, wait_until
+from support.catalogs import write_catalog
+from support.jobs import JobUsers
+from support.procs import pids_matching
+from support.servers import Processes, ToolrunServer, toolrun_cli, wait_until
 
 pytestmark = pytest.mark.serial
 
@@ -47,51 +48,21 @@ tools:
 """
 
 
-class Users:
-    def __init__(self, server: ToolrunServer) -> None:
-        env = server.env
-        self.keys = {
-            "alice": create_key(env, "alice", "ops"),
-            "bob": create_key(env, "bob", "oncall"),
-            "carol": create_key(env, "carol", "ops"),
-            "root": create_key(env, "root", "admin"),
-        }
-        self.url = server.url
-        self.client = httpx.Client(timeout=10)
-
-    def __enter__(self) -> Users:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.client.close()
-
-    def req(self, who: str, method: str, path: str, body: Any = None, **headers: str) -> httpx.Response:
-        h = {"X-API-Key": self.keys[who], **headers}
-        if body is not None:
-            h.update(JSON)
-            return self.client.request(method, self.url + path, headers=h, content=json.dumps(body))
-        return self.client.request(method, self.url + path, headers=h)
-
-    def until(self, who: str, job: str, *states: str, timeout: float = 20) -> dict[str, Any]:
-        def done() -> dict[str, Any] | None:
-            view = self.req(who, "GET", f"/jobs/{job}").json()
-            return view if view["status"] in states else None
-
-        return wait_until(done, timeout, f"job {job} in {states}", interval=0.1)
+USERS = {"alice": ["ops"], "bob": ["oncall"], "carol": ["ops"], "root": ["admin"]}
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[ToolrunServer, Users]]:
+def server(tmp_path: Path) -> Iterator[tuple[ToolrunServer, JobUsers]]:
     catalog = write_catalog(tmp_path, CATALOG)
     audit = tmp_path / "audit.log"
     with Processes() as procs:
         srv = procs.add(ToolrunServer(tmp_path / "srv", catalog, {"SVC_AUDIT_LOG": audit}))
-        users = procs.enter_context(Users(srv))
+        users = procs.enter_context(JobUsers(srv, USERS))
         srv.start()
         yield srv, users
 
 
-def test_approval_end_to_end_rest(server: tuple[ToolrunServer, Users], tmp_path: Path) -> None:
+def test_approval_end_to_end_rest(server: tuple[ToolrunServer, JobUsers], tmp_path: Path) -> None:
     _srv, u = server
     r = u.req("alice", "POST", "/tools/ops.wipe", {"target": "db1"})
     assert r.status_code == 202, r.text
@@ -99,21 +70,21 @@ def test_approval_end_to_end_rest(server: tuple[ToolrunServer, Users], tmp_path:
     assert r.json() == {"job": job, "status": "awaiting_approval"}
     assert r.headers["location"] == f"/jobs/{job}"
     # Nothing ran yet: the requester sees it waiting, with no result.
-    view = u.req("alice", "GET", f"/jobs/{job}").json()
+    view = u.view("alice", job).json()
     assert view["status"] == "awaiting_approval" and "result" not in view and view["requester"] == "alice"
     # The requester is no approver; a third user does not even see the job (the 404 of a hidden tool).
-    assert u.req("alice", "POST", f"/jobs/{job}/approve").status_code == 403
+    assert u.approve("alice", job).status_code == 403
     hidden = u.req("carol", "GET", "/tools/ops.nothing-here")
     for method, path in (("GET", f"/jobs/{job}"), ("POST", f"/jobs/{job}/approve"), ("GET", f"/jobs/{job}/events")):
         answer = u.req("carol", method, path)
         assert (answer.status_code, answer.json()) == (404, hidden.json()) == (404, {"error": "not found"})
     assert u.req("carol", "GET", "/jobs").json() == []
     # The approver sees who asked, the parameters and the exact command.
-    pending = u.req("bob", "GET", "/jobs?status=awaiting_approval").json()
+    pending = u.pending("bob")
     assert [p["job"] for p in pending] == [job]
     assert pending[0]["plan"]["command"] == "echo wiped db1" and pending[0]["args"] == {"target": "db1"}
     assert pending[0]["can_decide"] is True
-    r = u.req("bob", "POST", f"/jobs/{job}/approve", {"reason": "ticket 42"})
+    r = u.approve("bob", job, "ticket 42")
     assert r.status_code == 200, r.text
     assert r.json()["decided_by"] == "bob"
     done = u.until("alice", job, "succeeded")
@@ -126,7 +97,7 @@ def test_approval_end_to_end_rest(server: tuple[ToolrunServer, Users], tmp_path:
         "exit_code": 0,
     }
     assert sync.headers["content-type"] == done["result"]["content_type"]
-    assert u.req("bob", "POST", f"/jobs/{job}/approve").status_code == 409  # decided once
+    assert u.approve("bob", job).status_code == 409  # decided once
     # The audit trail: the request, the decision (who, why) and the digest that was approved.
     records = [json.loads(line) for line in (tmp_path / "audit.log").read_text().splitlines()]
     mine = [r for r in records if r.get("job") == job]
@@ -137,20 +108,20 @@ def test_approval_end_to_end_rest(server: tuple[ToolrunServer, Users], tmp_path:
     assert len(ran) == 1 and ran[0]["user"] == "alice" and ran[0]["outcome"] == "ok"
 
 
-def test_requester_cannot_approve_own_call_even_as_admin(server: tuple[ToolrunServer, Users]) -> None:
+def test_requester_cannot_approve_own_call_even_as_admin(server: tuple[ToolrunServer, JobUsers]) -> None:
     _srv, u = server
     job = u.req("root", "POST", "/tools/ops.wipe", {"target": "x"}).json()["job"]
-    r = u.req("root", "POST", f"/jobs/{job}/approve")
+    r = u.approve("root", job)
     assert r.status_code == 403 and "requester" in r.json()["error"]
-    assert u.req("root", "GET", f"/jobs/{job}").json()["can_decide"] is False
-    r = u.req("bob", "POST", f"/jobs/{job}/deny", {"reason": "not today"})
+    assert u.view("root", job).json()["can_decide"] is False
+    r = u.deny("bob", job, "not today")
     assert r.status_code == 200
-    view = u.req("root", "GET", f"/jobs/{job}").json()
+    view = u.view("root", job).json()
     assert (view["status"], view["reason"], view["decided_by"]) == ("denied", "not today", "bob")
-    assert u.req("bob", "POST", f"/jobs/{job}/approve").status_code == 409
+    assert u.approve("bob", job).status_code == 409
 
 
-def test_bad_params_are_refused_at_once(server: tuple[ToolrunServer, Users]) -> None:
+def test_bad_params_are_refused_at_once(server: tuple[ToolrunServer, JobUsers]) -> None:
     _srv, u = server
     r = u.req("alice", "POST", "/tools/ops.wipe", {"nope": 1})
     assert r.status_code == 400
@@ -159,24 +130,20 @@ def test_bad_params_are_refused_at_once(server: tuple[ToolrunServer, Users]) -> 
     assert r.status_code == 400
 
 
-def test_async_job_output_events_and_metrics(server: tuple[ToolrunServer, Users]) -> None:
+def test_async_job_output_events_and_metrics(server: tuple[ToolrunServer, JobUsers]) -> None:
     srv, u = server
     r = u.req("alice", "POST", "/tools/ops.slow")
     assert r.status_code == 202 and r.json()["status"] == "running"
     job = r.json()["job"]
 
     def some_output() -> dict[str, Any] | None:
-        view = u.req("alice", "GET", f"/jobs/{job}").json()
+        view = u.view("alice", job).json()
         return view if "line2" in (view.get("output") or {}).get("stdout_head", "") else None
 
     view = wait_until(some_output, 10, "output so far", interval=0.1)
     assert view["status"] == "running" and view["output"]["stdout_head"].startswith("line1\n")
-    events = []
-    with u.client.stream("GET", srv.url + f"/jobs/{job}/events", headers={"X-API-Key": u.keys["alice"]}) as stream:
-        assert stream.headers["content-type"].startswith("text/event-stream")
-        for line in stream.iter_lines():
-            if line.startswith("data: "):
-                events.append(json.loads(line[6:]))
+    headers, events = u.follow("alice", job)
+    assert headers["content-type"].startswith("text/event-stream")
     assert events[0]["status"] == "running" and events[-1]["status"] == "succeeded"
     assert events[-1]["result"]["body"].endswith("line15\n")
     # Prefer: respond-async on a plain tool.
@@ -192,19 +159,19 @@ def test_async_job_output_events_and_metrics(server: tuple[ToolrunServer, Users]
     assert 'svc_tool_calls_total{outcome="ok",tool="ops.slow"} 1.0' in metrics
 
 
-def test_cancel_kills_the_running_process(server: tuple[ToolrunServer, Users]) -> None:
+def test_cancel_kills_the_running_process(server: tuple[ToolrunServer, JobUsers]) -> None:
     _srv, u = server
     job = u.req("alice", "POST", "/tools/ops.slow").json()["job"]
     wait_until(lambda: pids_matching(MARK), 10, "the tool's process")
-    assert u.req("carol", "POST", f"/jobs/{job}/cancel").status_code == 404
-    r = u.req("alice", "POST", f"/jobs/{job}/cancel")
+    assert u.cancel("carol", job).status_code == 404
+    r = u.cancel("alice", job)
     assert r.status_code == 200
     assert u.until("alice", job, "cancelled")["status"] == "cancelled"
     wait_until(lambda: not pids_matching(MARK), 5, "no process left")
-    assert u.req("alice", "POST", f"/jobs/{job}/cancel").status_code == 409
+    assert u.cancel("alice", job).status_code == 409
 
 
-def test_reload_that_changes_the_tool_expires_pending_approvals(server: tuple[ToolrunServer, Users]) -> None:
+def test_reload_that_changes_the_tool_expires_pending_approvals(server: tuple[ToolrunServer, JobUsers]) -> None:
     srv, u = server
     job = u.req("alice", "POST", "/tools/ops.wipe", {"target": "db1"}).json()["job"]
     other = u.req("alice", "POST", "/tools/ops.wipe", {"target": "db2"}).json()["job"]
@@ -212,11 +179,11 @@ def test_reload_that_changes_the_tool_expires_pending_approvals(server: tuple[To
     assert u.req("root", "POST", "/admin/reload").status_code == 200
     view = u.until("alice", job, "expired", timeout=5)
     assert "changed" in view["error"]
-    r = u.req("bob", "POST", f"/jobs/{other}/approve")
+    r = u.approve("bob", other)
     assert r.status_code == 409
     # A new call binds the new definition and runs it.
     fresh = u.req("alice", "POST", "/tools/ops.wipe", {"target": "db3"}).json()["job"]
-    assert u.req("bob", "POST", f"/jobs/{fresh}/approve").status_code == 200
+    assert u.approve("bob", fresh).status_code == 200
     assert u.until("alice", fresh, "succeeded")["result"]["body"] == "erased db3\n"
 
 
@@ -224,19 +191,19 @@ def test_pending_approvals_survive_a_restart_and_expire_on_time(tmp_path: Path) 
     catalog = write_catalog(tmp_path, CATALOG.replace("approval_timeout: 600", "approval_timeout: 6"))
     with Processes() as procs:
         srv = procs.add(ToolrunServer(tmp_path / "srv", catalog))
-        u = procs.enter_context(Users(srv))
+        u = procs.enter_context(JobUsers(srv, USERS))
         srv.start()
         asked = time.time()
         job = u.req("alice", "POST", "/tools/ops.wipe", {"target": "db1"}).json()["job"]
         keep = u.req("alice", "POST", "/tools/ops.wipe", {"target": "db2"}).json()["job"]
         srv.stop()
         srv.start()
-        assert u.req("alice", "GET", f"/jobs/{job}").json()["status"] == "awaiting_approval"
-        assert u.req("bob", "POST", f"/jobs/{keep}/approve").status_code == 200
+        assert u.view("alice", job).json()["status"] == "awaiting_approval"
+        assert u.approve("bob", keep).status_code == 200
         assert u.until("alice", keep, "succeeded")["result"]["body"] == "wiped db2\n"
         view = u.until("alice", job, "expired", timeout=15)
         assert time.time() - asked >= 6
-        assert u.req("bob", "POST", f"/jobs/{job}/approve").status_code == 409
+        assert u.approve("bob", job).status_code == 409
         assert view["error"].startswith("no decision")
 
 
@@ -244,17 +211,17 @@ def test_two_workers_share_jobs(tmp_path: Path) -> None:
     catalog = write_catalog(tmp_path, CATALOG)
     with Processes() as procs:
         srv = procs.add(ToolrunServer(tmp_path / "srv", catalog, {"SVC_WORKERS": 2}))
-        u = procs.enter_context(Users(srv))
+        u = procs.enter_context(JobUsers(srv, USERS))
         srv.start()
         jobs = [u.req("alice", "POST", "/tools/ops.wipe", {"target": f"t{i}"}).json()["job"] for i in range(6)]
         # Each request may land on either worker: every one sees every job, and approves it once.
         assert {j["job"] for j in u.req("bob", "GET", "/jobs").json()} == set(jobs)
         for i, job in enumerate(jobs):
-            assert u.req("bob", "POST", f"/jobs/{job}/approve").status_code == 200
+            assert u.approve("bob", job).status_code == 200
             assert u.until("alice", job, "succeeded")["result"]["body"] == f"wiped t{i}\n"
 
 
-def test_cli_waits_for_approval_and_manages_jobs(server: tuple[ToolrunServer, Users]) -> None:
+def test_cli_waits_for_approval_and_manages_jobs(server: tuple[ToolrunServer, JobUsers]) -> None:
     srv, u = server
     remote = ["--url", srv.url, "--api-key"]
     # --no-wait prints the job id; `jobs list` / `approve` / `tail` with --url.
@@ -279,10 +246,8 @@ def test_cli_waits_for_approval_and_manages_jobs(server: tuple[ToolrunServer, Us
         text=True,
     )
     try:
-        pending = wait_until(
-            lambda: u.req("bob", "GET", "/jobs?status=awaiting_approval").json(), 20, "the waiting call's job"
-        )
-        assert u.req("bob", "POST", f"/jobs/{pending[0]['job']}/approve").status_code == 200
+        pending = wait_until(lambda: u.pending("bob"), 20, "the waiting call's job")
+        assert u.approve("bob", pending[0]["job"]).status_code == 200
         out, err = waiting.communicate(timeout=30)
     finally:
         waiting.kill()
@@ -296,9 +261,7 @@ def test_cli_waits_for_approval_and_manages_jobs(server: tuple[ToolrunServer, Us
         text=True,
     )
     try:
-        pending = wait_until(
-            lambda: u.req("bob", "GET", "/jobs?status=awaiting_approval").json(), 20, "the waiting call's job"
-        )
+        pending = wait_until(lambda: u.pending("bob"), 20, "the waiting call's job")
         deny = toolrun_cli(*remote, u.keys["bob"], "jobs", "deny", pending[0]["job"], "-r", "risky", env=srv.env)
         assert deny.returncode == 0, deny.stderr
         out, err = waiting.communicate(timeout=30)
@@ -307,7 +270,7 @@ def test_cli_waits_for_approval_and_manages_jobs(server: tuple[ToolrunServer, Us
     assert waiting.returncode == 1 and "denied by bob: risky" in err
 
 
-def test_cli_local_jobs_share_the_servers_state_file(server: tuple[ToolrunServer, Users]) -> None:
+def test_cli_local_jobs_share_the_servers_state_file(server: tuple[ToolrunServer, JobUsers]) -> None:
     srv, u = server
     job = u.req("alice", "POST", "/tools/ops.wipe", {"target": "local1"}).json()["job"]
     local = ["-c", str(srv.catalog)]
@@ -318,7 +281,7 @@ def test_cli_local_jobs_share_the_servers_state_file(server: tuple[ToolrunServer
     approved = toolrun_cli("jobs", "approve", job, "-r", "from the console", *local, env=srv.env)
     assert approved.returncode == 0, approved.stderr
     assert "succeeded" in approved.stderr
-    view = u.req("alice", "GET", f"/jobs/{job}").json()
+    view = u.view("alice", job).json()
     assert view["status"] == "succeeded" and view["result"]["body"] == "wiped local1\n"
     assert view["reason"] == "from the console"
     # A local `toolrun call` of the tool waits too; an approver on the server decides, the server runs it.
@@ -330,11 +293,9 @@ def test_cli_local_jobs_share_the_servers_state_file(server: tuple[ToolrunServer
         text=True,
     )
     try:
-        pending = wait_until(
-            lambda: u.req("bob", "GET", "/jobs?status=awaiting_approval").json(), 20, "the local call's job"
-        )
+        pending = wait_until(lambda: u.pending("bob"), 20, "the local call's job")
         assert pending[0]["args"] == {"target": "local2"}
-        assert u.req("bob", "POST", f"/jobs/{pending[0]['job']}/approve").status_code == 200
+        assert u.approve("bob", pending[0]["job"]).status_code == 200
         out, err = waiting.communicate(timeout=30)
     finally:
         waiting.kill()
@@ -342,8 +303,8 @@ def test_cli_local_jobs_share_the_servers_state_file(server: tuple[ToolrunServer
 
 
 def test_two_replicas_on_redis_share_jobs(tmp_path: Path) -> None:
-    from conftest import require_binary
-    from helpers_servers import RedisServer, start_all
+    from support.binaries import require_binary
+    from support.servers import RedisServer, start_all
 
     binary = require_binary("redis-server")
     catalog = write_catalog(tmp_path, CATALOG)
@@ -352,9 +313,8 @@ def test_two_replicas_on_redis_share_jobs(tmp_path: Path) -> None:
         settings = {"SVC_REDIS_URL": redis.url}
         a = procs.add(ToolrunServer(tmp_path / "a", catalog, settings))
         b = procs.add(ToolrunServer(tmp_path / "b", catalog, settings))
-        ua = procs.enter_context(Users(a))  # keys minted once, in Redis: both replicas know them
-        ub = procs.enter_context(Users.__new__(Users))
-        ub.keys, ub.url, ub.client = ua.keys, b.url, httpx.Client(timeout=10)
+        ua = procs.enter_context(JobUsers(a, USERS))  # keys minted once, in Redis: both replicas know them
+        ub = procs.enter_context(ua.on(b))
         start_all(a, b)
         job = ua.req("alice", "POST", "/tools/ops.wipe", {"target": "r1"}).json()["job"]
         # Created on A: B lists it, approves it and runs it; A reads the result.
@@ -376,7 +336,7 @@ def test_jobs_count_in_the_rate_limit_once_and_are_documented(tmp_path: Path) ->
     limits = {"SVC_RATE_LIMIT_ENABLED": True, "SVC_RATE_LIMIT_CALLS": 2}
     with Processes() as procs:
         srv = procs.add(ToolrunServer(tmp_path / "srv", catalog, limits))
-        u = procs.enter_context(Users(srv))
+        u = procs.enter_context(JobUsers(srv, USERS))
         srv.start()
         jobs = [u.req("alice", "POST", "/tools/ops.wipe", {"target": f"t{i}"}) for i in range(3)]
         assert [j.status_code for j in jobs] == [202, 202, 429]
@@ -385,7 +345,7 @@ def test_jobs_count_in_the_rate_limit_once_and_are_documented(tmp_path: Path) ->
         # Running an approved job does not count a second time: both run although the bucket is empty.
         for answer in jobs[:2]:
             job = answer.json()["job"]
-            assert u.req("bob", "POST", f"/jobs/{job}/approve").status_code == 200
+            assert u.approve("bob", job).status_code == 200
             assert u.until("alice", job, "succeeded")["status"] == "succeeded"
         paths = u.req("alice", "GET", "/openapi.json").json()["paths"]
         assert {"/jobs", "/jobs/{id}", "/jobs/{id}/events", "/jobs/{id}/approve", "/jobs/{id}/deny"} <= set(paths)
@@ -396,7 +356,7 @@ def test_a_job_whose_server_died_becomes_failed_with_the_reason(tmp_path: Path) 
     catalog = write_catalog(tmp_path, CATALOG)
     with Processes() as procs:
         srv = procs.add(ToolrunServer(tmp_path / "srv", catalog))
-        u = procs.enter_context(Users(srv))
+        u = procs.enter_context(JobUsers(srv, USERS))
         srv.start()
         job = u.req("alice", "POST", "/tools/ops.slow").json()["job"]
         wait_until(lambda: pids_matching(MARK), 10, "the tool's process")
@@ -419,11 +379,11 @@ def test_finished_jobs_are_dropped_after_the_retention(tmp_path: Path) -> None:
     catalog = write_catalog(tmp_path, CATALOG)
     with Processes() as procs:
         srv = procs.add(ToolrunServer(tmp_path / "srv", catalog, {"SVC_JOB_RETENTION": 1}))
-        u = procs.enter_context(Users(srv))
+        u = procs.enter_context(JobUsers(srv, USERS))
         srv.start()
         job = u.req("alice", "POST", "/tools/ops.quick", Prefer="respond-async").json()["job"]
         u.until("alice", job, "succeeded")
-        wait_until(lambda: u.req("alice", "GET", f"/jobs/{job}").status_code == 404, 10, "the job dropped")
+        wait_until(lambda: u.view("alice", job).status_code == 404, 10, "the job dropped")
         assert u.req("alice", "GET", "/jobs").json() == []
 
 

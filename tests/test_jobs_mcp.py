@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import mcp_types as types
 import pytest
 
-from conftest import write_catalog
-from fixtures.mcp_support import mcp_http, mcp_stdio, text_of
-from helpers_servers import JSON, Processes, ToolrunServer, create_key, toolrun_cli
+from support.catalogs import write_catalog
+from support.jobs import JobUsers
+from support.mcp import mcp_http, mcp_stdio, text_of
+from support.servers import Processes, ToolrunServer, toolrun_cli
 
 pytestmark = pytest.mark.serial
 
@@ -38,17 +38,19 @@ tools:
 
 
 class World:
-    def __init__(self, server: ToolrunServer) -> None:
+    """alice (ops) calls ops.wipe, bob (oncall) approves it."""
+
+    def __init__(self, server: ToolrunServer, users: JobUsers) -> None:
         self.server = server
-        self.alice = create_key(server.env, "alice", "ops")
-        self.bob = create_key(server.env, "bob", "oncall")
+        self.users = users
+        self.alice = users.keys["alice"]
+        self.bob = users.keys["bob"]
 
     def pending(self) -> list[dict[str, Any]]:
-        r = httpx.get(f"{self.server.url}/jobs?status=awaiting_approval", headers={"X-API-Key": self.bob})
-        return list(r.json())
+        return self.users.pending("bob")
 
     def decide(self, job: str, action: str = "approve") -> None:
-        r = httpx.post(f"{self.server.url}/jobs/{job}/{action}", headers={"X-API-Key": self.bob, **JSON}, content=b"{}")
+        r = self.users.decide("bob", job, action, {})
         assert r.status_code == 200, r.text
 
 
@@ -57,7 +59,7 @@ def world(tmp_path: Path) -> Iterator[World]:
     catalog = write_catalog(tmp_path, CATALOG)
     with Processes() as procs:
         server = procs.add(ToolrunServer(tmp_path / "srv", catalog))
-        w = World(server)
+        w = World(server, procs.enter_context(JobUsers(server, {"alice": ["ops"], "bob": ["oncall"]})))
         server.start()
         yield w
 
@@ -129,12 +131,12 @@ def test_http_handshake_era_gets_the_job_to_follow(world: World) -> None:
     job = result.structured_content["job"]
     assert f"GET /jobs/{job}" in text_of(result) and "toolrun jobs tail" in text_of(result)
     world.decide(job)
-    view = httpx.get(f"{world.server.url}/jobs/{job}", headers={"X-API-Key": world.alice}).json()
+    view = world.users.view("alice", job).json()
     for _ in range(100):
         if view["status"] == "succeeded":
             break
         anyio.run(anyio.sleep, 0.1)
-        view = httpx.get(f"{world.server.url}/jobs/{job}", headers={"X-API-Key": world.alice}).json()
+        view = world.users.view("alice", job).json()
     assert view["status"] == "succeeded" and view["result"]["body"] == "wiped m3\n"
 
 

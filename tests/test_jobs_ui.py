@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_binary, write_catalog
-from helpers_servers import Processes, ToolrunServer, create_key
+from support.binaries import require_binary
+from support.catalogs import write_catalog
+from support.keys import create_key
+from support.servers import Processes, ToolrunServer
 
 try:
     from playwright.sync_api import Browser, Page, expect, sync_playwright

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from http_support import servers
+from support.app import servers
 from toolrun.auth import KEY_RE, split_key
 from toolrun.cli import app
 

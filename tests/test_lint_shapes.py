@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_catalog
-from helpers_servers import clean_env, toolrun_cli
+from support.catalogs import write_catalog
+from support.servers import clean_env, toolrun_cli
 from toolrun import lint
 
 # (tool, exec template, a hostile value given the marker file's path, the warning's words)

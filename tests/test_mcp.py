@@ -21,8 +21,8 @@ import pytest
 import yaml
 from mcp import Client
 
-from conftest import write_catalog
-from fixtures.mcp_support import ALL_KEYS, CATALOG, META_TOOLS, OPS_KEYS, PUBLIC_KEYS, text_of
+from support.catalogs import write_catalog
+from support.mcp import ALL_KEYS, CATALOG, META_TOOLS, OPS_KEYS, PUBLIC_KEYS, text_of
 from toolrun.mcpconfig import find_toolrun, mcp_config_snippet
 from toolrun.metrics import Metrics
 from toolrun.models import Identity

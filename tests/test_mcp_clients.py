@@ -27,8 +27,9 @@ from typing import Any
 import anyio
 import pytest
 
-from fixtures.mcp_support import CATALOG, OPS_KEYS, TOOLRUN, ServeProcess, mcp_http, mint_key
-from helpers_servers import clean_env, toolrun_cli
+from support.keys import mint_key
+from support.mcp import CATALOG, OPS_KEYS, ServeProcess, mcp_http
+from support.servers import TOOLRUN, clean_env, toolrun_cli
 from toolrun.mcpconfig import CLIENTS, KEY_PLACEHOLDER, mcp_config_snippet
 
 HTTP_CLIENTS = ["claude-code", "vscode", "cursor", "windsurf", "gemini-cli", "codex"]

@@ -14,7 +14,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from conftest import write_catalog
+from support.catalogs import write_catalog
 from toolrun.models import Identity
 from toolrun.server.mcp import McpDoor, build_server, direct_name, direct_names
 from toolrun.service import ToolService

@@ -13,8 +13,8 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from conftest import write_catalog
-from fixtures.mcp_support import CATALOG, META_TOOLS
+from support.catalogs import write_catalog
+from support.mcp import CATALOG, META_TOOLS
 from toolrun.models import Identity
 from toolrun.server.mcp import McpDoor, build_server, direct_name
 from toolrun.server.mcp_meta import LIST_PAGE, LIST_TTL_MS, OUTPUT_SCHEMAS

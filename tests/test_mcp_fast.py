@@ -28,7 +28,9 @@ import anyio
 import httpx
 import pytest
 
-from fixtures.mcp_support import FIXTURES, MODERN_VERSION, ServeProcess, mcp_http, mint_key
+from support.catalogs import FIXTURES
+from support.keys import mint_key
+from support.mcp import MODERN_VERSION, ServeProcess, mcp_http
 
 CATALOG = FIXTURES / "mcp_fast_tools.yaml"
 RATE_LIMIT = 30  # calls per (user, tool) and minute; only `hasty` gets near it

@@ -18,7 +18,8 @@ import pytest
 from mcp import MCPError
 from prometheus_client.parser import text_string_to_metric_families
 
-from fixtures.mcp_support import (
+from support.keys import mint_key
+from support.mcp import (
     ALL_KEYS,
     HANDSHAKE_VERSIONS,
     META_TOOLS,
@@ -27,7 +28,6 @@ from fixtures.mcp_support import (
     PUBLIC_KEYS,
     ServeProcess,
     mcp_http,
-    mint_key,
     text_of,
 )
 

@@ -16,9 +16,10 @@ import anyio
 import httpx
 import pytest
 
-from conftest import require_binary
-from fixtures.mcp_support import MODERN_VERSION, text_of
-from helpers_servers import Nginx, Processes, RedisServer, ToolrunServer, create_key, start_all
+from support.binaries import require_binary
+from support.keys import create_key
+from support.mcp import MODERN_VERSION, text_of
+from support.servers import Nginx, Processes, RedisServer, ToolrunServer, start_all
 
 pytestmark = pytest.mark.serial
 

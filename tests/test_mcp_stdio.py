@@ -21,18 +21,9 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from fixtures.mcp_support import (
-    ALL_KEYS,
-    CATALOG,
-    HANDSHAKE_VERSIONS,
-    META_TOOLS,
-    MODERN_VERSION,
-    OPS_KEYS,
-    TOOLRUN,
-    mcp_stdio,
-    mint_key,
-    text_of,
-)
+from support.keys import mint_key
+from support.mcp import ALL_KEYS, CATALOG, HANDSHAKE_VERSIONS, META_TOOLS, MODERN_VERSION, OPS_KEYS, mcp_stdio, text_of
+from support.servers import TOOLRUN
 from toolrun.mcpconfig import mcp_config_snippet
 from toolrun.models import Identity
 

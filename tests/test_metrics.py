@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from conftest import require_binary
-from http_support import Server, servers
+from support.app import Server, servers
+from support.binaries import require_binary
 from toolrun.metrics import OUTCOMES, Metrics
 
 

@@ -27,9 +27,9 @@ import anyio
 import httpx
 import pytest
 
-from conftest import write_catalog
-from fixtures.mcp_support import MODERN_VERSION, mcp_http, text_of
-from helpers_servers import Process, ToolrunServer, free_port, toolrun_cli, wait_until
+from support.keys import create_key
+from support.mcp import MODERN_VERSION, mcp_http, text_of
+from support.servers import Process, ToolrunServer, free_port, serve_catalog, toolrun_cli, wait_until
 
 joserfc = pytest.importorskip("joserfc")
 from joserfc import jwt  # noqa: E402
@@ -172,8 +172,6 @@ class Setup:
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     base = tmp_path_factory.mktemp("oauth")
-    (base / "catalog").mkdir()
-    catalog = write_catalog(base / "catalog", CATALOG)
     audit = base / "audit.log"
     with Issuer(base / "issuer") as issuer:
         issuer.start()
@@ -186,7 +184,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
             "SVC_AUDIT_LOG": str(audit),
             "SVC_WORKERS": 1,
         }
-        with ToolrunServer(base / "serve", catalog, settings) as server:
+        with serve_catalog(base, CATALOG, settings, name="serve") as server:
             server.start()
             yield Setup(issuer, server, audit)
 
@@ -323,9 +321,7 @@ def test_without_credentials_a_required_route_points_at_the_metadata(setup: Setu
 
 def test_api_keys_keep_working_beside_tokens(setup: Setup) -> None:
     env = setup.server.env
-    done = toolrun_cli("keys", "create", "kim", "--group=finance", env=env)
-    assert done.returncode == 0, done.stderr
-    key = done.stdout.strip()
+    key = create_key(env, "kim", "finance")
     assert httpx.get(setup.url + "/whoami", headers=bearer(key)).json()["groups"] == ["finance"]
     assert httpx.get(setup.url + "/whoami", headers={"X-API-Key": key}).json()["username"] == "kim"
 
@@ -445,7 +441,7 @@ def test_oauth_settings_that_would_lower_safety_are_refused_at_start(
 
 
 def test_with_oauth_off_a_token_is_an_unknown_key_and_there_is_no_metadata(setup: Setup, tmp_path: Path) -> None:
-    from http_support import servers
+    from support.app import servers
 
     with servers(tmp_path) as make:
         client = make().client
@@ -458,7 +454,7 @@ def test_with_oauth_off_a_token_is_an_unknown_key_and_there_is_no_metadata(setup
 def test_a_rotated_key_is_fetched_on_its_first_token_and_oauth_resource_names_the_server(
     setup: Setup, tmp_path: Path
 ) -> None:
-    from http_support import servers
+    from support.app import servers
 
     flags = {
         "oauth_issuer": setup.issuer.url,
@@ -532,7 +528,7 @@ def test_a_token_from_a_real_openid_provider_resolves_through_discovery(tmp_path
     if importlib.util.find_spec("oidc_provider_mock") is None:  # found, not imported: it warns on import
         assert os.environ.get("CI") != "true", "the test extra installs oidc-provider-mock"
         pytest.skip("oidc-provider-mock is not installed (pip install -e '.[test]')")
-    from http_support import servers
+    from support.app import servers
 
     with Provider(tmp_path / "provider") as provider, servers(tmp_path) as make:
         provider.start()
@@ -599,7 +595,7 @@ def test_unknown_kids_fetch_the_key_set_at_most_once_per_interval(setup: Setup) 
 
 
 def test_an_issuer_that_does_not_answer_is_a_503_not_a_401_or_a_500(tmp_path: Path, setup: Setup) -> None:
-    from http_support import servers
+    from support.app import servers
 
     with servers(tmp_path) as make:
         client = make({"oauth_issuer": f"http://127.0.0.1:{free_port()}", "oauth_audience": AUDIENCE}).client
@@ -613,7 +609,7 @@ def test_an_issuer_that_does_not_answer_is_a_503_not_a_401_or_a_500(tmp_path: Pa
 
 def test_the_ui_signs_in_with_a_pasted_token(setup: Setup, tmp_path: Path) -> None:
     sync_api = pytest.importorskip("playwright.sync_api")
-    from conftest import require_binary
+    from support.binaries import require_binary
     from test_ui_browser import CHROMIUM_ARGS, build_ui
 
     chromium = require_binary("chromium")
@@ -652,7 +648,7 @@ def test_the_ui_signs_in_with_a_pasted_token(setup: Setup, tmp_path: Path) -> No
 
 
 def test_mcp_over_stdio_acts_for_the_user_of_a_token_in_toolrun_api_key(setup: Setup, tmp_path: Path) -> None:
-    from fixtures.mcp_support import mcp_stdio
+    from support.mcp import mcp_stdio
 
     env = {"SVC_OAUTH_ISSUER": setup.issuer.url, "SVC_OAUTH_AUDIENCE": AUDIENCE}
 
@@ -678,7 +674,7 @@ def test_oauth_without_the_extra_installed_says_how_to_get_it(tmp_path: Path, mo
 
 
 def test_the_issuer_may_be_configured_with_or_without_its_trailing_slash(setup: Setup, tmp_path: Path) -> None:
-    from http_support import servers
+    from support.app import servers
 
     with servers(tmp_path) as make:
         client = make({"oauth_issuer": setup.issuer.url + "/", "oauth_audience": AUDIENCE}).client
@@ -691,7 +687,7 @@ def test_the_issuer_may_be_configured_with_or_without_its_trailing_slash(setup: 
 
 
 def test_mcp_auth_required_answers_anonymous_mcp_callers_with_the_challenge(setup: Setup, tmp_path: Path) -> None:
-    from http_support import servers
+    from support.app import servers
 
     flags = {"oauth_issuer": setup.issuer.url, "oauth_audience": AUDIENCE, "mcp_auth_required": True}
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}

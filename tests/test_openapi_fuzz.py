@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import CHECKS, load_all_checks
 
-from conftest import write_catalog
-from http_support import load_settings
+from support.app import load_settings
+from support.catalogs import write_catalog
 from toolrun.server.run import build_app
 
 MAX_EXAMPLES = 25

@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+from support.servers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ("list", "describe", "call", "validate-catalog")
@@ -191,9 +192,7 @@ def test_a_wheel_built_from_a_fresh_clone_without_node_serves_the_ui(tmp_path: P
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     home = tmp_path / "home"
     home.mkdir()
     probe = "import toolrun, sys; print(toolrun.__file__); sys.argv[0] = 'toolrun'; toolrun.cli.main()"

@@ -14,8 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import write_catalog
-from helpers_servers import JSON, ToolrunServer
+from support.catalogs import write_catalog
+from support.http import JSON
+from support.servers import ToolrunServer
 from toolrun import params
 from toolrun.errors import ParamError
 from toolrun.models import EXEC_RETURN_TYPE, Param, ToolSpec

@@ -83,7 +83,7 @@ def _answer(sock: socket.socket, ending: bytes) -> bytes:
 
 def test_a_real_server_answers_requests_on_one_connection_whole_and_in_order(tmp_path: Any) -> None:
     """Requests one after the other on one keep-alive connection to a real `toolrun serve`, then a pipelined pair."""
-    from helpers_servers import ToolrunServer
+    from support.servers import ToolrunServer
 
     catalog = tmp_path / "tools.yaml"
     catalog.write_text("group: t\ntools:\n  - {name: hello, public: true, exec: printf hello}\n")
@@ -122,7 +122,7 @@ def test_deadlines_still_hold_on_a_connection_that_served_requests(tmp_path: Any
     several requests still gets its 408 `request_timeout` seconds after its first byte."""
     import time
 
-    from helpers_servers import ToolrunServer
+    from support.servers import ToolrunServer
 
     catalog = tmp_path / "tools.yaml"
     catalog.write_text("group: t\ntools:\n  - {name: hello, public: true, exec: printf hello}\n")

@@ -20,8 +20,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import require_binary, write_catalog
-from helpers_servers import JSON, Processes, RedisServer, ToolrunServer, clean_env, create_key, start_all, toolrun_cli
+from support.binaries import require_binary
+from support.catalogs import write_catalog
+from support.http import JSON
+from support.keys import create_key, mint_redis_key
+from support.servers import Processes, RedisServer, ToolrunServer, clean_env, start_all, toolrun_cli
 
 pytestmark = pytest.mark.serial
 
@@ -98,13 +101,7 @@ class Cluster:
 
     def key(self, username: str, *groups: str) -> str:
         """A key minted in-process, straight into Redis (the CLI tests use `toolrun keys create`)."""
-        from toolrun.state.redis import RedisKeyStore
-
-        store = RedisKeyStore(self.redis.url)
-        try:
-            return store.create_key(username, list(groups))[0]
-        finally:
-            store.sync().close()
+        return mint_redis_key(self.redis.url, username, *groups)
 
 
 @pytest.fixture(scope="module")

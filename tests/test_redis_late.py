@@ -10,8 +10,10 @@ from pathlib import Path
 
 import httpx
 
-from conftest import require_binary, write_catalog
-from helpers_servers import RedisServer, ToolrunServer, create_key, free_port, wait_until
+from support.binaries import require_binary
+from support.catalogs import write_catalog
+from support.keys import create_key
+from support.servers import RedisServer, ToolrunServer, free_port, wait_until
 
 CATALOG = """
 version: 1

@@ -22,20 +22,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import write_catalog
-from helpers_servers import (
-    JSON,
-    Processes,
-    ToolrunServer,
-    gone,
-    pids_with_env,
-    proc_stat,
-    raw_call,
-    start_all,
-    status_kib,
-    wait_until,
-    zombies,
-)
+from support.catalogs import write_catalog
+from support.http import JSON, raw_call
+from support.procs import gone, pids_with_env, proc_stat, status_kib, zombies
+from support.servers import Processes, ToolrunServer, start_all, wait_until
 
 pytestmark = pytest.mark.serial
 

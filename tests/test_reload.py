@@ -17,9 +17,10 @@ import anyio
 import httpx
 import pytest
 
-from conftest import write_catalog
-from fixtures.mcp_support import RELOADING, mcp_stdio, text_of
-from helpers_servers import ToolrunServer, create_key, wait_until
+from support.catalogs import write_catalog
+from support.keys import create_key
+from support.mcp import RELOADING, mcp_stdio, text_of
+from support.servers import ToolrunServer, wait_until
 
 V1 = """
 version: 1

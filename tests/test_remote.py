@@ -10,8 +10,10 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import write_catalog
-from helpers_servers import JSON, ToolrunServer, create_key
+from support.catalogs import write_catalog
+from support.http import JSON
+from support.keys import create_key
+from support.servers import ToolrunServer
 from toolrun.errors import NotFound, ParamError, RateLimited, ToolFailed, Unauthorized
 from toolrun.remote import Remote, RemoteError
 
@@ -166,7 +168,7 @@ def test_remote_url_must_be_http(tmp_path: Path) -> None:
 
 
 def _local_and_remote(server: ToolrunServer, *args: str, key: str | None = None) -> tuple[Any, Any]:
-    from helpers_servers import toolrun_cli
+    from support.servers import toolrun_cli
 
     env = {k: v for k, v in server.env.items() if k not in ("TOOLRUN_URL", "TOOLRUN_API_KEY")}
     local = toolrun_cli(*args, "-c", str(server.catalog), env=env)
@@ -208,7 +210,7 @@ def test_remote_call_exit_codes_timeout_and_stderr(server: ToolrunServer) -> Non
 
 
 def test_remote_list_over_the_flag_and_the_errors(server: ToolrunServer, tmp_path: Path) -> None:
-    from helpers_servers import clean_env, toolrun_cli
+    from support.servers import clean_env, toolrun_cli
 
     env = clean_env(tmp_path / "home")
     listed = toolrun_cli("--url", server.url, "list", env=env)

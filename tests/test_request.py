@@ -17,8 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
-from fixtures.mcp_support import MODERN_VERSION
-from http_support import BASE_URL, JSON, Server, build, servers
+from support.app import BASE_URL, Server, build, servers
+from support.http import JSON
+from support.mcp import MODERN_VERSION
 
 LIMIT = 500
 TEXT = "text/plain; charset=utf-8"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from conftest import write_catalog
+from support.catalogs import write_catalog
 from toolrun.settings import Settings
 
 CATALOG = "group: t\ntools:\n  - name: echo\n    public: true\n    exec: echo hi\n"

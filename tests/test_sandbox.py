@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from conftest import require_binary, write_catalog
+from support.binaries import require_binary
+from support.catalogs import write_catalog
 from toolrun import sandbox, seccomp
 from toolrun.catalog import load
 from toolrun.errors import SandboxUnavailable
@@ -549,7 +550,7 @@ def test_a_host_fixed_after_a_failed_probe_serves_again(tmp_path: Path, monkeypa
 def test_describe_with_url_shows_the_servers_sandbox_and_whether_the_server_can_enforce_it(tmp_path: Path) -> None:
     """`toolrun --url ... describe` prints the serving host's word on the sandbox, not a guess made where the CLI
     runs: a server whose bwrap refuses says NOT enforceable, while this host's bwrap works."""
-    from helpers_servers import ToolrunServer, toolrun_cli
+    from support.servers import ToolrunServer, toolrun_cli
 
     require_binary("bwrap")
     catalog = write_catalog(

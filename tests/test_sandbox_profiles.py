@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_catalog
+from support.catalogs import write_catalog
 from toolrun.catalog import LoadOptions, check, load
 from toolrun.errors import CatalogError
 from toolrun.models import Sandbox

@@ -19,8 +19,7 @@ import jsonschema
 import pytest
 import yaml
 
-from catalog_gen import generate_catalog
-from conftest import EXAMPLES, ROOT
+from support.catalogs import EXAMPLES, ROOT, generate_catalog
 from toolrun.schema import catalog_json_schema, catalog_json_schema_text
 
 SCHEMA_FILE = ROOT / "schema" / "catalog.schema.json"

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from http_support import Server, servers
+from support.app import Server, servers
 from toolrun.models import EXEC_RETURN_TYPE, Param, ToolSpec
 from toolrun.registry import Registry
 

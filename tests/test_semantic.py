@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from helpers_servers import ToolrunServer, gone, pids_matching, proc_stat, status_kib, wait_until
+from support.procs import gone, pids_matching, proc_stat, status_kib
+from support.servers import ToolrunServer, wait_until
 from toolrun.catalog import LoadOptions, load
 from toolrun.embedder import LocalModel, RemoteModel
 from toolrun.errors import UsageError

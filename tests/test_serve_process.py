@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -21,7 +20,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import require_binary, write_catalog
+from support.binaries import require_binary
+from support.catalogs import write_catalog
+from support.servers import free_port
 from toolrun.state.sqlite import SQLiteKeyStore
 
 pytestmark = pytest.mark.serial
@@ -69,12 +70,6 @@ FNS = """\
 def noop() -> str:
     return "ok"
 """
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

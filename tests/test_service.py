@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import write_catalog
+from support.catalogs import write_catalog
 from toolrun import catalog
 from toolrun.errors import NotFound, Overloaded, ParamError, RateLimited, ToolFailed
 from toolrun.models import CallResult, Identity

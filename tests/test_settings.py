@@ -205,7 +205,7 @@ def test_toolrun_home_puts_config_data_and_cache_under_one_directory(tmp_path: P
 
 
 def test_settings_from_the_file_and_the_environment_reach_the_server(tmp_path: Path) -> None:
-    from http_support import write_test_catalog
+    from support.app import write_test_catalog
     from toolrun.server.run import build_app
     from toolrun.state.memory import MemoryLimiter
 

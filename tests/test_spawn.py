@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import require_binary
+from support.binaries import require_binary
 from toolrun import executor, spawn, speedups
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux process state")

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from http_support import JSON, Server, servers
+from support.app import Server, servers
+from support.http import JSON
 from test_mcp_fast import call, modern_headers
 from toolrun import spawn, speedups
 from toolrun.errors import UsageError

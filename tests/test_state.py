@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_binary
-from helpers_servers import RedisServer
+from support.binaries import require_binary
+from support.servers import RedisServer
 from toolrun.settings import Settings
 from toolrun.state import SharedState
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_catalog
-from helpers_servers import ToolrunServer, clean_env, create_key, toolrun_cli
+from support.keys import create_key
+from support.servers import clean_env, serve_catalog, toolrun_cli
 
 CATALOG = "group: ops\ntools:\n  - name: hi\n    public: true\n    exec: printf hi\n"
 
@@ -35,7 +35,7 @@ def test_a_fresh_data_folder_is_0700_and_every_state_file_in_it_0600(tmp_path: P
     home = tmp_path / "home"
     env = clean_env(home, {"SVC_WORKERS": "2", "SVC_RATE_LIMIT_ENABLED": "true"})
     create_key(env, "olga", "ops")  # toolrun.db
-    server = ToolrunServer(tmp_path / "srv", write_catalog(tmp_path, CATALOG), dict(env), home=home)
+    server = serve_catalog(tmp_path, CATALOG, dict(env), home=home)
     with server.start():  # two workers keep their shared state in state.db
         assert server.alive()
     data = home / "data"
@@ -56,7 +56,7 @@ def test_wider_modes_left_by_an_earlier_version_are_narrowed_at_start_with_one_w
     data.chmod(0o755)
     assert mode(data / "toolrun.db") == 0o644
 
-    server = ToolrunServer(tmp_path / "srv", write_catalog(tmp_path, CATALOG), {"SVC_WORKERS": "2"}, home=home)
+    server = serve_catalog(tmp_path, CATALOG, {"SVC_WORKERS": "2"}, home=home)
     with server.start():
         log = server.log()
     assert mode(data) == 0o700

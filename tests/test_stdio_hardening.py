@@ -16,8 +16,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from conftest import require_binary, write_catalog
-from helpers_servers import clean_env
+from support.binaries import require_binary
+from support.catalogs import write_catalog
+from support.servers import clean_env
 from test_hardening_process import unprivileged
 
 CATALOG = """\

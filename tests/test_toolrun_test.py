@@ -6,8 +6,8 @@ import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from conftest import write_catalog
-from helpers_servers import clean_env, toolrun_cli
+from support.catalogs import write_catalog
+from support.servers import clean_env, toolrun_cli
 
 CATALOG = """\
 group: demo

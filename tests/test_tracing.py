@@ -1,6 +1,6 @@
 """OpenTelemetry tracing (the `otel` extra) against a real OTLP/HTTP receiver and a real `toolrun serve`.
 
-The receiver (tests/otlp_receiver.py) decodes the protobuf `ExportTraceServiceRequest`s the server's
+The receiver (tests/support/otlp.py) decodes the protobuf `ExportTraceServiceRequest`s the server's
 exporter sends. Each test plays a caller in a trace of its own (a made-up `traceparent`), then checks
 that the spans arrived in that trace, in the right parent-child order, and that the tool itself saw
 the trace: an exec tool that echoes $TRACEPARENT, a curl tool whose request comes back to the server,
@@ -22,14 +22,15 @@ import anyio
 import httpx
 import pytest
 
-from conftest import require_binary
-from helpers_servers import ToolrunServer, create_key, free_port, toolrun_cli
+from support.binaries import require_binary
+from support.keys import create_key
+from support.servers import ToolrunServer, free_port, toolrun_cli
 
 if os.environ.get("CI") != "true":  # CI installs the test extra: there a missing package fails the module
     pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed")
     pytest.importorskip("opentelemetry.proto", reason="opentelemetry-proto is not installed")
 
-from otlp_receiver import OtlpReceiver, ReceivedSpan
+from support.otlp import OtlpReceiver, ReceivedSpan
 
 pytestmark = pytest.mark.serial
 

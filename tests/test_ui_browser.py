@@ -3,7 +3,7 @@ driven in Debian's Chromium by Playwright against a real `toolrun serve --ui` pr
 with the 27-tool catalog in tests/ui_catalog/ (22 public: an anonymous visitor pages 10 + 10 + 2).
 
 Never downloads a browser: Playwright is pointed at /usr/bin/chromium. Skipped locally when npm or
-chromium is missing; under CI=true a missing one fails (conftest.require_binary). The light and dark
+chromium is missing; under CI=true a missing one fails (support.binaries.require_binary). The light and dark
 screenshots in docs/screenshots/ are taken here.
 """
 
@@ -13,7 +13,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,7 +26,8 @@ from typing import Any
 
 import pytest
 
-from conftest import require_binary
+from support.binaries import require_binary
+from support.servers import free_port
 
 try:
     from playwright.sync_api import Browser, BrowserContext, Page, Playwright, Request, expect, sync_playwright
@@ -110,12 +110,6 @@ def ui_dist() -> Path:
 # -- a real server ------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass
 class Server:
     url: str
@@ -139,7 +133,7 @@ class Server:
 
 
 def start_server(home: Path, env_extra: dict[str, str], catalog: Path = CATALOG) -> Server:
-    port = _free_port()
+    port = free_port()
     home.mkdir(parents=True, exist_ok=True)
     log = home / "server.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SVC_")}

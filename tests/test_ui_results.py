@@ -5,7 +5,7 @@ timeout, a long line, an fn tool, constrained params).
 
 axe-core comes from ui/node_modules (a devDependency of ui/package.json, installed by `npm ci`): it is
 injected into each page by Playwright, never fetched from a network. Skipped locally when npm or
-chromium is missing; under CI=true a missing one fails (conftest.require_binary).
+chromium is missing; under CI=true a missing one fails (support.binaries.require_binary).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from conftest import require_binary
+from support.binaries import require_binary
 
 try:
     from playwright.sync_api import Page, Response, expect

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from conftest import require_binary, write_catalog
+from support.binaries import require_binary
+from support.catalogs import write_catalog
 from test_ui_browser import (  # its fixtures too: the UI build, Playwright and Chromium
     Server,
     browser,

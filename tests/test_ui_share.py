@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import require_binary
+from support.binaries import require_binary
 from test_ui_browser import CSP_PROBE, App, Server, browser, playwright, start_server, stop_server, ui_dist  # noqa: F401 (fixtures)
 
 try:

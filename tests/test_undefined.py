@@ -19,7 +19,7 @@ from mcp import Client
 from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
-from conftest import write_catalog
+from support.catalogs import write_catalog
 from toolrun.cli import app as cli_app
 from toolrun.models import Identity
 from toolrun.server.mcp import McpDoor, build_server

@@ -16,8 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import require_binary, write_catalog
-from helpers_servers import RedisServer, ToolrunServer, clean_env, toolrun_cli
+from support.binaries import require_binary
+from support.catalogs import write_catalog
+from support.servers import RedisServer, ToolrunServer, clean_env, toolrun_cli
 
 CATALOG = """
 version: 1

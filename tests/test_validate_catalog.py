@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import EXAMPLES
+from support.catalogs import EXAMPLES
 from toolrun.cli import app
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -20,7 +20,8 @@ import anyio
 import httpx
 import pytest
 
-from fixtures.mcp_support import MODERN_VERSION, ServeProcess, mint_key, text_of
+from support.keys import mint_key
+from support.mcp import MODERN_VERSION, ServeProcess, text_of
 
 CATALOG = """\
 version: 1
@@ -217,7 +218,7 @@ def test_an_mcp_session_is_its_owners_only_and_a_closed_one_is_gone_on_every_wor
 
 
 def test_a_2026_client_is_served_by_any_worker(tmp_path: Path) -> None:
-    from fixtures.mcp_support import mcp_http
+    from support.mcp import mcp_http
 
     async def body(url: str) -> list[str]:
         async with mcp_http(url, MODERN_VERSION) as client:

@@ -1,9 +1,9 @@
-"""Shared by the HTTP test modules: a catalog, its fn module and an in-process app factory.
+"""The in-process app of the HTTP tests: a catalog, its fn module and an app factory.
 
 The catalog has public tools (group `pub`), one tool for group `ops` and one for `finance`, so
-scoping shows in every listing. `make_server(tmp_path, flags)` builds the app exactly as
-`toolrun serve` does (`build_app(settings, [catalog])`) and hands back a started TestClient
-plus the Backends behind it (`server.key(...)` mints API keys in its store).
+scoping shows in every listing. `with servers(tmp_path) as make:` gives a factory: `make(flags)`
+builds the app exactly as `toolrun serve` does (`build_app(settings, [catalog])`) and hands back a
+started TestClient plus the Backends behind it (`server.key(...)` mints API keys in its store).
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from typing import Any
 
 from starlette.testclient import TestClient
 
-from conftest import write_catalog
 from toolrun.server.app import Backends
 from toolrun.server.run import build_app
 from toolrun.settings import Settings
 
+from .catalogs import write_catalog
+
 BASE_URL = "http://127.0.0.1"
 FNS_MODULE = "toolrun_http_test_fns"
-JSON = {"content-type": "application/json"}
 
 CATALOG = """\
 version: 1

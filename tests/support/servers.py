@@ -1,17 +1,16 @@
-"""Real processes for the scale-out, reliability and hostile-input tests (and bench/scale.py).
+"""Real processes for the tests and the bench/ scripts: free ports, start, wait until ready, stop, logs.
 
-`RedisServer` and `ToolrunServer` start `redis-server` and `toolrun serve` on free loopback ports,
+`RedisServer`, `ToolrunServer` and `Nginx` start `redis-server`, `toolrun serve` and nginx on free loopback ports,
 wait for them with a deadline (never a bare sleep) and always stop them: use them as context
 managers, or register them on a `Processes` (an ExitStack that stops everything it started, in
 reverse order, even when a test fails). Each keeps its output in a log file in its work dir.
 
-`pids_matching(marker)` / `zombies()` read /proc, so a test can prove that nothing a tool
-started survives (put a unique marker in the tool's command line).
+The MCP tests' own `toolrun serve` (`ServeProcess`) is in support.mcp; what is left of a tool's
+processes, read from /proc, in support.procs.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import shutil
@@ -20,16 +19,17 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 
+from .catalogs import write_catalog
+
 T = TypeVar("T")
-ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 30.0  # a cold `toolrun serve` imports starlette, uvicorn and mcp: ~1 s, more on a busy CI box
-JSON = {"content-type": "application/json"}
+TOOLRUN = str(Path(sys.executable).with_name("toolrun"))  # the installed console script
 
 
 def free_port() -> int:
@@ -75,44 +75,11 @@ def toolrun_cli(*args: str, env: Mapping[str, str], timeout: float = 30.0) -> su
     )
 
 
-def create_key(env: Mapping[str, str], username: str, *groups: str) -> str:
-    """A fresh API key from `toolrun keys create` (into whatever store `env` selects)."""
-    flags = [f"--group={g}" for g in groups]
-    done = toolrun_cli("keys", "create", username, *flags, env=env)
-    assert done.returncode == 0, done.stderr
-    key = done.stdout.strip()
-    assert key.startswith("trk_"), done.stdout
-    return key
-
-
-async def raw_call(
-    port: int, method: str, path: str, body: bytes = b"", headers: Mapping[str, str] | None = None
-) -> tuple[int, dict[str, str], bytes, float]:
-    """One HTTP/1.1 request on its own connection, with almost no client-side cost (a load test's
-    client must not be its bottleneck): (status, headers, body, seconds). `Connection: close`."""
-    started = time.perf_counter()
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-        head += "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
-        if body or method == "POST":
-            head += f"Content-Length: {len(body)}\r\n"
-        writer.write(head.encode() + b"\r\n" + body)
-        answer = await reader.read(-1)
-    finally:
-        writer.close()
-    took = time.perf_counter() - started
-    raw_head, _, content = answer.partition(b"\r\n\r\n")
-    lines = raw_head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1]) if lines[0].startswith("HTTP/1.1 ") else 0
-    fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-    return status, fields, content, took
-
-
 class Process:
     """A child in its own session, its output in `log_path`; `stop()` never waits unboundedly."""
 
     name = "process"
+    log_mode = "ab"  # a restart appends to the log of the run before
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -128,12 +95,13 @@ class Process:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def spawn(self, argv: list[str], env: Mapping[str, str] | None = None) -> None:
+    def spawn(self, argv: list[str], env: Mapping[str, str] | None = None, in_workdir: bool = True) -> None:
+        """Start `argv` in the work dir (`in_workdir=False`: in this process's own directory)."""
         assert not self.alive(), f"{self.name} already runs"
-        with open(self.log_path, "ab") as log:
+        with open(self.log_path, self.log_mode) as log:
             self.proc = subprocess.Popen(
                 argv,
-                cwd=self.workdir,
+                cwd=self.workdir if in_workdir else None,
                 env=dict(env) if env is not None else None,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -289,7 +257,17 @@ class ToolrunServer(Process):
         return self.launch().ready(timeout)
 
     def rss_kib(self) -> int:
+        from .procs import status_kib  # procs waits with wait_until from here
+
         return status_kib(self.pid, "VmRSS")
+
+
+def serve_catalog(
+    directory: Path, text: str, settings: Mapping[str, Any] | None = None, name: str = "srv", **kwargs: Any
+) -> ToolrunServer:
+    """A `ToolrunServer` (not started) of the catalog `text`, written to `directory`/tools.yaml, its work dir
+    `directory`/`name` (`kwargs`: `port`, `home`)."""
+    return ToolrunServer(directory / name, write_catalog(directory, text), settings, **kwargs)
 
 
 NGINX_CONF = """\
@@ -388,77 +366,3 @@ def start_all(*servers: ToolrunServer, timeout: float = START_TIMEOUT) -> None:
         server.launch()
     for server in servers:
         server.ready(timeout)
-
-
-# -- /proc ---------------------------------------------------------------------------------------
-
-
-def _read(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
-
-
-def pids_matching(marker: str) -> list[int]:
-    """Live (non-zombie) processes whose command line contains `marker`."""
-    found = []
-    needle = marker.encode()
-    me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        if needle in _read(f"/proc/{entry}/cmdline").replace(b"\0", b" "):
-            found.append(int(entry))
-    return found
-
-
-def pids_with_env(name: str, value: str) -> list[int]:
-    """Live processes whose environment holds `name=value`: every descendant of a tool whose
-    catalog sets it (zombies have no environment left: see `zombies`)."""
-    needle = f"{name}={value}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and needle in _read(f"/proc/{entry}/environ").split(b"\0"):
-            found.append(int(entry))
-    return found
-
-
-def proc_stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, parent pid) of a process, or None when it no longer exists."""
-    raw = _read(f"/proc/{pid}/stat")
-    if not raw:
-        return None
-    fields = raw[raw.rfind(b")") + 2 :].split()
-    return fields[0].decode(), int(fields[1])
-
-
-def zombies(among: Iterator[int] | list[int] | set[int] | None = None) -> list[tuple[int, int]]:
-    """(pid, parent pid) of zombies, among `among` or the whole system."""
-    pids = among if among is not None else [int(e) for e in os.listdir("/proc") if e.isdigit()]
-    result = []
-    for pid in pids:
-        stat = proc_stat(pid)
-        if stat is not None and stat[0] == "Z":
-            result.append((pid, stat[1]))
-    return result
-
-
-def status_kib(pid: int, field: str) -> int:
-    for line in _read(f"/proc/{pid}/status").decode().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise LookupError(f"{field} of pid {pid}")
-
-
-def gone(pids: list[int] | set[int], timeout: float) -> list[tuple[int, str, int]]:
-    """Wait up to `timeout` for `pids` to vanish (zombies reparented to init are reaped by it);
-    return what is left as (pid, state, parent pid)."""
-
-    def left() -> list[tuple[int, str, int]]:
-        return [(p, s[0], s[1]) for p in pids if (s := proc_stat(p)) is not None]
-
-    with contextlib.suppress(TimeoutError):
-        wait_until(lambda: not left(), timeout, "processes to exit", interval=0.05)
-    return left()

@@ -1,4 +1,4 @@
-"""A real OTLP/HTTP trace receiver for tests and bench/tracing.py: `POST /v1/traces`, protobuf decoded.
+"""A real OTLP/HTTP trace receiver for tests/test_tracing.py and bench/tracing.py: `POST /v1/traces`, protobuf decoded.
 
 It answers as a collector does (200, an empty `ExportTraceServiceResponse`) and keeps every span it
 was sent as a `ReceivedSpan` (ids as hex, attributes as plain values, the resource's attributes).
