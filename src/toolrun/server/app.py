@@ -21,17 +21,20 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.types import ASGIApp
 
-from .. import formatting, speedups
+from .. import formatting, speedups, telemetry
 from ..errors import Unauthorized, UsageError
 from ..metrics import CONTENT_TYPE
 from ..models import Identity
+from ..settings import Settings
 from ..words import plural
 from .dispatch import Dispatch, build
+from .guard import Guard
 from .jobroutes import JobRoutes, job_metrics
 from .parts import ServerParts
 from .request import MAX_PAGE, _bool_param, _choice, _int_param, _single
-from .routes import ROUTES, for_settings
+from .routes import ROUTES, RouteDef, for_settings
 
 log = logging.getLogger("toolrun.server")
 
@@ -40,8 +43,9 @@ class Routes(JobRoutes):
     """The handlers of the rows served through Starlette: each gets the request and the identity its row's
     auth mode gave (dispatch.endpoint)."""
 
-    def __init__(self, parts: ServerParts) -> None:
+    def __init__(self, parts: ServerParts, rows: tuple[RouteDef, ...] = ROUTES) -> None:
         self.parts = parts
+        self.rows = rows  # the table this app serves, which /openapi.json documents
         self.service = parts.service
         self.settings = parts.settings
         self._metrics_nets = [ipaddress.ip_network(n, strict=False) for n in self.settings.metrics_allow_ips]
@@ -175,7 +179,7 @@ class Routes(JobRoutes):
     async def openapi(self, request: Request, identity: Identity) -> Response:
         from .openapi import document
 
-        return JSONResponse(document(ROUTES, self.service.list(identity)))
+        return JSONResponse(document(self.rows, self.service.list(identity)))
 
 
 def create_app(parts: ServerParts) -> Dispatch:
@@ -191,6 +195,16 @@ def create_app(parts: ServerParts) -> Dispatch:
             yield
 
     rows = for_settings(ROUTES, parts.settings)
-    app = build(rows, parts, Routes(parts), lifespan=lifespan, hot=speedups.on("hot_routes"))
+    app = build(rows, parts, Routes(parts, rows), lifespan=lifespan, hot=speedups.on("hot_routes"))
     app.state.parts = parts
     return app
+
+
+def guarded(app: Dispatch, settings: Settings) -> ASGIApp:
+    """`app` behind the guard (guard.py), and behind the request span when tracing is on (tracing.py)."""
+    guard = Guard(app, list(settings.allowed_hosts), list(settings.allowed_origins))
+    if telemetry.TRACING is None:
+        return guard
+    from .tracing import Traced
+
+    return Traced(guard, telemetry.TRACING)

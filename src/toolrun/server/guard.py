@@ -14,7 +14,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import telemetry
 from ..errors import Forbidden
-from ..settings import Settings
 from .disconnect import GONE
 from .dispatch import STATUS, recording
 from .logs import access_line
@@ -151,13 +150,3 @@ def log_request(scope: Scope, started: float) -> None:
     ms = round((time.perf_counter() - started) * 1000, 1)
     status = 499 if scope.get(GONE) else scope.get(STATUS, 0)  # a call cancelled: its client went away
     access_line(client[0], scope["method"], path, query, status, ms, telemetry.current_trace_id())
-
-
-def guarded(app: ASGIApp, settings: Settings) -> ASGIApp:
-    """`app` (the dispatcher of app.create_app) behind the guard, and behind the request span when tracing is on."""
-    guard = Guard(app, list(settings.allowed_hosts), list(settings.allowed_origins))
-    if telemetry.TRACING is None:
-        return guard
-    from .tracing import Traced
-
-    return Traced(guard, telemetry.TRACING)

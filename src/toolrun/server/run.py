@@ -19,9 +19,8 @@ from ..models import Identity
 from ..service import ToolService, catalog_paths
 from ..settings import Settings
 from ..words import plural, warning_lines
-from .app import create_app
+from .app import create_app, guarded
 from .errors import json_error
-from .guard import guarded
 from .logs import configure_logging
 from .mounts import mount_jobs, mount_semantic
 from .parts import ServerParts
