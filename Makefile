@@ -98,7 +98,7 @@ pytest: python-deps
 # The door tests again with every speed trick off (src/toolrun/speedups.py): the product must answer the same,
 # only slower. tests/test_mcp_fast.py is left out: it compares the /mcp fast path with the SDK itself.
 PLAIN_TESTS := tests/test_http.py $(filter-out tests/test_mcp_fast.py,$(wildcard tests/test_mcp*.py)) \
-	tests/test_cli.py tests/test_doors_agree.py tests/test_speedups.py
+	tests/test_cli.py tests/test_doors_agree.py tests/test_speedups.py tests/test_dispatch.py tests/test_route_auth.py
 
 pytest-plain: python-deps
 	TOOLRUN_SPEEDUPS=off $(BIN)/pytest -q $(PLAIN_TESTS)

@@ -163,7 +163,7 @@ def test_an_anonymous_openapi_document_names_no_hidden_tool(client: TestClient) 
 
 
 def test_direct_mode_sends_the_hints_as_mcp_tool_annotations(client: TestClient, tmp_path: Path) -> None:
-    service = client.app.app.state.backends.service  # type: ignore[attr-defined]
+    service = client.app.app.state.parts.service  # type: ignore[attr-defined]
     door = McpDoor(service, lambda ctx: Identity(), direct=True)
 
     async def main() -> Any:

@@ -136,6 +136,6 @@ def test_fuzzing_anonymously_finds_no_server_error_and_no_schema_violation(app: 
 
 
 def test_fuzzing_as_an_admin_finds_no_server_error_and_no_schema_violation(app: Any) -> None:
-    key, _ = app.app.state.backends.access.create_key("root", ["admin"])
+    key, _ = app.app.state.parts.access.create_key("root", ["admin"])
     # The routes whose answers depend on the caller; fz.restart is visible to an admin only.
     fuzz(app, {"X-API-Key": key}, fixed_keys=("fz.restart",), skip=("GET /healthz", "GET /readyz", "GET /metrics"))

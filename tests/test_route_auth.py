@@ -1,7 +1,8 @@
-"""A route's auth mode is its ROUTES row's, on both roads: the guard's fast handlers (requests without an Origin
-header) and the router (requests with one). Before, the fast handlers of `GET /tools/{key}` and
-`POST /tools/{key}` applied "optional" whatever their row said (the router serves `POST /tools/{key}` with the same
-handler), so a `GET /tools/{key}` row made `required` answered 401 to a browser and 200 to curl."""
+"""A route's auth mode is its ROUTES row's, with and without an Origin header. Before, requests without an Origin
+header went to the guard's fast handlers and the others through the router, and the fast handlers of
+`GET /tools/{key}` and `POST /tools/{key}` applied "optional" whatever their row said, so a `GET /tools/{key}` row
+made `required` answered 401 to a browser and 200 to curl. Now one dispatcher, built from the rows, serves both
+(server/dispatch.py; tests/test_dispatch.py sends every route under every mode)."""
 
 from __future__ import annotations
 

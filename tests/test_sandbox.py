@@ -463,13 +463,13 @@ def test_describe_and_dry_run_print_the_sandbox(tmp_path: Path) -> None:
 def test_serve_says_at_start_when_its_sandboxed_tools_cannot_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from toolrun.server.run import build_backends
+    from toolrun.server.run import build_parts
 
     _fake_refusing_bwrap(tmp_path, monkeypatch)
     catalog = write_catalog(tmp_path, _BOXED.format(flag=tmp_path / "ran"))
     settings = Settings.load(environ={"TOOLRUN_HOME": str(tmp_path / "home")})
     with caplog.at_level("WARNING", logger="toolrun.server"):
-        build_backends(settings, [str(catalog)])
+        build_parts(settings, [str(catalog)])
     assert "1 sandboxed tool(s) cannot run on this host (t.boxed)" in caplog.text
     assert "uid map: Permission denied" in caplog.text
 

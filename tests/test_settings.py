@@ -213,7 +213,7 @@ def test_settings_from_the_file_and_the_environment_reach_the_server(tmp_path: P
     write_config(home, "max_body_bytes = 4096\n[rate_limit]\ncalls = 3\nwindow = 10\n")
     settings = load(home, SVC_RATE_LIMIT_ENABLED="true", SVC_DEBUG="on")
     app = build_app(settings, [str(write_test_catalog(tmp_path / "catalog"))])
-    backends = app.app.state.backends
+    backends = app.app.state.parts
     limiter = backends.service.limiter
     assert isinstance(limiter, MemoryLimiter)
     assert (limiter.calls, limiter.window) == (3, 10)

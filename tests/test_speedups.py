@@ -2,7 +2,7 @@
 
 `make test` also runs the door tests with `TOOLRUN_SPEEDUPS=off` (the `pytest-plain` target): the
 product must behave the same with every trick off, only slower. Here: the switch's syntax, its
-start-up error, the table's own integrity, and the guard's hot routes against the router.
+start-up error, the table's own integrity, and the dispatcher's hot routes against the router.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def test_the_switch_is_documented_with_every_speedup_name() -> None:
     assert all(f"`{name}`" in readme for name in speedups.NAMES)
 
 
-# -- the guard's hot routes (speedup `hot_routes`) against the router -----------------------------------
+# -- the dispatcher's hot routes (speedup `hot_routes`) against the router ------------------------------
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .state import KeyStore
 
 Mode = Literal["anonymous", "optional", "keyed", "required", "admin"]
-MODES: tuple[str, ...] = ("anonymous", "optional", "keyed", "required", "admin")
+MODES: tuple[Mode, ...] = ("anonymous", "optional", "keyed", "required", "admin")
 
 
 def looks_like_jwt(credential: str) -> bool:
@@ -38,7 +38,7 @@ def looks_like_jwt(credential: str) -> bool:
     return credential.count(".") == 2
 
 
-def _decide(user: User | None, key: str | None, mode: str, client: str) -> Identity:
+def _decide(user: User | None, key: str | None, mode: Mode, client: str) -> Identity:
     if user is None:
         if key or mode in ("required", "admin"):
             raise Unauthorized()
@@ -48,7 +48,7 @@ def _decide(user: User | None, key: str | None, mode: str, client: str) -> Ident
     return _admin_check(user.identity(client, (split_key(key) or "") if key else ""), mode)
 
 
-def _admin_check(identity: Identity, mode: str) -> Identity:
+def _admin_check(identity: Identity, mode: Mode) -> Identity:
     if mode == "admin" and not identity.is_admin:
         raise Unauthorized(oauth_error="insufficient_scope", description="this route needs group admin")
     return identity
@@ -74,7 +74,7 @@ class Access:
 
     # -- who is calling --------------------------------------------------------------------------
 
-    async def identify(self, key: str | None, mode: str, client: str = "") -> Identity:
+    async def identify(self, key: str | None, mode: Mode, client: str = "") -> Identity:
         """The caller presenting `key` (None: no key given), per `mode` (see the module docstring)."""
         if mode == "anonymous":
             return Identity(client=client)
@@ -83,7 +83,7 @@ class Access:
         user = await self.store.aresolve(key) if key else None
         return _decide(user, key, mode, client)
 
-    def identify_now(self, key: str | None, mode: str, client: str = "") -> Identity:
+    def identify_now(self, key: str | None, mode: Mode, client: str = "") -> Identity:
         """`identify` without an event loop (MCP over stdio checks its key before it starts one)."""
         if mode == "anonymous":
             return Identity(client=client)

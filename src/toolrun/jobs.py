@@ -98,10 +98,6 @@ class Jobs:
 
     # -- starting --------------------------------------------------------------------------------
 
-    def wanted(self, tool: ToolSpec, prefer_async: bool = False) -> bool:
-        """Whether a call of `tool` becomes a job (approval, `async: true`, or the caller asked)."""
-        return tool.approval or tool.run_async or prefer_async
-
     async def submit(
         self,
         identity: Identity,

@@ -1,5 +1,6 @@
 """ToolService: the one API every door (CLI, HTTP, MCP, UI) calls.
 
+start_or_call(identity, key, args): a job (approval, `async: true`, or asked for), else `call`
 call(identity, key, args)
   1. registry.get(identity, key)      -> ToolSpec, or NotFound (unknown and hidden look alike)
   2. limiter.hit(bucket, key)         -> or RateLimited(retry_after)
@@ -20,6 +21,7 @@ import json
 import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from . import context, executor, params, render, sandbox, telemetry
@@ -41,6 +43,22 @@ if TYPE_CHECKING:
 
 # Linux refuses (E2BIG) a single argument of 128 KiB or more, and `sh -c <command>` is one argument.
 MAX_COMMAND = 128 * 1024 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class JobStarted:
+    """A call that became a job instead of running now (`ToolService.start_or_call`): the job's record."""
+
+    job: dict[str, Any]
+    asked: bool  # the caller asked for it (HTTP `Prefer: respond-async`), not its tool
+
+    @property
+    def id(self) -> str:
+        return str(self.job["id"])
+
+    @property
+    def state(self) -> str:
+        return str(self.job["state"])
 
 
 class Observer(Protocol):
@@ -247,6 +265,32 @@ class ToolService:
         if tool.sandbox is not None:
             plan["sandbox"] = sandbox.describe(tool.sandbox, tool.user)
         return plan
+
+    async def start_or_call(
+        self,
+        identity: Identity,
+        key: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        origin: CallOrigin | None = None,
+        session_id: str | None = None,
+        prefer_async: bool = False,
+        background: bool = True,
+        as_json: bool = False,
+        watch: Callable[[Awaitable[CallResult]], Awaitable[CallResult]] | None = None,
+    ) -> CallResult | JobStarted:
+        """A call as its tool wants it run: every door's one entry for calling a tool.
+
+        A tool with `approval: required` makes it a job awaiting approval. An `async: true` tool, or a caller
+        asking for it (`prefer_async`), makes it a running job, answered at once: where the door can answer so
+        (`background`; over MCP such a call runs to its end). Else it runs now (`call`), wrapped in `watch` when
+        given (the HTTP doors cancel it when their client goes away). `as_json`: how the job keeps its result."""
+        tool = self.registry.get(identity, key)
+        if tool.approval or (background and (tool.run_async or prefer_async)):
+            job = await self.jobs.submit(identity, key, args, origin=origin, as_json=as_json)
+            return JobStarted(job, prefer_async)
+        call = self.call(identity, key, args, session_id=session_id, origin=origin)
+        return await (call if watch is None else watch(call))
 
     async def call(
         self,

@@ -40,8 +40,9 @@ class Speedup:
 SPEEDUPS: tuple[Speedup, ...] = (
     Speedup(
         "hot_routes",
-        "Starlette's router for a request without an Origin header to POST /tools/{key}, GET /healthz, "
-        "GET /tools/{key} and POST /mcp: the guard hands it to the handler directly (server/guard.py)",
+        "Starlette's router for the rows of the route table served as plain ASGI (POST /tools/{key}, GET /healthz, "
+        "GET /tools/{key}, POST /mcp): the dispatcher hands such a request to its row's handler from a dict "
+        "lookup (server/dispatch.py); off, the router runs the same handlers, with the same auth modes",
         "app CPU per request, access log on: GET /healthz 120-137 -> 17-26 us, GET /tools/{key} 175-186 -> "
         "34-40 us, with the other changes of that round (bench/README.md, workers and per-request figures)",
         "tests/test_speedups.py::test_the_hot_routes_answer_as_the_router_does",

@@ -3,7 +3,7 @@
 The catalog has public tools (group `pub`), one tool for group `ops` and one for `finance`, so
 scoping shows in every listing. `with servers(tmp_path) as make:` gives a factory: `make(flags)`
 builds the app exactly as `toolrun serve` does (`build_app(settings, [catalog])`) and hands back a
-started TestClient plus the Backends behind it (`server.key(...)` mints API keys in its store).
+started TestClient plus the ServerParts behind it (`server.key(...)` mints API keys in its store).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 from starlette.testclient import TestClient
 
-from toolrun.server.app import Backends
+from toolrun.server.parts import ServerParts
 from toolrun.server.run import build_app
 from toolrun.settings import Settings
 
@@ -143,19 +143,19 @@ def load_settings(home: Path, flags: Mapping[str, Any] | None = None) -> Setting
 class Server:
     client: TestClient
     app: Any
-    backends: Backends
+    backends: ServerParts
 
     def key(self, username: str, groups: list[str] | None = None, **kwargs: Any) -> str:
         key, _ = self.backends.access.create_key(username, groups or [], **kwargs)
         return key
 
 
-def build(tmp_path: Path, flags: Mapping[str, Any] | None = None) -> tuple[Any, Backends]:
-    """The guarded ASGI app of `toolrun serve` and its Backends."""
+def build(tmp_path: Path, flags: Mapping[str, Any] | None = None) -> tuple[Any, ServerParts]:
+    """The guarded ASGI app of `toolrun serve` and its ServerParts."""
     catalog = write_test_catalog(tmp_path / "catalog")
     settings = load_settings(tmp_path / "toolrun-home", flags)
     app = build_app(settings, [str(catalog)])
-    return app, app.app.state.backends
+    return app, app.app.state.parts
 
 
 @contextmanager
@@ -171,7 +171,7 @@ def servers(tmp_path: Path) -> Iterator[Callable[..., Server]]:
         yield make
 
 
-def freeze_limiter(backends: Backends, at: float) -> None:
+def freeze_limiter(backends: ServerParts, at: float) -> None:
     """Swap the configured limiter for the same one on a frozen clock (windows align to the wall clock,
     so two quick calls could otherwise straddle a window boundary)."""
     from toolrun.state.memory import MemoryLimiter

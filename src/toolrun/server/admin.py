@@ -17,17 +17,17 @@ from starlette.responses import JSONResponse, Response
 
 from ..reload import Reloader
 from ..service import load_options
-from .app import Backends
+from .parts import ServerParts
 
 log = logging.getLogger("toolrun.server")
 RELOAD_WAIT = 600.0  # seconds POST /admin/reload waits for the workers' reload (a huge catalog takes a while)
 
 
 def mount_reload(
-    backends: Backends, paths: Sequence[str], environ: Mapping[str, str] | None = None, workers: int = 1
+    parts: ServerParts, paths: Sequence[str], environ: Mapping[str, str] | None = None, workers: int = 1
 ) -> Reloader:
-    settings = backends.settings
-    reloader = Reloader(backends.service, paths, load_options(settings), environ, observer=backends.metrics)
+    settings = parts.settings
+    reloader = Reloader(parts.service, paths, load_options(settings), environ, observer=parts.metrics)
     interval = settings.reload_interval
 
     async def catalog_check() -> None:
@@ -50,8 +50,8 @@ def mount_reload(
     def lifespan() -> Any:
         return reloader.running(interval)
 
-    backends.checks["catalog"] = catalog_check
-    backends.reload = reload_route
-    backends.lifespans.append(lifespan)
-    backends.reloader = reloader
+    parts.checks["catalog"] = catalog_check
+    parts.reload = reload_route
+    parts.lifespans.append(lifespan)
+    parts.reloader = reloader
     return reloader

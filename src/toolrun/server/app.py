@@ -1,11 +1,12 @@
-"""The HTTP door: Starlette routes over the one ToolService.
+"""The HTTP door: the route table's handlers over the one ToolService, and the app built from them.
 
-Every route is one row of ROUTES (routes.py): its path, method, handler, auth mode and OpenAPI
-operation; `create_app` builds the router from the rows and /openapi.json documents the same rows.
-A row's auth mode is applied before its handler runs (`identity_from_scope`); a ToolrunError a
-handler raises becomes its JSON response in one place, the app's exception handler (errors.py).
-POST /tools/{key} is the plain-ASGI `ToolCall` (toolcall.py); `Guard` (guard.py) is the
-middleware for Host/Origin checks, CORS and the access log.
+Every route is one row of ROUTES (routes.py): its path, method, handler, auth mode, how it is served and its
+OpenAPI operation. `create_app` builds the dispatcher (dispatch.py) from the rows: each handler is built for
+its row's auth mode, a `Routes` method below getting the identity that mode gives; /openapi.json documents
+the same rows. A ToolrunError a handler raises becomes its JSON response in one place, the app's exception
+handler (errors.py). The plain-ASGI handlers of the hot rows are `ToolCall` (toolcall.py) and those of
+fastpaths.py; `Guard` (guard.py), in front of the dispatcher, checks Host and Origin, adds CORS and writes
+the access log.
 """
 
 from __future__ import annotations
@@ -14,81 +15,46 @@ import asyncio
 import hmac
 import ipaddress
 import logging
-from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp
 
-from .. import formatting
-from ..access import Access
+from .. import formatting, speedups, telemetry
 from ..errors import Unauthorized, UsageError
-from ..metrics import CONTENT_TYPE, Metrics
+from ..metrics import CONTENT_TYPE
 from ..models import Identity
-from ..service import ToolService
 from ..settings import Settings
 from ..words import plural
-from .errors import EXCEPTION_HANDLERS, json_error
-from .guard import guarded, redact_query, scrub_keys
+from .dispatch import Dispatch, build
+from .guard import Guard
 from .jobroutes import JobRoutes, job_metrics
-from .request import MAX_PAGE, bool_param, choice, identity_from_scope, int_param, single
-from .routes import ROUTES, RouteDef
-from .toolcall import ToolCall
-
-# Names other modules (and tests) import from here.
-__all__ = [
-    "ROUTES",
-    "Backends",
-    "ToolCall",
-    "create_app",
-    "guarded",
-    "identity_from_scope",
-    "json_error",
-    "redact_query",
-    "scrub_keys",
-]
+from .parts import ServerParts
+from .request import MAX_PAGE, bool_param, choice, int_param, single
+from .routes import ROUTES, RouteDef, for_settings
 
 log = logging.getLogger("toolrun.server")
 
 
-@dataclass
-class Backends:
-    """Everything the routes need, built once by `toolrun serve` (or a test)."""
-
-    service: ToolService
-    settings: Settings
-    access: Access
-    metrics: Metrics
-    checks: dict[str, Callable[[], Awaitable[None]]] = field(default_factory=dict)
-    lifespans: list[Callable[[], Any]] = field(default_factory=list)
-    extra_routes: list[BaseRoute] = field(default_factory=list)
-    # Hot reload (server/admin.py): POST /admin/reload runs this, with the admin identity already checked.
-    reload: Callable[[], Awaitable[Response]] | None = None
-    reloader: Any = None  # toolrun.reload.Reloader, when `serve` wires hot reload
-    mcp_endpoint: Any = None  # the /mcp ASGI endpoint (run.mount_mcp): the guard hands it POSTs directly
-
-
 class Routes(JobRoutes):
-    """The JSON routes' handlers: each gets the request and the identity its ROUTES row's `auth` gave."""
+    """The handlers of the rows served through Starlette: each gets the request and the identity its row's
+    auth mode gave (dispatch.endpoint)."""
 
-    def __init__(self, backends: Backends) -> None:
-        self.b = backends
-        self.service = backends.service
-        self.settings = backends.settings
+    def __init__(self, parts: ServerParts, rows: tuple[RouteDef, ...] = ROUTES) -> None:
+        self.parts = parts
+        self.rows = rows  # the table this app serves, which /openapi.json documents
+        self.service = parts.service
+        self.settings = parts.settings
         self._metrics_nets = [ipaddress.ip_network(n, strict=False) for n in self.settings.metrics_allow_ips]
-
-    async def healthz(self, request: Request, identity: Identity) -> Response:
-        return JSONResponse({"status": "ok"})
 
     async def readyz(self, request: Request, identity: Identity) -> Response:
         timeout = self.settings.readiness_timeout
-        names = list(self.b.checks)
+        names = list(self.parts.checks)
         results = await asyncio.gather(
-            *(asyncio.wait_for(check(), timeout) for check in self.b.checks.values()), return_exceptions=True
+            *(asyncio.wait_for(check(), timeout) for check in self.parts.checks.values()), return_exceptions=True
         )
         failed = [(name, r) for name, r in zip(names, results, strict=True) if isinstance(r, BaseException)]
         for name, exc in failed:
@@ -110,11 +76,11 @@ class Routes(JobRoutes):
         }
         if tool_key is not None and user is None and identity.key_prefix.startswith("jwt:"):
             # The caller came with a bearer token: explain its claims, not a key-store user of that name.
-            body["explain"] = await self.b.access.explain_token(
+            body["explain"] = await self.parts.access.explain_token(
                 self.service, identity, tool_key, limiter=self.service.limiter, settings=self.settings
             )
         elif tool_key is not None:
-            body["explain"] = await self.b.access.explain(
+            body["explain"] = await self.parts.access.explain(
                 self.service,
                 user or identity.username,
                 tool_key,
@@ -150,18 +116,14 @@ class Routes(JobRoutes):
         body = b"[" + b",".join([entries(t) for t in tools]) + b"]"
         return Response(body, media_type="application/json", headers=headers)
 
-    async def get_tool(self, request: Request, identity: Identity) -> Response:
-        tool = self.service.describe(identity, request.path_params["key"])
-        return JSONResponse(tool.entry())
-
     async def users(self, request: Request, identity: Identity) -> Response:
         with_keys = bool_param(request, "keys")
-        return JSONResponse(await self.b.access.users(with_keys))
+        return JSONResponse(await self.parts.access.users(with_keys))
 
     async def admin_reload(self, request: Request, identity: Identity) -> Response:
-        if self.b.reload is None:
+        if self.parts.reload is None:
             return JSONResponse({"error": "hot reload is not enabled in this server"}, status_code=404)
-        return await self.b.reload()
+        return await self.parts.reload()
 
     async def metrics(self, request: Request, identity: Identity) -> Response:
         # Anonymous by default. `metrics_allow_ips` and `metrics_token` protect it: the series name every
@@ -181,7 +143,7 @@ class Routes(JobRoutes):
                 return JSONResponse(
                     {"error": "unauthorized"}, status_code=401, headers={"WWW-Authenticate": 'Bearer realm="metrics"'}
                 )
-        return Response(self.b.metrics.render() + await job_metrics(self.service), media_type=CONTENT_TYPE)
+        return Response(self.parts.metrics.render() + await job_metrics(self.service), media_type=CONTENT_TYPE)
 
     async def search(self, request: Request, identity: Identity) -> Response:
         query = single(request, "q")
@@ -205,7 +167,7 @@ class Routes(JobRoutes):
         )
 
     async def protected_resource(self, request: Request, identity: Identity) -> Response:
-        tokens = self.b.access.tokens
+        tokens = self.parts.access.tokens
         if tokens is None:
             return JSONResponse({"error": "not found"}, status_code=404)
         from ..oauth import resource_metadata
@@ -217,46 +179,32 @@ class Routes(JobRoutes):
     async def openapi(self, request: Request, identity: Identity) -> Response:
         from .openapi import document
 
-        return JSONResponse(document(ROUTES, self.service.list(identity)))
+        return JSONResponse(document(self.rows, self.service.list(identity)))
 
 
-def create_app(backends: Backends) -> Starlette:
-    """The app: one Starlette route per ROUTES row (in its order), then `backends.extra_routes` (/mcp, /ui)."""
-    handlers = Routes(backends)
-    tool_call = ToolCall(backends)
-    access = backends.access
-
-    def endpoint(route: RouteDef) -> Callable[[Request], Awaitable[Response]]:
-        handler = getattr(handlers, route.handler)
-        mode = route.auth
-
-        async def run(request: Request) -> Response:
-            identity = await identity_from_scope(access, request.scope, mode)
-            response: Response = await handler(request, identity)
-            return response
-
-        return run
-
-    routes: list[BaseRoute] = [
-        # POST /tools/{key} is the plain-ASGI ToolCall (it applies its row's `auth` itself).
-        Route(r.starlette_path, tool_call if r.handler == "tool_call" else endpoint(r), methods=[r.method])
-        for r in ROUTES
-    ]
-    routes.extend(backends.extra_routes)
+def create_app(parts: ServerParts) -> Dispatch:
+    """The app: the dispatcher of the ROUTES rows as `parts.settings` serve them, its router ending with
+    `parts.extra_routes` (/ui); `app.state.parts` is `parts`."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> Any:
         async with AsyncExitStack() as stack:
-            for factory in backends.lifespans:
+            for factory in parts.lifespans:
                 await stack.enter_async_context(factory())
-            log.info("toolrun serving %s", plural(len(backends.service), "tool"))
+            log.info("toolrun serving %s", plural(len(parts.service), "tool"))
             yield
 
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=EXCEPTION_HANDLERS)
-    app.state.backends = backends
-    app.state.tool_call = tool_call
-    from .fastpaths import ToolGet
-
-    app.state.tool_get = ToolGet(backends)
-    app.state.mcp_endpoint = backends.mcp_endpoint
+    rows = for_settings(ROUTES, parts.settings)
+    app = build(rows, parts, Routes(parts, rows), lifespan=lifespan, hot=speedups.on("hot_routes"))
+    app.state.parts = parts
     return app
+
+
+def guarded(app: Dispatch, settings: Settings) -> ASGIApp:
+    """`app` behind the guard (guard.py), and behind the request span when tracing is on (tracing.py)."""
+    guard = Guard(app, list(settings.allowed_hosts), list(settings.allowed_origins))
+    if telemetry.TRACING is None:
+        return guard
+    from .tracing import Traced
+
+    return Traced(guard, telemetry.TRACING)

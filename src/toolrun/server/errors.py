@@ -1,7 +1,8 @@
 """HTTP errors, mapped once: a ToolrunError's status, body and headers.
 
-JSON routes raise and the app's exception handler (`EXCEPTION_HANDLERS`) answers with `json_error`;
-POST /tools/{key}, served by the plain-ASGI `ToolCall`, writes `error_text` (or, asked for JSON,
+JSON routes raise and the app's exception handler (`EXCEPTION_HANDLERS`) answers with `json_error`, as
+the plain-ASGI handlers of GET /healthz, GET /tools/{key} and POST /mcp do themselves; POST /tools/{key},
+served by the plain-ASGI `ToolCall`, writes `error_text` (or, asked for JSON,
 `error_object`). Status codes come from the error classes themselves (`http_status`).
 """
 
@@ -30,10 +31,10 @@ def json_error(exc: ToolrunError) -> JSONResponse:
         body = {"error": "not found"}
     else:
         body = {"error": str(exc)}
-    return JSONResponse(body, status_code=exc.http_status, headers=_retry_headers(exc))
+    return JSONResponse(body, status_code=exc.http_status, headers=retry_headers(exc))
 
 
-def _error_text(exc: ToolrunError, debug: bool) -> str:
+def error_text(exc: ToolrunError, debug: bool) -> str:
     """`Type: message`, or the traceback when DEBUG is on."""
     if debug:
         original = exc.original if isinstance(exc, ToolFailed) else exc
@@ -41,7 +42,7 @@ def _error_text(exc: ToolrunError, debug: bool) -> str:
     return exc.summary
 
 
-def _error_object(exc: ToolrunError, text: str) -> dict[str, Any]:
+def error_object(exc: ToolrunError, text: str) -> dict[str, Any]:
     """A POST /tools/{key} error asked for as JSON: `{error, type}` (the plain text's two halves)."""
     kind = type(exc.original).__name__ if isinstance(exc, ToolFailed) else type(exc).__name__
     message = text if text != exc.summary else (str(exc.original) if isinstance(exc, ToolFailed) else str(exc))
@@ -51,11 +52,11 @@ def _error_object(exc: ToolrunError, text: str) -> dict[str, Any]:
     return body
 
 
-def _json_text(data: Any) -> str:
+def json_text(data: Any) -> str:
     return json.dumps(data, ensure_ascii=False)
 
 
-def _retry_headers(exc: ToolrunError) -> dict[str, str]:
+def retry_headers(exc: ToolrunError) -> dict[str, str]:
     """Retry-After of a 429 or 503, and WWW-Authenticate of a 401 when OAuth is on."""
     if isinstance(exc, Unauthorized) and exc.challenge:
         return {"WWW-Authenticate": exc.challenge}

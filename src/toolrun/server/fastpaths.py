@@ -1,41 +1,88 @@
-"""The guard's fast paths for routes that spawn nothing: `GET /tools/{key}` as plain ASGI.
+"""Plain-ASGI handlers of the rows that spawn nothing: `GET /healthz` and `GET /tools/{key}`.
 
-(`POST /tools/{key}` is `app.ToolCall`; `GET /healthz` is answered by the guard from stored bytes.)
+No Request, router or Response: each answer is stored bytes, written with two `send` calls. Like every
+handler of a `serve="plain"` row (dispatch.PLAIN_HANDLERS), each is built with its row's auth mode and
+applies it; the dispatcher hands it requests directly (`handle`, which returns the status sent), or the
+router does (`__call__`) when the `hot_routes` speedup is off. (`POST /tools/{key}` is toolcall.ToolCall.)
 """
 
 from __future__ import annotations
 
-from starlette.types import Receive, Scope, Send
+from typing import TYPE_CHECKING
+
+from starlette.types import Message, Receive, Scope, Send
 
 from ..errors import ToolrunError
-from .app import Backends, identity_from_scope, json_error
-from .routes import auth_of
+from .errors import json_error
+from .request import identity_from_scope
+
+if TYPE_CHECKING:
+    from ..access import Access, Mode
+    from .parts import ServerParts
+
+
+def path_key(scope: Scope) -> str:
+    """The `{key}` of a /tools/{key} request: the router's path parameter, else the rest of the path."""
+    params = scope.get("path_params")
+    return params["key"] if params else scope["path"][len("/tools/") :]  # type: ignore[no-any-return]
+
+
+def json_start(body: bytes) -> Message:
+    """The `http.response.start` of a 200 JSON answer of `body`."""
+    return {
+        "type": "http.response.start",
+        "status": 200,
+        "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")],
+    }
+
+
+# GET /healthz: the bytes JSONResponse({"status": "ok"}) would send.
+HEALTHZ_BODY = b'{"status":"ok"}'
+HEALTHZ_START = json_start(HEALTHZ_BODY)
+
+
+class Healthz:
+    """`GET /healthz`: liveness, answered from stored bytes (its row is `anonymous`: no key is read)."""
+
+    def __init__(self, access: Access, mode: Mode) -> None:
+        self.access = access
+        self.auth = mode
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.handle(scope, receive, send)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> int:
+        if self.auth != "anonymous":
+            try:
+                await identity_from_scope(self.access, scope, self.auth)
+            except ToolrunError as exc:
+                response = json_error(exc)
+                await response(scope, receive, send)
+                return response.status_code
+        await send(HEALTHZ_START)
+        await send({"type": "http.response.body", "body": HEALTHZ_BODY})
+        return 200
 
 
 class ToolGet:
-    """`GET /tools/{key}` as a plain ASGI handler (the guard's fast path): no Request, router or Response.
+    """`GET /tools/{key}`: one tool's entry, encoded once per loaded catalog (ToolService.describe_json)."""
 
-    Each tool's entry is encoded once per loaded catalog (ToolService.describe_json) and served as stored bytes."""
+    def __init__(self, parts: ServerParts, mode: Mode) -> None:
+        self.service = parts.service
+        self.access = parts.access
+        self.auth = mode
 
-    def __init__(self, backends: Backends) -> None:
-        self.service = backends.service
-        self.access = backends.access
-        self.auth = auth_of("/tools/{key}", "GET")  # its row's mode, as on the router's road
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.handle(scope, receive, send)
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> int:
         try:
             identity = await identity_from_scope(self.access, scope, self.auth)
-            body = self.service.describe_json(identity, scope["path"][len("/tools/") :])
+            body = self.service.describe_json(identity, path_key(scope))
         except ToolrunError as exc:
             response = json_error(exc)
             await response(scope, receive, send)
             return response.status_code
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")],
-            }
-        )
+        await send(json_start(body))
         await send({"type": "http.response.body", "body": body})
         return 200

@@ -43,7 +43,7 @@ from ..errors import NotFound, ParamError, RateLimited, ToolFailed, ToolrunError
 from ..formatting import describe_text, encodable, result_text, scrub_surrogates, search_text, structured_result
 from ..models import Identity, ToolSpec
 from ..paramtypes import request_schema
-from ..service import ToolService
+from ..service import JobStarted, ToolService
 from ..words import plural, seconds
 from .disconnect import unless_gone
 from .mcp_jobs import STATE_PREFIX, McpJobs
@@ -396,15 +396,20 @@ class McpDoor:
     async def run(
         self, ctx: Any, identity: Identity, key: str, arguments: dict[str, Any], session_id: str | None
     ) -> types.CallToolResult:
-        if self.service.describe(identity, key).approval:  # a person decides first (mcp_jobs.py)
-            return await self.jobs.start(ctx, identity, key, arguments, self.origin(ctx))  # type: ignore[return-value]
         token = telemetry.join_baggage(getattr(ctx, "meta", None))  # None unless tracing is on
         try:
-            call = self.service.call(identity, key, arguments, session_id=session_id, origin=self.origin(ctx))
-            # Over HTTP (the SDK's request or the fast path's), cancelled if the client goes away (disconnect.py).
-            result = await unless_gone(getattr(getattr(ctx, "request", None), "scope", None), call)
+            # Over HTTP (the SDK's request or the fast path's), cancelled if the client goes away (disconnect.py);
+            # `async: true` tools run to their end within the MCP call (background=False).
+            scope = getattr(getattr(ctx, "request", None), "scope", None)
+            origin, watch = self.origin(ctx), functools.partial(unless_gone, scope)
+            outcome = await self.service.start_or_call(
+                identity, key, arguments, origin=origin, session_id=session_id, background=False, watch=watch
+            )
         finally:
             telemetry.leave(token)
+        if isinstance(outcome, JobStarted):  # a person decides first (mcp_jobs.py)
+            return await self.jobs.follow(ctx, identity, outcome.job)  # type: ignore[no-any-return]
+        result = outcome
         text = result_text(result.value)
         structured = structured_result(result)
         if not encodable(text):

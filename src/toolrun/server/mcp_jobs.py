@@ -18,7 +18,6 @@ from typing import Any
 import mcp_types as types
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ..audit import CallOrigin
 from ..errors import NotFound, ToolrunError
 from ..jobrecord import AWAITING, FINAL
 from ..models import Identity
@@ -73,17 +72,10 @@ def final_answer(job: dict[str, Any]) -> types.CallToolResult:
 
 
 class McpJobs:
-    """Approval over MCP for one door; `service` is the door's ToolService."""
+    """Approval over MCP for one door; `service` is the door's ToolService (its `start_or_call` makes the job)."""
 
     def __init__(self, service: Any) -> None:
         self.service = service
-
-    async def start(
-        self, ctx: Any, identity: Identity, key: str, arguments: dict[str, Any], origin: CallOrigin
-    ) -> types.CallToolResult | types.InputRequiredResult:
-        job = await self.service.jobs.submit(identity, key, arguments, origin=origin)
-        answer: types.CallToolResult | types.InputRequiredResult = await self.follow(ctx, identity, job)
-        return answer
 
     async def resume(self, ctx: Any, identity: Identity, params: Any) -> Any:
         """A 2026-07-28 retry: the client's answer to the question, with the job in `requestState`."""

@@ -7,43 +7,43 @@ import logging
 from typing import Any
 
 from ..errors import ToolrunError
-from .app import Backends
+from .parts import ServerParts
 
 log = logging.getLogger("toolrun.server")
 
 
-def mount_semantic(backends: Backends) -> None:
+def mount_semantic(parts: ServerParts) -> None:
     """Semantic search, when the settings and the installed extra allow it: started by each serving process (a
     forked worker has its own threads), its tool vectors built in the background while search stays lexical."""
 
     from ..semantic import extra_installed
 
-    if backends.settings.search_semantic and extra_installed():
+    if parts.settings.search_semantic and extra_installed():
         import numpy  # noqa: F401 (loaded before the workers fork: its memory is shared, not copied per worker)
 
     @contextlib.asynccontextmanager
     async def lifespan() -> Any:
         from ..semantic import from_settings
 
-        semantic = from_settings(backends.settings)
+        semantic = from_settings(parts.settings)
         if semantic is not None:
-            semantic.attach(backends.service)
-            if backends.reloader is not None:  # a reloaded catalog gets its vectors (search lexical meanwhile)
-                backends.reloader.listeners.append(lambda: semantic.attach(backends.service))
+            semantic.attach(parts.service)
+            if parts.reloader is not None:  # a reloaded catalog gets its vectors (search lexical meanwhile)
+                parts.reloader.listeners.append(lambda: semantic.attach(parts.service))
         yield
 
-    backends.lifespans.append(lifespan)
+    parts.lifespans.append(lifespan)
 
 
-def mount_jobs(backends: Backends) -> None:
+def mount_jobs(parts: ServerParts) -> None:
     """Jobs in the shared state (the state file, or Redis); a reload expires pending calls of changed tools;
     a sweep applies approval deadlines and dead runners; a stopping server fails the jobs it runs, with the reason."""
     import asyncio
     from contextlib import asynccontextmanager
 
-    jobs = backends.service.use_jobs(backends.settings, backends.access)
-    if backends.reloader is not None:
-        backends.reloader.listeners.append(jobs.expire_changed)
+    jobs = parts.service.use_jobs(parts.settings, parts.access)
+    if parts.reloader is not None:
+        parts.reloader.listeners.append(jobs.expire_changed)
 
     async def sweep() -> None:
         while True:
@@ -62,4 +62,4 @@ def mount_jobs(backends: Backends) -> None:
             task.cancel()
             await jobs.stop()
 
-    backends.lifespans.append(lifespan)
+    parts.lifespans.append(lifespan)

@@ -20,7 +20,7 @@ from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope
 
-from ..access import Access
+from ..access import Access, Mode
 from ..auth import key_from
 from ..errors import (
     PayloadTooLarge,
@@ -251,14 +251,13 @@ class _ToolKey(Convertor[str]):
 register_url_convertor("toolkey", _ToolKey())
 
 
-async def identity_from_scope(access: Access, scope: Scope, mode: str) -> Identity:
+async def identity_from_scope(access: Access, scope: Scope, mode: Mode) -> Identity:
     """Who is calling, per the route's auth mode, for every HTTP door (REST routes and /mcp), from the raw ASGI
     scope (no Request or Headers built).
 
-    Modes (access.py's `identify`): anonymous, optional, keyed (optional, under the name /mcp uses), required
-    and admin; /mcp is keyed, or required with `mcp_auth_required`. On every mode but anonymous a key that is
-    given must resolve: an invalid, expired or revoked key is a 401, never an anonymous call. Raises
-    Unauthorized; a key store that is down raises BackendUnavailable."""
+    Modes (`toolrun.access.Mode`): anonymous, optional (or keyed, its other name), required, admin. On every
+    mode but anonymous a key that is given must resolve: an invalid, expired or revoked key is a 401, never an
+    anonymous call. Raises Unauthorized; a key store that is down raises BackendUnavailable."""
     peer = scope.get("client")
     client = peer[0] if peer else ""
     if mode == "anonymous":

@@ -1,18 +1,39 @@
-"""The route table: one row per HTTP route, feeding both the router (app.py) and /openapi.json.
+"""The route table: one row per HTTP route, feeding the dispatcher (dispatch.py) and /openapi.json.
 
-A row names the path (as documented; `{key}` is the rest of the path, slashes included), the
-method, the handler (a `Routes` method, or `tool_call` for the plain-ASGI POST /tools/{key}), the
-auth mode applied before the handler runs (`toolrun.access` modes: anonymous, optional, required,
-admin; it is also the operation's OpenAPI `security`) and the OpenAPI operation. The router tries
-rows in order: the hot route comes first.
+A row names the path (as documented; `{key}` is the rest of the path, slashes included), the method,
+the handler, the auth mode the handler applies (`toolrun.access.Mode`: anonymous, optional, keyed,
+required, admin; it is also the operation's OpenAPI `security`), how it is served and the OpenAPI
+operation. `serve="plain"` rows are the hot ones: their handler is a plain ASGI object of
+dispatch.PLAIN_HANDLERS, which the dispatcher hands a request without the router (the `hot_routes`
+speedup; with it off they are served through the router like the rest). The other handlers are
+`app.Routes` methods, served through Starlette's router. The router tries rows in order: the hot
+route comes first.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from .openapi import _BAD, _CALL_RESULT, _ERR, _KEY_PARAM, _UNAUTH, EXIT_CODE_DOC, _json, _text_or_json
+from .openapi_schemas import (
+    BAD,
+    CALL_RESULT,
+    ERR,
+    EXIT_CODE_DOC,
+    KEY_PARAM,
+    UNAUTH,
+    json_response,
+    text_or_json,
+)
+
+if TYPE_CHECKING:
+    from ..access import Mode
+    from ..settings import Settings
+
+# How a row is served: "plain", its handler takes the request without the router (when `hot_routes` is on);
+# "starlette", through the router.
+Serve = Literal["plain", "starlette"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,10 +41,11 @@ class RouteDef:
     path: str
     method: str
     handler: str
-    auth: str
+    auth: Mode
     summary: str = ""
     operation: dict[str, Any] = field(default_factory=dict)  # OpenAPI: parameters, requestBody, responses
     documented: bool = True
+    serve: Serve = "starlette"
 
     @property
     def starlette_path(self) -> str:
@@ -85,7 +107,7 @@ _REASON = {
         }
     },
 }
-_JOB_404 = _json(_ERR, "Unknown job, or one the caller may not see")
+_JOB_404 = json_response(ERR, "Unknown job, or one the caller may not see")
 
 
 def _job_action(action: str, summary: str) -> RouteDef:
@@ -99,14 +121,14 @@ def _job_action(action: str, summary: str) -> RouteDef:
             "parameters": [_JOB_PARAM],
             "requestBody": _REASON,
             "responses": {
-                "200": _json(_JOB, "The job after the action"),
-                "400": _BAD,
-                "403": _json(_ERR, "Not allowed (not an approver; the requester approving its own call)"),
+                "200": json_response(_JOB, "The job after the action"),
+                "400": BAD,
+                "403": json_response(ERR, "Not allowed (not an approver; the requester approving its own call)"),
                 "404": _JOB_404,
-                "409": _json(_ERR, "The job is not in a state that allows it"),
-                "408": _json(_ERR, "Body not received in time"),
-                "413": _json(_ERR, "Body too large"),
-                "415": _json(_ERR, "The body is not application/json"),
+                "409": json_response(ERR, "The job is not in a state that allows it"),
+                "408": json_response(ERR, "Body not received in time"),
+                "413": json_response(ERR, "Body too large"),
+                "415": json_response(ERR, "The body is not application/json"),
             },
         },
     )
@@ -128,7 +150,7 @@ JOB_ROUTES: tuple[RouteDef, ...] = (
                     "schema": {"type": "string", "enum": _JOB["properties"]["status"]["enum"]},  # type: ignore[index]
                 }
             ],
-            "responses": {"200": _json({"type": "array", "items": _JOB}, "The jobs"), "400": _BAD},
+            "responses": {"200": json_response({"type": "array", "items": _JOB}, "The jobs"), "400": BAD},
         },
     ),
     RouteDef(
@@ -137,7 +159,7 @@ JOB_ROUTES: tuple[RouteDef, ...] = (
         "get_job",
         "optional",
         "One job: its state; its output so far while it runs; its result once it ran",
-        {"parameters": [_JOB_PARAM], "responses": {"200": _json(_JOB, "The job"), "404": _JOB_404}},
+        {"parameters": [_JOB_PARAM], "responses": {"200": json_response(_JOB, "The job"), "404": _JOB_404}},
     ),
     RouteDef(
         "/jobs/{id}/events",
@@ -166,37 +188,53 @@ ROUTES: tuple[RouteDef, ...] = (
         "optional",
         "Call a tool; the result as text, or as JSON to `Accept: application/json`",
         {
-            "parameters": [_KEY_PARAM],
+            "parameters": [KEY_PARAM],
             "requestBody": {
                 "required": False,
                 "content": {"application/json": {"schema": {"type": "object", "additionalProperties": True}}},
             },
             "responses": {
                 "200": {
-                    **_text_or_json("The result as text (an exec failure is a normal tuple result)", _CALL_RESULT),
+                    **text_or_json("The result as text (an exec failure is a normal tuple result)", CALL_RESULT),
                     "headers": {"X-Toolrun-Exit-Code": EXIT_CODE_DOC},
                 },
-                "400": _text_or_json("Malformed JSON, not an object, or a parameter error"),
-                "403": _text_or_json("Cross-origin request not allowed"),
-                "404": _text_or_json("Unknown or inaccessible key"),
-                "408": _text_or_json("Body not received in time"),
-                "413": _text_or_json("Body too large"),
-                "415": _text_or_json("Content-Type is not application/json"),
-                "202": _json(_JOB_STARTED, "The call is a job (approval, `async: true`, `Prefer: respond-async`)"),
-                "429": _text_or_json("Rate limited; Retry-After gives the seconds"),
-                "500": _text_or_json("The tool raised"),
-                "503": _text_or_json("Too many calls running"),
+                "400": text_or_json("Malformed JSON, not an object, or a parameter error"),
+                "403": text_or_json("Cross-origin request not allowed"),
+                "404": text_or_json("Unknown or inaccessible key"),
+                "408": text_or_json("Body not received in time"),
+                "413": text_or_json("Body too large"),
+                "415": text_or_json("Content-Type is not application/json"),
+                "202": json_response(
+                    _JOB_STARTED, "The call is a job (approval, `async: true`, `Prefer: respond-async`)"
+                ),
+                "429": text_or_json("Rate limited; Retry-After gives the seconds"),
+                "500": text_or_json("The tool raised"),
+                "503": text_or_json("Too many calls running"),
             },
         },
+        serve="plain",
     ),
-    RouteDef("/healthz", "GET", "healthz", "anonymous", "Liveness", {"responses": {"200": _json(_STATUS, "Alive")}}),
+    RouteDef(
+        "/healthz",
+        "GET",
+        "healthz",
+        "anonymous",
+        "Liveness",
+        {"responses": {"200": json_response(_STATUS, "Alive")}},
+        serve="plain",
+    ),
     RouteDef(
         "/readyz",
         "GET",
         "readyz",
         "anonymous",
         "Readiness: search index, cache backend, key store, sandbox engine",
-        {"responses": {"200": _json(_STATUS, "Every check passed"), "503": _json(_STATUS, "A check failed")}},
+        {
+            "responses": {
+                "200": json_response(_STATUS, "Every check passed"),
+                "503": json_response(_STATUS, "A check failed"),
+            }
+        },
     ),
     RouteDef(
         "/whoami",
@@ -223,9 +261,9 @@ ROUTES: tuple[RouteDef, ...] = (
                 },
             ],
             "responses": {
-                "200": _json({"$ref": "#/components/schemas/Identity"}, "Identity record"),
-                "400": _BAD,
-                "401": _UNAUTH,
+                "200": json_response({"$ref": "#/components/schemas/Identity"}, "Identity record"),
+                "400": BAD,
+                "401": UNAUTH,
             },
         },
     ),
@@ -261,7 +299,7 @@ ROUTES: tuple[RouteDef, ...] = (
                         "text/html": {"schema": {"type": "string"}},
                     },
                 },
-                "400": _BAD,
+                "400": BAD,
             },
         },
     ),
@@ -272,13 +310,14 @@ ROUTES: tuple[RouteDef, ...] = (
         "optional",
         "One tool entry",
         {
-            "parameters": [_KEY_PARAM],
+            "parameters": [KEY_PARAM],
             "responses": {
-                "200": _json({"$ref": "#/components/schemas/Tool"}, "The tool"),
-                "400": _BAD,
-                "404": _json(_ERR, "Unknown or inaccessible key"),
+                "200": json_response({"$ref": "#/components/schemas/Tool"}, "The tool"),
+                "400": BAD,
+                "404": json_response(ERR, "Unknown or inaccessible key"),
             },
         },
+        serve="plain",
     ),
     RouteDef(
         "/users",
@@ -296,9 +335,9 @@ ROUTES: tuple[RouteDef, ...] = (
                 }
             ],
             "responses": {
-                "200": _json({"type": "array", "items": {"$ref": "#/components/schemas/User"}}, "Users"),
-                "400": _BAD,
-                "401": _UNAUTH,
+                "200": json_response({"type": "array", "items": {"$ref": "#/components/schemas/User"}}, "Users"),
+                "400": BAD,
+                "401": UNAUTH,
             },
         },
     ),
@@ -310,10 +349,10 @@ ROUTES: tuple[RouteDef, ...] = (
         "Reload the catalog now (admin); on any error the old catalog keeps serving",
         {
             "responses": {
-                "200": _json({"$ref": "#/components/schemas/Reload"}, "The new catalog serves"),
-                "401": _UNAUTH,
-                "422": _json({"$ref": "#/components/schemas/Reload"}, "Problems; the old catalog serves"),
-                "503": _json(_ERR, "The workers' reload did not finish in time"),
+                "200": json_response({"$ref": "#/components/schemas/Reload"}, "The new catalog serves"),
+                "401": UNAUTH,
+                "422": json_response({"$ref": "#/components/schemas/Reload"}, "Problems; the old catalog serves"),
+                "503": json_response(ERR, "The workers' reload did not finish in time"),
             },
         },
     ),
@@ -348,8 +387,8 @@ ROUTES: tuple[RouteDef, ...] = (
                 },
             ],
             "responses": {
-                "200": _json({"$ref": "#/components/schemas/SearchPage"}, "A page of results"),
-                "400": _BAD,
+                "200": json_response({"$ref": "#/components/schemas/SearchPage"}, "A page of results"),
+                "400": BAD,
             },
         },
     ),
@@ -362,8 +401,8 @@ ROUTES: tuple[RouteDef, ...] = (
             f"OAuth protected-resource metadata of {what}: its authorization server (404 when OAuth is off)",
             {
                 "responses": {
-                    "200": _json({"$ref": "#/components/schemas/ResourceMetadata"}, "The metadata"),
-                    "404": _json(_ERR, "OAuth is off (no oauth_issuer)"),
+                    "200": json_response({"$ref": "#/components/schemas/ResourceMetadata"}, "The metadata"),
+                    "404": json_response(ERR, "OAuth is off (no oauth_issuer)"),
                 }
             },
         )
@@ -371,12 +410,20 @@ ROUTES: tuple[RouteDef, ...] = (
     ),
     *JOB_ROUTES,
     RouteDef("/openapi.json", "GET", "openapi", "optional", "This document", documented=False),
+    # The MCP endpoint (run.mount_mcp; docs/mcp.md): one Starlette route for its three methods, so their rows
+    # stay together. `keyed` is `optional` by another name; `mcp_auth_required` makes it `required` (for_settings).
+    RouteDef("/mcp", "DELETE", "mcp", "keyed", "End an MCP session", documented=False),
+    RouteDef("/mcp", "GET", "mcp", "keyed", "Listen to an MCP session's stream", documented=False),
+    RouteDef("/mcp", "POST", "mcp", "keyed", "An MCP request", documented=False, serve="plain"),
 )
 
 
-def auth_of(path: str, method: str) -> str:
-    """The auth mode of the ROUTES row of `method path`: the guard's fast handlers apply it as the router does."""
-    for row in ROUTES:
-        if row.path == path and row.method == method:
-            return row.auth
-    raise LookupError(f"no route {method} {path}")
+def for_settings(rows: tuple[RouteDef, ...], settings: Settings) -> tuple[RouteDef, ...]:
+    """The rows as `settings` serve them: with `mcp_auth_required`, the /mcp rows require a key (or a token)."""
+    if not settings.mcp_auth_required:
+        return rows
+    weaker = ("anonymous", "optional", "keyed")
+    return tuple(
+        dataclasses.replace(row, auth="required") if row.handler == "mcp" and row.auth in weaker else row
+        for row in rows
+    )

@@ -1,4 +1,4 @@
-"""Wiring for `toolrun serve`: settings -> backends -> the ASGI app -> uvicorn."""
+"""Wiring for `toolrun serve`: settings -> the server's parts -> the ASGI app -> uvicorn."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 from .. import speedups, telemetry
-from ..access import Access
+from ..access import Access, Mode
 from ..audit import open_audit
 from ..errors import PayloadTooLarge, ToolrunError
 from ..metrics import Metrics
@@ -21,11 +21,13 @@ from ..service import ToolService, catalog_paths
 from ..settings import Settings
 from ..state import McpSessionStore, SharedState
 from ..words import plural, warning_lines
-from .app import Backends, create_app, guarded, identity_from_scope, json_error
+from .app import create_app, guarded
+from .errors import json_error
 from .logs import configure_logging
 from .mounts import mount_jobs, mount_semantic
+from .parts import ServerParts
 from .protocol import http_protocol
-from .request import UNPARSED, Head, Posted, head, is_json_media, parse_json_value, read_body
+from .request import UNPARSED, Head, Posted, head, identity_from_scope, is_json_media, parse_json_value, read_body
 from .stop import SHUTDOWN_MARGIN, hard_stop_after, ignore_signal
 
 if TYPE_CHECKING:
@@ -34,14 +36,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("toolrun.server")
 
 
-def build_backends(
+def build_parts(
     settings: Settings,
     catalog: Sequence[str] | None = None,
     environ: Mapping[str, str] | None = None,
     *,
     workers: int = 1,
     metrics_dir: str | None = None,
-) -> Backends:
+) -> ServerParts:
     metrics = Metrics(metrics_dir)
     access = Access.from_settings(settings)
     state = SharedState(settings, workers, keys=access.store)
@@ -58,37 +60,36 @@ def build_backends(
         queue_timeout=settings.queue_timeout,
         audit=open_audit(settings.audit_log),
     )
-    backends = Backends(service=service, settings=settings, access=access, metrics=metrics)
-    backends.checks = service.readiness_checks()
+    parts = ServerParts(service=service, settings=settings, access=access, metrics=metrics)
+    parts.checks = service.readiness_checks()
     if (problem := service.sandbox_problem()) is not None:
         log.warning("%s; their calls fail, and /readyz reports the sandbox check failed", problem)
     from .admin import mount_reload
 
-    mount_reload(backends, catalog_paths(catalog, settings), service.environ, workers)
-    mount_jobs(backends)
-    mount_mcp(backends, state.mcp_sessions())
-    mount_semantic(backends)
+    mount_reload(parts, catalog_paths(catalog, settings), service.environ, workers)
+    mount_jobs(parts)
+    mount_mcp(parts, state.mcp_sessions())
+    mount_semantic(parts)
     if settings.ui_enabled:
         from .ui import ui_routes
 
-        backends.extra_routes.extend(ui_routes(settings))
-    return backends
+        parts.extra_routes.extend(ui_routes(settings))
+    return parts
 
 
-def mount_mcp(backends: Backends, mcp_sessions: McpSessionStore | None = None) -> None:
+def mount_mcp(parts: ServerParts, mcp_sessions: McpSessionStore | None = None) -> None:
     """The MCP streamable-HTTP endpoint at /mcp, on the same app, port and ToolService.
 
     Served statelessly by the SDK (any worker or replica answers any request); the handshake era's
     sessions are toolrun's own, in the shared store (see mcp_sessions.py)."""
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
-    from starlette.routing import Route
 
     from .mcp import McpDoor, build_server
     from .mcp_fast import McpFastPath
     from .mcp_sessions import McpSessionGate
 
-    settings = backends.settings
+    settings = parts.settings
 
     def identify(ctx: Any) -> Identity:
         # McpKeyGate resolved the caller (asynchronously) and left it in the request's state.
@@ -100,7 +101,7 @@ def mount_mcp(backends: Backends, mcp_sessions: McpSessionStore | None = None) -
     from .mcp_stream import StreamHub
 
     sessions = mcp_sessions if mcp_sessions is not None else SharedState(settings).mcp_sessions()
-    door = McpDoor(backends.service, identify, direct=settings.mcp_direct)
+    door = McpDoor(parts.service, identify, direct=settings.mcp_direct)
     streams = StreamHub(
         sessions,
         keepalive=settings.mcp_stream_keepalive,
@@ -109,9 +110,9 @@ def mount_mcp(backends: Backends, mcp_sessions: McpSessionStore | None = None) -
         per_caller=settings.mcp_max_streams_per_caller,
     )
     server = build_server(door, list_changed=True, listen=streams.listen)
-    if backends.reloader is not None:
-        backends.reloader.listeners.append(door.catalog_changed)
-        backends.reloader.listeners.append(streams.catalog_changed)  # GET /mcp and subscriptions/listen streams
+    if parts.reloader is not None:
+        parts.reloader.listeners.append(door.catalog_changed)
+        parts.reloader.listeners.append(streams.catalog_changed)  # GET /mcp and subscriptions/listen streams
     hosts = list(settings.allowed_hosts)
     if "*" in hosts:
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
@@ -139,7 +140,7 @@ def mount_mcp(backends: Backends, mcp_sessions: McpSessionStore | None = None) -
         # and a stream costs a task group, a memory channel and SSE framing per request.
         json_response=True,
     )
-    backends.lifespans.append(manager.run)
+    parts.lifespans.append(manager.run)
     # Plain `tools/call` requests are answered in front of the SDK (mcp_fast.py): the `mcp_fast_path` speedup.
     fast = McpFastPath(
         StreamableHTTPASGIApp(manager),
@@ -149,10 +150,9 @@ def mount_mcp(backends: Backends, mcp_sessions: McpSessionStore | None = None) -
         enabled=speedups.on("mcp_fast_path"),
     )
     gate = McpSessionGate(fast, sessions, streams)
-    mode = "required" if settings.mcp_auth_required else "keyed"
-    endpoint = McpKeyGate(gate, backends.access, settings.max_body_bytes, mode, settings.request_timeout)
-    backends.mcp_endpoint = endpoint
-    backends.extra_routes.append(Route("/mcp", endpoint=endpoint, methods=["GET", "POST", "DELETE"]))
+    # The endpoint of each /mcp row of the route table, with that row's auth mode (routes.for_settings:
+    # `required` with mcp_auth_required).
+    parts.mcp = lambda mode: McpKeyGate(gate, parts.access, settings.max_body_bytes, mode, settings.request_timeout)
 
 
 class McpKeyGate:
@@ -173,7 +173,7 @@ class McpKeyGate:
         app: McpSessionGate,
         access: Access,
         max_body: int = 1024 * 1024,
-        mode: str = "keyed",
+        mode: Mode = "keyed",
         body_timeout: float = 30.0,
     ) -> None:
         self.app = app
@@ -324,8 +324,8 @@ def log_catalog_warnings(service: ToolService) -> None:
 def build_app(
     settings: Settings, catalog: Sequence[str] | None = None, *, workers: int = 1, metrics_dir: str | None = None
 ) -> Any:
-    backends = build_backends(settings, catalog, workers=workers, metrics_dir=metrics_dir)
-    return guarded(create_app(backends), settings)
+    parts = build_parts(settings, catalog, workers=workers, metrics_dir=metrics_dir)
+    return guarded(create_app(parts), settings)
 
 
 def protect_process(watchdog: bool = True) -> None:
@@ -361,9 +361,9 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
     workers = resolve_workers(settings.workers)
     metrics_dir = tempfile.mkdtemp(prefix="toolrun-metrics-") if workers > 1 else None
     try:
-        backends = build_backends(settings, catalog, workers=workers, metrics_dir=metrics_dir)
-        log_catalog_warnings(backends.service)
-        app = guarded(create_app(backends), settings)
+        parts = build_parts(settings, catalog, workers=workers, metrics_dir=metrics_dir)
+        log_catalog_warnings(parts.service)
+        app = guarded(create_app(parts), settings)
         # Non-dumpable and the descriptor limit are inherited by forked workers; each worker starts its own
         # watchdog (its tools carry its own token). After the app is built: a bad setting or catalog is the
         # only line a failed start prints.
@@ -405,8 +405,8 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
             from ..procguard import start_watchdog
 
             start_watchdog(log)
-            count_reloads(backends, first=sock is sockets[0])
-            backends.service.slots.attach(sockets.index(sock))  # this worker's cells of the shared concurrency pool
+            count_reloads(parts, first=sock is sockets[0])
+            parts.service.slots.attach(sockets.index(sock))  # this worker's cells of the shared concurrency pool
             started = _run_server(config, sock)
             telemetry.shutdown()  # this worker's queued spans
             return 0 if started else 3
@@ -426,13 +426,13 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
-def count_reloads(backends: Backends, first: bool) -> None:
+def count_reloads(parts: ServerParts, first: bool) -> None:
     """In a forked worker: only the first worker (and its replacement) counts the server's reloads, so
     one reload of the server is one increment of `svc_catalog_reloads_total` (see toolrun.reload)."""
-    if backends.reloader is not None:
-        backends.reloader.counting = first
+    if parts.reloader is not None:
+        parts.reloader.counting = first
     if first:
-        backends.metrics.count_reloads()
+        parts.metrics.count_reloads()
 
 
 def _run_server(config: Any, sock: Any = None) -> bool:
