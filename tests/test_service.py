@@ -580,3 +580,42 @@ def test_a_plain_function_whose_call_timed_out_while_queued_never_runs() -> None
 
     asyncio.run(main())
     assert ran == ["slow"]
+
+
+def test_start_or_call_decides_for_every_door_whether_a_call_becomes_a_job(tmp_path: Path) -> None:
+    """The job choice is the core's: approval always makes a job; `async: true` or a caller's request makes one
+    where the door can answer with a running job (HTTP), and runs to its end where it cannot (MCP)."""
+    from toolrun.service import JobStarted
+
+    path = write_catalog(
+        tmp_path,
+        "group: j\ntools:\n"
+        "  - {name: plain, public: true, exec: printf plain}\n"
+        "  - {name: gated, public: true, approval: required, exec: printf gated}\n"
+        "  - {name: later, public: true, async: true, exec: printf later}\n",
+    )
+    service = ToolService(catalog.load([str(path)], ENVIRON), environ=ENVIRON)
+
+    def outcome(key: str, **kw: Any) -> Any:
+        return asyncio.run(service.start_or_call(ANN, key, {}, **kw))
+
+    assert outcome("j.plain").value == "plain"
+    for kw in ({}, {"background": False}):
+        gated = outcome("j.gated", **kw)
+        assert isinstance(gated, JobStarted) and (gated.state, gated.asked) == ("awaiting_approval", False), kw
+    later = outcome("j.later")
+    assert isinstance(later, JobStarted) and later.state == "running"
+    assert outcome("j.later", background=False).value == "later"  # MCP: runs to its end
+    asked = outcome("j.plain", prefer_async=True)
+    assert isinstance(asked, JobStarted) and (asked.state, asked.asked) == ("running", True)
+    assert outcome("j.plain", prefer_async=True, background=False).value == "plain"
+    seen: list[str] = []
+
+    async def watch(call: Any) -> CallResult:
+        seen.append("watched")
+        result: CallResult = await call
+        return result
+
+    assert outcome("j.plain", watch=watch).value == "plain" and seen == ["watched"]
+    with pytest.raises(NotFound):
+        outcome("j.nothing")
