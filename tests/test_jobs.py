@@ -401,3 +401,14 @@ def test_catalog_checks_the_approval_fields(tmp_path: Path) -> None:
         ).stdout
     )
     assert entry["approval"] == {"required": True, "approvers": ["oncall"]}
+
+
+def test_a_job_id_never_starts_with_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`toolrun jobs show -abc...` would read the id as an option: ids that start with `-` are drawn again."""
+    from toolrun import jobrecord
+
+    drawn = iter(["-looksLikeAnOpt", "_fine-after-all"])
+    monkeypatch.setattr(jobrecord.secrets, "token_urlsafe", lambda n: next(drawn))
+    assert jobrecord.new_job_id() == "_fine-after-all"
+    monkeypatch.undo()
+    assert not any(jobrecord.new_job_id().startswith("-") for _ in range(2000))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +19,14 @@ RUNNING = "running"
 FINAL = ("succeeded", "failed", "timed_out", "cancelled", "denied", "expired")
 STATES = (AWAITING, RUNNING, *FINAL)
 OUTPUT_PART = 4096  # bytes of the head and of the tail of a running job's output shown
+
+
+def new_job_id() -> str:
+    """16 random URL-safe characters (96 bits) that never start with `-`, so `toolrun jobs show ID` never reads
+    an id as an option."""
+    while (job_id := secrets.token_urlsafe(12)).startswith("-"):
+        pass
+    return job_id
 
 
 def digest(tool: ToolSpec, values: Mapping[str, Any]) -> str:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import secrets
 import socket
 import time
 from collections.abc import Mapping
@@ -46,6 +45,7 @@ from .jobrecord import (
     identity_fields,
     is_approver,
     is_requester,
+    new_job_id,
     outcome_of,
     requester_identity,
     result_record,
@@ -128,7 +128,7 @@ class Jobs:
         moment = time.time()
         origin = origin or CallOrigin()
         job: dict[str, Any] = {
-            "id": secrets.token_urlsafe(12),
+            "id": new_job_id(),
             "tool": tool.key,
             "state": AWAITING if tool.approval else RUNNING,
             "requester": identity_fields(identity),
