@@ -134,7 +134,7 @@ completions: $(VENV)/.installed-runtime
 
 # The generator lives with the catalog models (tests/test_schema.py checks the file for drift).
 schema: $(VENV)/.installed-runtime
-	$(BIN)/python -m toolrun.schema > schema/catalog.schema.json.tmp
+	$(BIN)/python -m toolrun.catalog.schema > schema/catalog.schema.json.tmp
 	mv schema/catalog.schema.json.tmp schema/catalog.schema.json
 
 clean:

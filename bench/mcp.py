@@ -21,7 +21,7 @@ processes' scheduler time, in nanoseconds from /proc, summed over each row's sli
 to POST /tools/{key}: what a call costs the server, which other load on the machine moves far less
 than latency; then each /mcp era's ratios against the target (within 1.3x of POST /tools/{key}). The HTTP rows
 authenticate with an API key (X-API-Key), like a real client. The /mcp rows are answered by the
-fast path in front of the SDK (server/mcp_fast.py); `--sdk` starts the server with it off
+fast path in front of the SDK (server/mcp/fast.py); `--sdk` starts the server with it off
 (TOOLRUN_SPEEDUPS=mcp_fast_path), to compare. A script, not a test: it prints and exits 0.
 """
 

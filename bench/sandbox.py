@@ -82,7 +82,7 @@ def measure(calls: int, rounds: int) -> None:
 def flags(runs: int) -> None:
     """bare bwrap around `sh -c 'echo hi'` in a new session (as toolrun starts it), one option at a time added to a
     minimal set-up."""
-    from toolrun import sandbox
+    from toolrun.exec import sandbox
     from toolrun.models import Sandbox
 
     jail = list(sandbox.jail_args(Sandbox(network="none"), None, None, ()))
@@ -124,7 +124,7 @@ def main() -> None:
     parser.add_argument("--flags", action="store_true", help="also measure each bwrap option on its own")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
-    from toolrun.sandbox import engine
+    from toolrun.exec.sandbox import engine
 
     found = engine(probe=True)
     if not found.ok:

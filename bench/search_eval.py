@@ -187,7 +187,7 @@ def load_registry(text: str, workdir: Path, semantic: bool = False) -> tuple[Any
     admin = Identity(username="eval", groups=frozenset({"admin"}), anonymous=False)
     if semantic:
         registry.semantic_model = semantic_model()
-        from toolrun.semantic import Semantic
+        from toolrun.search.semantic import Semantic
 
         cache = CACHE[0] if CACHE else workdir / "semantic"
         Semantic(registry.semantic_model.embed, "eval", cache).prepare(registry, wait=True)
@@ -204,7 +204,7 @@ CACHE: list[Path] = []  # --cache: where tool vectors are kept between runs
 def semantic_model() -> Any:
     """The local embedding model of toolrun[semantic], loaded once (in this process: no helper)."""
     if not _MODEL:
-        from toolrun.embedder import LocalModel
+        from toolrun.search.embedder import LocalModel
 
         _MODEL.append(LocalModel("", threads=2))
     return _MODEL[0]
@@ -233,8 +233,8 @@ def heldout_queries() -> list[tuple[str, str, set[str]]]:
 
 
 def content_stems(text: str) -> set[str]:
-    from toolrun.stem import stem
-    from toolrun.textsearch import words
+    from toolrun.search.stem import stem
+    from toolrun.search.textsearch import words
 
     return {stem(w) for w in words(text) if w not in heldout.CHECK_STOP_WORDS}
 
@@ -253,7 +253,7 @@ def paraphrase_overlaps() -> list[str]:
 def shared_words(intents: list[Any]) -> str:
     """How many task and paraphrase queries share a content stem with their tool: a ranker matching words
     alone (no synonyms) cannot find the others."""
-    from toolrun.textsearch import query_words
+    from toolrun.search.textsearch import query_words
 
     counts = {"task": 0, "paraphrase": 0}
     for group, name, desc, params, asked, _ in intents:

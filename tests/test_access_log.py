@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from toolrun.logs import formatter
-from toolrun.server import logs
+from toolrun.server import accesslog as logs
+from toolrun.telemetry.logs import formatter
 
 
 @pytest.fixture()

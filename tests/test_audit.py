@@ -119,7 +119,7 @@ def test_an_http_call_leaves_one_record_with_who_what_and_how_it_ended(served: S
     assert record["output_bytes"] == len(PLAIN) and record["truncated"] is False
     assert record["args"] == {"msg": PLAIN}
     assert record["duration_ms"] > 0 and record["ts"].endswith("Z")
-    assert (record["logger"], record["message"]) == ("toolrun.audit", "tool call")
+    assert (record["logger"], record["message"]) == ("toolrun.access.audit", "tool call")
     assert stat.S_IMODE(os.stat(served.audit).st_mode) == 0o600
 
 

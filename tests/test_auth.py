@@ -12,7 +12,7 @@ import pytest
 
 from support.app import Server, servers
 from support.http import JSON
-from toolrun.auth import KEY_RE, key_from, newest_key, parse_duration, split_key
+from toolrun.access.apikeys import KEY_RE, key_from, newest_key, parse_duration, split_key
 from toolrun.errors import UsageError
 from toolrun.server.guard import redact_query
 from toolrun.state.sqlite import SQLiteKeyStore

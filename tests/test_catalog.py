@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 
 from support.catalogs import EXAMPLES, generate_catalog, write_catalog
-from toolrun import catalog, render
+from toolrun import catalog
 from toolrun.catalog import LoadOptions, child_env, load
 from toolrun.catalog import cache as catalog_cache
-from toolrun.catalog.context import LoadResult
+from toolrun.catalog.loadcontext import LoadResult
 from toolrun.errors import CatalogError, Problem
+from toolrun.exec import render
 from toolrun.models import EXEC_RETURN_TYPE, Identity, Param, ToolSpec
 from toolrun.service import ToolService
 

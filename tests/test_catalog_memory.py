@@ -15,12 +15,13 @@ import pytest
 
 from support.app import servers
 from support.catalogs import EXAMPLES, generate_catalog
-from toolrun import render, textsearch
 from toolrun.catalog import LoadOptions, load
 from toolrun.catalog.loader import load_file
 from toolrun.errors import CatalogError
+from toolrun.exec import render
 from toolrun.models import Identity
 from toolrun.registry import Registry
+from toolrun.search import textsearch
 from toolrun.service import ToolService
 
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/op", "LANG": "C.UTF-8"}

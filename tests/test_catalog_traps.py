@@ -15,8 +15,8 @@ from support.binaries import require_binary
 from support.catalogs import write_catalog
 from support.servers import ToolrunServer, clean_env, toolrun_cli, wait_until
 from toolrun import catalog as catalog_mod
+from toolrun.catalog.schema import ToolDef
 from toolrun.errors import WARNING_CODES
-from toolrun.schema import ToolDef
 
 LOUD = """\
 group: ops

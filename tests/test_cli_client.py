@@ -153,7 +153,14 @@ def test_the_job_commands_answer_the_same_on_the_local_state_and_on_the_server(s
 
 def test_a_local_call_never_loads_the_http_client_and_a_remote_one_never_loads_the_service(sides: Sides) -> None:
     """`toolrun call` starts fast both ways: each side imports only its own client."""
-    heavy = ("toolrun.remote", "urllib.request", "toolrun.service", "toolrun.cli.client_local", "starlette", "uvicorn")
+    heavy = (
+        "toolrun.cli.client_remote",
+        "urllib.request",
+        "toolrun.service",
+        "toolrun.cli.client_local",
+        "starlette",
+        "uvicorn",
+    )
 
     def imported(env: dict[str, str], *args: str) -> str:
         probe = (
@@ -171,7 +178,10 @@ def test_a_local_call_never_loads_the_http_client_and_a_remote_one_never_loads_t
         == "toolrun.service,toolrun.cli.client_local"
     )
     url = sides.server.url
-    assert imported(sides.remote_env, "--url", url, "call", "demo.echo", "text=hi") == "toolrun.remote,urllib.request"
+    assert (
+        imported(sides.remote_env, "--url", url, "call", "demo.echo", "text=hi")
+        == "toolrun.cli.client_remote,urllib.request"
+    )
 
 
 def _imports(path: Path) -> set[str]:
@@ -185,8 +195,8 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_only_the_client_factory_picks_the_local_or_the_remote_client() -> None:
-    picks = {"toolrun.cli.client_local.LocalClient", "toolrun.remote.Remote"}
+    picks = {"toolrun.cli.client_local.LocalClient", "toolrun.cli.client_remote.Remote"}
     choosers = {path.name for path in CLI.glob("*.py") if _imports(path) & picks}
     assert choosers == {"client.py"}
-    commands = {"browse.py", "call.py", "jobs.py", "access.py"}
+    commands = {"browse.py", "call.py", "jobcmds.py", "accesscmds.py"}
     assert all("toolrun.cli.client.open_client" in _imports(CLI / name) for name in commands)

@@ -2,7 +2,7 @@
 
 cli/fastcoerce.py replaces a Typer internal (option coercion without pydantic), cli/helpwords.py the help
 placeholders; server/protocol.py subclasses uvicorn's httptools protocol and overrides private methods
-(deadlines and a size cap on request heads and bodies); server/mcp_fast.py reuses private pieces of the
+(deadlines and a size cap on request heads and bodies); server/mcp/fast.py reuses private pieces of the
 MCP SDK; server/loop.py overrides a private method of asyncio's selector loop and calls three more.
 pyproject.toml bounds these packages (and Python) to the versions they were written for; these tests
 fail, naming the patch, on a version whose internals moved."""
@@ -99,16 +99,16 @@ def test_the_shutdown_hook_fits_the_installed_uvicorn() -> None:
 
 
 def test_the_mcp_fast_path_finds_the_sdk_pieces_it_reuses() -> None:
-    """server/mcp_fast.py answers plain `tools/call` requests with pieces of the MCP SDK, some private: without
+    """server/mcp/fast.py answers plain `tools/call` requests with pieces of the MCP SDK, some private: without
     them it turns itself off (every request goes to the SDK); tests/test_mcp_fast.py proves the answers equal."""
     import inspect
 
     from mcp.server.runner import ServerRunner
     from mcp.server.transport_security import TransportSecurityMiddleware
 
-    from toolrun.server import mcp_fast
+    from toolrun.server.mcp.door import fast as mcp_fast
 
-    assert mcp_fast.AVAILABLE, "server/mcp_fast.py: an SDK private it imports is gone"
+    assert mcp_fast.AVAILABLE, "server/mcp/fast.py: an SDK private it imports is gone"
     assert list(inspect.signature(ServerRunner._serialize).parameters) == ["self", "method", "version", "result"]
     assert list(inspect.signature(TransportSecurityMiddleware._validate_host).parameters) == ["self", "host"]
     assert list(inspect.signature(TransportSecurityMiddleware._validate_origin).parameters) == ["self", "origin"]

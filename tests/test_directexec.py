@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolrun import directexec, executor
+from toolrun.exec import directexec, executor
 from toolrun.models import ExecResult, ResourceLimits
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux processes")

@@ -18,11 +18,11 @@ import jsonschema
 import pytest
 from mcp import Client
 from starlette.testclient import TestClient
+from toolrun.server.mcp.door.door import McpDoor, build_server
 
 from support.app import BASE_URL, load_settings
 from support.catalogs import write_catalog
 from toolrun.models import Identity
-from toolrun.server.mcp import McpDoor, build_server
 from toolrun.server.run import build_app
 
 CATALOG = """\
@@ -180,7 +180,7 @@ def test_direct_mode_sends_the_hints_as_mcp_tool_annotations(client: TestClient,
         "idempotentHint": False,
         "openWorldHint": False,
     }
-    # the meta-tools carry their own hints (server/mcp_meta.py), not a catalog tool's
+    # the meta-tools carry their own hints (server/mcp/meta.py), not a catalog tool's
     assert tools["execute"].annotations.model_dump(by_alias=True, exclude_none=True) == {
         "readOnlyHint": False,
         "openWorldHint": True,

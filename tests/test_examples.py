@@ -14,8 +14,7 @@ import pytest
 from support.catalogs import write_catalog
 from support.procs import pids_matching
 from support.servers import wait_until
-from toolrun import examples
-from toolrun.catalog import LoadOptions, load
+from toolrun.catalog import LoadOptions, examples, load
 from toolrun.models import Example, Expect, Identity, ToolSpec
 from toolrun.service import ToolService
 

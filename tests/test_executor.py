@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from support.binaries import require_binary
-from toolrun import executor
+from toolrun.exec import executor
 from toolrun.models import ExecResult, ResourceLimits
 
 MiB = 1024 * 1024
@@ -611,7 +611,7 @@ def test_the_buffers_of_every_request_stay_below_the_servers_mmap_threshold() ->
     `_READ_SIZE`; both must come from the heap (at 128 KiB they cost an exec call about 100 us of kernel time)."""
     import asyncio.selector_events
 
-    from toolrun import heap
+    from toolrun.exec import heap
 
     assert asyncio.selector_events._SelectorSocketTransport.max_size < heap.BIG_BLOCK
     assert heap.BIG_BLOCK > executor._READ_SIZE

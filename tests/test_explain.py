@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from support.catalogs import write_catalog
+from toolrun.access.explain import explain, explain_text, key_report, key_report_text
 from toolrun.catalog import LoadOptions, load
-from toolrun.explain import explain, explain_text, key_report, key_report_text
 from toolrun.models import ToolSpec
 from toolrun.state.memory import MemoryLimiter
 from toolrun.state.sqlite import SQLiteKeyStore

@@ -9,7 +9,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from support.app import servers
-from toolrun.auth import KEY_RE, split_key
+from toolrun.access.apikeys import KEY_RE, split_key
 from toolrun.cli import app
 
 runner = CliRunner()

@@ -14,7 +14,7 @@ import pytest
 
 from support.catalogs import write_catalog
 from support.servers import clean_env, toolrun_cli
-from toolrun import lint
+from toolrun.catalog import lint
 
 # (tool, exec template, a hostile value given the marker file's path, the warning's words)
 SHAPES = [

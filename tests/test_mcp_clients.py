@@ -30,7 +30,7 @@ import pytest
 from support.keys import mint_key
 from support.mcp import CATALOG, OPS_KEYS, ServeProcess, mcp_http
 from support.servers import TOOLRUN, clean_env, toolrun_cli
-from toolrun.mcpconfig import CLIENTS, KEY_PLACEHOLDER, mcp_config_snippet
+from toolrun.cli.mcpconfig import CLIENTS, KEY_PLACEHOLDER, mcp_config_snippet
 
 HTTP_CLIENTS = ["claude-code", "vscode", "cursor", "windsurf", "gemini-cli", "codex"]
 
@@ -95,7 +95,7 @@ def resolve(value: str, key: str) -> str:
 
 
 def test_every_client_has_a_snippet_and_a_where_line() -> None:
-    from toolrun.mcpconfig import WHERE
+    from toolrun.cli.mcpconfig import WHERE
 
     assert set(CLIENTS) == set(WHERE) and len(CLIENTS) == 7
 

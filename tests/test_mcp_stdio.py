@@ -24,7 +24,7 @@ from mcp.client.stdio import stdio_client
 from support.keys import mint_key
 from support.mcp import ALL_KEYS, CATALOG, HANDSHAKE_VERSIONS, META_TOOLS, MODERN_VERSION, OPS_KEYS, mcp_stdio, text_of
 from support.servers import TOOLRUN
-from toolrun.mcpconfig import mcp_config_snippet
+from toolrun.cli.mcpconfig import mcp_config_snippet
 from toolrun.models import Identity
 
 

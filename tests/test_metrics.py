@@ -11,7 +11,7 @@ from prometheus_client import REGISTRY
 
 from support.app import Server, servers
 from support.binaries import require_binary
-from toolrun.metrics import OUTCOMES, Metrics
+from toolrun.telemetry.metrics import OUTCOMES, Metrics
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ def test_metrics_observe_records_one_count_and_one_duration() -> None:
 
 FORKED_WORKERS = """
 import os, sys
-from toolrun.metrics import Metrics
+from toolrun.telemetry.metrics import Metrics
 metrics = Metrics(sys.argv[1])
 for worker in range(2):
     pid = os.fork()

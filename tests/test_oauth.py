@@ -552,7 +552,7 @@ def test_a_token_from_a_real_openid_provider_resolves_through_discovery(tmp_path
 
 
 def _verifier(issuer: Issuer, min_interval: float = 60.0) -> Any:
-    from toolrun.oauth import OAuthConfig, SigningKeys, TokenVerifier, fetch_json
+    from toolrun.access.oauth import OAuthConfig, SigningKeys, TokenVerifier, fetch_json
 
     config = OAuthConfig(issuer=issuer.url, audience=AUDIENCE, jwks_min_interval=min_interval)
     clock = [1000.0]

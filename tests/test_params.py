@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolrun import params, render
+from toolrun import params
 from toolrun.errors import ParamError
+from toolrun.exec import render
 from toolrun.models import EXEC_RETURN_TYPE, Param, ToolSpec
 from toolrun.paramtypes import PARAM_TYPES
 

@@ -14,8 +14,8 @@ from support.catalogs import write_catalog
 from support.http import JSON
 from support.keys import create_key
 from support.servers import ToolrunServer
+from toolrun.cli.client_remote import Remote, RemoteError
 from toolrun.errors import NotFound, ParamError, RateLimited, ToolFailed, Unauthorized
-from toolrun.remote import Remote, RemoteError
 
 CATALOG = """\
 group: demo

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolrun import executor, render
 from toolrun.catalog import Catalog
 from toolrun.errors import ToolFailed, UndefinedVariable
+from toolrun.exec import executor, render
 from toolrun.models import EXEC_RETURN_TYPE, Identity, Param, ToolSpec
 from toolrun.service import ToolService
 

@@ -21,9 +21,9 @@ import pytest
 
 from support.binaries import require_binary
 from support.catalogs import write_catalog
-from toolrun import sandbox, seccomp
 from toolrun.catalog import load
 from toolrun.errors import SandboxUnavailable
+from toolrun.exec import sandbox, seccomp
 from toolrun.models import CallResult, Identity
 from toolrun.service import ToolService
 from toolrun.settings import Settings
@@ -417,7 +417,7 @@ def test_the_http_tool_entry_and_readyz_report_the_sandbox(
 def test_access_explain_says_a_tool_is_not_callable_where_its_sandbox_cannot_be_enforced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from toolrun.explain import explain, explain_text
+    from toolrun.access.explain import explain, explain_text
 
     tool = service(tmp_path, _BOXED.format(flag="x").replace("exec:", "public: true\n    exec:")).describe(
         OPERATOR, "t.boxed"

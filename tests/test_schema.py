@@ -2,7 +2,7 @@
 
 Regenerate after changing the models with either of:
 
-    .venv/bin/python -m toolrun.schema > schema/catalog.schema.json
+    .venv/bin/python -m toolrun.catalog.schema > schema/catalog.schema.json
     UPDATE_GOLDEN=1 .venv/bin/pytest tests/test_schema.py
 """
 
@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from support.catalogs import EXAMPLES, ROOT, generate_catalog
-from toolrun.schema import catalog_json_schema, catalog_json_schema_text
+from toolrun.catalog.schema import catalog_json_schema, catalog_json_schema_text
 
 SCHEMA_FILE = ROOT / "schema" / "catalog.schema.json"
 GOLDEN = Path(__file__).parent / "golden"
@@ -34,13 +34,13 @@ def test_the_committed_schema_matches_the_models() -> None:
     if os.environ.get("UPDATE_GOLDEN") == "1":
         SCHEMA_FILE.write_text(catalog_json_schema_text(), encoding="utf-8")
     assert SCHEMA_FILE.read_text(encoding="utf-8") == catalog_json_schema_text(), (
-        "schema/catalog.schema.json is stale: run `.venv/bin/python -m toolrun.schema > schema/catalog.schema.json`"
+        "schema/catalog.schema.json is stale: run `make schema`"
     )
 
 
 def test_python_m_toolrun_schema_prints_the_schema() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "toolrun.schema"], capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, "-m", "toolrun.catalog.schema"], capture_output=True, text=True, timeout=60, check=True
     )
     assert proc.stdout == catalog_json_schema_text()
 

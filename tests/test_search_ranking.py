@@ -8,7 +8,7 @@ import pytest
 
 from toolrun.models import EXEC_RETURN_TYPE, Identity, Param, ToolSpec
 from toolrun.registry import Registry
-from toolrun.textsearch import query_words
+from toolrun.search.textsearch import query_words
 
 ADMIN = Identity(username="root", groups=frozenset({"admin"}), anonymous=False)
 

@@ -16,11 +16,11 @@ import pytest
 from support.procs import gone, pids_matching, proc_stat, status_kib
 from support.servers import ToolrunServer, wait_until
 from toolrun.catalog import LoadOptions, load
-from toolrun.embedder import LocalModel, RemoteModel
 from toolrun.errors import UsageError
 from toolrun.models import Identity
 from toolrun.registry import Registry
-from toolrun.semantic import Semantic, extra_installed
+from toolrun.search.embedder import LocalModel, RemoteModel
+from toolrun.search.semantic import Semantic, extra_installed
 from toolrun.settings import Settings
 
 ADMIN = Identity(username="root", groups=frozenset({"admin"}), anonymous=False)
@@ -195,7 +195,7 @@ def test_the_settings_refuse_an_embeddings_url_that_is_not_http(tmp_path: Path) 
 def helpers_of(server: ToolrunServer) -> list[int]:
     """Embedding helper processes started by this server's workers."""
     workers = {p for p in pids_matching("toolrun") if (s := proc_stat(p)) is not None and s[1] == server.pid}
-    return [p for p in pids_matching("toolrun.embedder") if (s := proc_stat(p)) is not None and s[1] in workers]
+    return [p for p in pids_matching("toolrun.search.embedder") if (s := proc_stat(p)) is not None and s[1] in workers]
 
 
 def kills_first(server: ToolrunServer, key: str = "proc.kill") -> bool:
@@ -279,7 +279,8 @@ def test_nothing_heavy_is_imported_until_semantic_search_starts() -> None:
     import sys
 
     code = (
-        "import sys, toolrun.service, toolrun.semantic, toolrun.embedder, toolrun.server.run, toolrun.cli\n"
+        "import sys, toolrun.service, toolrun.search.semantic, toolrun.search.embedder\n"
+        "import toolrun.server.run, toolrun.cli\n"
         "print(sorted(m for m in ('numpy', 'onnxruntime', 'tokenizers') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)

@@ -503,7 +503,7 @@ def test_an_inline_fn_runs_on_the_event_loop_thread_and_a_plain_one_in_a_worker(
 
 
 def test_plain_functions_share_at_most_max_workers_threads_and_run_side_by_side() -> None:
-    from toolrun import fnthreads
+    from toolrun.exec import fnthreads
 
     workers = fnthreads.FnThreads(3)
     threads: set[int] = set()
@@ -558,7 +558,7 @@ async def _failure(service: ToolService, key: str) -> str:
 
 def test_a_plain_function_whose_call_timed_out_while_queued_never_runs() -> None:
     """A call that gave up waiting for a worker must not run later (its side effects would surprise everyone)."""
-    from toolrun import fnthreads
+    from toolrun.exec import fnthreads
 
     workers = fnthreads.FnThreads(1)
     ran: list[str] = []

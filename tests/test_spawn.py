@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from support.binaries import require_binary
-from toolrun import executor, spawn, speedups
+from toolrun import speedups
+from toolrun.exec import executor, spawn
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux process state")
 
@@ -76,7 +77,7 @@ def test_a_posix_spawned_child_sees_exactly_what_a_popen_child_sees(monkeypatch:
 
 COMPARE = """
 import asyncio, sys
-from toolrun import executor, spawn, speedups
+from toolrun.exec import executor, spawn; from toolrun import speedups
 sys.path.insert(0, sys.argv[1])
 from test_spawn import ENV, PROBE
 import os, threading
@@ -212,18 +213,18 @@ def test_reused_file_actions_and_encoded_variables_give_every_child_its_own_desc
 
 
 def test_the_pid_every_per_process_resource_checks_follows_a_fork() -> None:
-    """forks.pid() (what connections, pools, watchers and spawn threads compare to learn they are in a forked
+    """pidcache.pid() (what connections, pools, watchers and spawn threads compare to learn they are in a forked
     worker) is the child's own pid in the child, without a system call per read."""
-    from toolrun import forks
+    from toolrun.exec import pidcache
 
     read_end, write_end = os.pipe()
     child = os.fork()
     if child == 0:  # pragma: no cover - the child reports through the pipe
-        os.write(write_end, f"{forks.pid()} {os.getpid()}".encode())
+        os.write(write_end, f"{pidcache.pid()} {os.getpid()}".encode())
         os._exit(0)
     os.close(write_end)
     seen = os.read(read_end, 100).decode().split()
     os.close(read_end)
     os.waitpid(child, 0)
     assert seen[0] == seen[1] == str(child)
-    assert forks.pid() == os.getpid()
+    assert pidcache.pid() == os.getpid()

@@ -21,8 +21,9 @@ import pytest
 from support.app import Server, servers
 from support.http import JSON
 from test_mcp_fast import call, modern_headers
-from toolrun import spawn, speedups
+from toolrun import speedups
 from toolrun.errors import UsageError
+from toolrun.exec import spawn
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,7 +56,7 @@ def test_toolrun_refuses_to_start_with_an_unknown_speedup(tmp_path: Path) -> Non
 
 def test_off_in_the_environment_turns_every_trick_off_in_the_modules_that_hold_them(tmp_path: Path) -> None:
     probe = (
-        "from toolrun import executor, render, spawn, speedups\n"
+        "from toolrun.exec import executor, render, spawn; from toolrun import speedups\n"
         "from toolrun.server import protocol\n"
         "print(sorted(speedups.OFF) == sorted(speedups.NAMES), executor.DIRECT_EXEC, executor._HAS_PIDFD,\n"
         "      executor.THREADED_FROM > 10**9, spawn._LIBC is None, render.PLAIN_RENDER, protocol.COALESCE,\n"

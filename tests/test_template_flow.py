@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolrun import lint
+from toolrun.catalog import lint
 
 
 def one(template: str, words: tuple[str, ...] = ()) -> lint.Use:

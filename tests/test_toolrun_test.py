@@ -145,7 +145,7 @@ def test_init_writes_a_starter_that_validates_and_whose_examples_pass(tmp_path: 
 
 
 def test_init_schema_is_the_one_of_this_version(tmp_path: Path) -> None:
-    from toolrun.schema import catalog_json_schema_text
+    from toolrun.catalog.schema import catalog_json_schema_text
 
     done = toolrun_cli("init", str(tmp_path / "cat.yaml"), env={**clean_env(tmp_path / "home"), "PWD": os.getcwd()})
     assert done.returncode == 0

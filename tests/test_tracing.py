@@ -172,7 +172,7 @@ def test_a_rest_call_joins_the_callers_trace_and_the_exec_tool_sees_its_span(
     # the tool ran inside the call's span, and got the caller's tracestate
     assert answer.text.strip() == f"tp=00-{trace_id}-{call.span_id}-01 ts=vendor=abc"
     # the trace id in the audit record and in the access log line
-    audit = [json.loads(line) for line in log.splitlines() if '"toolrun.audit"' in line]
+    audit = [json.loads(line) for line in log.splitlines() if '"toolrun.access.audit"' in line]
     assert [r["trace_id"] for r in audit if r["tool"] == "ops.trace"] == [trace_id]
     assert any(
         '"POST /tools/ops.trace" 200' in line and line.endswith(f"trace={trace_id}") for line in log.splitlines()
@@ -419,7 +419,7 @@ def test_a_collector_that_is_down_neither_fails_calls_nor_holds_the_stop_up(work
 
 # -- off: nothing imported, nothing added -----------------------------------------------------------
 
-OTEL_MODULES = ("opentelemetry.sdk", "opentelemetry.exporter", "toolrun.otel")
+OTEL_MODULES = ("opentelemetry.sdk", "opentelemetry.exporter", "toolrun.telemetry.otel")
 
 
 def imported(importtime: str) -> set[str]:
@@ -441,7 +441,7 @@ def test_toolrun_call_imports_no_opentelemetry_when_tracing_is_off(tmp_path: Pat
     assert done.stdout.strip() == "tp= ts="
     modules = imported(done.stderr)
     assert "toolrun.service" in modules  # the import log is read
-    assert not {m for m in modules if m.startswith("opentelemetry") or m == "toolrun.otel"}
+    assert not {m for m in modules if m.startswith("opentelemetry") or m == "toolrun.telemetry.otel"}
 
 
 def test_the_server_imports_no_opentelemetry_sdk_when_tracing_is_off(workdir: Path) -> None:

@@ -31,9 +31,10 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from . import executor, forks, params
-from .audit import CallOrigin, audit_args
+from . import params
+from .access.audit import CallOrigin, audit_args
 from .errors import Conflict, Forbidden, NotFound, RateLimited, ToolFailed, ToolrunError, Unauthorized
+from .exec import executor, pidcache
 from .jobrecord import (
     AWAITING,
     FINAL,
@@ -94,7 +95,7 @@ class Jobs:
     @property
     def runner(self) -> str:
         """This process, as a job's record names its runner (a forked worker is its own runner)."""
-        return f"{HOST}:{forks.pid()}"
+        return f"{HOST}:{pidcache.pid()}"
 
     # -- starting --------------------------------------------------------------------------------
 

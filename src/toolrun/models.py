@@ -189,7 +189,7 @@ class ToolSpec:
         if self.keywords:
             entry["keywords"] = list(self.keywords)
         if self.sandbox is not None:
-            from .sandbox import describe
+            from .exec.sandbox import describe
 
             entry["sandbox"] = describe(self.sandbox, self.user)
         if self.approval:

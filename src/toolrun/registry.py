@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import NotFound
 from .models import Identity, ToolSpec
-from .textsearch import Analyzed, Index, analyze, query_words, words
+from .search.textsearch import Analyzed, Index, analyze, query_words, words
 
 if TYPE_CHECKING:
-    from .semantic import Semantic
+    from .search.semantic import Semantic
 
 MAX_VIEWS = 32  # search indexes kept at once (least recently used first out)
 tokens = words  # older name, kept for callers

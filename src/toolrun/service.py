@@ -24,11 +24,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import context, executor, params, render, sandbox, telemetry
-from .audit import AuditLog, CallOrigin, call_record
+from . import context, params, telemetry
+from .access.audit import AuditLog, CallOrigin, call_record
 from .catalog import Catalog, LoadOptions, child_env, load, resolve_fn
 from .errors import Overloaded, ParamError, Problem, RateLimited, SandboxUnavailable, ToolFailed, ToolrunError
-from .fnthreads import FN_THREADS
+from .exec import executor, render, sandbox
+from .exec.fnthreads import FN_THREADS
 from .models import CallResult, Identity, ToolSpec
 from .registry import Page, Registry
 from .state.kinds import Limiter, SessionStore, Slots

@@ -315,7 +315,7 @@ def _check_oauth(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
     """OAuth settings that would accept tokens meant for others, or fetch keys in the clear, are refused."""
     if not values["oauth_issuer"]:
         return
-    from .oauth import check_algorithms, check_url
+    from .access.oauth import check_algorithms, check_url
 
     check_url("oauth_issuer", values["oauth_issuer"], origins["oauth_issuer"])
     if values["oauth_jwks_url"]:

@@ -49,7 +49,7 @@ SPEEDUPS: tuple[Speedup, ...] = (
     ),
     Speedup(
         "mcp_fast_path",
-        "the MCP SDK's per-request machinery for a plain tools/call over HTTP (server/mcp_fast.py)",
+        "the MCP SDK's per-request machinery for a plain tools/call over HTTP (server/mcp/fast.py)",
         "server CPU per /mcp call 1,850 -> 1,200 us (2026-07-28) and 3,175 -> 1,175 us (handshake era) "
         "(bench/README.md, MCP over HTTP; bench/mcp.py)",
         "tests/test_mcp_fast.py (every answer byte-equal to the SDK's)",
@@ -70,32 +70,32 @@ SPEEDUPS: tuple[Speedup, ...] = (
     ),
     Speedup(
         "direct_exec",
-        "/bin/sh -c for a command that is one plain program call: the program is exec'd directly (directexec.py)",
-        "about 1-2 ms of CPU per call on a small machine, the shell's start (directexec.py)",
+        "/bin/sh -c for a command that is one plain program call: the program is exec'd directly (exec/directexec.py)",
+        "about 1-2 ms of CPU per call on a small machine, the shell's start (exec/directexec.py)",
         "tests/test_directexec.py (each command both ways: same output, exit status, environment)",
     ),
     Speedup(
         "posix_spawn",
-        "subprocess.Popen to start a tool's process: glibc's posix_spawn with closefrom (spawn.py)",
-        "60-100 us of the server's CPU per call (spawn.py)",
+        "subprocess.Popen to start a tool's process: glibc's posix_spawn with closefrom (exec/spawn.py)",
+        "60-100 us of the server's CPU per call (exec/spawn.py)",
         "tests/test_spawn.py (each probe both ways)",
     ),
     Speedup(
         "pidfd",
-        "a worker thread blocked in waitpid per child: the exit is read from a pidfd on the loop (executor.py)",
+        "a worker thread blocked in waitpid per child: the exit is read from a pidfd on the loop (exec/executor.py)",
         "a pidfd child watcher was 1.15-1.3x faster end to end than a thread per child (NOTES, Python 3.11)",
         "tests/test_executor.py::test_without_pidfd_a_worker_thread_waits_for_the_exit",
     ),
     Speedup(
         "threaded_spawn",
         "spawning on the loop during a burst: from 64 running calls on, children start from 4 threads "
-        "(executor.py, THREADED_FROM)",
-        "200 `sleep 1` at once in one process: p99 1.5-1.8 s -> 1.2-1.3 s (executor.py)",
+        "(exec/executor.py, THREADED_FROM)",
+        "200 `sleep 1` at once in one process: p99 1.5-1.8 s -> 1.2-1.3 s (exec/executor.py)",
         "tests/test_executor.py::test_a_burst_spawned_from_threads_gets_the_same_answers",
     ),
     Speedup(
         "plain_render",
-        "Jinja for a template of the plain shapes ({{ x }}, {{ x | quote }}): joined without Jinja (render.py)",
+        "Jinja for a template of the plain shapes ({{ x }}, {{ x | quote }}): joined without Jinja (exec/render.py)",
         "no compiled template to build or keep: about 0.45 ms per template compiled, 5 KB each kept (NOTES, "
         "bench/README.md)",
         "tests/test_render.py::test_plain_templates_render_without_jinja_exactly_as_jinja_does",

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CatalogError, Problem
-from ..heap import release_free_memory
+from ..exec.heap import release_free_memory
 from ..models import ToolSpec
 from .build import example_call
 from .cache import cache_key, load_file_cached

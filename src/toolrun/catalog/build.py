@@ -21,8 +21,8 @@ from .sandboxes import sandbox_of
 from .templates import check_template
 
 if TYPE_CHECKING:
-    from ..schema import CatalogFile, RuntimeOptions, ToolDef
-    from .context import LoadContext
+    from .loadcontext import LoadContext
+    from .schema import CatalogFile, RuntimeOptions, ToolDef
 
 T = TypeVar("T")
 
@@ -280,7 +280,7 @@ def lean_param(ctx: LoadContext, param: Param) -> Param:
 
 def merge(defaults: RuntimeOptions | None, tool: ToolDef) -> RuntimeOptions:
     """The tool's runtime options over the file's `defaults:` (env joined, limits merged field by field)."""
-    from ..schema import Limits, RuntimeOptions
+    from .schema import Limits, RuntimeOptions
 
     if defaults is None:
         return tool

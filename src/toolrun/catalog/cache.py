@@ -2,7 +2,7 @@
 
 An entry holds a file's tools, warnings and sandbox profiles, with the digests of the environment
 values and other files they were built from (checked on every read). Which files may be stored is
-`LoadContext.cacheable` (catalog/context.py). A file not found here is built by `load_file`, looked up in
+`LoadContext.cacheable` (catalog/loadcontext.py). A file not found here is built by `load_file`, looked up in
 this module's namespace at each call: a test that replaces `toolrun.catalog.cache.load_file` sees exactly
 which files were parsed.
 """

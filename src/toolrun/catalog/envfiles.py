@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from ..models import ToolSpec
 
 if TYPE_CHECKING:
-    from ..schema import RuntimeOptions
-    from .context import LoadContext
+    from .loadcontext import LoadContext
+    from .schema import RuntimeOptions
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # The child's environment starts from these server variables only (plus what the tool declares).

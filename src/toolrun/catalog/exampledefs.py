@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 from ..models import Example, Expect, ToolSpec
 
 if TYPE_CHECKING:
-    from ..schema import ToolDef
-    from .context import LoadContext
+    from .loadcontext import LoadContext
+    from .schema import ToolDef
 
 
 def build_examples(ctx: LoadContext, spec: ToolSpec, tool: ToolDef, loc: tuple[Any, ...]) -> ToolSpec:
     """`spec` with the tool's examples; each one's problems are errors at its own line."""
-    from ..examples import problems
+    from .examples import problems
 
     built: list[Example] = []
     for i, ed in enumerate(tool.examples or []):

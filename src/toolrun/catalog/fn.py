@@ -16,7 +16,7 @@ from ..models import Param
 from ..paramtypes import ANNOTATION_TYPES, PARAM_TYPES, TYPES, type_of
 
 if TYPE_CHECKING:
-    from .context import LoadContext
+    from .loadcontext import LoadContext
 
 
 def inspect_fn(

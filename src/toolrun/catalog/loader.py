@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..models import ToolSpec
 from .build import build
-from .context import LoadContext, LoadResult
+from .loadcontext import LoadContext, LoadResult
 from .options import LoadOptions
 from .parse import key_of, parse
 from .positions import Locator
@@ -22,7 +22,7 @@ from .source import NotACatalogFile, read_catalog
 from .substitute import substitute_tool, substitute_tree
 
 if TYPE_CHECKING:
-    from ..schema import CatalogFile
+    from .schema import CatalogFile
 
 
 def load_file(path: Path, environ: Mapping[str, str], options: LoadOptions) -> LoadResult:
@@ -83,7 +83,7 @@ def _head(ctx: LoadContext, data: dict[Any, Any]) -> CatalogFile | None:
     """The file's fields other than `tools:` (substituted, validated); its sandbox profiles declared."""
     from pydantic import ValidationError
 
-    from ..schema import CatalogFile
+    from .schema import CatalogFile
 
     header = substitute_tree(ctx, {k: v for k, v in data.items() if k != "tools"}, (), "")
     try:
@@ -99,7 +99,7 @@ def _tools(ctx: LoadContext, tools_raw: list[Any], head: CatalogFile) -> list[To
     """The ToolSpecs of the entries of `tools:` that have no errors, in order."""
     from pydantic import ValidationError
 
-    from ..schema import ToolDef
+    from .schema import ToolDef
 
     specs: list[ToolSpec] = []
     for index, item in enumerate(tools_raw):

@@ -16,8 +16,8 @@ from ..params import coerce, compile_pattern
 from ..paramtypes import TYPES, type_of
 
 if TYPE_CHECKING:
-    from ..schema import ParamDef, ToolDef
-    from .context import LoadContext
+    from .loadcontext import LoadContext
+    from .schema import ParamDef, ToolDef
 
 # Names Jinja reads as constants or operators: a param so named could never be referenced.
 RESERVED_NAMES = frozenset(
@@ -76,7 +76,7 @@ def _check_secret(
         )
     if kind == "fn":
         return
-    from ..render import secret_env_name
+    from ..exec.render import secret_env_name
 
     clash = [q.name for q in before if q.secret and secret_env_name(q.name) == secret_env_name(pd.name)]
     if clash:

@@ -15,7 +15,7 @@ from .yamlhints import repair, tool_at
 if TYPE_CHECKING:
     import yaml
 
-    from .context import LoadContext
+    from .loadcontext import LoadContext
 
 
 CATALOG_FIELDS = frozenset({"$schema", "version", "group", "defaults", "sandboxes", "tools"})  # schema.CatalogFile's

@@ -12,7 +12,7 @@ from ..paramtypes import PARAM_TYPES
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
-    from .context import LoadContext
+    from .loadcontext import LoadContext
 
 
 _UNION_MEMBERS = frozenset({"str", "int", "float", "bool", "list", "dict", "none"})

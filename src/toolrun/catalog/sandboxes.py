@@ -15,14 +15,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Problem
+from ..exec.sandbox import engine, resolve_path
 from ..models import Sandbox, ToolSpec
-from ..sandbox import engine, resolve_path
-from .context import Declared, LoadContext
+from .loadcontext import Declared, LoadContext
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ..schema import CatalogFile, SandboxOptions
+    from .schema import CatalogFile, SandboxOptions
 
 _OFF_WORDS = ("", "off", "false", "no", "none", "0")
 _ON_WORDS = ("on", "true", "yes", "1", "default")

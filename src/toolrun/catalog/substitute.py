@@ -11,7 +11,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .context import LoadContext
+    from .loadcontext import LoadContext
 
 ENV_REF = re.compile(r"\$(\$?)\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 TEMPLATE_FIELDS = ("exec", "curl")

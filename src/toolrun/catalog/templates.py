@@ -8,12 +8,13 @@ import functools
 import re
 from typing import TYPE_CHECKING, Any
 
-from .. import lint, render
-from ..lint import NUMBER, QUOTED, RAW, SAFE
+from ..exec import render
 from ..models import Param
+from . import lint
+from .lint import NUMBER, QUOTED, RAW, SAFE
 
 if TYPE_CHECKING:
-    from .context import LoadContext
+    from .loadcontext import LoadContext
 
 _TAG = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
 

@@ -4,7 +4,7 @@ One module per command group: common (the Typer app, shared options, errors to e
 fastcoerce, helpwords (help placeholders), init, browse (list, describe, search), call, examples
 (test), validate (validate-catalog), keys, users, serve (serve, mcp-config), access (access explain,
 keys test), jobs. Every command asks client.open_client for its client: client_local (the one
-in-process ToolService) or, with --url, toolrun.remote (the server's REST routes). Importing this
+in-process ToolService) or, with --url, toolrun.cli.client_remote (the server's REST routes). Importing this
 package registers every command on `app`.
 """
 
@@ -18,7 +18,7 @@ from .common import app
 
 # Importing a command module registers its commands; this order is the order of `toolrun --help`.
 # isort: off
-from . import init, browse, call, examples, validate, serve, keys, users, access, jobs  # noqa: F401
+from . import init, browse, call, testrun, validate, serve, keys, users, accesscmds, jobcmds  # noqa: F401
 # isort: on
 
 __all__ = ["app", "main"]

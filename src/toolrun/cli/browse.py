@@ -134,7 +134,7 @@ def _print_tool(tool: ToolSpec, sandbox: dict[str, Any] | None = None) -> None:
         for line in textwrap.wrap(words, 96):
             console.print(f"  {escape(line)}", soft_wrap=True, highlight=False)
     if sandbox is not None:  # the tool entry's: the profile, and whether the serving host can enforce it
-        from ..sandbox import describe_text
+        from ..exec.sandbox import describe_text
 
         console.print(f"sandbox: {escape(describe_text(sandbox))}", soft_wrap=True)
     if tool.description.strip():

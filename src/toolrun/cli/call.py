@@ -168,7 +168,7 @@ def _refuse_option_words(tool: Any, words: list[str]) -> None:
 
 def _job(client: Client, payload: dict[str, Any], no_wait: bool, as_json: bool) -> None:
     """The call became a job: its id (`--no-wait`), or its result once it ends."""
-    from .jobs import finish, wait_for
+    from .jobcmds import finish, wait_for
 
     if no_wait:
         if as_json:
@@ -208,7 +208,7 @@ def _plan_text(plan: dict[str, Any]) -> str:
         elif name == "timeout":
             shown = f"{value:g}s"
         elif name == "sandbox":
-            from ..sandbox import describe_text
+            from ..exec.sandbox import describe_text
 
             shown = describe_text(value)
         else:

@@ -2,7 +2,7 @@
 
 A command asks `open_client` for a `Client` and calls it: it never knows whether the tools are the local
 catalog's (`LocalClient` in cli/client_local.py: the one ToolService, as the operator) or a running server's
-(`toolrun.remote.Remote`: the REST routes, as the API key's owner). The server is a command's own `--url`,
+(`toolrun.cli.client_remote.Remote`: the REST routes, as the API key's owner). The server is a command's own `--url`,
 else toolrun's `--url` / `$TOOLRUN_URL`; without one the client is local.
 
 Both implementations answer in the local commands' terms: ToolSpecs, tool entries and search pages as the
@@ -88,7 +88,7 @@ def open_client(
 
         return LocalClient(catalog, audit=audit)
     from ..errors import ToolrunError
-    from ..remote import Remote
+    from .client_remote import Remote
 
     try:
         return Remote(url, api_key or _server["api_key"])

@@ -47,7 +47,7 @@ class LocalClient:
     def service(self) -> ToolService:
         if self._service is None:
             if self.audit:
-                from ..audit import open_audit
+                from ..access.audit import open_audit
 
                 audit = open_audit(self.settings.audit_log or "-")
                 self._service = make_service(self.catalog, self.settings, audit=audit)
@@ -109,7 +109,7 @@ class LocalClient:
         """From what the server reads (the config file, SVC_* variables, the key store), saying where each
         setting came from; a bearer token (JWT) is explained from its own claims, checked against its issuer."""
         from ..access import looks_like_jwt
-        from ..explain import settings_source
+        from ..access.explain import settings_source
         from ..state import SharedState
 
         settings = self.settings

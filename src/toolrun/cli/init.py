@@ -79,7 +79,7 @@ def init(
     force: Annotated[bool, typer.Option("--force", help="Overwrite files that exist.")] = False,
 ) -> None:
     """Write a starter catalog (one exec, one curl and one fn tool, with examples) and its JSON Schema."""
-    from ..schema import catalog_json_schema_text
+    from ..catalog.schema import catalog_json_schema_text
 
     target = Path(path)
     module = f"{target.stem.replace('-', '_').replace('.', '_')}_fns"

@@ -35,7 +35,7 @@ def keys_create(
 
     For an existing user, leave out --group to keep their groups; other groups need --set-groups,
     because a user's groups apply to every key they hold."""
-    from ..auth import iso, parse_duration
+    from ..access.apikeys import iso, parse_duration
     from ..errors import ToolrunError
 
     try:
@@ -93,7 +93,7 @@ def keys_list(as_json: JsonOpt = False) -> None:
 @keys_app.command("revoke")
 def keys_revoke(prefix: Annotated[str, typer.Argument(help="The key's prefix (or the whole key).")]) -> None:
     """Revoke a key at once, on every server sharing the store."""
-    from ..auth import split_key
+    from ..access.apikeys import split_key
     from ..errors import ToolrunError
 
     prefix = split_key(prefix) or prefix
@@ -119,7 +119,7 @@ def keys_rotate(
 ) -> None:
     """Replace a key: a new key for the same user and groups, printed once; the old one is revoked
     at once or when the grace period ends."""
-    from ..auth import iso, parse_duration, split_key
+    from ..access.apikeys import iso, parse_duration, split_key
     from ..errors import ToolrunError
 
     prefix = split_key(prefix) or prefix

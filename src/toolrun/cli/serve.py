@@ -87,8 +87,8 @@ def mcp_config(
     VS Code, Cursor, Windsurf, Gemini CLI or Codex CLI."""
 
     from ..errors import ToolrunError
-    from ..mcpconfig import WHERE, client_name, find_toolrun, mcp_config_snippet
     from ..service import catalog_paths
+    from .mcpconfig import WHERE, client_name, find_toolrun, mcp_config_snippet
 
     try:
         client = client_name(client)

@@ -19,7 +19,7 @@ app.add_typer(users_app, name="users")
 
 
 def _user_row(user: Any, records: list[Any], with_keys: bool) -> dict[str, Any]:
-    from ..auth import iso
+    from ..access.apikeys import iso
 
     mine = [r for r in records if r.username == user.username]
     row: dict[str, Any] = {

@@ -1,1 +1,1 @@
-"""The served doors: plain HTTP routes (app.py), MCP (mcp.py) and the browser UI (ui.py)."""
+"""The served doors: plain HTTP routes (app.py), MCP (mcp/) and the browser UI (ui.py)."""

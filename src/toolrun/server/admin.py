@@ -1,6 +1,6 @@
 """Hot reload in the server: `POST /admin/reload` (admin; its row is in routes.py), SIGHUP, the hash poll, /readyz.
 
-The reload itself lives in the core (toolrun.reload.Reloader); this module only wires it into
+The reload itself lives in the core (toolrun.catalog.reload.Reloader); this module only wires it into
 `toolrun serve`: a route, a signal handler and a background poll started by the app's lifespan,
 and a readiness check that fails while the last reload failed.
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
-from ..reload import Reloader
+from ..catalog.reload import Reloader
 from ..service import load_options
 from .parts import ServerParts
 

@@ -4,7 +4,7 @@ Every route is one row of ROUTES (routes.py): its path, method, handler, auth mo
 OpenAPI operation. `create_app` builds the dispatcher (dispatch.py) from the rows: each handler is built for
 its row's auth mode, a `Routes` method below getting the identity that mode gives; /openapi.json documents
 the same rows. A ToolrunError a handler raises becomes its JSON response in one place, the app's exception
-handler (errors.py). The plain-ASGI handlers of the hot rows are `ToolCall` (toolcall.py) and those of
+handler (httperrors.py). The plain-ASGI handlers of the hot rows are `ToolCall` (toolcall.py) and those of
 fastpaths.py; `Guard` (guard.py), in front of the dispatcher, checks Host and Origin, adds CORS and writes
 the access log.
 """
@@ -25,9 +25,9 @@ from starlette.types import ASGIApp
 
 from .. import formatting, speedups, telemetry
 from ..errors import Unauthorized, UsageError
-from ..metrics import CONTENT_TYPE
 from ..models import Identity
 from ..settings import Settings
+from ..telemetry.metrics import CONTENT_TYPE
 from ..words import plural
 from .dispatch import Dispatch, build
 from .guard import Guard
@@ -170,7 +170,7 @@ class Routes(JobRoutes):
         tokens = self.parts.access.tokens
         if tokens is None:
             return JSONResponse({"error": "not found"}, status_code=404)
-        from ..oauth import resource_metadata
+        from ..access.oauth import resource_metadata
         from .request import public_base
 
         resource = request.url.path.removeprefix("/.well-known/oauth-protected-resource")

@@ -26,8 +26,8 @@ from starlette.routing import BaseRoute, Route, request_response
 from starlette.types import ASGIApp, Lifespan, Message, Receive, Scope, Send
 
 from ..errors import ToolrunError
-from .errors import EXCEPTION_HANDLERS, json_error
 from .fastpaths import Healthz, ToolGet
+from .httperrors import EXCEPTION_HANDLERS, json_error
 from .request import identity_from_scope
 from .toolcall import ToolCall
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from starlette.types import Message, Receive, Scope, Send
 
 from ..errors import ToolrunError
-from .errors import json_error
+from .httperrors import json_error
 from .request import identity_from_scope
 
 if TYPE_CHECKING:

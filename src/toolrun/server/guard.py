@@ -14,9 +14,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import telemetry
 from ..errors import Forbidden
+from .accesslog import access_line
 from .disconnect import GONE
 from .dispatch import STATUS, recording
-from .logs import access_line
 from .request import head
 
 access_log = logging.getLogger("toolrun.access")

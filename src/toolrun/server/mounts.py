@@ -16,14 +16,14 @@ def mount_semantic(parts: ServerParts) -> None:
     """Semantic search, when the settings and the installed extra allow it: started by each serving process (a
     forked worker has its own threads), its tool vectors built in the background while search stays lexical."""
 
-    from ..semantic import extra_installed
+    from ..search.semantic import extra_installed
 
     if parts.settings.search_semantic and extra_installed():
         import numpy  # noqa: F401 (loaded before the workers fork: its memory is shared, not copied per worker)
 
     @contextlib.asynccontextmanager
     async def lifespan() -> Any:
-        from ..semantic import from_settings
+        from ..search.semantic import from_settings
 
         semantic = from_settings(parts.settings)
         if semantic is not None:

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..access import Access
-from ..metrics import Metrics
 from ..service import ToolService
 from ..settings import Settings
+from ..telemetry.metrics import Metrics
 
 if TYPE_CHECKING:
     from starlette.responses import Response
@@ -36,6 +36,6 @@ class ServerParts:
     extra_routes: list[BaseRoute] = field(default_factory=list)
     # Hot reload (server/admin.py): POST /admin/reload runs this, with the admin identity already checked.
     reload: Callable[[], Awaitable[Response]] | None = None
-    reloader: Any = None  # toolrun.reload.Reloader, when `serve` wires hot reload
+    reloader: Any = None  # toolrun.catalog.reload.Reloader, when `serve` wires hot reload
     # The /mcp endpoint for a row's auth mode (run.mount_mcp); None: no /mcp route.
     mcp: Callable[[Mode], ASGIApp] | None = None

@@ -21,13 +21,8 @@ from starlette.requests import Request
 from starlette.types import Message, Receive, Scope
 
 from ..access import Access, Mode
-from ..auth import key_from
-from ..errors import (
-    PayloadTooLarge,
-    RequestTimeout,
-    Unauthorized,
-    UsageError,
-)
+from ..access.apikeys import key_from
+from ..errors import PayloadTooLarge, RequestTimeout, Unauthorized, UsageError
 from ..models import Identity
 
 MAX_PAGE = 100
@@ -295,7 +290,7 @@ def public_base(scope: Scope) -> str:
 
 def bearer_challenge(base: str, scope: Scope, refused: Unauthorized | None) -> str:
     """The `WWW-Authenticate` value of a 401 with OAuth on: the metadata URL, and why a credential was refused."""
-    from ..oauth import challenge
+    from ..access.oauth import challenge
 
     error = ""
     if refused is not None:

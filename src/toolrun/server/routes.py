@@ -16,16 +16,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from .openapi_schemas import (
-    BAD,
-    CALL_RESULT,
-    ERR,
-    EXIT_CODE_DOC,
-    KEY_PARAM,
-    UNAUTH,
-    json_response,
-    text_or_json,
-)
+from .openapi_schemas import BAD, CALL_RESULT, ERR, EXIT_CODE_DOC, KEY_PARAM, UNAUTH, json_response, text_or_json
 
 if TYPE_CHECKING:
     from ..access import Mode

@@ -13,17 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 from .. import speedups, telemetry
 from ..access import Access, Mode
-from ..audit import open_audit
+from ..access.audit import open_audit
 from ..errors import PayloadTooLarge, ToolrunError
-from ..metrics import Metrics
 from ..models import Identity
 from ..service import ToolService, catalog_paths
 from ..settings import Settings
 from ..state import McpSessionStore, SharedState
+from ..telemetry.metrics import Metrics
 from ..words import plural, warning_lines
+from .accesslog import configure_logging
 from .app import create_app, guarded
-from .errors import json_error
-from .logs import configure_logging
+from .httperrors import json_error
 from .mounts import mount_jobs, mount_semantic
 from .parts import ServerParts
 from .protocol import http_protocol
@@ -31,7 +31,7 @@ from .request import UNPARSED, Head, Posted, head, identity_from_scope, is_json_
 from .stop import SHUTDOWN_MARGIN, hard_stop_after, ignore_signal
 
 if TYPE_CHECKING:
-    from .mcp_sessions import McpSessionGate
+    from .mcp.sessions import McpSessionGate
 
 log = logging.getLogger("toolrun.server")
 
@@ -81,13 +81,13 @@ def mount_mcp(parts: ServerParts, mcp_sessions: McpSessionStore | None = None) -
     """The MCP streamable-HTTP endpoint at /mcp, on the same app, port and ToolService.
 
     Served statelessly by the SDK (any worker or replica answers any request); the handshake era's
-    sessions are toolrun's own, in the shared store (see mcp_sessions.py)."""
+    sessions are toolrun's own, in the shared store (see mcp/sessions.py)."""
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
 
-    from .mcp import McpDoor, build_server
-    from .mcp_fast import McpFastPath
-    from .mcp_sessions import McpSessionGate
+    from .mcp.door import McpDoor, build_server
+    from .mcp.fast import McpFastPath
+    from .mcp.sessions import McpSessionGate
 
     settings = parts.settings
 
@@ -98,7 +98,7 @@ def mount_mcp(parts: ServerParts, mcp_sessions: McpSessionStore | None = None) -
         identity = state.get("toolrun_identity")
         return identity if isinstance(identity, Identity) else Identity()
 
-    from .mcp_stream import StreamHub
+    from .mcp.stream import StreamHub
 
     sessions = mcp_sessions if mcp_sessions is not None else SharedState(settings).mcp_sessions()
     door = McpDoor(parts.service, identify, direct=settings.mcp_direct)
@@ -141,7 +141,7 @@ def mount_mcp(parts: ServerParts, mcp_sessions: McpSessionStore | None = None) -
         json_response=True,
     )
     parts.lifespans.append(manager.run)
-    # Plain `tools/call` requests are answered in front of the SDK (mcp_fast.py): the `mcp_fast_path` speedup.
+    # Plain `tools/call` requests are answered in front of the SDK (mcp/fast.py): the `mcp_fast_path` speedup.
     fast = McpFastPath(
         StreamableHTTPASGIApp(manager),
         server,
@@ -270,8 +270,8 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
     import anyio
     from mcp.server.stdio import stdio_server
 
-    from .mcp import McpDoor, build_server, new_stdio_session
-    from .mcp_stream import StreamHub
+    from .mcp.door import McpDoor, build_server, new_stdio_session
+    from .mcp.stream import StreamHub
 
     door = McpDoor(service, lambda ctx: identity, direct=settings.mcp_direct, stdio_session=new_stdio_session())
     # Only its subscriptions/listen is used here: how a 2026-07-28 client over stdio hears of a reload.
@@ -283,7 +283,7 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
     if (problem := service.sandbox_problem()) is not None:
         log.warning("%s; their calls fail", problem)
 
-    from ..reload import Reloader
+    from ..catalog.reload import Reloader
     from ..service import load_options
 
     reloader = Reloader(service, catalog_paths(catalog, settings), load_options(settings))
@@ -293,7 +293,7 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
     import mcp_types
     from mcp.shared.message import SessionMessage
 
-    from .stdio import StrictLines, claim_stdin
+    from .mcp.stdio import StrictLines, claim_stdin
 
     lines = StrictLines(anyio.wrap_file(claim_stdin()))  # the JSON rule of every door, before the SDK parses
 
@@ -332,7 +332,7 @@ def protect_process(watchdog: bool = True) -> None:
     """What every serving process (stdio, HTTP, each worker) does first: non-dumpable, the
     descriptor limit raised, a warning when root, and the watchdog that kills this server's tool
     processes when it dies (see procguard)."""
-    from ..procguard import protect_server, start_watchdog
+    from ..exec.procguard import protect_server, start_watchdog
 
     protect_server(log)
     if watchdog:
@@ -346,7 +346,7 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
 
     import uvicorn
 
-    from ..heap import big_blocks_mapped
+    from ..exec.heap import big_blocks_mapped
     from .loop import server_loop
     from .workers import Supervisor, bind, resolve_workers
 
@@ -402,7 +402,7 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
         log.info("listening on http://%s:%s with %s", settings.host, settings.port, plural(workers, "worker"))
 
         def run_worker(sock: Any) -> int:
-            from ..procguard import start_watchdog
+            from ..exec.procguard import start_watchdog
 
             start_watchdog(log)
             count_reloads(parts, first=sock is sockets[0])
@@ -428,7 +428,7 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
 
 def count_reloads(parts: ServerParts, first: bool) -> None:
     """In a forked worker: only the first worker (and its replacement) counts the server's reloads, so
-    one reload of the server is one increment of `svc_catalog_reloads_total` (see toolrun.reload)."""
+    one reload of the server is one increment of `svc_catalog_reloads_total` (see toolrun.catalog.reload)."""
     if parts.reloader is not None:
         parts.reloader.counting = first
     if first:
@@ -446,7 +446,7 @@ def _run_server(config: Any, sock: Any = None) -> bool:
             super().handle_exit(sig, frame)
 
         async def shutdown(self, sockets: Any = None) -> None:
-            from .mcp_stream import end_streams
+            from .mcp.stream import end_streams
 
             end_streams()  # before the drain: it must not wait for clients that only listen
             await super().shutdown(sockets=sockets)

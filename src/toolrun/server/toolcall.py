@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, NamedTuple
 from starlette.types import Receive, Scope, Send
 
 from .. import formatting
-from ..audit import CallOrigin, clean_request_id
+from ..access.audit import CallOrigin, clean_request_id
 from ..errors import ToolFailed, ToolrunError, Unauthorized, UnsupportedMediaType
 from ..models import CallResult
 from ..service import JobStarted
 from .disconnect import unless_gone
-from .errors import error_object, error_text, json_text, retry_headers
 from .fastpaths import path_key
+from .httperrors import error_object, error_text, json_text, retry_headers
 from .request import head, identity_from_scope, is_json_media, parse_json_object, require_body
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from .request import head
 from .routes import ROUTES
 
 if TYPE_CHECKING:
-    from ..otel import Tracing
+    from ..telemetry.otel import Tracing
 
 # http.route: the route template a path matched (low cardinality), never the path itself.
 _EXACT = frozenset({r.path for r in ROUTES if "{" not in r.path} | {"/mcp", "/ui", "/openapi.json"})

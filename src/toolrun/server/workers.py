@@ -26,7 +26,7 @@ import sys
 import time
 from typing import Any
 
-from ..procguard import die_with_parent
+from ..exec.procguard import die_with_parent
 
 log = logging.getLogger("toolrun.server")
 

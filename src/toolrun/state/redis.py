@@ -34,9 +34,9 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry as SyncRetry
 
-from .. import forks
-from ..auth import KeyRecord, User, groups_for_new_key, hash_key, mint, now, split_key, validate_user_fields
+from ..access.apikeys import KeyRecord, User, groups_for_new_key, hash_key, mint, now, split_key, validate_user_fields
 from ..errors import BackendUnavailable
+from ..exec import pidcache
 from .kinds import Versioned
 
 PREFIX = "toolrun:"
@@ -70,7 +70,7 @@ class RedisClients:
         self.url = url
         self._sync: redis.Redis | None = None
         self._async: aioredis.Redis | None = None
-        self._pid = forks.pid()
+        self._pid = pidcache.pid()
 
     def sync(self) -> redis.Redis:
         if self._sync is None:
@@ -84,12 +84,12 @@ class RedisClients:
         return self._sync
 
     def aio(self) -> aioredis.Redis:
-        if self._async is None or self._pid != forks.pid():  # a forked worker opens its own connections
+        if self._async is None or self._pid != pidcache.pid():  # a forked worker opens its own connections
             # One quick retry on a connection error: after a Redis restart the pool's first
             # connection is stale, and that should not fail a request. Never on a timeout: a Redis
             # that hangs would double the wait, and a Redis that is only slow may still run the
             # first INCR, so a retried one would count a call twice.
-            self._pid = forks.pid()
+            self._pid = pidcache.pid()
             self._async = aioredis.Redis.from_url(
                 self.url,
                 socket_timeout=TIMEOUT,

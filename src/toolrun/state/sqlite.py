@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import forks
-from ..auth import KeyRecord, User, groups_for_new_key, hash_key, mint, now, split_key, validate_user_fields
+from ..access.apikeys import KeyRecord, User, groups_for_new_key, hash_key, mint, now, split_key, validate_user_fields
+from ..exec import pidcache
 from .files import private_file
 from .kinds import Versioned
 
@@ -56,12 +56,12 @@ class SQLiteFile:
         self.path = private_file(path)
         self.pragmas = ("PRAGMA journal_mode=WAL", *pragmas, "PRAGMA busy_timeout=5000")
         self.local = threading.local()
-        self._pid = forks.pid()
+        self._pid = pidcache.pid()
 
     def conn(self) -> sqlite3.Connection:
         """This thread's connection, opened on first use (a forked worker opens its own)."""
-        if self._pid != forks.pid():  # a forked worker never uses its parent's connection
-            self.local, self._pid = threading.local(), forks.pid()
+        if self._pid != pidcache.pid():  # a forked worker never uses its parent's connection
+            self.local, self._pid = threading.local(), pidcache.pid()
         conn: sqlite3.Connection | None = getattr(self.local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=5.0, isolation_level=None, check_same_thread=False)

