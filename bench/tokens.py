@@ -55,7 +55,7 @@ def tokens(text: str) -> int:
 
 def measure(workdir: Path) -> dict[str, tuple[int, int | None]]:
     from mcp import Client
-    from toolrun.server.mcp.door.door import McpDoor, build_server
+    from toolrun.server.mcp.door import McpDoor, build_server
 
     from toolrun.models import Identity
     from toolrun.service import ToolService

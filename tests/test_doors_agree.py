@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 from mcp import Client
 from starlette.testclient import TestClient
-from toolrun.server.mcp.door.door import McpDoor, build_server
+from toolrun.server.mcp.door import McpDoor, build_server
 
 from support.app import BASE_URL, load_settings
 from support.catalogs import write_catalog

@@ -20,7 +20,7 @@ import jsonschema
 import pytest
 import yaml
 from mcp import Client
-from toolrun.server.mcp.door.door import McpDoor, build_server, direct_name, param_schema
+from toolrun.server.mcp.door import McpDoor, build_server, direct_name, param_schema
 
 from support.catalogs import write_catalog
 from support.mcp import ALL_KEYS, CATALOG, META_TOOLS, OPS_KEYS, PUBLIC_KEYS, text_of

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from toolrun.server.mcp.door.door import McpDoor, build_server, direct_name, direct_names
+from toolrun.server.mcp.door import McpDoor, build_server, direct_name, direct_names
 
 from support.catalogs import write_catalog
 from toolrun.models import Identity

@@ -12,8 +12,8 @@ import jsonschema
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from toolrun.server.mcp.door.door import McpDoor, build_server, direct_name
-from toolrun.server.mcp.door.meta import LIST_PAGE, LIST_TTL_MS, OUTPUT_SCHEMAS
+from toolrun.server.mcp.door import McpDoor, build_server, direct_name
+from toolrun.server.mcp.meta import LIST_PAGE, LIST_TTL_MS, OUTPUT_SCHEMAS
 
 from support.catalogs import write_catalog
 from support.mcp import CATALOG, META_TOOLS

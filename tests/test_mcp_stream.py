@@ -301,7 +301,7 @@ async def tools_after_a_change(client: Any, catalog: Path) -> list[str]:
 def test_a_client_that_stops_reading_loses_its_stream_after_the_write_deadline() -> None:
     """The hub alone (a real client cannot stall a write quickly: the kernel buffers megabytes of keep-alives):
     a `send` that never completes stands for a client whose socket is full."""
-    from toolrun.server.mcp.door.stream import StreamHub
+    from toolrun.server.mcp.stream import StreamHub
 
     from toolrun.state.memory import MemoryMcpSessions
 

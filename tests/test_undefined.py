@@ -17,7 +17,7 @@ import anyio
 import pytest
 from mcp import Client
 from starlette.testclient import TestClient
-from toolrun.server.mcp.door.door import McpDoor, build_server
+from toolrun.server.mcp.door import McpDoor, build_server
 from typer.testing import CliRunner
 
 from support.catalogs import write_catalog
