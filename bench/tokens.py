@@ -55,9 +55,9 @@ def tokens(text: str) -> int:
 
 def measure(workdir: Path) -> dict[str, tuple[int, int | None]]:
     from mcp import Client
-    from toolrun.server.mcp.door import McpDoor, build_server
 
     from toolrun.models import Identity
+    from toolrun.server.mcp.door import McpDoor, build_server
     from toolrun.service import ToolService
     from toolrun.settings import Settings
 

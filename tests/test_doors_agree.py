@@ -18,11 +18,11 @@ import jsonschema
 import pytest
 from mcp import Client
 from starlette.testclient import TestClient
-from toolrun.server.mcp.door import McpDoor, build_server
 
 from support.app import BASE_URL, load_settings
 from support.catalogs import write_catalog
 from toolrun.models import Identity
+from toolrun.server.mcp.door import McpDoor, build_server
 from toolrun.server.run import build_app
 
 CATALOG = """\

@@ -20,12 +20,12 @@ import jsonschema
 import pytest
 import yaml
 from mcp import Client
-from toolrun.server.mcp.door import McpDoor, build_server, direct_name, param_schema
 
 from support.catalogs import write_catalog
 from support.mcp import ALL_KEYS, CATALOG, META_TOOLS, OPS_KEYS, PUBLIC_KEYS, text_of
 from toolrun.cli.mcpconfig import find_toolrun, mcp_config_snippet
 from toolrun.models import Identity
+from toolrun.server.mcp.door import McpDoor, build_server, direct_name, param_schema
 from toolrun.service import ToolService
 from toolrun.settings import Settings
 from toolrun.state.memory import MemoryLimiter, MemorySessions

@@ -13,10 +13,10 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from toolrun.server.mcp.door import McpDoor, build_server, direct_name, direct_names
 
 from support.catalogs import write_catalog
 from toolrun.models import Identity
+from toolrun.server.mcp.door import McpDoor, build_server, direct_name, direct_names
 from toolrun.service import ToolService
 from toolrun.settings import Settings
 

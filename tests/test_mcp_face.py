@@ -12,12 +12,12 @@ import jsonschema
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from toolrun.server.mcp.door import McpDoor, build_server, direct_name
-from toolrun.server.mcp.meta import LIST_PAGE, LIST_TTL_MS, OUTPUT_SCHEMAS
 
 from support.catalogs import write_catalog
 from support.mcp import CATALOG, META_TOOLS
 from toolrun.models import Identity
+from toolrun.server.mcp.door import McpDoor, build_server, direct_name
+from toolrun.server.mcp.meta import LIST_PAGE, LIST_TTL_MS, OUTPUT_SCHEMAS
 from toolrun.service import ToolService
 from toolrun.settings import Settings
 

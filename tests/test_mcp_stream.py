@@ -302,7 +302,6 @@ def test_a_client_that_stops_reading_loses_its_stream_after_the_write_deadline()
     """The hub alone (a real client cannot stall a write quickly: the kernel buffers megabytes of keep-alives):
     a `send` that never completes stands for a client whose socket is full."""
     from toolrun.server.mcp.stream import StreamHub
-
     from toolrun.state.memory import MemoryMcpSessions
 
     async def main() -> tuple[float, int, list[Any]]:

@@ -17,12 +17,12 @@ import anyio
 import pytest
 from mcp import Client
 from starlette.testclient import TestClient
-from toolrun.server.mcp.door import McpDoor, build_server
 from typer.testing import CliRunner
 
 from support.catalogs import write_catalog
 from toolrun.cli import app as cli_app
 from toolrun.models import Identity
+from toolrun.server.mcp.door import McpDoor, build_server
 from toolrun.server.run import build_app
 from toolrun.service import ToolService
 from toolrun.settings import Settings
