@@ -73,7 +73,8 @@ def document(tool: ToolSpec) -> str:
 
     (Chosen on the dev set over the name and description alone, the description alone, param names without their
     descriptions, and the greater or the mean similarity of separate embeddings: bench/search_fusion.py.)"""
-    parts = [f"{' '.join(tool.groups)} {tool.name.replace('_', ' ')}: {tool.description}"]
+    groups = " ".join(g for g in tool.groups if g != "public")  # `public` says who may call it, not what it does
+    parts = [f"{groups} {tool.name.replace('_', ' ')}: {tool.description}".lstrip()]
     if tool.keywords:
         parts.append(", ".join(tool.keywords) + ".")
     parts.extend(f"{p.name.replace('_', ' ')}: {p.description}" if p.description else p.name for p in tool.params)
