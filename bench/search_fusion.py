@@ -6,7 +6,8 @@ are combined into one.
 
 Each query's lexical ranking (toolrun's, with its BM25 scores) and its cosine similarity to every tool are computed
 once; each candidate rule then ranks from those alone, so a rule is a few lines and the grid runs in seconds. The
-rule `toolrun` is what `toolrun.semantic` does (it must agree with `search_eval.py --semantic`). Dev is the whole of
+rule `toolrun (...)` is what `toolrun.semantic` does (it agrees with `search_eval.py --semantic`); `[text]` marks a
+rule with the tools embedded from another text than `semantic.document`'s. Figures: bench/README.md. Dev is the whole of
 `search_eval.py`'s dev set (280 queries: the first 200 and the second round). Choose on dev; held-out only reports.
 """
 
@@ -16,7 +17,7 @@ import argparse
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,8 @@ class Query:
     sims: Any  # cosine similarity of every document (the tools embedded from `semantic.document`)
     found: bool  # every query word is found in the tools (itself, a prefix or a typo)
     alt: dict[str, Any]  # the same with the tools embedded from other texts (DOCUMENTS)
-    cover: dict[int, float] = None  # type: ignore[assignment]  # share of the query words each lexical result matches
+    cover: dict[int, float] = field(default_factory=dict)  # share of the query words each lexical result matches
+    ok_docs: set[int] = field(default_factory=set)  # the document numbers of the acceptable keys
 
 
 def _name(tool: Any) -> str:
@@ -126,9 +128,7 @@ def nearest(q: Query, n: int) -> list[int]:
 
 
 def with_sims(q: Query, sims: Any) -> Query:
-    out = Query(q.kind, q.text, q.ok, q.lexical, q.scores, sims, q.found, q.alt)
-    out.cover = q.cover
-    return out
+    return Query(q.kind, q.text, q.ok, q.lexical, q.scores, sims, q.found, q.alt, q.cover, q.ok_docs)
 
 
 def top_cover(q: Query) -> float:
@@ -170,7 +170,7 @@ def variant(name: str, rule: Rule) -> Rule:
 def oracle(q: Query) -> list[int]:
     """The better of lexical and semantic alone for this query (a ceiling, not a rule)."""
     lex, sem = q.lexical[:10], nearest(q, 10)
-    pos = [next((i for i, d in enumerate(r) if d in q.ok_docs), 99) for r in (lex, sem)]  # type: ignore[attr-defined]
+    pos = [next((i for i, d in enumerate(r) if d in q.ok_docs), 99) for r in (lex, sem)]
     return lex if pos[0] <= pos[1] else sem
 
 
@@ -303,7 +303,7 @@ def main() -> None:
             (Path(tmp) / name).mkdir()
             queries, keys = prepare(text, asked, Path(tmp) / name)
             for q in queries:
-                q.ok_docs = {i for i, key in enumerate(keys) if key in q.ok}  # type: ignore[attr-defined]
+                q.ok_docs = {i for i, key in enumerate(keys) if key in q.ok}
             kinds = sorted({q.kind for q in queries})
             print(f"{name}: {len(queries)} queries; R@3 per kind, then R@1 R@3 R@10 MRR of all")
             print(f"  {'rule':<44} " + " ".join(f"{k[:5]:>5}" for k in kinds) + "   R@1   R@3  R@10   MRR")

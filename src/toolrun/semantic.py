@@ -1,6 +1,6 @@
 """Semantic search: tools ranked by the meaning of a query, fused with the lexical ranking (`toolrun[semantic]`).
 
-Each tool is embedded once per catalog version (its name, groups, description, keywords and param names) and the
+Each tool is embedded once per catalog version (`document`: its groups, name, description, keywords and params) and the
 vectors are cached on disk, in `<cache dir>/semantic/<digest>.npy`, where the digest covers the model and every
 tool's text: a reload that changes nothing reuses the file, and the workers of a server map the same file (one
 copy in memory, shared). One worker embeds a new catalog (a file lock), in the background, in small batches: the
