@@ -70,6 +70,7 @@ DOCUMENTS: dict[str, Callable[[Any], str]] = {
 
 Rule = Callable[[Query], list[int]]
 MATRIX: list[Any] = []  # the tool vectors of the set being scored (for the diversity of the nearest)
+TEXTS = [True]  # embed the tools from every text of DOCUMENTS too (--rules-only: not)
 
 
 def prepare(text: str, asked: list[tuple[str, str, set[str]]], workdir: Path) -> tuple[list[Query], list[str]]:
@@ -86,7 +87,8 @@ def prepare(text: str, asked: list[tuple[str, str, set[str]]], workdir: Path) ->
     model = se.semantic_model()
     vectors = model.embed([" ".join(q.split()).lower()[:500] for _, q, _ in asked])
     cleaned = model.embed([" ".join(query_words(q)) for _, q, _ in asked])  # query cleanup: function words dropped
-    others = {name: model.embed([document(t) for t in index.tools]) for name, document in DOCUMENTS.items()}
+    texts = DOCUMENTS if TEXTS else {}
+    others = {name: model.embed([document(t) for t in index.tools]) for name, document in texts.items()}
     out = []
     for (kind, q, ok), vector, clean in zip(asked, vectors, cleaned, strict=True):
         terms = query_words(q)
@@ -94,7 +96,8 @@ def prepare(text: str, asked: list[tuple[str, str, set[str]]], workdir: Path) ->
         scores = index._scores(tuple(terms))
         alt = {name: m @ vector for name, m in others.items()}
         alt["query words"] = matrix @ clean
-        alt["query words, name+description+params"] = others["name+description+params"] @ clean
+        if TEXTS:
+            alt["query words, name+description+params"] = others["name+description+params"] @ clean
         query = Query(kind, q, ok, lexical[:100], scores, matrix @ vector, found_in(index, terms), alt)
         query.cover = coverage(index, terms, lexical[:100])
         out.append(query)
@@ -241,9 +244,10 @@ def candidates() -> dict[str, Rule]:
         "semantic": semantic_only,
         "toolrun (RRF k5, 0.3/3.0, 50 nearest diversified 0.5)": rrf(5, 0.3, 3.0, top=50, mmr=0.5),
         "RRF k5, 0.3/3.0": rrf(5, 0.3, 3.0),
-        "toolrun's rule, embedded as before": variant("before", rrf(5, 0.3, 3.0)),
-        "before (RRF k10, 0.3/2.0, embedded as before)": variant("before", rrf(10, 0.3, 2.0)),
     }
+    if TEXTS:
+        out["toolrun's rule, embedded as before"] = variant("before", rrf(5, 0.3, 3.0))
+        out["before (RRF k10, 0.3/2.0, embedded as before)"] = variant("before", rrf(10, 0.3, 2.0))
     for k in (5, 10, 20, 60):
         for w in (0.5, 1.0, 1.5):
             out[f"RRF k{k} w{w}"] = rrf(k, w, w)
@@ -261,12 +265,17 @@ def candidates() -> dict[str, Rule]:
         out[f"RRF k5 0.3/3.0, 50 nearest diversified {mmr}"] = rrf(5, 0.3, 3.0, top=50, mmr=mmr)
         out[f"RRF k10 0.3/2.0, nearest diversified {mmr}"] = rrf(10, 0.3, 2.0, mmr=mmr)
         out[f"RRF k5 0.5/2.0, nearest diversified {mmr}"] = rrf(5, 0.5, 2.0, mmr=mmr)
+    for k in (3, 5, 10):
+        for w, u in ((0.2, 2.0), (0.2, 3.0), (0.3, 2.0), (0.3, 5.0), (0.5, 3.0), (0.5, 5.0), (0.7, 3.0), (1.0, 1.0)):
+            out[f"RRF k{k} {w}/{u}, 50 nearest diversified 0.5"] = rrf(k, w, u, top=50, mmr=0.5)
         out[f"semantic diversified {mmr}"] = lambda q, m=mmr: diverse(q, 10, m)
     for k in (5, 10, 20):
         for w, u in ((0.3, 2.0), (0.3, 3.0), (0.5, 2.0), (0.5, 3.0), (0.3, 5.0), (0.2, 2.0)):
             for at in (0.5, 0.67, 1.0):
                 out[f"RRF cover>={at} k{k} {w}/{u}"] = rrf_cover(k, w, u, at)
                 out[f"RRF cover>={at}+found k{k} {w}/{u}"] = rrf_cover(k, w, u, at, found=True)
+    if not TEXTS:
+        return out
     texts = [
         *DOCUMENTS,
         "query words",
@@ -289,9 +298,12 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, help="keep the tools' vectors here between runs")
     parser.add_argument("--heldout", action="store_true", help="also score held-out (to report, never to choose)")
     parser.add_argument("--only", nargs="*", help="only these candidates (by name)")
+    parser.add_argument("--rules-only", action="store_true", help="no other tool texts (faster)")
     args = parser.parse_args()
     if args.cache:
         se.CACHE.append(args.cache)
+    if args.rules_only:
+        TEXTS.clear()
     sets = {"dev": (se.catalog_text(), se.queries())}
     if args.heldout:
         sets["held-out"] = (se.heldout_catalog_text(), se.heldout_queries())
