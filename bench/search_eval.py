@@ -8,7 +8,9 @@ Two catalogs and three query sets (keyword, task, typo, param and paraphrase kin
 
 - dev: the hand-written intents of bench/search_eval_data.py (40 tools, each with a keyword, a task,
   a param-name and a paraphrase query) plus one typo query per intent, made here by one
-  deterministic edit of the keyword query's longest word; 200 queries. Around the intents,
+  deterministic edit of the keyword query's longest word; 200 queries; then a second round
+  (`MORE`, issue 26.3): a second paraphrase (checked like held-out's) and a mixed query per
+  intent; 280 queries. Around the intents,
   near-duplicate tools over the same vocabulary (`pg.list_indexes` beside `pg.table_sizes`), 34
   groups and 1,472 tools. Ranking changes are decided on this set.
 - dev-extra: more dev queries on the same catalog (search_eval_data.EXTRA, 56), for classes the first
@@ -37,9 +39,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import search_eval_heldout as heldout
-from search_eval_data import EXTRA, INTENTS, KEYWORDS
+from search_eval_data import EXTRA, INTENTS, KEYWORDS, MORE
 
-KINDS = ("keyword", "task", "typo", "param", "paraphrase")
+KINDS = ("keyword", "task", "typo", "param", "paraphrase", "mixed")
 
 # group -> (what the tools work on, objects its other tools handle)
 VOCAB: dict[str, tuple[str, list[str]]] = {
@@ -158,20 +160,46 @@ def catalog_text(copies: int = 1, keywords: bool = False) -> str:
     return "".join(parts)
 
 
-def queries() -> list[tuple[str, str, set[str]]]:
-    """(kind, query, acceptable keys)."""
+def queries(more: bool = True) -> list[tuple[str, str, set[str]]]:
+    """(kind, query, acceptable keys): the first 200, then (more) the second round (`MORE`: a paraphrase and a mixed
+    query per intent)."""
     out = []
     for n, (group, name, _, _, asked, also) in enumerate(INTENTS):
         ok = {f"{group}.{name}", *also}
-        for kind in KINDS:
+        for kind in KINDS[:5]:
             text = typo(asked["keyword"], n) if kind == "typo" else asked[kind]
             out.append((kind, text, ok))
+    if more:
+        bad = dev_overlaps()
+        if bad:
+            raise SystemExit("dev paraphrases (second round) share words with their tools: " + "; ".join(bad))
+        for group, name, _, _, _, also in INTENTS:
+            paraphrase, mixed = MORE[f"{group}.{name}"]
+            out += [
+                ("paraphrase", paraphrase, {f"{group}.{name}", *also}),
+                ("mixed", mixed, {f"{group}.{name}", *also}),
+            ]
     return out
 
 
 def extra_queries() -> list[tuple[str, str, set[str]]]:
     """(kind, query, acceptable keys) of dev's second part (search_eval_data.EXTRA), on the dev catalog."""
     return [(kind, text, set(ok)) for kind, text, ok in EXTRA]
+
+
+def tool_text(group: str, name: str, desc: str, params: list[tuple[str, str, str]]) -> str:
+    return " ".join([group, name, desc, *(f"{p} {d}" for p, _, d in params)])
+
+
+def dev_overlaps() -> list[str]:
+    """Each second-round dev paraphrase that shares a content stem with its tool (the same check as held-out's)."""
+    bad = []
+    for group, name, desc, params, _, _ in INTENTS:
+        paraphrase = MORE[f"{group}.{name}"][0]
+        shared = content_stems(paraphrase) & content_stems(tool_text(group, name, desc, params))
+        if shared:
+            bad.append(f"{group}.{name}: {paraphrase!r} shares {sorted(shared)}")
+    return bad
 
 
 def load_registry(text: str, workdir: Path, semantic: bool = False) -> tuple[Any, Any, float]:
@@ -227,7 +255,7 @@ def heldout_queries() -> list[tuple[str, str, set[str]]]:
     out = []
     for group, name, _, _, asked, also in heldout.INTENTS:
         ok = {f"{group}.{name}", *also}
-        for kind in KINDS:
+        for kind in KINDS[:5]:
             out.append((kind, heldout.typo(asked["keyword"]) if kind == "typo" else asked[kind], ok))
     return out
 
@@ -243,8 +271,7 @@ def paraphrase_overlaps() -> list[str]:
     """Each held-out paraphrase that shares a content stem with its tool's key, description, params or keywords."""
     bad = []
     for group, name, desc, params, asked, _ in heldout.INTENTS:
-        tool = " ".join([group, name, desc, *(f"{p} {d}" for p, _, d in params)])
-        shared = content_stems(asked["paraphrase"]) & content_stems(tool)
+        shared = content_stems(asked["paraphrase"]) & content_stems(tool_text(group, name, desc, params))
         if shared:
             bad.append(f"{group}.{name}: {asked['paraphrase']!r} shares {sorted(shared)}")
     return bad
@@ -292,14 +319,17 @@ def score(registry: Any, admin: Any, asked: list[tuple[str, str, set[str]]]) -> 
 METRICS = ("r1", "r3", "r10", "mrr")
 
 
-def timing(registry: Any, admin: Any, asked: list[tuple[str, str, set[str]]], rounds: int = 5) -> dict[str, float]:
-    """ms per query over a query set, repeated (a cache of results is cleared when there is one)."""
+def timing(
+    registry: Any, admin: Any, asked: list[tuple[str, str, set[str]]], rounds: int = 5, fresh: bool = True
+) -> dict[str, float]:
+    """ms per query over a query set, repeated (a cache of results is cleared when there is one; `fresh`: each query
+    is embedded anew, else its vector comes from the query cache, as a repeated query's does)."""
     times: list[float] = []
     for _ in range(rounds):
         for _, text, _ in asked:
             for index in getattr(registry, "_indexes", {}).values():
                 index._cache.clear()
-            if getattr(registry, "semantic", None) is not None:
+            if fresh and getattr(registry, "semantic", None) is not None:
                 registry.semantic._queries.clear()  # each query embedded anew
             started = time.perf_counter()
             registry.search(admin, text, 0, 10)
@@ -313,6 +343,8 @@ def print_table(name: str, registry: Any, table: dict[str, dict[str, float]]) ->
     print(f"  {'kind':<11} {'n':>3} {'R@1':>5} {'R@3':>5} {'R@10':>5} {'MRR':>5} {'ms':>6}")
     for kind in (*KINDS, "all"):
         t = table[kind]
+        if not t["n"]:
+            continue
         cells = " ".join(f"{t[m]:>5.2f}" for m in METRICS)
         print(f"  {kind:<11} {t['n']:>3.0f} {cells} {t['ms']:>6.2f}")
 
@@ -320,11 +352,19 @@ def print_table(name: str, registry: Any, table: dict[str, dict[str, float]]) ->
 def scale_timing(copies: int, workdir: Path, semantic: bool) -> None:
     registry, admin, build = load_registry(catalog_text(copies), workdir, semantic)
     asked = queries()
-    t = timing(registry, admin, asked, rounds=3)
-    print(
-        f"ms per query on {len(registry.tools)} tools: p50 {t['p50']:.2f}, p95 {t['p95']:.2f}, "
-        f"max {t['max']:.2f}; index {build:.2f} s"
-    )
+    rows = [("lexical", None, True)]
+    if semantic:  # from the same run, in turns: lexical, semantic (each query embedded anew), semantic (cached vector)
+        rows += [("semantic", registry.semantic, True), ("semantic, query vector cached", registry.semantic, False)]
+    for name, ranker, fresh in rows:
+        registry.semantic = ranker
+        t = timing(registry, admin, asked, rounds=3, fresh=fresh)
+        print(
+            f"ms per query on {len(registry.tools)} tools, {name}: p50 {t['p50']:.2f}, p95 {t['p95']:.2f}, "
+            f"max {t['max']:.2f}; index {build:.2f} s"
+        )
+    if semantic:
+        embed = [time_one(lambda text=text: registry.semantic.query_embed([text])) for _, text, _ in asked]
+        print(f"  of which the query's embedding alone: p50 {statistics.median(embed):.2f} ms")
     for word in ("show", "target", "list the"):  # in a quarter, all, a quarter of the tools
         times = []
         for _ in range(11):
@@ -334,6 +374,12 @@ def scale_timing(copies: int, workdir: Path, semantic: bool) -> None:
             page = registry.search(admin, word, 0, 10)
             times.append(time.perf_counter() - started)
         print(f"  common words {word!r}: {page.total} hits, p50 {statistics.median(times) * 1000:.2f} ms")
+
+
+def time_one(call: Any) -> float:
+    started = time.perf_counter()
+    call()
+    return (time.perf_counter() - started) * 1000
 
 
 def main() -> None:
@@ -374,6 +420,10 @@ def main() -> None:
             if name != "dev-extra":
                 intents = INTENTS if name == "dev" else heldout.INTENTS
                 print(f"  queries sharing a word with their tool: {shared_words(intents)}")
+            if name == "dev":  # the first 200 queries, and the second round (MORE), apart
+                for part, sub in (("first 200", asked[:200]), ("second round", asked[200:])):
+                    t = score(registry, admin, sub)["all"]
+                    print(f"  {part:<13} {t['n']:>3.0f} " + " ".join(f"{t[m]:>5.2f}" for m in METRICS))
         if args.scale:
             copies = max(1, round(args.scale / 1472))
             workdir = Path(tmp) / "scale"

@@ -269,7 +269,8 @@ def test_a_missing_or_broken_model_leaves_the_server_searching_lexically(
         found = httpx.get(server.url + "/search", params={"q": "invoice"}, timeout=5).json()["items"]
         assert found[0]["key"] == "billing.create_invoice"
         assert httpx.get(server.url + "/readyz", timeout=5).status_code == 200
-        assert helpers_of(server) == []
+        # each worker's keeper tries the helper once: the other worker's try may still be loading the broken model
+        wait_until(lambda: helpers_of(server) == [], 30, "no embedding helper left")
     finally:
         server.stop()
 
@@ -285,3 +286,69 @@ def test_nothing_heavy_is_imported_until_semantic_search_starts() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_tools_are_embedded_with_their_param_descriptions_and_keywords(tmp_path: Path) -> None:
+    from toolrun.search.semantic import document
+
+    reg = registry(tmp_path, CATALOG.replace("    exec: echo transcode\n", TRANSCODE_EXTRA))
+    text = document(reg.tools["media.transcode"])
+    assert text.startswith("media transcode: Convert a video file to another codec.")
+    assert "shrink, phone" in text and "target codec: Codec to encode to, e.g. h264." in text
+
+
+TRANSCODE_EXTRA = """\
+    exec: echo transcode {{ target_codec }}
+    keywords: [shrink, phone]
+    params:
+      - {name: target_codec, type: str, description: 'Codec to encode to, e.g. h264.'}
+"""
+
+
+def test_near_duplicates_take_turns_among_the_nearest_tools(model: LocalModel) -> None:
+    from toolrun.search.semantic import diversify
+
+    texts = ["show disk usage", "show the disk usage", "show disk usage now", "count the unpaid invoices"]
+    vectors = model.embed(texts)
+    query = model.embed(["how full is the disk"])[0]
+    sims = vectors @ query
+    assert list(sims.argsort()[::-1][:3]) == [0, 1, 2] or sims[3] < sims[:3].min()  # the invoices are farthest
+    order = diversify(vectors[sims.argsort()[::-1]], sims[sims.argsort()[::-1]])
+    nearest_first = [int(i) for i in sims.argsort()[::-1]]
+    ranked = [nearest_first[i] for i in order]
+    assert ranked[0] == nearest_first[0]  # the nearest stays first
+    assert ranked[1] == 3  # then the one unlike it, before its near-duplicates
+
+
+def test_a_catalog_batch_yields_the_cpu_to_queries() -> None:
+    import os
+
+    from toolrun.search.embedder import BATCH_NICE, yield_cpu
+
+    seen: list[int] = []
+
+    def batch() -> None:
+        yield_cpu()
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    worker = threading.Thread(target=batch)
+    worker.start()
+    worker.join()
+    assert seen == [min(19, before + BATCH_NICE)] or seen == [BATCH_NICE]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before  # only that thread gave way
+
+
+def test_the_dev_set_second_round_is_checked_like_held_out() -> None:
+    bench = Path(__file__).resolve().parent.parent / "bench"
+    import sys
+
+    sys.path.insert(0, str(bench))
+    try:
+        import search_eval as se
+    finally:
+        while str(bench) in sys.path:  # search_eval adds it too; left there, bench/mcp.py would shadow the SDK
+            sys.path.remove(str(bench))
+    assert se.dev_overlaps() == []  # no second-round paraphrase shares a content word with its tool
+    kinds = [kind for kind, _, _ in se.queries()]
+    assert len(kinds) == 280 and kinds.count("paraphrase") == 80 and kinds.count("mixed") == 40

@@ -36,6 +36,7 @@ TOKENIZER = Path(__file__).with_name("minilm_tokenizer.json.gz")
 MAX_TOKENS = 128  # what all-MiniLM-L6-v2 was trained on; longer text is cut
 BATCH = 4  # texts per model run: larger batches raised the helper's memory (16: +75 MB) for little speed
 MAX_MESSAGE = 64 * 1024 * 1024
+BATCH_NICE = 10  # nice value of a thread embedding a catalog's batch (queries keep the helper's own)
 
 
 def packaged_model() -> Path | None:
@@ -104,8 +105,11 @@ class LocalModel:
             ids = np.array([e.ids for e in batch], dtype=np.int64)
             mask = np.array([e.attention_mask for e in batch], dtype=np.int64)
             feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-            with self.lock:
+            if len(texts) == 1:  # a query: never waits behind a catalog's batch (a session runs calls concurrently)
                 hidden = self.session.run(None, feed)[0]
+            else:
+                with self.lock:  # one batch at a time: the helper's memory stays near its rest
+                    hidden = self.session.run(None, feed)[0]
             weights = mask[:, :, None].astype(np.float32)
             pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
             out.append(pooled)
@@ -189,6 +193,8 @@ def _answer(model: LocalModel, conn: socket.socket) -> None:
             texts = json.loads(receive(conn))["texts"]
             if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
                 raise ValueError("texts must be a list of strings")
+            if len(texts) > 1:
+                yield_cpu()
             send(conn, b"ok" + model.embed(texts).astype("float32").tobytes())
             if len(texts) > 1:
                 _trim()  # a catalog's batch: hand the freed memory back (the helper's RSS stays near its rest)
@@ -197,6 +203,15 @@ def _answer(model: LocalModel, conn: socket.socket) -> None:
                 send(conn, b"er" + f"{type(exc).__name__}: {exc}".encode())
             except OSError:
                 pass
+
+
+def yield_cpu() -> None:
+    """Lower this thread's priority (nice BATCH_NICE): a catalog being embedded in the background gives way to the
+    server's workers and to queries, which the helper answers on other threads."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BATCH_NICE)
+    except OSError:  # pragma: no cover - not allowed here: the batch runs at the helper's priority
+        pass
 
 
 def _trim() -> None:
