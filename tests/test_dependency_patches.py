@@ -106,7 +106,7 @@ def test_the_mcp_fast_path_finds_the_sdk_pieces_it_reuses() -> None:
     from mcp.server.runner import ServerRunner
     from mcp.server.transport_security import TransportSecurityMiddleware
 
-    from toolrun.server.mcp.door import fast as mcp_fast
+    from toolrun.server.mcp import fast as mcp_fast
 
     assert mcp_fast.AVAILABLE, "server/mcp/fast.py: an SDK private it imports is gone"
     assert list(inspect.signature(ServerRunner._serialize).parameters) == ["self", "method", "version", "result"]
