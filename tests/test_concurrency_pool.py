@@ -97,11 +97,11 @@ def test_calls_piled_on_one_worker_all_run_while_the_server_is_under_its_cap_and
     burst.start()
     try:
         # Every one of the CAP calls runs at once, all on one worker (no 503, no queue: the queue is off).
-        wait_until(lambda: len(pids_matching(marker)) == CAP, 15, f"{CAP} sleeps running on one worker")
+        wait_until(lambda: len(pids_matching(marker, "sleep")) == CAP, 15, f"{CAP} sleeps running on one worker")
         # The server as a whole is full: a call through the other worker, idle until now, is refused at once.
         status, text = other[0].post("ops.hi", "{}")
         assert status == 503 and text.startswith("Overloaded: server busy: 6 tool processes"), (status, text)
-        assert len(pids_matching(marker)) == CAP
+        assert len(pids_matching(marker, "sleep")) == CAP
     finally:
         burst.join(60)
     assert [status for status, _ in results] == [200] * CAP, results
@@ -117,7 +117,7 @@ def test_a_call_queued_on_one_worker_gets_the_slot_another_worker_frees(server: 
     burst = threading.Thread(target=lambda: results.extend(concurrently([(c, "ops.sleep", body) for c in crowded])))
     burst.start()
     try:
-        wait_until(lambda: len(pids_matching(marker)) == CAP, 15, "the pool to fill on one worker")
+        wait_until(lambda: len(pids_matching(marker, "sleep")) == CAP, 15, "the pool to fill on one worker")
         started = time.monotonic()
         status, text = other[0].post("ops.hi", "{}")  # waits in the other worker's queue for a slot
         waited = time.monotonic() - started

@@ -18,15 +18,17 @@ def _read(path: str) -> bytes:
         return b""
 
 
-def pids_matching(marker: str) -> list[int]:
-    """Live (non-zombie) processes whose command line contains `marker`."""
+def pids_matching(marker: str, program: str | None = None) -> list[int]:
+    """Live (non-zombie) processes whose command line contains `marker`; with `program`, only those whose
+    argv[0] is it (`sleep`, not the `/bin/sh -c 'sleep 2'` above it when the `direct_exec` trick is off)."""
     found = []
     needle = marker.encode()
     me = os.getpid()
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
             continue
-        if needle in _read(f"/proc/{entry}/cmdline").replace(b"\0", b" "):
+        argv = _read(f"/proc/{entry}/cmdline")
+        if needle in argv.replace(b"\0", b" ") and (program is None or argv.split(b"\0")[0] == program.encode()):
             found.append(int(entry))
     return found
 
