@@ -216,8 +216,13 @@ class Dispatch:
         if scope["type"] != "http":
             await self.router(scope, receive, send)
             return
-        # Mounted under a prefix (root_path), the router knows where the route's path starts.
-        handler = None if scope.get("root_path") else self.plain_handler(scope["method"], scope["path"])
+        # Mounted under a prefix (root_path), the router knows where the route's path starts. The exact paths'
+        # lookup is inline (the hot path: a method call less per request); prefixes go through plain_handler.
+        by_method = None if scope.get("root_path") else self.exact.get(scope["path"])
+        if by_method is not None:
+            handler = by_method.get(scope["method"])
+        else:
+            handler = None if scope.get("root_path") else self.plain_handler(scope["method"], scope["path"])
         try:
             if handler is None:
                 await self.router(scope, receive, recording(scope, send))
