@@ -202,11 +202,21 @@ def test_with_two_workers_sighup_and_admin_reload_reach_every_worker(tmp_path: P
         assert reloads(server.url) == {"ok": 2.0, "error": 0.0}  # once per reload of the server, not per worker
 
 
+def replace_text(path: Path, text: str) -> None:
+    """Write `path` as an editor that saves atomically does: a new file renamed over the old one."""
+    fresh = path.with_name(path.name + ".new")
+    fresh.write_text(text, encoding="utf-8")
+    fresh.replace(path)
+
+
 def test_with_two_workers_each_reload_of_the_server_counts_once_and_readyz_reports_a_failed_one(
     tmp_path: Path,
 ) -> None:
     """`svc_catalog_reloads_total` counts reloads of the server (both workers reload; a scrape, whichever
-    worker answers it, shows one increment per reload), and every worker's /readyz reports a failed one."""
+    worker answers it, shows one increment per reload), and every worker's /readyz reports a failed one.
+
+    The catalog is replaced whole (rename), so no poll reads it half-written: a half-written file is a
+    reload of its own (a failed one, most often), which would count too."""
     catalog = write_catalog(tmp_path, V1)
     server = ToolrunServer(tmp_path, catalog, {"SVC_RELOAD_INTERVAL": "0.2", "SVC_WORKERS": "2"})
     admin = create_key(server.env, "root", "admin")
@@ -224,11 +234,11 @@ def test_with_two_workers_each_reload_of_the_server_counts_once_and_readyz_repor
 
     with server.start():
         assert everywhere(lambda: reloads(server.url) == {"ok": 0.0, "error": 0.0})
-        catalog.write_text(V2)  # the poll, in each worker
+        replace_text(catalog, V2)  # the poll, in each worker
         wait_until(lambda: everywhere(lambda: status(server.url, "ops.two") == 200), 15, "both workers reloaded")
         counted({"ok": 1.0, "error": 0.0}, "the poll's reload")
 
-        catalog.write_text(BROKEN)
+        replace_text(catalog, BROKEN)
         counted({"ok": 1.0, "error": 1.0}, "the failed reload")
         wait_until(lambda: everywhere(lambda: ready() == 503), 10, "every worker reporting the failed reload")
         assert everywhere(lambda: status(server.url, "ops.two") == 200)  # the previous catalog serves
@@ -238,7 +248,7 @@ def test_with_two_workers_each_reload_of_the_server_counts_once_and_readyz_repor
         counted({"ok": 1.0, "error": 2.0}, "the failed admin reload")
         assert everywhere(lambda: ready() == 503)
 
-        catalog.write_text(V1)
+        replace_text(catalog, V1)
         wait_until(lambda: everywhere(lambda: ready() == 200), 15, "every worker ready again")
         counted({"ok": 2.0, "error": 2.0}, "the fixed catalog")
 
