@@ -30,18 +30,29 @@ KEY_STORES = {
 }
 
 
+def _package(path: Path) -> str:
+    """The package a file's relative imports start from (a package's own for its `__init__.py`)."""
+    return ".".join(path.relative_to(SRC.parent).with_suffix("").parts[:-1])
+
+
+def _from(package: str, node: ast.ImportFrom) -> str:
+    """The module a `from ... import` statement reads from, a relative one resolved against `package`."""
+    base = node.module or ""
+    if not node.level:
+        return base
+    parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+    return ".".join([*parent, base] if base else parent)
+
+
 def _imports(path: Path) -> set[str]:
     """Every module and module.name a file imports, relative imports resolved."""
-    package = ".".join(path.relative_to(SRC.parent).with_suffix("").parts[:-1])
+    package = _package(path)
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*parent, base] if base else parent)
+            base = _from(package, node)
             found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names)
     return found
@@ -107,17 +118,13 @@ def _private(name: str) -> bool:
 
 def _reaches_into_others(path: Path) -> list[str]:
     """Underscore names this module takes from another toolrun module: by import, or as `module._name`."""
-    own = _module_name(path)
-    package = own if path.name == "__init__.py" else own.rpartition(".")[0]
+    own, package = _module_name(path), _package(path)
     modules: dict[str, str] = {}  # local name -> the toolrun module it is bound to
     found: list[str] = []
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*parent, base] if base else parent)
+            base = _from(package, node)
             if not base.startswith("toolrun"):
                 continue
             for alias in node.names:

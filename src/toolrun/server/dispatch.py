@@ -200,29 +200,27 @@ class Dispatch:
     def routes(self) -> list[BaseRoute]:
         return self.router.routes
 
-    def plain_handler(self, method: str, path: str) -> PlainHandler | None:
-        """The handler of the plain row that takes `method path`, or None: the router's road."""
-        by_method = self.exact.get(path)
-        if by_method is None:
-            for prefix, handlers in self.prefixed:
-                if path.startswith(prefix):
-                    by_method = handlers
-                    break
-            else:
-                return None
-        return by_method.get(method)
+    def by_prefix(self, path: str) -> dict[str, PlainHandler] | None:
+        """The handlers, by method, of the plain row whose path prefix (`/tools/`) takes `path`, if any."""
+        for prefix, handlers in self.prefixed:
+            if path.startswith(prefix):
+                return handlers
+        return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.router(scope, receive, send)
             return
-        # Mounted under a prefix (root_path), the router knows where the route's path starts. The exact paths'
-        # lookup is inline (the hot path: a method call less per request); prefixes go through plain_handler.
-        by_method = None if scope.get("root_path") else self.exact.get(scope["path"])
-        if by_method is not None:
-            handler = by_method.get(scope["method"])
-        else:
-            handler = None if scope.get("root_path") else self.plain_handler(scope["method"], scope["path"])
+        # Mounted under a prefix (root_path), the router knows where the route's path starts. Else a plain row's
+        # handler: an exact path (one dict lookup, inline: every hot request), or a path prefix.
+        handler = None
+        if not scope.get("root_path"):
+            path = scope["path"]
+            by_method = self.exact.get(path)
+            if by_method is None:
+                by_method = self.by_prefix(path)
+            if by_method is not None:
+                handler = by_method.get(scope["method"])
         try:
             if handler is None:
                 await self.router(scope, receive, recording(scope, send))

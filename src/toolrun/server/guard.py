@@ -99,17 +99,11 @@ class Guard:
             return
         started = time.perf_counter()
         given = head(scope)  # parsed once for every layer (request.py); the first of each header counts
-        raw_host, raw_origin = given.get(b"host"), given.get(b"origin")
-        host = "" if raw_host is None else raw_host.decode("latin-1")
-        origin = None if raw_origin is None else raw_origin.decode("latin-1")
+        host, origin, hosts = given.text(b"host") or "", given.text(b"origin"), given.times(b"host")
         if origin and origin in self.origins:
             send = with_cors(send, origin)
         try:
-            # The common case answered inline (one Host, an allowed one, no Origin): a method call less per request.
-            plain = (
-                origin is None and len(given) == len(given.raw) and (self.any_host or _host_name(host) in self.hosts)
-            )
-            answer = None if plain else self.own_answer(scope, host, given.times(b"host"), origin)
+            answer = self.own_answer(scope, host, hosts, origin)
             if answer is None:
                 await self.app(scope, receive, send)
             else:
