@@ -73,6 +73,13 @@ def polled(tmp_path: Path) -> Iterator[tuple[ToolrunServer, Path]]:
         yield server, catalog
 
 
+def replace_text(path: Path, text: str) -> None:
+    """Write `path` as an editor that saves atomically does: a new file renamed over the old one."""
+    fresh = path.with_name(path.name + ".new")
+    fresh.write_text(text, encoding="utf-8")
+    fresh.replace(path)
+
+
 def test_an_edited_catalog_is_picked_up_by_the_poll_and_a_broken_one_keeps_the_old(
     polled: tuple[ToolrunServer, Path],
 ) -> None:
@@ -80,13 +87,13 @@ def test_an_edited_catalog_is_picked_up_by_the_poll_and_a_broken_one_keeps_the_o
     assert status(server.url, "ops.two") == 404
     assert reloads(server.url) == {"ok": 0.0, "error": 0.0}
 
-    catalog.write_text(V2)
+    replace_text(catalog, V2)
     wait_until(lambda: status(server.url, "ops.two") == 200, 10, "the new tool")
     assert httpx.post(server.url + "/tools/ops.slow", json={}).text == "v2"
     assert reloads(server.url)["ok"] == 1.0
     assert httpx.get(server.url + "/readyz").status_code == 200
 
-    catalog.write_text(BROKEN)
+    replace_text(catalog, BROKEN)
     wait_until(lambda: reloads(server.url)["error"] == 1.0, 10, "the failed reload")
     assert status(server.url, "ops.two") == 200  # the previous catalog still serves
     assert status(server.url, "ops.three") == 404
@@ -97,7 +104,7 @@ def test_an_edited_catalog_is_picked_up_by_the_poll_and_a_broken_one_keeps_the_o
     time.sleep(0.6)
     assert reloads(server.url)["error"] == 1.0  # the same broken files are not retried on every poll
 
-    catalog.write_text(V1)
+    replace_text(catalog, V1)
     wait_until(lambda: status(server.url, "ops.two") == 404, 10, "the tool removed")
     assert httpx.get(server.url + "/readyz").status_code == 200
     assert reloads(server.url) == {"ok": 2.0, "error": 1.0}
@@ -200,13 +207,6 @@ def test_with_two_workers_sighup_and_admin_reload_reach_every_worker(tmp_path: P
         wait_until(lambda: reloads(server.url) == {"ok": 2.0, "error": 0.0}, 10, "two reloads counted")
         time.sleep(0.5)
         assert reloads(server.url) == {"ok": 2.0, "error": 0.0}  # once per reload of the server, not per worker
-
-
-def replace_text(path: Path, text: str) -> None:
-    """Write `path` as an editor that saves atomically does: a new file renamed over the old one."""
-    fresh = path.with_name(path.name + ".new")
-    fresh.write_text(text, encoding="utf-8")
-    fresh.replace(path)
 
 
 def test_with_two_workers_each_reload_of_the_server_counts_once_and_readyz_reports_a_failed_one(
