@@ -202,7 +202,8 @@ def test_search_ranks_a_key_match_above_a_description_match(service: ToolService
 
 def test_search_finds_a_tool_by_words_of_its_description(service: ToolService) -> None:
     items = call(service, OLGA, "search", {"query": "restart service"}).structured_content["items"]
-    assert [i["key"] for i in items] == ["ops.restart"]
+    # first; a tool whose description says `server` (a word related to `service`) comes after it
+    assert [i["key"] for i in items] == ["ops.restart", "pub.noisy"]
     assert items[0]["summary"] == "Restart a service (ops only)."
     assert items[0]["example"].startswith("ops.restart(service=")
 

@@ -106,6 +106,7 @@ def test_a_warm_call_never_imports_pydantic_or_the_server_stack(tmp_path: Path) 
         "except SystemExit as exc:\n"
         "    assert not exc.code, exc.code\n"
         "heavy = sorted(m for m in ('pydantic', 'starlette', 'uvicorn', 'mcp', 'rich', 'jinja2') if m in sys.modules)\n"
+        "assert 'toolrun.search.related' not in sys.modules  # search's related-words table is never read\n"
         "print('HEAVY=' + ','.join(heavy))\n"
     )
     first = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)

@@ -155,3 +155,61 @@ def test_a_compound_splits_only_into_words_of_tools_the_caller_may_see() -> None
     # `port` is only in a tool the anonymous caller cannot see: the word is not split, so nothing matches
     anonymous = registry.search(Identity(), "portcheck", 0, 5)
     assert (anonymous.items, anonymous.total) == ([], 0)
+
+
+FINANCE = [
+    tool("billing.payout", "Send cash to a supplier's bank account.", ("supplier", "amount")),
+    tool("billing.invoices", "List the invoices of a customer.", ("customer",)),
+    tool("media.images", "Resize the images of a gallery.", ("gallery",)),
+    tool("media.photos", "Export the photos of an album.", ("album",)),
+    tool("net.ping", "Check that a host answers ICMP echo.", ("host",)),
+]
+
+
+def test_a_word_no_tool_has_finds_the_tools_with_a_related_word() -> None:
+    from toolrun.search.textsearch import related_words
+
+    assert ("cash", 0.71) in [(s, round(f, 2)) for s, f in related_words("monei")]  # the shipped table: money ~ cash
+    # no tool says `money`: the tool that sends cash is found through the related-words table
+    assert page(FINANCE, "pay money to a supplier")[0] == "billing.payout"
+    assert page(FINANCE, "money")[0] == "billing.payout"
+    assert page(FINANCE, "pictures") == ["media.photos", "media.images"]  # picture ~ photo 0.85, ~ image 0.76
+
+
+def test_a_tool_with_the_word_itself_ranks_above_one_with_a_related_word() -> None:
+    # photo ~ image (0.83): both tools are found, the one that says `photos` first
+    assert page(FINANCE, "photos") == ["media.photos", "media.images"]
+    assert page(FINANCE, "images") == ["media.images", "media.photos"]
+    assert page(FINANCE, "resize images")[0] == "media.images"
+
+
+def test_a_related_word_expands_only_into_words_of_tools_the_caller_may_see() -> None:
+    from dataclasses import replace
+
+    from toolrun.models import Identity
+
+    hidden = replace(tool("bank.cash", "Withdraw cash."), public=False, groups=("bank", "g2"))
+    visible = tool("net.ping", "Check that a host answers ICMP echo.", ("host",))
+    assert [t.key for t in Registry([visible, hidden]).search(ADMIN, "money", 0, 5).items] == ["bank.cash"]
+    # `cash` is only in a tool the anonymous caller cannot see: `money` finds nothing, as without that tool
+    for catalog in ([visible], [visible, hidden]):
+        anonymous = Registry(catalog).search(Identity(), "money", 0, 5)
+        assert (anonymous.items, anonymous.total) == ([], 0)
+
+
+def test_the_related_words_table_is_read_on_the_first_search_only() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from toolrun.registry import Registry\n"
+        "from toolrun.models import EXEC_RETURN_TYPE, Identity, ToolSpec\n"
+        "t = ToolSpec(key='b.pay', name='pay', kind='exec', groups=('b',), public=True, description='Send cash.',\n"
+        "             params=(), return_type=EXEC_RETURN_TYPE, example='b.pay()', source='true')\n"
+        "r = Registry([t])\n"
+        "print('toolrun.search.related' in sys.modules)\n"
+        "print([x.key for x in r.search(Identity(), 'money').items], 'toolrun.search.related' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout == "False\n['b.pay'] True\n"

@@ -26,6 +26,8 @@ WORDS = ["disk", "disks", "usage", "restart", "service", "zz", "zzb", "zzc", "lo
 WORDS.append("see")  # a weak word: it counts less only while another word matches a visible tool
 QUERIES = ["zz", "disk usage", "restart servce", "logs", "zzb nginx dns", "di"]
 QUERIES += ["diskusage", "lgo nginx", "see slow logs"]  # a joined word, a three-letter swap, a weak word
+WORDS += ["cash", "funds"]  # words related to `money` (the related-words table), which no tool has
+QUERIES.append("money")
 MCP_HEADERS = {
     "content-type": "application/json",
     "accept": "application/json, text/event-stream",
@@ -133,6 +135,11 @@ def swap(server: Server, catalog: list[ToolSpec]) -> None:
         spec("ops.v2", ["usage", "log"], [], True, ()),
     ],
     hidden=[spec(f"ops.h{i}", ["disk"], [], False, ("g2",)) for i in range(8)],
+)
+@example(
+    # Related words: `money` finds `funds` in a visible tool; hidden tools full of `cash` (as near) change nothing.
+    visible=[spec("ops.v0", ["funds", "log"], [], True, ()), spec("ops.v1", ["log"], [], True, ())],
+    hidden=[spec(f"ops.h{i}", ["cash", "cash"], [], False, ("g2",)) for i in range(3)],
 )
 def test_adding_hidden_tools_never_changes_an_anonymous_or_group_search_page(
     server: Server, g1_key: str, visible: list[ToolSpec], hidden: list[ToolSpec]

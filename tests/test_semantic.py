@@ -66,7 +66,8 @@ HIDDEN = """\
     description: End a frozen application at once.
     exec: echo hidden
 """
-PARAPHRASE = "get rid of a frozen application"  # shares no word (nor synonym) with proc.kill
+# shares no word (nor synonym, nor related word of lexical search: `get rid of` would find kill) with proc.kill
+PARAPHRASE = "finish off a frozen app"
 
 
 @pytest.fixture(scope="module")
