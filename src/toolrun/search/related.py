@@ -1,8 +1,9 @@
 """Related words of general English, for lexical search: `money` -> `cash`, `fund`, `financ`; `photo` -> `pictur`.
 
-The table (related.json.gz beside this module, about 0.45 MB) holds, for each stem of 13,929 general English words
-(the whole words of the BERT-uncased vocabulary), its 10 nearest stems by the cosine similarity of the words
-embedded alone with all-MiniLM-L6-v2, each at least 0.45. It was built once by bench/build_related.py (how to
+The table (related.json.gz beside this module, 0.78 MB; about 4 MB once read) holds, for each of 13,929 stems of
+general English words (the whole words of the BERT-uncased vocabulary), its 20 nearest stems by the cosine
+similarity of the words embedded alone with all-MiniLM-L6-v2, each at least 0.40 (search uses 0.50 and more:
+textsearch.RELATED_MIN). It was built once by bench/build_related.py (how to
 rebuild it is there); nothing runs a model here. Both the vocabulary and the model are Apache-2.0.
 
 The table is read on the first search that asks for it, once per process (about 20 ms), and never by `toolrun
@@ -14,6 +15,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import sys
 import threading
 from array import array
 from pathlib import Path
@@ -31,6 +33,8 @@ class Related:
         self.k = int(data["neighbours_per_stem"])  # type: ignore[call-overload]
         scale = float(data["scale"])  # type: ignore[arg-type]
         self.neighbours = array("H", base64.b64decode(str(data["neighbours"])))
+        if sys.byteorder == "big":
+            self.neighbours.byteswap()  # the file holds little-endian numbers
         self.similarities = [q / scale for q in range(256)]
         self.quantised = base64.b64decode(str(data["similarities"]))
         if len(self.neighbours) != len(self.stems) * self.k or len(self.quantised) != len(self.neighbours):

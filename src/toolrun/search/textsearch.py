@@ -14,7 +14,9 @@ A query word matches, best first: its stem (x1), a word it begins (x0.8: `disk` 
 a half-typed last word works), a word one edit away when the word itself is in no tool (x0.9: a
 typo; two edits for words of eight letters or more, and a swap of two letters for words of three:
 `dsk`, `restrat`, `lgo`), else a longer word holding its letters in order (x0.6: an abbreviation,
-`imgs` -> `images`), and the synonyms of a small built-in table (x0.7). A word in no tool that two
+`imgs` -> `images`), the synonyms of a small built-in table (x0.7), and its related words of general
+English (related.py: similarity 0.5 or more, at half the similarity; a related word rarer than the query word
+counts as if it were as common; the table is read on the first search). A word in no tool that two
 words of the tools join (`portcheck`, `tablesizes`) is searched as those two words. Common function
 words (`the`, `how`, `why`, ...) and words that only ask for a tool (`call`, `use`) are dropped when
 other words remain; a `name=value` pair searches for the name. Tools matching any word are ranked by
@@ -59,7 +61,7 @@ ABBREVIATION = 0.6  # factor of a match the query word abbreviates
 # did worse.
 RELATED_MIN = 0.50
 RELATED = 0.5
-RELATED_IDF_CAP = True
+RELATED_IDF_CAP = True  # a related word rarer than the query word counts as if it were as common (Index._related)
 RELATED_LEAST = 0.05  # a related word whose factor comes out smaller counts for nothing (and costs nothing)
 
 _STOP = (
