@@ -387,6 +387,16 @@ def grid() -> dict[str, Rule | Callable[[Set, Query], list[int]]]:
                     out[f"third list [{text}] x{share}, {c}"] = Rule(third=text, third_weight=share, cleaning=c)
             for k, w, u in ((3, 0.3, 3.0), (10, 0.3, 3.0), (5, 0.2, 3.0), (5, 0.5, 3.0), (5, 0.3, 2.0), (5, 0.3, 5.0)):
                 out[f"third list [{text}] x{share} k{k} {w}/{u}"] = Rule(k, w, u, third=text, third_weight=share)
+    c = KEPT.cleaning
+    for k in (3, 5, 7, 10):
+        for w in (0.2, 0.3, 0.5):
+            for u in (2.0, 3.0, 5.0):
+                out[f"kept, k{k} {w}/{u}"] = Rule(k, w, u, cleaning=c, third="params", third_weight=0.3)
+    for top in (30, 50, 80):
+        for mmr in (0.3, 0.5, 0.7):
+            out[f"kept, {top} nearest, diversity {mmr}"] = Rule(
+                top=top, mmr=mmr, cleaning=c, third="params", third_weight=0.3
+            )
     return out
 
 

@@ -1,10 +1,11 @@
 """Semantic search: tools ranked by the meaning of a query, fused with the lexical ranking (`toolrun[semantic]`).
 
-Each tool is embedded once per catalog version (`document`: its groups, name, description, keywords and params) and the
-vectors are cached on disk, in `<cache dir>/semantic/<digest>.npy`, where the digest covers the model and every
-tool's text: a reload that changes nothing reuses the file, and the workers of a server map the same file (one
-copy in memory, shared). One worker embeds a new catalog (a file lock), in the background, in small batches: the
-others wait for its file, and search stays lexical until it is there.
+Each tool is embedded twice, once per catalog version (`document`: its groups, name, description, keywords and
+params; `params_document`: its params alone), and the vectors are cached on disk, in `<cache dir>/semantic/<digest>.npy`
+(the documents' rows, then the params documents'), where the digest covers the model and every tool's texts: a reload
+that changes nothing reuses the file, and the workers of a server map the same file (one copy in memory, shared).
+One worker embeds a new catalog (a file lock), in the background, in small batches: the others wait for its file,
+and search stays lexical until it is there.
 
 Queries are embedded by one model session per server: a helper process (`python -m toolrun.search.embedder`) on an
 abstract Unix socket named after the cache dir and the model. Every worker runs a keeper thread that starts the
@@ -13,11 +14,12 @@ helper when nothing answers there; a second helper finds the name taken and exit
 the keeper thread, which lives as long as the worker), and another worker's keeper starts a new one. With
 `search_embeddings_url` set, an OpenAI-compatible endpoint embeds instead, and no helper runs.
 
-Fusion is reciprocal rank fusion (RRF_K, SEMANTIC_WEIGHT, chosen on the dev set): the first LEXICAL_HEAD lexical
-results and the SEMANTIC_TOP tools nearest the query (near-duplicates taking turns: `diversify`), each scored
-1/(k + rank) per list. Scoped like the lexical
-ranking: similarities are taken over the caller's own tools only (a tool's similarity depends on the query and
-that tool alone), so a hidden tool changes nothing in anyone's results. When anything fails (no model, a broken
+A query is embedded from `query_text` (its values named by their kind or dropped). Fusion is reciprocal rank fusion
+(RRF_K, SEMANTIC_WEIGHT, PARAMS_WEIGHT, chosen on the dev set): the first LEXICAL_HEAD lexical results, the
+SEMANTIC_TOP tools whose document is nearest the query and the SEMANTIC_TOP whose params are (in each, near-duplicates
+taking turns: `diversify`), each scored weight/(k + rank) per list. Scoped like the lexical ranking: similarities
+are taken over the caller's own tools only (a tool's similarity depends on the query and that tool alone), so a
+hidden tool changes nothing in anyone's results. When anything fails (no model, a broken
 model, the helper gone, a timeout), search is lexical, and a warning says why once.
 """
 
