@@ -291,6 +291,7 @@ def shared_words(intents: list[Any]) -> str:
 
 
 SETS = ("dev", "held-out")
+SETS_ORDER = ("dev", "dev-extra", "held-out")
 Row = tuple[float, float, float, float, float]  # R@1, R@3, R@10, reciprocal rank, ms
 
 
@@ -390,11 +391,9 @@ def main() -> None:
     parser.add_argument("--semantic", action="store_true", help="rank with the embedding model too (toolrun[semantic])")
     parser.add_argument("--cache", type=Path, help="keep the tools' vectors here between runs (with --semantic)")
     parser.add_argument(
-        "--sets", nargs="+", default=["dev", "dev-extra", "held-out"], help="which sets to score (default: all three)"
-    )
-    parser.add_argument(
         "--keywords", action="store_true", help="the dev intents' tools declare keywords (search_eval_data.KEYWORDS)"
     )
+    parser.add_argument("--sets", nargs="*", choices=SETS_ORDER, help="only these sets (default: all three)")
     args = parser.parse_args()
     if args.write_catalog or args.write_heldout:
         if args.write_catalog:
@@ -410,13 +409,12 @@ def main() -> None:
     print(f"toolrun from {Path(toolrun.__file__).parent}; ranking: {ranking}")
     with tempfile.TemporaryDirectory() as tmp:
         sets = {
-            "dev": (catalog_text(keywords=args.keywords), queries()),
-            "dev-extra": (catalog_text(keywords=args.keywords), extra_queries()),
-            "held-out": (heldout_catalog_text(), heldout_queries()),
+            "dev": lambda: (catalog_text(keywords=args.keywords), queries()),
+            "dev-extra": lambda: (catalog_text(keywords=args.keywords), extra_queries()),
+            "held-out": lambda: (heldout_catalog_text(), heldout_queries()),
         }
-        for name, (text, asked) in sets.items():
-            if name not in args.sets:
-                continue
+        for name in SETS_ORDER if args.sets is None else args.sets:
+            text, asked = sets[name]()
             workdir = Path(tmp) / name
             workdir.mkdir()
             registry, admin, build = load_registry(text, workdir, args.semantic)

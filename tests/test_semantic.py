@@ -123,13 +123,13 @@ def test_vectors_are_cached_per_catalog_version(tmp_path: Path, model: LocalMode
 
     cache = tmp_path / "cache"
     Semantic(counting, "test", cache).prepare(registry(tmp_path, CATALOG), wait=True)
-    assert sum(calls) == 6 and len(list(cache.glob("*.npy"))) == 1
+    assert sum(calls) == 12 and len(list(cache.glob("*.npy"))) == 1  # two vectors a tool: its document, its params
     calls.clear()
     again = registry(tmp_path, CATALOG)
     Semantic(counting, "test", cache).prepare(again, wait=True)  # the same catalog: the file is reused
     assert calls == [] and again.vectors is not None
     Semantic(counting, "test", cache).prepare(registry(tmp_path, CATALOG + HIDDEN), wait=True)
-    assert sum(calls) == 7 and len(list(cache.glob("*.npy"))) == 2  # a new version is embedded anew
+    assert sum(calls) == 14 and len(list(cache.glob("*.npy"))) == 2  # a new version is embedded anew
 
 
 def test_a_failing_model_leaves_search_lexical(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -353,3 +353,88 @@ def test_the_dev_set_second_round_is_checked_like_held_out() -> None:
     assert se.dev_overlaps() == []  # no second-round paraphrase shares a content word with its tool
     kinds = [kind for kind, _, _ in se.queries()]
     assert len(kinds) == 280 and kinds.count("paraphrase") == 80 and kinds.count("mixed") == 40
+
+
+ACCOUNTS = """\
+  - name: add
+    group: users
+    public: true
+    description: Create a login for a new person on the machines.
+    exec: echo add {{ login }}
+    params:
+      - {name: login, type: str, description: 'Login name of the person.'}
+  - name: fetch
+    group: http
+    public: true
+    description: Request a web page and print what the server answers.
+    exec: echo fetch {{ address }}
+    params:
+      - {name: address, type: str, description: 'Where to send the request.'}
+"""
+
+
+def test_values_in_a_query_are_named_by_their_kind_before_it_is_embedded() -> None:
+    from toolrun.search.semantic import query_text
+
+    assert query_text("create an account for Backups@Example.com") == "create an account for email address"
+    assert query_text("run uptime on root@10.0.0.7") == "run uptime on email address"
+    assert query_text("fetch https://status.example.com/health?x=1 now") == "fetch url now"
+    assert query_text("is port 443 open on 10.0.0.5:22") == "is port open on address"
+    assert query_text("signal=KILL pid=4242 note='a b'") == "signal pid note"
+    assert query_text("mute the disk alert for 2h since 2026-01-02") == "mute the disk alert for 2h since"
+    assert query_text("kill 4242 'x'") == "kill"
+    assert query_text("4242") == "4242"  # nothing else left: the query as typed
+
+
+@pytest.mark.parametrize(
+    ("query", "key"),
+    [
+        ("create an account for backups@example.com", "users.add"),
+        ("set up deploy@ci.example.com so they can log in", "users.add"),
+        ("what does https://status.example.com/health?verbose=1 answer", "http.fetch"),
+        ("end the frozen application with pid 4242", "proc.kill"),
+    ],
+)
+def test_a_query_carrying_values_still_finds_its_tool(tmp_path: Path, model: LocalModel, query: str, key: str) -> None:
+    reg = registry(tmp_path, CATALOG + ACCOUNTS)
+    Semantic(model.embed, "test", tmp_path / "cache").prepare(reg, wait=True)
+    assert reg.search(ADMIN, query).items[0].key == key
+
+
+def test_each_tool_has_a_second_vector_of_its_params(tmp_path: Path, model: LocalModel) -> None:
+    from toolrun.search.semantic import params_document
+
+    reg = registry(tmp_path, CATALOG + ACCOUNTS)
+    assert params_document(reg.tools["users.add"]) == "login: Login name of the person."
+    assert params_document(reg.tools["proc.kill"]) == "proc kill"  # no params: its groups and name
+    Semantic(model.embed, "test", tmp_path / "cache").prepare(reg, wait=True)
+    vectors = reg.vectors
+    assert vectors is not None and vectors.params.shape == vectors.matrix.shape
+    row = vectors.rows["users.add"]
+    assert float(vectors.params[row] @ model.embed(["login: Login name of the person."])[0]) > 0.99
+    assert float(vectors.matrix[row] @ model.embed(["login: Login name of the person."])[0]) < 0.9  # not the same
+
+
+HIDDEN_PARAMS = """\
+  - name: reaper
+    group: secret
+    description: Housekeeping.
+    exec: echo reaper {{ pid }}
+    params:
+      - {name: pid, type: int, description: 'Id of the frozen application to end at once.'}
+"""
+
+
+def test_a_hidden_tools_params_change_nothing_in_the_callers_results(tmp_path: Path, model: LocalModel) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    without = registry(tmp_path / "a", CATALOG + ACCOUNTS)
+    with_hidden = registry(tmp_path / "b", CATALOG + ACCOUNTS + HIDDEN_PARAMS)
+    for reg, where in ((without, "a"), (with_hidden, "b")):
+        Semantic(model.embed, "test", tmp_path / where / "cache").prepare(reg, wait=True)
+    admin = [t.key for t in with_hidden.search(ADMIN, PARAPHRASE).items[:3]]
+    assert "secret.reaper" in admin  # its params bring it near for whoever may see it
+    for query in (PARAPHRASE, "end the application with pid 4242", "login", "frozen"):
+        mine, theirs = without.search(OPS, query, 0, 20), with_hidden.search(OPS, query, 0, 20)
+        assert [t.key for t in mine.items] == [t.key for t in theirs.items], query
+        assert mine.total == theirs.total
