@@ -71,6 +71,25 @@ def pss_mb(pid: int) -> float:
     return 0.0
 
 
+def by_mapping(pid: int) -> dict[str, float]:
+    """A process's PSS in MB by what is mapped: a package's libraries, the vectors, anonymous memory, the heap."""
+    out: dict[str, float] = {}
+    name = "[anon]"
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split(None, 5)
+        if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+            name = head[5].strip() if len(head) > 5 else "[anon]"
+            if "site-packages/" in name:
+                name = name.split("site-packages/")[1].split("/")[0]
+            elif name.endswith(".npy"):
+                name = "the vectors (.npy)"
+            elif name.startswith(("/usr/lib", "/lib")):
+                name = "system libraries"
+        elif line.startswith("Pss:"):
+            out[name] = out.get(name, 0.0) + int(line.split()[1]) / 1024
+    return out
+
+
 def ask_all(url: str, texts: list[str]) -> list[float]:
     times = []
     with httpx.Client(timeout=30) as client:
@@ -86,7 +105,7 @@ def summary(times: list[float]) -> str:
     return f"p50 {statistics.median(times):.1f} ms, p95 {times[int(len(times) * 0.95)]:.1f} ms"
 
 
-def run(catalog: Path, workers: int, semantic: bool, tmp: Path) -> None:
+def run(catalog: Path, workers: int, semantic: bool, tmp: Path, breakdown: bool = False) -> None:
     home = tmp / ("semantic" if semantic else "lexical")
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SVC_")}
@@ -121,6 +140,9 @@ def run(catalog: Path, workers: int, semantic: bool, tmp: Path) -> None:
         for pid in pids:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:60]
             print(f"    {pid}: RSS {rss_mb(pid):4.0f} MB, PSS {pss_mb(pid):4.0f} MB  {cmd}")
+            if breakdown and pss_mb(pid) > 20:
+                parts = sorted(by_mapping(pid).items(), key=lambda kv: -kv[1])[:6]
+                print("        " + ", ".join(f"{k[:40]} {v:.1f}" for k, v in parts))
     finally:
         proc.terminate()
         proc.wait(30)
@@ -135,6 +157,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--copies", type=int, default=1, help="copies of the dev catalog (7: about 10,000 tools)")
+    parser.add_argument("--breakdown", action="store_true", help="each process's PSS by what is mapped (MB)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         catalog = Path(tmp) / "tools.yaml"
@@ -142,7 +165,7 @@ def main() -> None:
         text = catalog_text(args.copies).replace("\n    group: ", "\n    public: true\n    group: ")
         catalog.write_text(text, encoding="utf-8")
         for semantic in (False, True):
-            run(catalog, args.workers, semantic, Path(tmp))
+            run(catalog, args.workers, semantic, Path(tmp), args.breakdown)
 
 
 if __name__ == "__main__":
