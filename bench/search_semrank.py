@@ -1,15 +1,15 @@
 """The semantic side of search, its candidates compared on dev (issue 26): what the query is embedded from, feedback
 on the query vector, a second vector per tool, and the fusion's constants with them.
 
-    .venv/bin/python bench/search_semrank.py --cache /tmp/vectors            # every candidate on dev and dev-extra
+    .venv/bin/python bench/search_semrank.py --cache /tmp/vectors            # every candidate on dev, dev-extra, dev-2
     .venv/bin/python bench/search_semrank.py --cache /tmp/vectors --only kept 'third list'
 
 Each query's lexical ranking (toolrun's) and its vector are computed once (query vectors are kept in
 `--cache` too, by text), and each candidate ranks from those, the way `toolrun.search.semantic.Semantic.rank` does:
 RRF of the first 100 lexical results and the 50 nearest tools (near-duplicates taking turns), the semantic list
 weighing SEMANTIC_WEIGHT when every query word is found in the tools, else SEMANTIC_WEIGHT_UNFOUND. The rule
-`before (main)` is what toolrun did before this round; `kept` what it does now (KEPT). Dev only: choose here;
-held-out is run apart by search_eval.py.
+`before (main)` is what toolrun did before this round; `kept` what it does now (KEPT). Dev only: choose here, on
+dev and dev-2 together (the `dev+dev-2` table: both sets' queries as one); held-out is run apart by search_eval.py.
 Figures: bench/README.md.
 """
 
@@ -348,14 +348,29 @@ def main() -> None:
         dev = prepare(text, se.queries() + se.extra_queries(), Path(tmp) / "dev", "dev")
         extra = Set("dev-extra", dev.queries[280:], dev.matrix, dev.others, dev.index, dev.words, dev.word_vectors)
         dev.queries = dev.queries[:280]
-        for s in (dev, extra):
-            kinds = sorted({q.kind for q in s.queries})
-            print(f"{s.name}: {len(s.queries)} queries; R@3 per kind, then R@1 R@3 R@10 MRR of all")
+        (Path(tmp) / "dev-2").mkdir()
+        dev2 = prepare(se.dev2_catalog_text(), se.dev2_queries(), Path(tmp) / "dev-2", "dev-2")
+        results = {s.name: {name: evaluate(rule, s) for name, rule in rules.items()} for s in (dev, extra, dev2)}
+        results["dev+dev-2"] = {
+            name: together(results["dev"][name], results["dev-2"][name], 280, 240) for name in rules
+        }
+        for s_name in ("dev", "dev-extra", "dev-2", "dev+dev-2"):
+            tables = results[s_name]
+            kinds = sorted(k for k in next(iter(tables.values())) if k != "all")
+            size = {"dev": 280, "dev-extra": 56, "dev-2": 240, "dev+dev-2": 520}[s_name]
+            print(f"{s_name}: {size} queries; R@3 per kind, then R@1 R@3 R@10 MRR of all")
             print(f"  {'rule':<48} " + " ".join(f"{k[:5]:>5}" for k in kinds) + "   R@1   R@3  R@10   MRR")
-            results = [(name, evaluate(rule, s)) for name, rule in rules.items()]
-            for name, table in sorted(results, key=lambda r: (-r[1]["all"][1], -r[1]["all"][3], r[0])):
-                cells = " ".join(f"{table[k][1]:>5.2f}" for k in kinds)
+            for name, table in sorted(tables.items(), key=lambda r: (-r[1]["all"][1], -r[1]["all"][3], r[0])):
+                cells = " ".join(f"{table[k][1]:>5.2f}" if k in table else "    -" for k in kinds)
                 print(f"  {name:<48} {cells} " + " ".join(f"{v:>5.3f}" for v in table["all"]))
+
+
+def together(a: dict[str, tuple[float, ...]], b: dict[str, tuple[float, ...]], na: int, nb: int) -> dict[str, Any]:
+    """Two sets' figures as one: `all` over both sets' queries; per kind, each set's apart (`dev:task`, ...)."""
+    out: dict[str, Any] = {"all": tuple((x * na + y * nb) / (na + nb) for x, y in zip(a["all"], b["all"], strict=True))}
+    for prefix, table in (("d1", a), ("d2", b)):
+        out.update({f"{prefix}{k[:3]}": v for k, v in table.items() if k != "all"})
+    return out
 
 
 def varied_filler(copies: int = 1) -> list[tuple[str, str, str, list[tuple[str, str, str]]]]:
