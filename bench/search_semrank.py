@@ -3,6 +3,7 @@ on the query vector, a second vector per tool, and the fusion's constants with t
 
     .venv/bin/python bench/search_semrank.py --cache /tmp/vectors            # every candidate on dev, dev-extra, dev-2
     .venv/bin/python bench/search_semrank.py --cache /tmp/vectors --only kept 'third list'
+    .venv/bin/python bench/search_semrank.py --cache /tmp/vectors --fine --only fine kept   # each constant a step aside
 
 Each query's lexical ranking (toolrun's) and its vector are computed once (query vectors are kept in
 `--cache` too, by text), and each candidate ranks from those, the way `toolrun.search.semantic.Semantic.rank` does:
@@ -21,7 +22,7 @@ import re
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -321,6 +322,7 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, help="keep the tools' and queries' vectors here between runs")
     parser.add_argument("--only", nargs="*", help="only the candidates whose name starts with one of these")
     parser.add_argument("--grid", action="store_true", help="also the fusion constants around the best candidates")
+    parser.add_argument("--fine", action="store_true", help="also each of the kept constants a step either side")
     parser.add_argument(
         "--varied-params",
         action="store_true",
@@ -338,6 +340,8 @@ def main() -> None:
     rules = candidates()
     if args.grid:
         rules.update(grid())
+    if args.fine:
+        rules.update(fine())
     if args.only:
         rules = {n: r for n, r in rules.items() if any(n.startswith(o) for o in args.only)}
     if args.varied_params:
@@ -368,8 +372,9 @@ def main() -> None:
 def together(a: dict[str, tuple[float, ...]], b: dict[str, tuple[float, ...]], na: int, nb: int) -> dict[str, Any]:
     """Two sets' figures as one: `all` over both sets' queries; per kind, each set's apart (`dev:task`, ...)."""
     out: dict[str, Any] = {"all": tuple((x * na + y * nb) / (na + nb) for x, y in zip(a["all"], b["all"], strict=True))}
-    for prefix, table in (("d1", a), ("d2", b)):
-        out.update({f"{prefix}{k[:3]}": v for k, v in table.items() if k != "all"})
+    short = {"keyword": "key", "task": "task", "typo": "typo", "param": "parm", "paraphrase": "para", "mixed": "mix"}
+    for prefix, table in (("1", a), ("2", b)):
+        out.update({f"{prefix}{short[k]}": v for k, v in table.items() if k != "all"})
     return out
 
 
@@ -412,6 +417,29 @@ def grid() -> dict[str, Rule | Callable[[Set, Query], list[int]]]:
             out[f"kept, {top} nearest, diversity {mmr}"] = Rule(
                 top=top, mmr=mmr, cleaning=c, third="params", third_weight=0.3
             )
+    return out
+
+
+def fine() -> dict[str, Rule | Callable[[Set, Query], list[int]]]:
+    """The kept rule with one constant (semantic.py's RRF_K, SEMANTIC_WEIGHT, SEMANTIC_WEIGHT_UNFOUND, PARAMS_WEIGHT,
+    SEMANTIC_TOP, SEMANTIC_DIVERSITY) moved a step or two, and a few pairs."""
+    steps: dict[str, tuple[float, ...]] = {
+        "k": (3, 4, 6, 7),
+        "weight": (0.2, 0.25, 0.35, 0.4, 0.5),
+        "unfound": (2.0, 2.5, 3.5, 4.0),
+        "third_weight": (0.2, 0.25, 0.35, 0.4, 0.5),
+        "top": (40, 60, 80),
+        "mmr": (0.4, 0.45, 0.55, 0.6),
+    }
+    out: dict[str, Rule | Callable[[Set, Query], list[int]]] = {}
+    for field_name, values in steps.items():
+        for v in values:
+            value = int(v) if field_name == "top" else v
+            out[f"fine: {field_name}={value}"] = replace(KEPT, **{field_name: value})
+    for w, u in ((0.4, 4.0), (0.4, 3.5), (0.35, 3.5), (0.25, 2.5), (0.5, 4.0)):
+        out[f"fine: weight={w} unfound={u}"] = replace(KEPT, weight=w, unfound=u)
+    for k, w in ((4, 0.25), (6, 0.35), (6, 0.4), (7, 0.4)):
+        out[f"fine: k={k} weight={w}"] = replace(KEPT, k=k, weight=w)
     return out
 
 
