@@ -18,7 +18,8 @@ def mount_semantic(parts: ServerParts) -> None:
 
     from ..search.semantic import extra_installed
 
-    if parts.settings.search_semantic and extra_installed():
+    if parts.settings.search_semantic and parts.settings.search_embeddings_url and extra_installed():
+        # with an embeddings endpoint the workers rank (with the local model, the helper process does)
         import numpy  # noqa: F401 (loaded before the workers fork: its memory is shared, not copied per worker)
 
     @contextlib.asynccontextmanager
