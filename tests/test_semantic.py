@@ -466,7 +466,24 @@ def test_a_servers_workers_rank_semantically_without_numpy(tmp_path: Path) -> No
 
 
 # a catalog larger than SEMANTIC_TOP, half of it hidden from OPS: the nearest lists are cut, and scoped
-SUBJECTS = ["disk", "invoice", "video", "mail", "host", "process", "user", "backup", "cache", "queue", "log", "dns", "port", "cert", "job", "repo"]
+SUBJECTS = [
+    "disk",
+    "invoice",
+    "video",
+    "mail",
+    "host",
+    "process",
+    "user",
+    "backup",
+    "cache",
+    "queue",
+    "log",
+    "dns",
+    "port",
+    "cert",
+    "job",
+    "repo",
+]
 ACTIONS = ["show", "delete", "rotate", "check", "list", "copy", "restart"]
 
 
