@@ -500,7 +500,9 @@ def many_tools() -> str:
     return CATALOG + HIDDEN + "".join(out)
 
 
-def test_the_helper_ranks_a_scoped_view_exactly_as_this_process_would(tmp_path: Path, model: LocalModel) -> None:
+def test_the_helper_ranks_a_scoped_view_exactly_as_this_process_would(
+    tmp_path: Path, model: LocalModel, caplog: pytest.LogCaptureFixture
+) -> None:
     import os
     import subprocess
     import sys
@@ -536,6 +538,12 @@ def test_the_helper_ranks_a_scoped_view_exactly_as_this_process_would(tmp_path: 
                 assert len(want[0]) == 50
         assert reg.search(OPS, PARAPHRASE).items[0].key == "proc.kill"
         assert reg.search(ADMIN, PARAPHRASE).items[0].key == "secret.stop_program"
+        proc.terminate()
+        proc.wait(10)
+        # the helper gone: search is lexical, and the log says why
+        assert reg.search(OPS, "customer line items").items[0].key == "billing.create_invoice"
+        assert "proc.kill" not in [t.key for t in reg.search(OPS, PARAPHRASE).items]
+        assert "semantic search: cannot rank a query" in caplog.text
     finally:
         proc.terminate()
         proc.wait(10)

@@ -105,6 +105,12 @@ def params_document(tool: ToolSpec) -> str:
     return f"{groups} {tool.name.replace('_', ' ')}".lstrip()
 
 
+def documents(registry: Registry) -> list[str]:
+    """What a catalog's tools are embedded from: each tool's `document`, then each tool's `params_document`."""
+    tools = list(registry.tools.values())
+    return [document(tool) for tool in tools] + [params_document(tool) for tool in tools]
+
+
 # Values in a query say which thing to act on, not which tool: before the query is embedded, `name=value` keeps the
 # name, a URL, an e-mail address (or user@host) and an IP address become a word naming their kind, and quoted strings
 # and bare numbers (no unit: `4242`, not `2h`) are dropped. Chosen on dev-extra's queries with values (R@3 0.98 ->
@@ -184,14 +190,24 @@ class Semantic:
         except Exception as exc:
             self.warn_once("cannot embed the catalog", f"{type(exc).__name__}: {exc}")
 
-    def _vectors(self, registry: Registry) -> Vectors:
+    def catalog(self, registry: Registry) -> tuple[str, dict[str, int]]:
+        """The registry's vectors id (the digest of the model and every tool's texts: its cache file's name) and each
+        tool's row, computed once per registry. A server computes them before it forks its workers (`mount_semantic`):
+        a worker that read every tool's texts itself would copy the pages of the catalog it shares (about 17 MB a
+        worker at 10,000 tools)."""
+        found = registry.semantic_catalog
+        if found is not None and found[0] == self.model_id:
+            return found[1], found[2]
         keys = list(registry.tools)
-        tools = list(registry.tools.values())
-        docs = [document(tool) for tool in tools] + [params_document(tool) for tool in tools]
-        digest = hashlib.sha256("\0".join([self.model_id, *keys, *docs]).encode()).hexdigest()[:32]
+        digest = hashlib.sha256("\0".join([self.model_id, *keys, *documents(registry)]).encode()).hexdigest()[:32]
         rows = {key: row for row, key in enumerate(keys)}
+        registry.semantic_catalog = (self.model_id, digest, rows)
+        return digest, rows
+
+    def _vectors(self, registry: Registry) -> Vectors:
+        digest, rows = self.catalog(registry)
         if self.cache_dir is None:
-            return self._split(rows, self._embed_all(docs))
+            return self._split(rows, self._embed_all(documents(registry)))
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         path = self.cache_dir / f"{digest}.npy"
         if not path.exists():
@@ -200,6 +216,7 @@ class Semantic:
                 if not path.exists():
                     started = time.perf_counter()
                     part = path.with_suffix(f".{os.getpid()}.part")
+                    docs = documents(registry)
                     self._write(part, docs)
                     os.replace(part, path)
                     log.info("semantic search: %d tools embedded in %.1fs", len(docs), time.perf_counter() - started)
