@@ -173,6 +173,11 @@ class Semantic:
         """Rank the service's searches by meaning too: its catalog now (a reload listener calls this again)."""
         self.prepare(service.registry)
 
+    def before_fork(self, service: ToolService) -> None:
+        """Compute the catalog's vectors id and rows now, in a server's first process: its forked workers share them
+        (`catalog`)."""
+        self.catalog(service.registry)
+
     def prepare(self, registry: Registry, wait: bool = False) -> threading.Thread:
         """Embed the registry's tools (or map their cached vectors) in the background; search is lexical until then."""
         if self.keeper is not None:

@@ -24,7 +24,7 @@ def mount_semantic(parts: ServerParts) -> None:
     if parts.settings.search_embeddings_url and extra_installed():
         # with an embeddings endpoint the workers rank (with the local model, the helper process does)
         import numpy  # noqa: F401 (loaded before the workers fork: its memory is shared, not copied per worker)
-    semantic.catalog(parts.service.registry)  # before the fork too: the workers share it, and the tools stay shared
+    semantic.before_fork(parts.service)
 
     @contextlib.asynccontextmanager
     async def lifespan() -> Any:
