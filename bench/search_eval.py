@@ -16,6 +16,11 @@ Two catalogs and three query sets (keyword, task, typo, param and paraphrase kin
 - dev-extra: more dev queries on the same catalog (search_eval_data.EXTRA, 56), for classes the first
   part lacks: `name=value` and lone param names, tasks carrying values, phrasings around the asking,
   abbreviations, typos beside matching words, words joined together, three-letter typos. Decided on too.
+- dev-2: bench/search_eval_dev2.py, a second, harder dev part (issue 26: dev was saturated), made apart from both
+  (23 other groups: directories, queues, VMs, Terraform, feature flags, on-call, cloud cost, ...): 48 intents,
+  240 queries (keyword, task, param, paraphrase, and a typo by a seeded random edit), about 1,150 tools with
+  varied params and descriptions. Its paraphrases share no content word with their tool (checked as held-out's).
+  Decided on together with dev.
 - held-out: bench/search_eval_heldout.py, made apart from dev (other groups and words, another
   typo procedure, noun-first distractors): 48 intents, 240 queries, 24 groups, 1,200 tools. Its
   paraphrases share no content word (after stemming) with their tool's key, description or params:
@@ -38,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import search_eval_dev2 as dev2
 import search_eval_heldout as heldout
 from search_eval_data import EXTRA, INTENTS, KEYWORDS, MORE
 
@@ -290,8 +296,40 @@ def shared_words(intents: list[Any]) -> str:
     return ", ".join(f"{kind} {n}/{len(intents)}" for kind, n in counts.items())
 
 
+def dev2_catalog_text() -> str:
+    parts = ["version: 1\ntools:\n"]
+    for group, name, desc, params, _, _ in dev2.INTENTS:
+        parts.append(tool_yaml(group, name, desc, params))
+    for group, name, desc, params in dev2.distractors():
+        parts.append(tool_yaml(group, name, desc, params))
+    return "".join(parts)
+
+
+def dev2_overlaps() -> list[str]:
+    """Each dev-2 paraphrase that shares a content stem with its tool's group, name, description or params."""
+    bad = []
+    for group, name, desc, params, asked, _ in dev2.INTENTS:
+        shared = content_stems(asked["paraphrase"]) & content_stems(tool_text(group, name, desc, params))
+        if shared:
+            bad.append(f"{group}.{name}: {asked['paraphrase']!r} shares {sorted(shared)}")
+    return bad
+
+
+def dev2_queries() -> list[tuple[str, str, set[str]]]:
+    """(kind, query, acceptable keys) of dev-2; refuses a paraphrase that shares a word with its tool."""
+    bad = dev2_overlaps()
+    if bad:
+        raise SystemExit("dev-2 paraphrases share words with their tools: " + "; ".join(bad))
+    out = []
+    for group, name, _, _, asked, also in dev2.INTENTS:
+        ok = {f"{group}.{name}", *also}
+        for kind in KINDS[:5]:
+            out.append((kind, dev2.typo(asked["keyword"], f"{group}.{name}") if kind == "typo" else asked[kind], ok))
+    return out
+
+
 SETS = ("dev", "held-out")
-SETS_ORDER = ("dev", "dev-extra", "held-out")
+SETS_ORDER = ("dev", "dev-extra", "dev-2", "held-out")
 Row = tuple[float, float, float, float, float]  # R@1, R@3, R@10, reciprocal rank, ms
 
 
@@ -393,7 +431,7 @@ def main() -> None:
     parser.add_argument(
         "--keywords", action="store_true", help="the dev intents' tools declare keywords (search_eval_data.KEYWORDS)"
     )
-    parser.add_argument("--sets", nargs="*", choices=SETS_ORDER, help="only these sets (default: all three)")
+    parser.add_argument("--sets", nargs="*", choices=SETS_ORDER, help="only these sets (default: all four)")
     args = parser.parse_args()
     if args.write_catalog or args.write_heldout:
         if args.write_catalog:
@@ -411,6 +449,7 @@ def main() -> None:
         sets = {
             "dev": lambda: (catalog_text(keywords=args.keywords), queries()),
             "dev-extra": lambda: (catalog_text(keywords=args.keywords), extra_queries()),
+            "dev-2": lambda: (dev2_catalog_text(), dev2_queries()),
             "held-out": lambda: (heldout_catalog_text(), heldout_queries()),
         }
         for name in SETS_ORDER if args.sets is None else args.sets:
@@ -421,7 +460,7 @@ def main() -> None:
             table = score(registry, admin, asked)
             print_table(f"{name} ({len(asked)} queries, index {build:.2f} s)", registry, table)
             if name != "dev-extra":
-                intents = INTENTS if name == "dev" else heldout.INTENTS
+                intents = {"dev": INTENTS, "dev-2": dev2.INTENTS}.get(name, heldout.INTENTS)
                 print(f"  queries sharing a word with their tool: {shared_words(intents)}")
             if name == "dev":  # the first 200 queries, and the second round (MORE), apart
                 for part, sub in (("first 200", asked[:200]), ("second round", asked[200:])):

@@ -1,15 +1,16 @@
 """The semantic side of search, its candidates compared on dev (issue 26): what the query is embedded from, feedback
 on the query vector, a second vector per tool, and the fusion's constants with them.
 
-    .venv/bin/python bench/search_semrank.py --cache /tmp/vectors            # every candidate on dev and dev-extra
+    .venv/bin/python bench/search_semrank.py --cache /tmp/vectors            # every candidate on dev, dev-extra, dev-2
     .venv/bin/python bench/search_semrank.py --cache /tmp/vectors --only kept 'third list'
+    .venv/bin/python bench/search_semrank.py --cache /tmp/vectors --fine --only fine kept   # each constant a step aside
 
 Each query's lexical ranking (toolrun's) and its vector are computed once (query vectors are kept in
 `--cache` too, by text), and each candidate ranks from those, the way `toolrun.search.semantic.Semantic.rank` does:
 RRF of the first 100 lexical results and the 50 nearest tools (near-duplicates taking turns), the semantic list
 weighing SEMANTIC_WEIGHT when every query word is found in the tools, else SEMANTIC_WEIGHT_UNFOUND. The rule
-`before (main)` is what toolrun did before this round; `kept` what it does now (KEPT). Dev only: choose here;
-held-out is run apart by search_eval.py.
+`before (main)` is what toolrun did before this round; `kept` what it does now (KEPT). Dev only: choose here, on
+dev and dev-2 together (the `dev+dev-2` table: both sets' queries as one); held-out is run apart by search_eval.py.
 Figures: bench/README.md.
 """
 
@@ -21,7 +22,7 @@ import re
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -321,6 +322,7 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, help="keep the tools' and queries' vectors here between runs")
     parser.add_argument("--only", nargs="*", help="only the candidates whose name starts with one of these")
     parser.add_argument("--grid", action="store_true", help="also the fusion constants around the best candidates")
+    parser.add_argument("--fine", action="store_true", help="also each of the kept constants a step either side")
     parser.add_argument(
         "--varied-params",
         action="store_true",
@@ -338,6 +340,8 @@ def main() -> None:
     rules = candidates()
     if args.grid:
         rules.update(grid())
+    if args.fine:
+        rules.update(fine())
     if args.only:
         rules = {n: r for n, r in rules.items() if any(n.startswith(o) for o in args.only)}
     if args.varied_params:
@@ -348,14 +352,30 @@ def main() -> None:
         dev = prepare(text, se.queries() + se.extra_queries(), Path(tmp) / "dev", "dev")
         extra = Set("dev-extra", dev.queries[280:], dev.matrix, dev.others, dev.index, dev.words, dev.word_vectors)
         dev.queries = dev.queries[:280]
-        for s in (dev, extra):
-            kinds = sorted({q.kind for q in s.queries})
-            print(f"{s.name}: {len(s.queries)} queries; R@3 per kind, then R@1 R@3 R@10 MRR of all")
+        (Path(tmp) / "dev-2").mkdir()
+        dev2 = prepare(se.dev2_catalog_text(), se.dev2_queries(), Path(tmp) / "dev-2", "dev-2")
+        results = {s.name: {name: evaluate(rule, s) for name, rule in rules.items()} for s in (dev, extra, dev2)}
+        results["dev+dev-2"] = {
+            name: together(results["dev"][name], results["dev-2"][name], 280, 240) for name in rules
+        }
+        for s_name in ("dev", "dev-extra", "dev-2", "dev+dev-2"):
+            tables = results[s_name]
+            kinds = sorted(k for k in next(iter(tables.values())) if k != "all")
+            size = {"dev": 280, "dev-extra": 56, "dev-2": 240, "dev+dev-2": 520}[s_name]
+            print(f"{s_name}: {size} queries; R@3 per kind, then R@1 R@3 R@10 MRR of all")
             print(f"  {'rule':<48} " + " ".join(f"{k[:5]:>5}" for k in kinds) + "   R@1   R@3  R@10   MRR")
-            results = [(name, evaluate(rule, s)) for name, rule in rules.items()]
-            for name, table in sorted(results, key=lambda r: (-r[1]["all"][1], -r[1]["all"][3], r[0])):
-                cells = " ".join(f"{table[k][1]:>5.2f}" for k in kinds)
+            for name, table in sorted(tables.items(), key=lambda r: (-r[1]["all"][1], -r[1]["all"][3], r[0])):
+                cells = " ".join(f"{table[k][1]:>5.2f}" if k in table else "    -" for k in kinds)
                 print(f"  {name:<48} {cells} " + " ".join(f"{v:>5.3f}" for v in table["all"]))
+
+
+def together(a: dict[str, tuple[float, ...]], b: dict[str, tuple[float, ...]], na: int, nb: int) -> dict[str, Any]:
+    """Two sets' figures as one: `all` over both sets' queries; per kind, each set's apart (`dev:task`, ...)."""
+    out: dict[str, Any] = {"all": tuple((x * na + y * nb) / (na + nb) for x, y in zip(a["all"], b["all"], strict=True))}
+    short = {"keyword": "key", "task": "task", "typo": "typo", "param": "parm", "paraphrase": "para", "mixed": "mix"}
+    for prefix, table in (("1", a), ("2", b)):
+        out.update({f"{prefix}{short[k]}": v for k, v in table.items() if k != "all"})
+    return out
 
 
 def varied_filler(copies: int = 1) -> list[tuple[str, str, str, list[tuple[str, str, str]]]]:
@@ -397,6 +417,29 @@ def grid() -> dict[str, Rule | Callable[[Set, Query], list[int]]]:
             out[f"kept, {top} nearest, diversity {mmr}"] = Rule(
                 top=top, mmr=mmr, cleaning=c, third="params", third_weight=0.3
             )
+    return out
+
+
+def fine() -> dict[str, Rule | Callable[[Set, Query], list[int]]]:
+    """The kept rule with one constant (semantic.py's RRF_K, SEMANTIC_WEIGHT, SEMANTIC_WEIGHT_UNFOUND, PARAMS_WEIGHT,
+    SEMANTIC_TOP, SEMANTIC_DIVERSITY) moved a step or two, and a few pairs."""
+    steps: dict[str, tuple[float, ...]] = {
+        "k": (3, 4, 6, 7),
+        "weight": (0.2, 0.25, 0.35, 0.4, 0.5),
+        "unfound": (2.0, 2.5, 3.5, 4.0),
+        "third_weight": (0.2, 0.25, 0.35, 0.4, 0.5),
+        "top": (40, 60, 80),
+        "mmr": (0.4, 0.45, 0.55, 0.6),
+    }
+    out: dict[str, Rule | Callable[[Set, Query], list[int]]] = {}
+    for field_name, values in steps.items():
+        for v in values:
+            value = int(v) if field_name == "top" else v
+            out[f"fine: {field_name}={value}"] = replace(KEPT, **{field_name: value})
+    for w, u in ((0.4, 4.0), (0.4, 3.5), (0.35, 3.5), (0.25, 2.5), (0.5, 4.0)):
+        out[f"fine: weight={w} unfound={u}"] = replace(KEPT, weight=w, unfound=u)
+    for k, w in ((4, 0.25), (6, 0.35), (6, 0.4), (7, 0.4)):
+        out[f"fine: k={k} weight={w}"] = replace(KEPT, k=k, weight=w)
     return out
 
 

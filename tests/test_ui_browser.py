@@ -385,8 +385,9 @@ def test_typed_query_is_debounced_and_uses_search_with_server_pages(app: App) ->
     before = len(app.requests)
     box = app.page.get_by_label("Search tools", exact=True)
     box.press_sequentially("upper", delay=30)
-    expect(app.page.get_by_test_id("list-status")).to_have_text("Results for “upper”: 1–1 of 1")
-    assert app.card_keys() == ["text.upper"]
+    # `lower` is a related word of `upper` (search's table of related words): it follows the tool named by the word.
+    expect(app.page.get_by_test_id("list-status")).to_have_text("Results for “upper”: 1–2 of 2")
+    assert app.card_keys() == ["text.upper", "text.lower"]
     searches = [_path(r.url) for r in app.requests[before:] if _path(r.url).startswith("/search")]
     assert searches, "a typed query uses GET /search"
     assert len(searches) < len("upper"), f"typing must be debounced, got {searches}"
