@@ -438,3 +438,112 @@ def test_a_hidden_tools_params_change_nothing_in_the_callers_results(tmp_path: P
         mine, theirs = without.search(OPS, query, 0, 20), with_hidden.search(OPS, query, 0, 20)
         assert [t.key for t in mine.items] == [t.key for t in theirs.items], query
         assert mine.total == theirs.total
+
+
+# -- the helper ranks (the local model): the workers hold neither numpy nor the vectors ---------------
+
+
+def numpy_mapped(pid: int) -> bool:
+    """Whether the process has numpy's shared objects mapped (it imported numpy)."""
+    return "/numpy/" in Path(f"/proc/{pid}/maps").read_text()
+
+
+def test_a_servers_workers_rank_semantically_without_numpy(tmp_path: Path) -> None:
+    catalog = tmp_path / "tools.yaml"
+    catalog.write_text(CATALOG + HIDDEN, encoding="utf-8")
+    server = ToolrunServer(tmp_path, catalog, {"SVC_SEARCH_SEMANTIC": "true", "SVC_WORKERS": "2"}).start()
+    try:
+        # anonymous callers see the public tools only: the hidden stop_program, nearest for the admin, is not theirs
+        wait_until(lambda: all(kills_first(server) for _ in range(8)), 120, "semantic results from both workers")
+        helpers = helpers_of(server)
+        workers = [p for p in pids_matching("toolrun") if (s := proc_stat(p)) is not None and s[1] == server.pid]
+        workers = [p for p in workers if p not in helpers]
+        assert len(workers) == 2 and len(helpers) == 1, (workers, helpers)
+        assert [p for p in [server.pid, *workers] if numpy_mapped(p)] == []
+        assert numpy_mapped(helpers[0])  # the helper ranks
+    finally:
+        server.stop()
+
+
+# a catalog larger than SEMANTIC_TOP, half of it hidden from OPS: the nearest lists are cut, and scoped
+SUBJECTS = [
+    "disk",
+    "invoice",
+    "video",
+    "mail",
+    "host",
+    "process",
+    "user",
+    "backup",
+    "cache",
+    "queue",
+    "log",
+    "dns",
+    "port",
+    "cert",
+    "job",
+    "repo",
+]
+ACTIONS = ["show", "delete", "rotate", "check", "list", "copy", "restart"]
+
+
+def many_tools() -> str:
+    out = []
+    for i, (subject, action) in enumerate((s, a) for s in SUBJECTS for a in ACTIONS):
+        where = "    public: true\n" if i % 2 else ""
+        out.append(
+            f"  - name: {action}_{subject}\n    group: g{i % 5}\n{where}"
+            f"    description: {action.capitalize()} the {subject} of the machines.\n"
+            f"    exec: echo {{{{ target }}}}\n"
+            f"    params:\n      - {{name: target, type: str, description: 'Which {subject} to {action}.'}}\n"
+        )
+    return CATALOG + HIDDEN + "".join(out)
+
+
+def test_the_helper_ranks_a_scoped_view_exactly_as_this_process_would(
+    tmp_path: Path, model: LocalModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from toolrun.search import embedder
+    from toolrun.search.semantic import Helper, HelperSemantic, document, nearest, query_text
+
+    name = f"toolrun-semantic-test-{os.getpid()}"
+    proc = subprocess.Popen([sys.executable, "-m", "toolrun.search.embedder", name])
+    try:
+        reg = registry(tmp_path, many_tools())
+        semantic = HelperSemantic(Helper(name, ""), "test", tmp_path / "cache")
+        semantic.keeper = None  # the helper is the one started above
+        semantic.prepare(reg, wait=True)
+        vectors = reg.vectors
+        assert vectors is not None and vectors.matrix is None  # this process maps no vectors
+        # the file it wrote without numpy is a .npy of the model's vectors: documents, then params
+        matrix = np.load(vectors.path, mmap_mode="r")
+        n = len(vectors.rows)
+        assert matrix.shape == (2 * n, 384) and n > 100
+        assert np.allclose(matrix[:n], model.embed([document(t) for t in reg.tools.values()]), atol=1e-4)
+        scoped = reg.index(OPS)
+        assert 50 < len(scoped.tools) < n
+        for identity in (OPS, ADMIN):
+            index = reg.index(identity)
+            rows = np.array([vectors.rows[t.key] for t in index.tools])
+            for query in (PARAPHRASE, "rotate the logs", "which queue is stuck", "copy user@example.com's mail"):
+                vector = embedder.ask(name, [query_text(query)], 30.0)[0]
+                want = (nearest(matrix[:n], rows, vector), nearest(matrix[n:], rows, vector))
+                assert semantic.near(vectors, index, query) == want, (identity.username, query)
+                assert len(want[0]) == 50
+        assert reg.search(OPS, PARAPHRASE).items[0].key == "proc.kill"
+        assert reg.search(ADMIN, PARAPHRASE).items[0].key == "secret.stop_program"
+        proc.terminate()
+        proc.wait(10)
+        # the helper gone: search is lexical, and the log says why
+        assert reg.search(OPS, "customer line items").items[0].key == "billing.create_invoice"
+        assert "proc.kill" not in [t.key for t in reg.search(OPS, PARAPHRASE).items]
+        assert "semantic search: cannot rank a query" in caplog.text
+    finally:
+        proc.terminate()
+        proc.wait(10)

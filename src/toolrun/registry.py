@@ -73,6 +73,7 @@ class Registry:
         self._lock = threading.Lock()
         self.semantic: Semantic | None = None  # set by Semantic.prepare: ranks with embeddings too once
         self.vectors: Any = None  # the catalog's tool vectors are ready (semantic.Vectors)
+        self.semantic_catalog: Any = None  # its vectors' id and each tool's row (Semantic.catalog)
 
     def __len__(self) -> int:
         return len(self.tools)

@@ -12,21 +12,27 @@ module costs nothing, so a toolrun without the `semantic` extra never loads them
   (Text Embeddings Inference, Ollama, vLLM).
 - The helper: `python -m toolrun.search.embedder NAME [MODEL_DIR]` holds the one model session of a server and answers
   the server's workers over an abstract Unix socket (semantic.py starts it). Requests and answers are length-prefixed:
-  a request is JSON `{"texts": [...]}`; an answer is `ok` + float32 vectors, or `er` + a message.
+  a request is JSON `{"texts": [...]}` (an answer is `ok` + float32 vectors) or `{"rank": {...}}` (`Ranker`: the
+  nearest tools of a query, as JSON after `ok`); `er` + a message when it cannot answer. The helper also ranks, so
+  that a server's workers import no numpy and map no vectors: it maps each catalog's vectors file (the few most
+  recent) and keeps the vectors of recent queries.
 """
 
 from __future__ import annotations
 
+import base64
 import gzip
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import struct
 import sys
 import threading
 import urllib.request
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +43,9 @@ MAX_TOKENS = 128  # what all-MiniLM-L6-v2 was trained on; longer text is cut
 BATCH = 4  # texts per model run: larger batches raised the helper's memory (16: +75 MB) for little speed
 MAX_MESSAGE = 64 * 1024 * 1024
 BATCH_NICE = 10  # nice value of a thread embedding a catalog's batch (queries keep the helper's own)
+CATALOGS_MAPPED = 2  # vectors files the helper keeps mapped: the catalog now, and the one before a reload
+QUERIES_KEPT = 2048  # query vectors the helper keeps
+VECTORS_FILE = re.compile(r"[0-9a-f]{32}\.npy")  # the only files the helper maps: semantic.py's cache files
 
 
 def packaged_model() -> Path | None:
@@ -172,32 +181,109 @@ def _exactly(sock: socket.socket, size: int) -> bytes:
     return b"".join(parts)
 
 
-def ask(name: str, texts: list[str], timeout: float) -> Any:
-    """Embeddings of `texts` from the helper listening on the abstract socket `name` (OSError/ValueError when it
-    cannot answer)."""
-    import numpy as np
-
+def request(name: str, message: dict[str, Any], timeout: float) -> bytes:
+    """The answer of the helper listening on the abstract socket `name` to `message`, less its `ok` (OSError or
+    ValueError when it cannot answer)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
         sock.connect("\0" + name)
-        send(sock, json.dumps({"texts": texts}).encode())
+        send(sock, json.dumps(message).encode())
         answer = receive(sock)
     if answer[:2] != b"ok":
         raise ValueError(answer[2:].decode(errors="replace"))
-    return np.frombuffer(answer[2:], dtype=np.float32).reshape(len(texts), -1)
+    return answer[2:]
 
 
-def _answer(model: LocalModel, conn: socket.socket) -> None:
+def ask_raw(name: str, texts: list[str], timeout: float) -> bytes:
+    """Embeddings of `texts` from the helper, as their float32 bytes (row after row): no numpy needed."""
+    return request(name, {"texts": texts}, timeout)
+
+
+def ask(name: str, texts: list[str], timeout: float) -> Any:
+    """Embeddings of `texts` from the helper, a float32 array of a row per text."""
+    import numpy as np
+
+    return np.frombuffer(ask_raw(name, texts, timeout), dtype=np.float32).reshape(len(texts), -1)
+
+
+class Ranker:
+    """The helper's ranking: a query's nearest tools among a caller's (`semantic.nearest`, on the vectors file the
+    worker names, mapped here once), so that the workers need neither numpy nor the vectors."""
+
+    def __init__(self, model: LocalModel) -> None:
+        self.model = model
+        self._files: OrderedDict[str, Any] = OrderedDict()
+        self._queries: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def vectors(self, path: str) -> Any:
+        """The vectors file's matrix, mapped (the CATALOGS_MAPPED most recent stay mapped)."""
+        import numpy as np
+
+        if not VECTORS_FILE.fullmatch(Path(path).name):
+            raise ValueError("not a vectors file")
+        with self._lock:
+            if path in self._files:
+                self._files.move_to_end(path)
+                return self._files[path]
+        matrix = np.load(path, mmap_mode="r", allow_pickle=False)
+        with self._lock:
+            self._files[path] = matrix
+            while len(self._files) > CATALOGS_MAPPED:
+                self._files.popitem(last=False)
+        return matrix
+
+    def query(self, text: str) -> Any:
+        """The query's vector (the QUERIES_KEPT most recent are kept)."""
+        with self._lock:
+            found = self._queries.get(text)
+            if found is not None:
+                self._queries.move_to_end(text)
+                return found
+        vector = self.model.embed([text])[0]
+        with self._lock:
+            self._queries[text] = vector
+            while len(self._queries) > QUERIES_KEPT:
+                self._queries.popitem(last=False)
+        return vector
+
+    def rank(self, ask: dict[str, Any]) -> dict[str, list[int]]:
+        """`{"text", "vectors": path, "tools": n, "rows": base64 bitmap of the caller's rows, "" for all}`: the
+        caller's nearest tools by document and by params (positions among the caller's rows, `semantic.nearest`)."""
+        import numpy as np
+
+        from .semantic import nearest
+
+        matrix, n = self.vectors(str(ask["vectors"])), int(ask["tools"])
+        if matrix.shape[0] != 2 * n:
+            raise ValueError(f"the vectors file holds {matrix.shape[0]} rows, not {2 * n}")
+        vector = self.query(str(ask["text"]))
+        if ask["rows"]:
+            bits = np.frombuffer(base64.b64decode(ask["rows"]), dtype=np.uint8)
+            rows = np.flatnonzero(np.unpackbits(bits, count=n, bitorder="little"))
+        else:
+            rows = np.arange(n)
+        return {"nearest": nearest(matrix[:n], rows, vector), "params": nearest(matrix[n:], rows, vector)}
+
+
+def _reply(ranker: Ranker, message: dict[str, Any]) -> bytes:
+    if "rank" in message:
+        return json.dumps(ranker.rank(message["rank"])).encode()
+    texts = message["texts"]
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise ValueError("texts must be a list of strings")
+    if len(texts) > 1:
+        yield_cpu()
+    vectors: bytes = ranker.model.embed(texts).astype("float32").tobytes()
+    if len(texts) > 1:
+        _trim()  # a catalog's batch: hand the freed memory back (the helper's RSS stays near its rest)
+    return vectors
+
+
+def _answer(ranker: Ranker, conn: socket.socket) -> None:
     with conn:
         try:
-            texts = json.loads(receive(conn))["texts"]
-            if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-                raise ValueError("texts must be a list of strings")
-            if len(texts) > 1:
-                yield_cpu()
-            send(conn, b"ok" + model.embed(texts).astype("float32").tobytes())
-            if len(texts) > 1:
-                _trim()  # a catalog's batch: hand the freed memory back (the helper's RSS stays near its rest)
+            send(conn, b"ok" + _reply(ranker, json.loads(receive(conn))))
         except Exception as exc:  # one bad request never stops the helper
             try:
                 send(conn, b"er" + f"{type(exc).__name__}: {exc}".encode())
@@ -241,9 +327,10 @@ def serve(name: str, model_dir: str) -> int:
         print(f"toolrun semantic search: cannot load the model: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 3
     sock.listen(64)
+    ranker = Ranker(model)
     while True:
         conn, _ = sock.accept()
-        threading.Thread(target=_answer, args=(model, conn), daemon=True).start()
+        threading.Thread(target=_answer, args=(ranker, conn), daemon=True).start()
 
 
 if __name__ == "__main__":  # pragma: no cover - run as the helper process

@@ -11,8 +11,11 @@ Queries are embedded by one model session per server: a helper process (`python 
 abstract Unix socket named after the cache dir and the model. Every worker runs a keeper thread that starts the
 helper when nothing answers there; a second helper finds the name taken and exits, so a server holds one model
 (about 216 MB) whatever its worker count. The helper dies with the worker that started it (PR_SET_PDEATHSIG on
-the keeper thread, which lives as long as the worker), and another worker's keeper starts a new one. With
-`search_embeddings_url` set, an OpenAI-compatible endpoint embeds instead, and no helper runs.
+the keeper thread, which lives as long as the worker), and another worker's keeper starts a new one. The helper
+ranks too (`HelperSemantic`): a worker sends it the query, the catalog's vectors file and which rows the caller may
+see, and gets the two nearest lists back; the workers import no numpy and map no vectors (the helper maps each
+file once). With `search_embeddings_url` set, an OpenAI-compatible endpoint embeds instead, no helper runs, and
+each worker ranks with numpy on the mapped file (`Semantic`).
 
 A query is embedded from `query_text` (its values named by their kind or dropped). Fusion is reciprocal rank fusion
 (RRF_K, SEMANTIC_WEIGHT, PARAMS_WEIGHT, chosen on the dev set): the first LEXICAL_HEAD lexical results, the
@@ -25,12 +28,16 @@ model, the helper gone, a timeout), search is lexical, and a warning says why on
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import hashlib
 import importlib.util
+import itertools
+import json
 import logging
 import os
 import re
+import struct
 import subprocess
 import sys
 import threading
@@ -98,6 +105,12 @@ def params_document(tool: ToolSpec) -> str:
     return f"{groups} {tool.name.replace('_', ' ')}".lstrip()
 
 
+def documents(registry: Registry) -> list[str]:
+    """What a catalog's tools are embedded from: each tool's `document`, then each tool's `params_document`."""
+    tools = list(registry.tools.values())
+    return [document(tool) for tool in tools] + [params_document(tool) for tool in tools]
+
+
 # Values in a query say which thing to act on, not which tool: before the query is embedded, `name=value` keeps the
 # name, a URL, an e-mail address (or user@host) and an IP address become a word naming their kind, and quoted strings
 # and bare numbers (no unit: `4242`, not `2h`) are dropped. Chosen on dev-extra's queries with values (R@3 0.98 ->
@@ -129,8 +142,9 @@ class Vectors:
     """One catalog's tool vectors: a row per tool key (the matrix is mapped from the cache file)."""
 
     rows: dict[str, int]
-    matrix: Any
+    matrix: Any  # None where the helper ranks (HelperSemantic): the worker holds no vectors
     params: Any = None  # each tool's params_document vector, the same rows
+    path: str = ""  # the cache file
 
 
 class Semantic:
@@ -159,6 +173,11 @@ class Semantic:
         """Rank the service's searches by meaning too: its catalog now (a reload listener calls this again)."""
         self.prepare(service.registry)
 
+    def before_fork(self, service: ToolService) -> None:
+        """Compute the catalog's vectors id and rows now, in a server's first process: its forked workers share them
+        (`catalog`)."""
+        self.catalog(service.registry)
+
     def prepare(self, registry: Registry, wait: bool = False) -> threading.Thread:
         """Embed the registry's tools (or map their cached vectors) in the background; search is lexical until then."""
         if self.keeper is not None:
@@ -176,16 +195,24 @@ class Semantic:
         except Exception as exc:
             self.warn_once("cannot embed the catalog", f"{type(exc).__name__}: {exc}")
 
-    def _vectors(self, registry: Registry) -> Vectors:
-        import numpy as np
-
+    def catalog(self, registry: Registry) -> tuple[str, dict[str, int]]:
+        """The registry's vectors id (the digest of the model and every tool's texts: its cache file's name) and each
+        tool's row, computed once per registry. A server computes them before it forks its workers (`mount_semantic`):
+        a worker that read every tool's texts itself would copy the pages of the catalog it shares (about 17 MB a
+        worker at 10,000 tools)."""
+        found = registry.semantic_catalog
+        if found is not None and found[0] == self.model_id:
+            return found[1], found[2]
         keys = list(registry.tools)
-        tools = list(registry.tools.values())
-        docs = [document(tool) for tool in tools] + [params_document(tool) for tool in tools]
-        digest = hashlib.sha256("\0".join([self.model_id, *keys, *docs]).encode()).hexdigest()[:32]
+        digest = hashlib.sha256("\0".join([self.model_id, *keys, *documents(registry)]).encode()).hexdigest()[:32]
         rows = {key: row for row, key in enumerate(keys)}
+        registry.semantic_catalog = (self.model_id, digest, rows)
+        return digest, rows
+
+    def _vectors(self, registry: Registry) -> Vectors:
+        digest, rows = self.catalog(registry)
         if self.cache_dir is None:
-            return self._split(rows, self._embed_all(docs))
+            return self._split(rows, self._embed_all(documents(registry)))
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         path = self.cache_dir / f"{digest}.npy"
         if not path.exists():
@@ -193,13 +220,24 @@ class Semantic:
                 fcntl.flock(lock, fcntl.LOCK_EX)  # one worker embeds; the others wait for its file
                 if not path.exists():
                     started = time.perf_counter()
-                    matrix = self._embed_all(docs)
                     part = path.with_suffix(f".{os.getpid()}.part")
-                    with open(part, "wb") as out:
-                        np.save(out, matrix)
+                    docs = documents(registry)
+                    self._write(part, docs)
                     os.replace(part, path)
                     log.info("semantic search: %d tools embedded in %.1fs", len(docs), time.perf_counter() - started)
             (self.cache_dir / f"{digest}.lock").unlink(missing_ok=True)
+        return self._open(rows, path)
+
+    def _write(self, part: Path, docs: Sequence[str]) -> None:
+        import numpy as np
+
+        matrix = self._embed_all(docs)
+        with open(part, "wb") as out:
+            np.save(out, matrix)
+
+    def _open(self, rows: dict[str, int], path: Path) -> Vectors:
+        import numpy as np
+
         return self._split(rows, np.load(path, mmap_mode="r"))
 
     @staticmethod
@@ -250,14 +288,10 @@ class Semantic:
         vectors = registry.vectors
         if vectors is None or not index.tools:
             return None
-        vector = self.query_vector(query)
-        if vector is None:
+        found = self.near(vectors, index, query)
+        if found is None:
             return None
-        rows = self._rows(vectors, index)
-        if rows is None:
-            return None
-        nearest = self._nearest(vectors.matrix, rows, vector)
-        by_params = self._nearest(vectors.params, rows, vector)
+        nearest, by_params = found
         lexical, total = index.rank(terms, max(need, LEXICAL_HEAD)) if terms else ([], 0)
         weight = SEMANTIC_WEIGHT if found_in(index, terms) else SEMANTIC_WEIGHT_UNFOUND
         scores: dict[int, float] = {}
@@ -275,6 +309,17 @@ class Semantic:
         listed = set(lexical)
         return head + rest, total + len({*nearest, *by_params} - listed)
 
+    def near(self, vectors: Vectors, index: Index, query: str) -> tuple[list[int], list[int]] | None:
+        """The SEMANTIC_TOP tools of this view nearest the query by document and by params (document numbers of the
+        view's index, each list diversified); None: rank lexically."""
+        vector = self.query_vector(query)
+        if vector is None:
+            return None
+        rows = self._rows(vectors, index)
+        if rows is None:
+            return None
+        return nearest(vectors.matrix, rows, vector), nearest(vectors.params, rows, vector)
+
     @staticmethod
     def _rows(vectors: Vectors, index: Index) -> Any:
         """The vector row of each tool of this view (None: vectors of another catalog; wait for this one's)."""
@@ -287,23 +332,23 @@ class Semantic:
             )
         return None if rows.size and rows.min() < 0 else rows
 
-    @staticmethod
-    def _nearest(matrix: Any, rows: Any, vector: Any) -> list[int]:
-        """The SEMANTIC_TOP tools of this view (their `rows` of `matrix`) nearest the query (document numbers of the
-        view's index)."""
-        import numpy as np
 
-        # einsum, not `@`: a matrix-vector product through BLAS starts its threads, which on a busy machine made
-        # this 10-50 ms instead of under 1 (10,000 tools); einsum runs in this thread.
-        sims = np.einsum("ij,j->i", matrix, vector)
-        own = sims if len(rows) == len(sims) else sims[rows]  # the caller's tools only
-        k = min(SEMANTIC_TOP, len(own))
-        if k == 0:
-            return []
-        top = np.argpartition(-own, k - 1)[:k]
-        top = top[np.argsort(-own[top], kind="stable")]
-        chosen = diversify(matrix[top if len(rows) == len(sims) else rows[top]], own[top])
-        return [int(top[i]) for i in chosen]
+def nearest(matrix: Any, rows: Any, vector: Any) -> list[int]:
+    """The SEMANTIC_TOP tools of a view (their `rows` of `matrix`, in the view's order) nearest the query `vector`,
+    diversified (positions in `rows`: document numbers of the view's index). The helper ranks with this too."""
+    import numpy as np
+
+    # einsum, not `@`: a matrix-vector product through BLAS starts its threads, which on a busy machine made
+    # this 10-50 ms instead of under 1 (10,000 tools); einsum runs in this thread.
+    sims = np.einsum("ij,j->i", matrix, vector)
+    own = sims if len(rows) == len(sims) else sims[rows]  # the caller's tools only
+    k = min(SEMANTIC_TOP, len(own))
+    if k == 0:
+        return []
+    top = np.argpartition(-own, k - 1)[:k]
+    top = top[np.argsort(-own[top], kind="stable")]
+    chosen = diversify(matrix[top if len(rows) == len(sims) else rows[top]], own[top])
+    return [int(top[i]) for i in chosen]
 
 
 def diversify(vectors: Any, sims: Any) -> list[int]:
@@ -358,9 +403,81 @@ def from_settings(settings: Settings) -> Semantic | None:
     place = str(cache_dir) if cache_dir is not None else ""
     name = "toolrun-semantic-" + hashlib.sha256(f"{os.getuid()}\0{place}\0{model_id}".encode()).hexdigest()[:16]
     helper = Helper(name, settings.search_model)
-    semantic = Semantic(helper.embed, model_id, cache_dir, helper.embed_query)
+    if cache_dir is not None:
+        return HelperSemantic(helper, model_id, cache_dir)
+    semantic = Semantic(helper.embed, model_id, cache_dir, helper.embed_query)  # no file to share: this process ranks
     semantic.keeper = helper.keep
     return semantic
+
+
+NPY_HEADER = 128  # bytes before the vectors in a file HelperSemantic writes (a .npy file, version 1.0)
+
+
+def npy_header(count: int, dim: int) -> bytes:
+    """The header of a .npy file holding a C-order float32 matrix of `count` rows of `dim`, NPY_HEADER bytes."""
+    order = "<" if sys.byteorder == "little" else ">"
+    text = f"{{'descr': '{order}f4', 'fortran_order': False, 'shape': ({count}, {dim}), }}"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", NPY_HEADER - 10) + text.ljust(NPY_HEADER - 11).encode() + b"\n"
+
+
+class HelperSemantic(Semantic):
+    """Semantic ranking by the server's embedding helper, for the local model: this process imports no numpy and
+    maps no vectors (each worker of a server would hold its own numpy, about 10 MB). It writes a new catalog's
+    vectors file from the helper's embeddings (their float32 bytes after a .npy header), and for each search asks
+    the helper for the caller's nearest tools: the query's text, the file, and which rows the caller may see."""
+
+    def __init__(self, helper: Helper, model_id: str, cache_dir: Path) -> None:
+        super().__init__(helper.embed_raw, model_id, cache_dir)
+        self.helper = helper
+        self.keeper = helper.keep
+
+    def _write(self, part: Path, docs: Sequence[str]) -> None:
+        dim = 0
+        with open(part, "wb") as out:
+            out.write(bytes(NPY_HEADER))
+            for start in range(0, len(docs), BUILD_BATCH):
+                batch = list(docs[start : start + BUILD_BATCH])
+                raw = self._embed_patiently(batch)
+                dim = len(raw) // (4 * len(batch))
+                out.write(raw)
+            out.seek(0)
+            out.write(npy_header(len(docs), dim))
+
+    def _open(self, rows: dict[str, int], path: Path) -> Vectors:
+        return Vectors(rows, None, None, str(path))
+
+    def near(self, vectors: Vectors, index: Index, query: str) -> tuple[list[int], list[int]] | None:
+        view = self._view(vectors, index)
+        if view is None:
+            return None
+        ask = {"text": query_text(query), "vectors": vectors.path, "tools": len(vectors.rows), "rows": view}
+        try:
+            found = json.loads(self.helper.rank(ask))
+        except Exception as exc:
+            self.warn_once("cannot rank a query", f"{type(exc).__name__}: {exc}")
+            return None
+        return found["nearest"], found["params"]
+
+    @staticmethod
+    def _view(vectors: Vectors, index: Index) -> str | None:
+        """The rows of `vectors` this view sees, as a bitmap (base64; "": all of them); None: vectors of another
+        catalog (wait for this one's). A view's tools are in the catalog's order: the helper's positions among the
+        rows are the view's document numbers."""
+        cached = index.semantic_rows
+        if isinstance(cached, tuple) and cached[0] == vectors.path:
+            return str(cached[1])
+        rows = [vectors.rows.get(t.key, -1) for t in index.tools]
+        if (rows and rows[0] < 0) or any(b <= a for a, b in itertools.pairwise(rows)):
+            return None
+        count = len(vectors.rows)
+        view = ""
+        if len(rows) < count:
+            bits = bytearray((count + 7) // 8)
+            for row in rows:
+                bits[row >> 3] |= 1 << (row & 7)
+            view = base64.b64encode(bits).decode()
+        index.semantic_rows = (vectors.path, view)
+        return view
 
 
 class Helper:
@@ -375,6 +492,17 @@ class Helper:
         if self.broken:
             raise RuntimeError(self.broken)
         return embedder.ask(self.name, texts, 60.0)
+
+    def embed_raw(self, texts: list[str]) -> bytes:
+        if self.broken:
+            raise RuntimeError(self.broken)
+        return embedder.ask_raw(self.name, texts, 60.0)
+
+    def rank(self, ask: dict[str, Any]) -> bytes:
+        """The helper's `Ranker.rank` of `ask`, as JSON."""
+        if self.broken:
+            raise RuntimeError(self.broken)
+        return embedder.request(self.name, {"rank": ask}, QUERY_TIMEOUT)
 
     def embed_query(self, texts: list[str]) -> Any:
         if self.broken:

@@ -16,20 +16,21 @@ def mount_semantic(parts: ServerParts) -> None:
     """Semantic search, when the settings and the installed extra allow it: started by each serving process (a
     forked worker has its own threads), its tool vectors built in the background while search stays lexical."""
 
-    from ..search.semantic import extra_installed
+    from ..search.semantic import extra_installed, from_settings
 
-    if parts.settings.search_semantic and extra_installed():
+    semantic = from_settings(parts.settings)
+    if semantic is None:
+        return
+    if parts.settings.search_embeddings_url and extra_installed():
+        # with an embeddings endpoint the workers rank (with the local model, the helper process does)
         import numpy  # noqa: F401 (loaded before the workers fork: its memory is shared, not copied per worker)
+    semantic.before_fork(parts.service)
 
     @contextlib.asynccontextmanager
     async def lifespan() -> Any:
-        from ..search.semantic import from_settings
-
-        semantic = from_settings(parts.settings)
-        if semantic is not None:
-            semantic.attach(parts.service)
-            if parts.reloader is not None:  # a reloaded catalog gets its vectors (search lexical meanwhile)
-                parts.reloader.listeners.append(lambda: semantic.attach(parts.service))
+        semantic.attach(parts.service)
+        if parts.reloader is not None:  # a reloaded catalog gets its vectors (search lexical meanwhile)
+            parts.reloader.listeners.append(lambda: semantic.attach(parts.service))
         yield
 
     parts.lifespans.append(lifespan)
