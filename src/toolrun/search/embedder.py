@@ -11,11 +11,13 @@ module costs nothing, so a toolrun without the `semantic` extra never loads them
 - `RemoteModel`: `POST {url}` with `{"model", "input": [...]}`, as an OpenAI-compatible `/v1/embeddings` answers
   (Text Embeddings Inference, Ollama, vLLM).
 - The helper: `python -m toolrun.search.embedder NAME [MODEL_DIR]` holds the one model session of a server and answers
-  the server's workers over an abstract Unix socket (semantic.py starts it). Requests and answers are length-prefixed:
-  a request is JSON `{"texts": [...]}` (an answer is `ok` + float32 vectors) or `{"rank": {...}}` (`Ranker`: the
-  nearest tools of a query, as JSON after `ok`); `er` + a message when it cannot answer. The helper also ranks, so
-  that a server's workers import no numpy and map no vectors: it maps each catalog's vectors file (the few most
-  recent) and keeps the vectors of recent queries.
+  the server's workers over an abstract Unix socket (semantic.py starts it). An abstract socket has no file
+  permissions, so both ends check the other's user (SO_PEERCRED): the helper answers only its own user, and a worker
+  talks only to a helper of its own user (another local user can neither use the model nor stand in for it).
+  Requests and answers are length-prefixed: a request is JSON `{"texts": [...]}` (an answer is `ok` + float32
+  vectors) or `{"rank": {...}}` (`Ranker`: the nearest tools of a query, as JSON after `ok`); `er` + a message when
+  it cannot answer. The helper also ranks, so that a server's workers import no numpy and map no vectors: it maps
+  each catalog's vectors file (the few most recent) and keeps the vectors of recent queries.
 """
 
 from __future__ import annotations
@@ -181,12 +183,23 @@ def _exactly(sock: socket.socket, size: int) -> bytes:
     return b"".join(parts)
 
 
+def peer_uid(sock: socket.socket) -> int:
+    """The user id of the process at the other end of a connected Unix socket (as it was when it connected or
+    listened)."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    uid: int = struct.unpack("3i", creds)[1]
+    return uid
+
+
 def request(name: str, message: dict[str, Any], timeout: float) -> bytes:
     """The answer of the helper listening on the abstract socket `name` to `message`, less its `ok` (OSError or
     ValueError when it cannot answer)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
         sock.connect("\0" + name)
+        owner = peer_uid(sock)
+        if owner != os.geteuid():
+            raise PermissionError(f"the embedding helper's socket {name} is held by another user (uid {owner})")
         send(sock, json.dumps(message).encode())
         answer = receive(sock)
     if answer[:2] != b"ok":
@@ -330,6 +343,9 @@ def serve(name: str, model_dir: str) -> int:
     ranker = Ranker(model)
     while True:
         conn, _ = sock.accept()
+        if peer_uid(conn) != os.geteuid():
+            conn.close()  # an abstract socket has no file permissions: only the server's own user is answered
+            continue
         threading.Thread(target=_answer, args=(ranker, conn), daemon=True).start()
 
 
