@@ -458,8 +458,7 @@ class HelperSemantic(Semantic):
             return None
         return found["nearest"], found["params"]
 
-    @staticmethod
-    def _view(vectors: Vectors, index: Index) -> str | None:
+    def _view(self, vectors: Vectors, index: Index) -> str | None:
         """The rows of `vectors` this view sees, as a bitmap (base64; "": all of them); None: vectors of another
         catalog (wait for this one's). A view's tools are in the catalog's order: the helper's positions among the
         rows are the view's document numbers."""
@@ -467,7 +466,10 @@ class HelperSemantic(Semantic):
         if isinstance(cached, tuple) and cached[0] == vectors.path:
             return str(cached[1])
         rows = [vectors.rows.get(t.key, -1) for t in index.tools]
-        if (rows and rows[0] < 0) or any(b <= a for a, b in itertools.pairwise(rows)):
+        if rows and min(rows) < 0:
+            return None  # vectors of another catalog: wait for this one's
+        if any(b <= a for a, b in itertools.pairwise(rows)):
+            self.warn_once("a view's tools are not in the catalog's order", f"{len(rows)} tools")
             return None
         count = len(vectors.rows)
         view = ""
