@@ -199,13 +199,30 @@ def tool_text(group: str, name: str, desc: str, params: list[tuple[str, str, str
 
 def dev_overlaps() -> list[str]:
     """Each second-round dev paraphrase that shares a content stem with its tool (the same check as held-out's)."""
+    return overlaps((g, n, d, p, MORE[f"{g}.{n}"][0]) for g, n, d, p, _, _ in INTENTS)
+
+
+def overlaps(items: Any) -> list[str]:
+    """Each (group, name, description, params, paraphrase) whose paraphrase shares a content stem with its tool."""
     bad = []
-    for group, name, desc, params, _, _ in INTENTS:
-        paraphrase = MORE[f"{group}.{name}"][0]
+    for group, name, desc, params, paraphrase in items:
         shared = content_stems(paraphrase) & content_stems(tool_text(group, name, desc, params))
         if shared:
             bad.append(f"{group}.{name}: {paraphrase!r} shares {sorted(shared)}")
     return bad
+
+
+def intent_queries(label: str, intents: list[Any], bad: list[str], typo: Any) -> list[tuple[str, str, set[str]]]:
+    """(kind, query, acceptable keys) of a set's intents, five kinds each (`typo(keyword query, key)` makes the
+    typo); refuses a set whose paraphrases share words with their tools (`bad`)."""
+    if bad:
+        raise SystemExit(f"{label} paraphrases share words with their tools: " + "; ".join(bad))
+    out = []
+    for group, name, _, _, asked, also in intents:
+        ok = {f"{group}.{name}", *also}
+        for kind in KINDS[:5]:
+            out.append((kind, typo(asked["keyword"], f"{group}.{name}") if kind == "typo" else asked[kind], ok))
+    return out
 
 
 def load_registry(text: str, workdir: Path, semantic: bool = False) -> tuple[Any, Any, float]:
@@ -255,15 +272,7 @@ def heldout_catalog_text() -> str:
 
 def heldout_queries() -> list[tuple[str, str, set[str]]]:
     """(kind, query, acceptable keys) of the held-out set; refuses a paraphrase that shares a word with its tool."""
-    bad = paraphrase_overlaps()
-    if bad:
-        raise SystemExit("held-out paraphrases share words with their tools: " + "; ".join(bad))
-    out = []
-    for group, name, _, _, asked, also in heldout.INTENTS:
-        ok = {f"{group}.{name}", *also}
-        for kind in KINDS[:5]:
-            out.append((kind, heldout.typo(asked["keyword"]) if kind == "typo" else asked[kind], ok))
-    return out
+    return intent_queries("held-out", heldout.INTENTS, paraphrase_overlaps(), lambda q, _: heldout.typo(q))
 
 
 def content_stems(text: str) -> set[str]:
@@ -275,12 +284,7 @@ def content_stems(text: str) -> set[str]:
 
 def paraphrase_overlaps() -> list[str]:
     """Each held-out paraphrase that shares a content stem with its tool's key, description, params or keywords."""
-    bad = []
-    for group, name, desc, params, asked, _ in heldout.INTENTS:
-        shared = content_stems(asked["paraphrase"]) & content_stems(tool_text(group, name, desc, params))
-        if shared:
-            bad.append(f"{group}.{name}: {asked['paraphrase']!r} shares {sorted(shared)}")
-    return bad
+    return overlaps((g, n, d, p, asked["paraphrase"]) for g, n, d, p, asked, _ in heldout.INTENTS)
 
 
 def shared_words(intents: list[Any]) -> str:
@@ -307,25 +311,12 @@ def dev2_catalog_text() -> str:
 
 def dev2_overlaps() -> list[str]:
     """Each dev-2 paraphrase that shares a content stem with its tool's group, name, description or params."""
-    bad = []
-    for group, name, desc, params, asked, _ in dev2.INTENTS:
-        shared = content_stems(asked["paraphrase"]) & content_stems(tool_text(group, name, desc, params))
-        if shared:
-            bad.append(f"{group}.{name}: {asked['paraphrase']!r} shares {sorted(shared)}")
-    return bad
+    return overlaps((g, n, d, p, asked["paraphrase"]) for g, n, d, p, asked, _ in dev2.INTENTS)
 
 
 def dev2_queries() -> list[tuple[str, str, set[str]]]:
     """(kind, query, acceptable keys) of dev-2; refuses a paraphrase that shares a word with its tool."""
-    bad = dev2_overlaps()
-    if bad:
-        raise SystemExit("dev-2 paraphrases share words with their tools: " + "; ".join(bad))
-    out = []
-    for group, name, _, _, asked, also in dev2.INTENTS:
-        ok = {f"{group}.{name}", *also}
-        for kind in KINDS[:5]:
-            out.append((kind, dev2.typo(asked["keyword"], f"{group}.{name}") if kind == "typo" else asked[kind], ok))
-    return out
+    return intent_queries("dev-2", dev2.INTENTS, dev2_overlaps(), dev2.typo)
 
 
 SETS = ("dev", "held-out")

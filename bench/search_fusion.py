@@ -179,20 +179,12 @@ def oracle(q: Query) -> list[int]:
 
 
 def diverse(q: Query, n: int, strength: float) -> list[int]:
-    """The n nearest, re-ordered by maximal marginal relevance: a tool much like one above it waits."""
-    import numpy as np
+    """The n nearest, re-ordered by maximal marginal relevance (toolrun's `diversify`): a tool much like one above it
+    waits."""
+    from toolrun.search.semantic import diversify
 
     near = nearest(q, n)
-    vectors = MATRIX[0][near]
-    pair = vectors @ vectors.T
-    out, left = [0], list(range(1, len(near)))
-    closest = pair[0].copy()
-    while left:
-        best = max(left, key=lambda i: q.sims[near[i]] - strength * closest[i])
-        out.append(best)
-        left.remove(best)
-        closest = np.maximum(closest, pair[best])
-    return [near[i] for i in out]
+    return [near[i] for i in diversify(MATRIX[0][near], q.sims[near], strength)]
 
 
 def rrf(k: float, weight: float, unfound: float, top: int = 30, head: int = 100, mmr: float = 0.0) -> Rule:

@@ -198,24 +198,13 @@ def nearest(sims: Any, n: int) -> list[int]:
 
 
 def diverse(matrix: Any, sims: Any, n: int, strength: float) -> list[int]:
-    import numpy as np
+    """The n nearest, re-ordered as toolrun's `diversify` does, at `strength`."""
+    from toolrun.search.semantic import diversify
 
     near = nearest(sims, n)
     if not strength:
         return near
-    vectors = matrix[near]
-    pair = vectors @ vectors.T
-    s = sims[near]
-    left = np.ones(len(near), dtype=bool)
-    left[0] = False
-    closest = pair[0].copy()
-    chosen = [0]
-    for _ in range(len(near) - 1):
-        i = int(np.argmax(np.where(left, s - strength * closest, -np.inf)))
-        chosen.append(i)
-        left[i] = False
-        np.maximum(closest, pair[i], out=closest)
-    return [near[i] for i in chosen]
+    return [near[i] for i in diversify(matrix[near], sims[near], strength)]
 
 
 def fuse(rule: Rule, q: Query, lists: list[tuple[list[int], float]]) -> list[int]:

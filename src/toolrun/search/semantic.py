@@ -351,10 +351,10 @@ def nearest(matrix: Any, rows: Any, vector: Any) -> list[int]:
     return [int(top[i]) for i in chosen]
 
 
-def diversify(vectors: Any, sims: Any) -> list[int]:
+def diversify(vectors: Any, sims: Any, strength: float = SEMANTIC_DIVERSITY) -> list[int]:
     """Positions of the nearest tools (`vectors`, their similarities `sims`, nearest first) re-ordered so that near-
     duplicates take turns (maximal marginal relevance): each next place goes to the tool with the best similarity less
-    SEMANTIC_DIVERSITY x its greatest similarity to a tool placed above it. The nearest stays first.
+    `strength` (SEMANTIC_DIVERSITY) x its greatest similarity to a tool placed above it. The nearest stays first.
 
     (Chosen on the dev set: R@3 0.84 -> 0.90 with the 50 nearest, flat between 0.3 and 0.7; bench/search_fusion.py.)"""
     import numpy as np
@@ -365,7 +365,7 @@ def diversify(vectors: Any, sims: Any) -> list[int]:
     closest = pair[0].copy()
     chosen = [0]
     for _ in range(len(sims) - 1):
-        i = int(np.argmax(np.where(left, sims - SEMANTIC_DIVERSITY * closest, -np.inf)))
+        i = int(np.argmax(np.where(left, sims - strength * closest, -np.inf)))
         chosen.append(i)
         left[i] = False
         np.maximum(closest, pair[i], out=closest)

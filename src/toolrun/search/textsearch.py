@@ -237,6 +237,11 @@ def _deletes(word: str) -> set[str]:
     return {word[:i] + word[i + 1 :] for i in range(len(word))}
 
 
+def idf(n: int, df: int) -> float:
+    """BM25's inverse document frequency of a word that `df` of `n` tools have."""
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
 class Index:
     """BM25 over a fixed list of tools (sorted by key); built once, read by many searches."""
 
@@ -261,9 +266,9 @@ class Index:
             for word in a.raw:
                 raw_to_stems[word] = _STEMS.get(word) or cached_stem(word)
         for docs, scores in postings.values():
-            idf = math.log(1 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
+            weight = idf(n, len(docs))
             for i in range(len(scores)):
-                scores[i] *= idf
+                scores[i] *= weight
         self.postings = postings
         self.raw_to_stem = raw_to_stems
         self.raw_sorted = sorted(raw_to_stems)
@@ -338,8 +343,7 @@ class Index:
                     found[s] = factor
 
     def _idf(self, stem: str) -> float:
-        n, df = len(self.tools), len(self.postings[stem][0])
-        return math.log(1 + (n - df + 0.5) / (df + 0.5))
+        return idf(len(self.tools), len(self.postings[stem][0]))
 
     def compound(self, word: str) -> tuple[str, str] | None:
         """Two words of the index that a word in no tool joins (`portcheck`: port, check), the longest first part
