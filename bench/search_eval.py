@@ -261,13 +261,24 @@ def semantic_model() -> Any:
     return _MODEL[0]
 
 
-def heldout_catalog_text() -> str:
+def intents_catalog_text(module: Any) -> str:
+    """The catalog of a set made of intents and distractors (held-out, dev-2): `module.INTENTS`, then
+    `module.distractors()`."""
     parts = ["version: 1\ntools:\n"]
-    for group, name, desc, params, _, _ in heldout.INTENTS:
+    for group, name, desc, params, _, _ in module.INTENTS:
         parts.append(tool_yaml(group, name, desc, params))
-    for group, name, desc, params in heldout.distractors():
+    for group, name, desc, params in module.distractors():
         parts.append(tool_yaml(group, name, desc, params))
     return "".join(parts)
+
+
+def intents_overlaps(module: Any) -> list[str]:
+    """Each paraphrase of `module.INTENTS` that shares a content stem with its tool's key, description or params."""
+    return overlaps((g, n, d, p, asked["paraphrase"]) for g, n, d, p, asked, _ in module.INTENTS)
+
+
+def heldout_catalog_text() -> str:
+    return intents_catalog_text(heldout)
 
 
 def heldout_queries() -> list[tuple[str, str, set[str]]]:
@@ -283,8 +294,8 @@ def content_stems(text: str) -> set[str]:
 
 
 def paraphrase_overlaps() -> list[str]:
-    """Each held-out paraphrase that shares a content stem with its tool's key, description, params or keywords."""
-    return overlaps((g, n, d, p, asked["paraphrase"]) for g, n, d, p, asked, _ in heldout.INTENTS)
+    """Each held-out paraphrase that shares a content stem with its tool."""
+    return intents_overlaps(heldout)
 
 
 def shared_words(intents: list[Any]) -> str:
@@ -301,17 +312,12 @@ def shared_words(intents: list[Any]) -> str:
 
 
 def dev2_catalog_text() -> str:
-    parts = ["version: 1\ntools:\n"]
-    for group, name, desc, params, _, _ in dev2.INTENTS:
-        parts.append(tool_yaml(group, name, desc, params))
-    for group, name, desc, params in dev2.distractors():
-        parts.append(tool_yaml(group, name, desc, params))
-    return "".join(parts)
+    return intents_catalog_text(dev2)
 
 
 def dev2_overlaps() -> list[str]:
-    """Each dev-2 paraphrase that shares a content stem with its tool's group, name, description or params."""
-    return overlaps((g, n, d, p, asked["paraphrase"]) for g, n, d, p, asked, _ in dev2.INTENTS)
+    """Each dev-2 paraphrase that shares a content stem with its tool."""
+    return intents_overlaps(dev2)
 
 
 def dev2_queries() -> list[tuple[str, str, set[str]]]:
