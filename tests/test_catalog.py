@@ -189,8 +189,8 @@ tools:
 """
     tools = load_text(tmp_path, text).tools
     assert tools["web.get"].return_type == EXEC_RETURN_TYPE == "str | (int, str, str)"
-    assert tools["web.get"].source == "curl -s -o - --proto =http,https --max-time 5 -- {{ url | quote }}"
-    assert tools["web.post"].source == "curl -s -o - --proto =http,https --json @- -X POST http://127.0.0.1:9/x"
+    assert tools["web.get"].source == "curl -sS -o - --proto =http,https --max-time 5 -- {{ url | quote }}"
+    assert tools["web.post"].source == "curl -sS -o - --proto =http,https --json @- -X POST http://127.0.0.1:9/x"
     assert tools["web.post"].kind == "curl"
 
 
@@ -498,7 +498,7 @@ tools:
     environ = {**ENV, "API_HOST": "api.example.com", "REGION": "eu-1", "API_TOKEN": "t0k"}
     tool = load_text(tmp_path, text, environ).tools["web.get"]
     assert tool.source == (
-        "curl -s -o - --proto =http,https -H X-Region:eu-1 https://api.example.com/v1/{{ path | quote }}"
+        "curl -sS -o - --proto =http,https -H X-Region:eu-1 https://api.example.com/v1/{{ path | quote }}"
     )
     assert tool.description == "Fetches api.example.com."
     assert tool.env == {"TOKEN": "t0k"}

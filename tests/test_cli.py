@@ -498,3 +498,11 @@ def test_a_stdin_tool_that_exits_without_reading_does_not_kill_toolrun_call(tmp_
             env=env,
         )
         assert (done.returncode, done.stdout) == (0, "done"), done.stderr
+
+
+def test_a_successful_command_keeps_its_warnings_on_stderr(tmp_path: Path) -> None:
+    catalog = write_catalog(tmp_path, "group: ops\ntools:\n  - name: warn\n    exec: echo result; echo low disk >&2\n")
+    code, out, err = run(catalog, "call", "ops.warn")
+    assert code == 0
+    assert out == "result\n"
+    assert err == "low disk\n"

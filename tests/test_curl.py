@@ -83,10 +83,10 @@ def test_a_curl_tool_runs_curl_silently_to_stdout_followed_by_its_value(tmp_path
     url = f"{server}/hello?x=1"
 
     assert service.catalog.tools["web.get"].source == (
-        "curl -s -o - --proto =http,https -H 'X-Test: yes' {{ url | quote }}"
+        "curl -sS -o - --proto =http,https -H 'X-Test: yes' {{ url | quote }}"
     )
     assert service.plan(Identity.operator(), "web.get", {"url": url})["command"] == (
-        f"curl -s -o - --proto =http,https -H 'X-Test: yes' '{url}'"
+        f"curl -sS -o - --proto =http,https -H 'X-Test: yes' '{url}'"
     )
     echoed = json.loads(call(service, "web.get", {"url": url}))
     assert (echoed["method"], echoed["path"], echoed["body"]) == ("GET", "/hello?x=1", "")
@@ -109,7 +109,7 @@ def test_a_curl_tool_with_stdin_posts_every_param_as_a_json_body(tmp_path: Path,
     )
     url = f"{server}/items"
 
-    assert service.catalog.tools["web.post"].source.startswith("curl -s -o - --proto =http,https --json @- ")
+    assert service.catalog.tools["web.post"].source.startswith("curl -sS -o - --proto =http,https --json @- ")
     echoed = json.loads(call(service, "web.post", {"url": url, "msg": 'hi "there" é', "n": "3"}))
     assert echoed["method"] == "POST"
     assert echoed["headers"]["content-type"] == "application/json"
@@ -156,7 +156,9 @@ def test_a_failing_curl_returns_the_exit_code_tuple(tmp_path: Path) -> None:
     port = free_port()  # a port nobody listens on
     service = service_for(tmp_path, GET_TOOL)
 
-    assert call(service, "web.get", {"url": f"http://127.0.0.1:{port}/"}) == (7, "", "")
+    code, out, err = call(service, "web.get", {"url": f"http://127.0.0.1:{port}/"})
+    assert (code, out) == (7, "")
+    assert err.startswith("curl: (7)") and "127.0.0.1" in err  # curl's own reason (`-sS`), not silence
 
 
 def test_a_server_that_never_answers_hits_the_tool_timeout(tmp_path: Path) -> None:

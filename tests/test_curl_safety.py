@@ -123,7 +123,7 @@ def test_http_still_works(tmp_path: Path, listener: tuple[int, list[bytes]]) -> 
 
 def test_a_tool_can_widen_its_protocols(tmp_path: Path, secret_file: Path) -> None:
     service = service_for(tmp_path, FETCH.replace("    curl:", "    protocols: [https, file]\n    curl:"))
-    assert service.catalog.tools["web.fetch"].source.startswith("curl -s -o - --proto =https,file ")
+    assert service.catalog.tools["web.fetch"].source.startswith("curl -sS -o - --proto =https,file ")
     assert call(service, "web.fetch", {"url": f"file://{secret_file}"}) == f"TOKEN={SECRET}\n"
 
 

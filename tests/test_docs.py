@@ -90,6 +90,44 @@ def test_relative_links_point_at_files_that_exist(doc: str) -> None:
         assert (path.parent / target).exists(), f"{doc} links to {target}, which does not exist"
 
 
+def _anchors(text: str) -> set[str]:
+    """The anchors a Markdown page's headings get (GitHub's rule: lower case, punctuation dropped, spaces to
+    hyphens, a repeated heading numbered)."""
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    fenced = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        heading = None if fenced else re.match(r"#{1,6} (.*)", line)
+        if heading:
+            slug = re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower()).replace(" ", "-")
+            count = seen.get(slug, 0)
+            seen[slug] = count + 1
+            found.add(slug if count == 0 else f"{slug}-{count}")
+    return found
+
+
+DOC_PAGES = sorted(
+    str(p.relative_to(ROOT)) for p in [README, ROOT / "bench" / "README.md", *(ROOT / "docs").glob("*.md")]
+)
+
+
+@pytest.mark.parametrize("doc", DOC_PAGES)
+def test_links_to_a_section_name_a_heading_that_exists(doc: str) -> None:
+    path = ROOT / doc
+    text = path.read_text(encoding="utf-8")
+    for target, anchor in re.findall(r"\]\(([^)#\s]*)#([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue
+        page = path.parent / target if target else path
+        if page.suffix != ".md" or not page.exists():
+            continue
+        found = _anchors(page.read_text(encoding="utf-8"))
+        assert anchor in found, f"{doc} links to {target}#{anchor}: no such heading"
+
+
 def test_changelog_keeps_unreleased_on_top() -> None:
     text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     headings = re.findall(r"^## (.+)$", text, re.MULTILINE)

@@ -233,3 +233,30 @@ def test_remote_list_over_the_flag_and_the_errors(server: ToolrunServer, tmp_pat
     assert local_only.returncode == 2 and "`validate-catalog` runs locally" in local_only.stderr
     dry = toolrun_cli("--url", server.url, "call", "demo.echo", "text=a", "--dry-run", env=env)
     assert dry.returncode == 2 and "--dry-run" in dry.stderr
+
+
+def test_url_and_api_key_may_follow_the_command(server: ToolrunServer, tmp_path: Path) -> None:
+    """`toolrun search disk --url URL` (as the docs write it) is `toolrun --url URL search disk`."""
+    from support.servers import clean_env, toolrun_cli
+
+    env = clean_env(tmp_path / "home")
+    key = create_key(server.env, "dave", "demo")
+    before = toolrun_cli("--url", server.url, "--api-key", key, "search", "print", "--json", env=env)
+    after = toolrun_cli("search", "print", "--json", "--url", server.url, f"--api-key={key}", env=env)
+    assert after.returncode == before.returncode == 0, after.stderr
+    assert after.stdout == before.stdout and "demo.echo" in after.stdout
+    called = toolrun_cli("call", "demo.echo", "--url", server.url, "text=hi", env=env)
+    assert (called.returncode, called.stdout) == (0, "hi"), called.stderr
+    listed = toolrun_cli("jobs", "list", "--url", server.url, "--api-key", key, env=env)
+    assert listed.returncode == 0, listed.stderr
+
+
+def test_hoisting_leaves_other_commands_and_values_alone() -> None:
+    from toolrun.cli.common import hoist_server_options as hoist
+
+    assert hoist(["search", "x", "--url", "U"]) == ["--url", "U", "search", "x"]
+    assert hoist(["--url", "U", "call", "k", "--api-key=K"]) == ["--api-key=K", "--url", "U", "call", "k"]
+    assert hoist(["access", "explain", "k", "--url", "U"]) == ["access", "explain", "k", "--url", "U"]
+    assert hoist(["mcp-config", "--url", "U", "--api-key"]) == ["mcp-config", "--url", "U", "--api-key"]
+    assert hoist(["call", "k", "--", "--url", "U"]) == ["call", "k", "--", "--url", "U"]
+    assert hoist(["call", "k", "--url"]) == ["call", "k", "--url"]

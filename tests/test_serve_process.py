@@ -6,6 +6,7 @@ port, waits (bounded) for /healthz, talks to it with httpx and stops it with SIG
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -240,3 +241,13 @@ def test_sigterm_kills_a_call_that_outlives_the_grace_period_and_its_children(st
     assert time.monotonic() - began < 5
     caller.join(timeout=30)
     assert matching(seconds) == [], "a child of the cancelled call survived the server"
+
+
+def test_serve_audit_log_flag_writes_the_trail_to_the_file(start: object, tmp_path: Path) -> None:
+    trail = tmp_path / "audit.jsonl"
+    served = start("--audit-log", str(trail))  # type: ignore[operator]
+    with httpx.Client(base_url=served.url, timeout=10) as client:
+        assert client.post("/tools/smoke.echo", json={"msg": "audited"}).text == "audited"
+    assert served.stop() == 0
+    records = [json.loads(line) for line in trail.read_text(encoding="utf-8").splitlines()]
+    assert [r["tool"] for r in records] == ["smoke.echo"], records

@@ -166,3 +166,24 @@ def test_a_missing_file_is_reported_as_a_problem(tmp_path: Path, monkeypatch: py
     result = CliRunner().invoke(app, ["validate-catalog", "nope.yaml"])
     assert result.exit_code == 1
     assert result.stdout == "nope.yaml:1:1: -: cannot read catalog: No such file or directory\n"
+
+
+def test_a_warning_inside_a_block_scalar_points_at_the_line_of_the_use(tmp_path: Path) -> None:
+    """The nested-quotes warning names the line where the value sits inside quotes, not the param's first use."""
+    catalog = tmp_path / "tools.yaml"
+    catalog.write_text(
+        "group: ops\n"
+        "tools:\n"
+        "  - name: report\n"
+        "    exec: |\n"
+        "      echo {{ host | quote }}\n"
+        "      date\n"
+        "      uptime\n"
+        '      echo "host is {{ host | quote }}"\n'
+        "    params:\n"
+        "      - {name: host, type: str}\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(app, ["validate-catalog", "--format", "json", str(catalog)])
+    problems = [p for p in json.loads(result.stdout)["problems"] if p.get("code") == "nested-quotes"]
+    assert [(p["line"], p["col"]) for p in problems] == [(8, 24)], result.stdout

@@ -120,7 +120,7 @@ def _command_run(
         protocols = tool.protocols if tool.protocols is not None else ctx.options.curl_protocols
         # `--json @-` goes before the template's words: after a `--` there, curl would read it as a URL.
         source = (
-            f"curl -s -o - --proto ={','.join(protocols)} " + ("--json @- " if tool.stdin else "") + template.strip()
+            f"curl -sS -o - --proto ={','.join(protocols)} " + ("--json @- " if tool.stdin else "") + template.strip()
         )
     elif tool.protocols is not None:
         ctx.problem((*loc, "protocols"), key, "`protocols` applies to curl tools only; ignored", "warning")

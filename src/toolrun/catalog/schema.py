@@ -260,7 +260,7 @@ class ToolDef(RuntimeOptions):
     public: bool = Field(False, description="Callable by anyone, even without an API key (adds the `public` tag).")
     description: str = Field("", description="Markdown; the first line is the summary shown in listings.")
     exec: str | None = Field(None, description="Shell command template, run as /bin/sh -c.")
-    curl: str | None = Field(None, description="Arguments to `curl -s -o -`, a template.")
+    curl: str | None = Field(None, description="Arguments to `curl -sS -o -`, a template.")
     fn: str | None = Field(None, description="A Python callable, `module:function`.")
     params: list[ParamDef] | None = Field(
         None, description="Declared parameters (fn tools: inferred from the signature when omitted)."

@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 _TAG = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
 
 
-def _find_name(template: str, name: str, unquoted_only: bool = False) -> int | None:
-    """Offset of the first use of `name` inside a `{{ }}` or `{% %}` tag of `template`."""
+def _find_name(template: str, name: str, unquoted_only: bool = False, nth: int = 0) -> int | None:
+    """Offset of the first (or the `nth`, counting from 0) use of `name` inside a `{{ }}` or `{% %}` tag of
+    `template`."""
     word = re.compile(rf"(?<![\w.'\"]){re.escape(name)}(?![\w'\"])")
     for tag in _TAG.finditer(template):
         text = tag.group(0)
@@ -28,8 +29,23 @@ def _find_name(template: str, name: str, unquoted_only: bool = False) -> int | N
             continue
         match = word.search(text)
         if match:
-            return tag.start() + match.start()
+            if nth == 0:
+                return tag.start() + match.start()
+            nth -= 1
     return None
+
+
+def _uses_before(template: str, name: str, line: int) -> int:
+    """How many tags of `template` that use `name` start before (1-based) line `line`: the same count finds the
+    use in the catalog's source text, whatever the YAML scalar style did to the lines."""
+    count, offset = 0, 0
+    while (found := _find_name(template[offset:], name)) is not None:
+        start = offset + found
+        if template.count("\n", 0, start) + 1 >= line:
+            break
+        count += 1
+        offset = start + len(name)
+    return count
 
 
 def check_template(
@@ -43,10 +59,13 @@ def check_template(
         ctx.problem_at(pos, key, f"template error in {kind}: {analysis.error}")
         return ()
 
-    def where(name: str, unquoted: bool = False) -> tuple[int, int]:
+    def where(name: str, unquoted: bool = False, line: int = 0) -> tuple[int, int]:
         # Searching the source text (composing the node tree) happens only once a problem needs it.
         pos = None
-        if unquoted:
+        if line > 1:  # the use on that line of the template, not the first use of the name
+            nth = _uses_before(template, name, line)
+            pos = ctx.locate.find(tloc, lambda text: _find_name(text, name, nth=nth))
+        if pos is None and unquoted:
             pos = ctx.locate.find(tloc, lambda text: _find_name(text, name, unquoted_only=True))
         pos = pos or ctx.locate.find(tloc, lambda text: _find_name(text, name))
         return pos or ctx.locate.value(tloc)
@@ -64,8 +83,8 @@ def check_template(
             ctx.problem_at(found or ctx.locate.value(tloc), key, message, "warning", "curl-option")
     words = CURL_PREFIX if kind == "curl" else ()
     findings, option_params = data_flow(lint.uses(template, words), declared, kind)
-    for name, unquoted, message, code in findings:
-        ctx.problem_at(where(name, unquoted=unquoted), key, message, "warning", code)
+    for name, unquoted, message, code, line in findings:
+        ctx.problem_at(where(name, unquoted=unquoted, line=line), key, message, "warning", code)
     return option_params
 
 
@@ -91,7 +110,7 @@ def _find_word(text: str, word: str) -> int | None:
 # curl's short options that take an argument (the rest of a cluster, else the next word).
 _CURL_SHORT_ARGS = frozenset("AbcCdDeEFHKmoPQrtTuUwxXyYz")
 _CURL_OUTPUT = (
-    "the shorthand already sends the body to stdout (`curl -s -o -`), so the body is printed anyway; to discard or "
+    "the shorthand already sends the body to stdout (`curl -sS -o -`), so the body is printed anyway; to discard or "
     "save it, write an `exec:` tool that runs curl itself (`exec: curl -s -o /dev/null -w '%{http_code}' -- "
     "{{ url | quote }}`)"
 )
@@ -118,7 +137,7 @@ CURL_CONFLICTS["--config"] = CURL_CONFLICTS["-K"]
 
 def curl_option_problems(template: str) -> list[tuple[str, str]]:
     """(option as written, warning) for each option of a `curl:` value that fights the shorthand
-    (`curl -s -o - --proto =...`): output to a file, other protocols, a config file. `-w` is fine:
+    (`curl -sS -o - --proto =...`): output to a file, other protocols, a config file. `-w` is fine:
     curl prints it after the body."""
     import shlex
 
@@ -162,7 +181,7 @@ CURL_ARG_OPTIONS = frozenset(
         *("-w", "--write-out", "-o", "--output", "--proto", "--retry", "--resolve", "--cacert"),
     }
 )
-CURL_PREFIX = ("curl", "-s", "-o", "-", "--proto", "=http,https")
+CURL_PREFIX = ("curl", "-sS", "-o", "-", "--proto", "=http,https")
 _TEXT_TYPES = ("str", "list", "dict")
 
 
@@ -202,14 +221,17 @@ _CODES = {
 
 def data_flow(
     uses: list[lint.Use], declared: dict[str, Param], kind: str
-) -> tuple[list[tuple[str, bool, str, str]], tuple[tuple[str, bool], ...]]:
-    """Warnings (param, about an unquoted use, message, warning code) for where the template puts each value, and
-    (for curl) the params that can reach curl's option position, with whether they arrive quoted."""
-    found: dict[tuple[str, str], tuple[str, bool, str, str]] = {}
+) -> tuple[list[tuple[str, bool, str, str, int]], tuple[tuple[str, bool], ...]]:
+    """Warnings (param, about an unquoted use, message, warning code, the use's line in the template) for where the
+    template puts each value, and (for curl) the params that can reach curl's option position, with whether they
+    arrive quoted."""
+    found: dict[tuple[str, str], tuple[str, bool, str, str, int]] = {}
     options: dict[str, bool] = {}
+    use: lint.Use | None = None
 
     def warn(name: str, what: str, message: str, unquoted: bool = False) -> None:
-        found.setdefault((name, what), (name, unquoted, message, _CODES[what.split()[0]]))
+        line = use.line if use is not None else 0
+        found.setdefault((name, what), (name, unquoted, message, _CODES[what.split()[0]], line))
 
     for use in uses:
         param = declared.get(use.name)

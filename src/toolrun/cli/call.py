@@ -114,6 +114,9 @@ def _print_result(result: CallResult, payload: dict[str, Any], as_json: bool) ->
     sys.stdout.write(text)
     if ex is None and text and not text.endswith("\n"):
         sys.stdout.write("\n")
+    if ex is not None and ex.stderr:  # a command's warnings on success: stderr, as the command wrote them
+        sys.stdout.flush()
+        sys.stderr.write(ex.stderr if ex.stderr.endswith("\n") else ex.stderr + "\n")
 
 
 _CALL_OPTIONS = ("--catalog", "--input", "--dry-run", "--json", "--audit", "--help")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
+from typer.core import TyperGroup
 
 from .fastcoerce import install_fast_coercion
 from .helpwords import install_help_words
@@ -54,7 +55,46 @@ complete -o default -F %(complete_func)s %(prog_name)s
 """
 _install_bash_script()
 
+_SERVER_OPTIONS = ("--url", "--api-key")
+REMOTE_COMMANDS = ("list", "describe", "call", "search", "jobs")  # the commands toolrun's --url applies to
+
+
+def hoist_server_options(args: list[str]) -> list[str]:
+    """`toolrun search disk --url URL` means `toolrun --url URL search disk`: toolrun's own `--url` and
+    `--api-key`, written after a command they apply to, move before it (up to a `--`)."""
+    i = 0
+    while i < len(args) and args[i].startswith("-"):  # toolrun's own options come first
+        i += 2 if args[i] in _SERVER_OPTIONS else 1
+    if i >= len(args) or args[i] not in REMOTE_COMMANDS:
+        return args
+    moved: list[str] = []
+    rest = args[: i + 1]
+    words = iter(args[i + 1 :])
+    for word in words:
+        if word == "--":
+            rest += [word, *words]
+            break
+        name = word.split("=", 1)[0]
+        if name in _SERVER_OPTIONS and "=" in word:
+            moved.append(word)
+        elif word in _SERVER_OPTIONS:
+            value = next(words, None)
+            if value is None:
+                rest.append(word)
+                break
+            moved += [word, value]
+        else:
+            rest.append(word)
+    return [*moved, *rest]
+
+
+class _ToolrunGroup(TyperGroup):
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # click.Context (typer bundles its own click)
+        return super().parse_args(ctx, hoist_server_options(args))
+
+
 app = typer.Typer(
+    cls=_ToolrunGroup,
     name="toolrun",
     help="Run the tools of a YAML catalog from the terminal, over HTTP and MCP, and in a browser.",
     no_args_is_help=True,
@@ -130,8 +170,6 @@ def make_service(catalog: list[str] | None, settings: Settings | None = None, **
 
 
 # -- the server of `toolrun --url URL [--api-key KEY] list|describe|call|search|jobs` ------------------
-
-REMOTE_COMMANDS = ("list", "describe", "call", "search", "jobs")
 
 
 @app.callback()

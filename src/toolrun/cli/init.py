@@ -40,7 +40,7 @@ tools:
         args: {{path: /no/such/path}}
         expect: {{exit_code: 1, stderr_matches: "No such file"}}
 
-  # curl: arguments to `curl -s -o -` (a template too).
+  # curl: arguments to `curl -sS -o -` (a template too).
   - name: http_headers
     description: Fetch the HTTP headers of a URL (a HEAD request).
     read_only: true

@@ -36,6 +36,10 @@ def serve(
     mcp_direct: Annotated[
         bool | None, typer.Option("--mcp-direct/--no-mcp-direct", help="MCP also lists each tool as its own tool.")
     ] = None,
+    audit_log: Annotated[
+        str | None,
+        typer.Option(metavar="FILE", help="Audit trail of tool calls (JSON lines): a file path, or - for stderr."),
+    ] = None,
 ) -> None:
     """Serve the catalog over HTTP (REST, MCP at /mcp, /metrics, /search, /ui) on one host and port."""
     from ..errors import ToolrunError
@@ -49,6 +53,7 @@ def serve(
         "rate_limit.enabled": rate_limit,
         "log_level": log_level,
         "mcp_direct": mcp_direct,
+        "audit_log": audit_log,
     }
     try:
         settings = load_settings(flags)
