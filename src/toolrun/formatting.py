@@ -240,9 +240,31 @@ def describe_text(tool: ToolSpec) -> str:
     hints = annotation_words(tool)
     if hints:
         lines.append(f"hints: {hints}")
+    runs = job_words(tool)
+    if runs:
+        lines.append(f"runs: {runs}")
     lines.append(f"returns: {tool.return_type}")
     lines.append(f"example: {tool.example}")
     return "\n".join(lines)
+
+
+def job_words(tool: ToolSpec) -> str:
+    """How a call of `tool` runs, when not at once: '' for a plain tool."""
+    if tool.approval:
+        who = ", ".join(tool.approvers) or "admin"
+        how = "; the call answers with a job at once" if tool.run_async else "; the call waits for the decision"
+        return f"needs approval by a member of {who} before each call runs{how}"
+    if tool.run_async:
+        return "runs as a job: the call answers at once with the job's id, the result comes later"
+    return ""
+
+
+def direct_description(tool: ToolSpec) -> str:
+    """A tool's description as MCP's direct mode lists it: the catalog's text, then how a call runs when it waits
+    for a person or answers with a job."""
+    text = tool.description or tool.key
+    runs = job_words(tool)
+    return f"{text.rstrip()}\n\nRuns: {runs}." if runs else text
 
 
 def return_words(return_type: str) -> str:

@@ -162,8 +162,25 @@ async def explain(
                 f"rate limit reached: {rate['used']} of {rate['calls']} calls; resets in {rate['resets_in']}s"
             )
     callable_now = _sandbox(answer, tool, reasons) and callable_now
+    _jobs(answer, tool, identity, reasons)
     answer.update(visible=visible, callable=callable_now, reasons=reasons)
     return answer
+
+
+def _jobs(answer: dict[str, Any], tool: ToolSpec, identity: Identity, reasons: list[str]) -> None:
+    """Say whether a call waits for a person (and whether this caller may be that person) or runs as a job."""
+    if not identity.can_access(tool):
+        return
+    if tool.approval:
+        approvers = list(tool.approvers) or ["admin"]
+        may = not identity.anonymous and (identity.is_admin or not identity.groups.isdisjoint(approvers))
+        answer["approval"] = {"required": True, "approvers": approvers, "may_approve": may}
+        who = identity.username or "an anonymous caller"
+        verdict = f"{who} may approve others' calls (never their own)" if may else f"{who} may not approve it"
+        reasons.append(f"each call needs approval by a member of {', '.join(approvers)} before it runs; {verdict}")
+    if tool.run_async:
+        answer["async"] = True
+        reasons.append("a call runs as a job: it answers at once with the job's id")
 
 
 def _sandbox(answer: dict[str, Any], tool: ToolSpec, reasons: list[str]) -> bool:

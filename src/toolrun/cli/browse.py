@@ -64,8 +64,15 @@ def _print_table(tools: list[ToolSpec]) -> None:
     table.add_column("groups", no_wrap=True, min_width=max((len(g) for g in groups), default=6))
     table.add_column("description", no_wrap=True, overflow="ellipsis")
     for tool, tags in zip(tools, groups, strict=True):
-        table.add_row(escape(tool.key), escape(tags), escape(plain(tool.summary)))
+        table.add_row(escape(tool.key), escape(tags), escape(_mark(tool) + plain(tool.summary)))
     Console(width=None if sys.stdout.isatty() else 100_000).print(table)
+
+
+def _mark(tool: ToolSpec) -> str:
+    """A list row's word on how the tool runs: `[approval: oncall]`, `[async]`, or nothing."""
+    if tool.approval:
+        return f"[approval: {', '.join(tool.approvers) or 'admin'}] "
+    return "[async] " if tool.run_async else ""
 
 
 @app.command()
@@ -117,7 +124,7 @@ def _print_tool(tool: ToolSpec, sandbox: dict[str, Any] | None = None) -> None:
     from rich.markdown import Markdown
     from rich.markup import escape
 
-    from ..formatting import annotation_words, return_words
+    from ..formatting import annotation_words, job_words, return_words
     from ..paramtypes import signature
 
     console = Console()
@@ -128,6 +135,9 @@ def _print_tool(tool: ToolSpec, sandbox: dict[str, Any] | None = None) -> None:
     hints = annotation_words(tool)
     if hints:
         console.print(f"hints: {hints}")
+    runs = job_words(tool)
+    if runs:
+        console.print(f"runs: {escape(runs)}", soft_wrap=True, highlight=False)
     console.print(f"returns: {escape(tool.return_type)}", soft_wrap=True)
     words = return_words(tool.return_type)
     if words:

@@ -40,7 +40,15 @@ from mcp.shared.exceptions import MCPError
 from ... import __version__, telemetry
 from ...access.audit import CallOrigin, clean_request_id, new_request_id
 from ...errors import NotFound, ParamError, RateLimited, ToolFailed, ToolrunError
-from ...formatting import describe_text, encodable, result_text, scrub_surrogates, search_text, structured_result
+from ...formatting import (
+    describe_text,
+    direct_description,
+    encodable,
+    result_text,
+    scrub_surrogates,
+    search_text,
+    structured_result,
+)
 from ...models import Identity, ToolSpec
 from ...paramtypes import request_schema
 from ...service import JobStarted, ToolService
@@ -284,7 +292,7 @@ class McpDoor:
                 types.Tool(
                     name=self._direct_names[tool.key],
                     title=tool.key,
-                    description=tool.description or tool.key,
+                    description=direct_description(tool),
                     input_schema=param_schema(tool),
                     annotations=mcp_annotations(tool),
                 )
