@@ -53,6 +53,7 @@ from .jobrecord import (
     visible,
 )
 from .models import CallResult, Identity, ToolSpec
+from .telemetry.notify import Notifier
 
 if TYPE_CHECKING:
     from .service import ToolService
@@ -77,11 +78,13 @@ class Jobs:
         *,
         approval_timeout: float = 3600.0,
         retention: float = 86400.0,
+        notifier: Notifier | None = None,
     ) -> None:
         self.service = service
         self.store = store
         self.approval_timeout = approval_timeout
         self.retention = retention
+        self.notifier = notifier or Notifier()  # a tool's own `notify:` hooks are told even without the setting
         self.tasks: dict[str, asyncio.Task[None]] = {}  # jobs this process runs
 
     @classmethod
@@ -90,7 +93,13 @@ class Jobs:
         from .state import SharedState
 
         store = SharedState(settings, keys=access.store if access is not None else None).jobs()
-        return cls(service, store, approval_timeout=settings.approval_timeout, retention=settings.job_retention)
+        return cls(
+            service,
+            store,
+            approval_timeout=settings.approval_timeout,
+            retention=settings.job_retention,
+            notifier=Notifier.from_settings(settings),
+        )
 
     @property
     def runner(self) -> str:
@@ -426,10 +435,12 @@ class Jobs:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        await self.notifier.drain(2.0)  # notifications on their way get a moment, not the whole backoff
 
     # -- audit -----------------------------------------------------------------------------------
 
     def _audit(self, message: str, job: Mapping[str, Any], decider: Identity | None) -> None:
+        self._notify(message.removeprefix("job "), job, decider)
         audit = self.service.audit
         if audit is None:
             return
@@ -451,6 +462,18 @@ class Jobs:
             },
             message,
         )
+
+
+    def _notify(self, event: str, job: Mapping[str, Any], decider: Identity | None) -> None:
+        """Tell the approvers' webhooks about a request and what became of it (not about async jobs)."""
+        if job.get("expires_at") is None:  # no approval involved
+            return
+        if event == "cancelled" and decider is not None and is_requester(decider, job):
+            event = "withdrawn"
+        tool = self.service.registry.tools.get(job["tool"])
+        extra = tool.notify if tool is not None else ()
+        if self.notifier.urls or extra:
+            self.notifier.send(event, job, decider.username if decider is not None else None, extra)
 
 
 def memory_jobs() -> JobStore:

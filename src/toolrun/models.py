@@ -172,6 +172,7 @@ class ToolSpec:
     approvers: tuple[str, ...] = ()
     approval_timeout: float | None = None  # seconds a call waits for its decision (None: the setting)
     run_async: bool = False
+    notify: tuple[str, ...] = ()  # webhooks told of this tool's approval requests (telemetry/notify.py)
 
     def entry(self) -> dict[str, Any]:
         """The tool entry: key, groups, params, return_type, description, example; then

@@ -118,6 +118,13 @@ class Settings:
     approval_timeout: float = setting(
         3600.0, "Seconds a call needing approval waits for its decision before it expires (a tool may set its own)."
     )
+    notify_url: tuple[str, ...] = setting(
+        (), "Webhooks (Slack, Teams or your own) told when a call asks for approval, is decided, withdrawn or expires."
+    )
+    notify_secret: str = setting("", "Key of the HMAC-SHA256 signature on each notification (empty: unsigned).")
+    public_url: str = setting(
+        "", "The address people open toolrun at, for links in notifications (empty: http://<host>:<port>)."
+    )
     job_retention: float = setting(86400.0, "Seconds a finished job (its result) is kept, then dropped.")
     audit_log: str = setting("", "Audit trail of tool calls (JSON lines): a file path, - for stderr, empty for none.")
     oauth_issuer: str = setting(

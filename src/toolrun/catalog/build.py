@@ -165,7 +165,7 @@ def _hint_warnings(ctx: LoadContext, tool: ToolDef, key: str, loc: tuple[Any, ..
     """Warnings for hints and approval settings that contradict or do nothing."""
     if tool.read_only and tool.destructive:
         ctx.problem((*loc, "destructive"), key, "a read_only tool cannot be destructive", "warning")
-    for name in ("approvers", "approval_timeout"):
+    for name in ("approvers", "approval_timeout", "notify"):
         if getattr(tool, name) is not None and tool.approval != "required":
             ctx.problem((*loc, name), key, f"`{name}` applies with `approval: required` only; ignored", "warning")
 
@@ -225,6 +225,7 @@ def _spec(
         approvers=tuple(dict.fromkeys(tool.approvers or ["admin"])) if approval else (),
         approval_timeout=tool.approval_timeout,
         run_async=tool.run_async,
+        notify=tuple(dict.fromkeys(tool.notify or ())) if approval else (),
     )
 
 

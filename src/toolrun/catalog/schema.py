@@ -315,6 +315,12 @@ class ToolDef(RuntimeOptions):
     run_async: bool = Field(
         False, alias="async", description="Answer every call at once with a job to follow (long-running tools)."
     )
+    notify: list[Annotated[str, Field(pattern=r"^https?://[^\s/]+")]] | None = Field(
+        None,
+        min_length=1,
+        description="Webhook URLs (http or https; `${VAR}` keeps a secret URL out of the file) told when a call "
+        "of this tool asks for approval, is decided, withdrawn or expires, beside the notify_url setting's.",
+    )
 
 
 class CatalogFile(_Strict):

@@ -133,6 +133,7 @@ class LocalClient:
     def _submit(self, key: str, args: dict[str, Any]) -> dict[str, Any]:
         async def go() -> dict[str, Any]:
             job = await self.manager.submit(self.identity, key, args, as_json=True)
+            await self.manager.notifier.drain()  # this process ends soon: the approvers' webhooks first
             return {"job": job["id"], "status": job["state"]}
 
         return asyncio.run(go())
@@ -153,6 +154,7 @@ class LocalClient:
             if task is not None:
                 await task
                 job = await manager.get(self.identity, job_id)
+            await manager.notifier.drain()
             return dict(job)
 
         return self._view(asyncio.run(go()))

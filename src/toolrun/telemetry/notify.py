@@ -1,0 +1,152 @@
+"""Notifications of approvals (docs/jobs.md): a webhook POST when a request is made, decided, withdrawn or expires.
+
+One JSON body, accepted as it is by Slack's and Microsoft Teams' incoming webhooks (they read `text`; the other
+fields are for a receiver of your own)::
+
+    {"text": "alice asks to run ops.restart (name=nginx): needs approval by oncall. Open: https://.../ui/jobs/j_…",
+     "event": "requested", "job": {"id": "j_…", "tool": "ops.restart", "state": "awaiting_approval", ...}}
+
+With the `notify_secret` setting each POST is signed: `X-Toolrun-Timestamp: <unix seconds>` and
+`X-Toolrun-Signature-256: sha256=<hex HMAC-SHA256 of "<timestamp>.<body>" under the secret>`, so a receiver can
+check who sent it and refuse a replay. Delivery never holds up a call: each notification is a background task that
+tries up to `ATTEMPTS` times (backoff 1, 2, 4, 8 s) while the receiver is unreachable or answers 429 or 5xx, then
+logs a warning. A webhook URL carries its own secret (Slack's do): logs show its scheme and host only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+log = logging.getLogger("toolrun.notify")
+
+ATTEMPTS = 5
+FIRST_BACKOFF = 1.0  # seconds; doubled after each failed attempt
+TIMEOUT = 5.0  # seconds one attempt may take
+EVENTS = ("requested", "approved", "denied", "withdrawn", "cancelled", "expired")
+SIGNATURE_HEADER = "X-Toolrun-Signature-256"
+TIMESTAMP_HEADER = "X-Toolrun-Timestamp"
+
+
+def masked(url: str) -> str:
+    """A webhook URL as logs and tool entries show it: scheme and host, the rest (often a secret) hidden."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname or ''}/…" if parts.scheme and parts.hostname else "[webhook]"
+
+
+def sign(secret: str, timestamp: str, body: bytes) -> str:
+    """The signature header's value for `body` sent at `timestamp`."""
+    mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
+    return "sha256=" + mac.hexdigest()
+
+
+def _args_words(args: Mapping[str, Any]) -> str:
+    shown = ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in args.items())
+    return f" ({shown[:300]}{'…' if len(shown) > 300 else ''})" if shown else ""
+
+
+def message(event: str, job: Mapping[str, Any], decider: str | None, link: str) -> str:
+    """The one line a person reads in the channel."""
+    who = job["requester"]["username"] or "someone"
+    tool = job["tool"]
+    approvers = ", ".join(job.get("approvers") or ["admin"])
+    reason = f": {job['reason']}" if job.get("reason") else ""
+    lines = {
+        "requested": f"{who} asks to run {tool}{_args_words(job.get('shown_args') or {})}: "
+        f"needs approval by {approvers}",
+        "approved": f"{decider} approved {who}'s call of {tool}{reason}",
+        "denied": f"{decider} denied {who}'s call of {tool}{reason}",
+        "withdrawn": f"{who} withdrew their request to run {tool}{reason}",
+        "cancelled": f"{decider or 'toolrun'} cancelled {who}'s call of {tool}{reason}",
+        "expired": f"{who}'s request to run {tool} expired: nobody decided in time",
+    }
+    return f"{lines[event]}. Open: {link}" if link else f"{lines[event]}."
+
+
+class Notifier:
+    """Sends the notifications of one process. `urls` are the server's webhooks (the `notify_url` setting);
+    a tool's own `notify:` hooks are passed with each event."""
+
+    def __init__(self, urls: Sequence[str] = (), secret: str = "", public_url: str = "") -> None:
+        self.urls = tuple(u for u in urls if u)
+        self.secret = secret
+        self.public_url = public_url.rstrip("/")
+        self.pending: set[asyncio.Task[None]] = set()
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> Notifier:
+        public = settings.public_url or f"http://{settings.host}:{settings.port}"
+        return cls(settings.notify_url, settings.notify_secret, public)
+
+    def link(self, job_id: str) -> str:
+        return f"{self.public_url}/ui/jobs/{quote(job_id)}" if self.public_url else ""
+
+    def body(self, event: str, job: Mapping[str, Any], decider: str | None) -> bytes:
+        link = self.link(job["id"])
+        view = {
+            "id": job["id"],
+            "tool": job["tool"],
+            "state": job["state"],
+            "requester": job["requester"]["username"] or None,
+            "approvers": list(job.get("approvers") or []),
+            "args": dict(job.get("shown_args") or {}),  # secret values are already `[secret]`
+            "decided_by": decider,
+            "reason": job.get("reason"),
+            "created": job.get("created"),
+            "expires_at": job.get("expires_at"),
+            "url": link or None,
+        }
+        payload = {"text": message(event, job, decider, link), "event": event, "job": view}
+        return json.dumps(payload, ensure_ascii=False, default=str).encode()
+
+    def send(self, event: str, job: Mapping[str, Any], decider: str | None, extra: Sequence[str] = ()) -> None:
+        """Queue the notification of `event` to every hook; returns at once (a running event loop is needed)."""
+        urls = [*self.urls, *(u for u in extra if u not in self.urls)]
+        if not urls or event not in EVENTS:
+            return
+        body = self.body(event, job, decider)
+        loop = asyncio.get_running_loop()
+        for url in urls:
+            task = loop.create_task(self._deliver(url, body))
+            self.pending.add(task)
+            task.add_done_callback(self.pending.discard)
+
+    async def drain(self, timeout: float = TIMEOUT) -> None:
+        """Wait (at most `timeout` seconds) for the notifications still on their way: a CLI process about to exit,
+        a server stopping."""
+        if self.pending:
+            await asyncio.wait(set(self.pending), timeout=timeout)
+
+    async def _deliver(self, url: str, body: bytes) -> None:
+        import httpx
+
+        delay = FIRST_BACKOFF
+        problem = ""
+        async with httpx.AsyncClient(timeout=TIMEOUT, follow_redirects=False) as client:
+            for attempt in range(1, ATTEMPTS + 1):
+                stamp = str(int(time.time()))
+                headers = {"Content-Type": "application/json", "User-Agent": "toolrun-notify"}
+                if self.secret:
+                    headers[TIMESTAMP_HEADER] = stamp
+                    headers[SIGNATURE_HEADER] = sign(self.secret, stamp, body)
+                try:
+                    answer = await client.post(url, content=body, headers=headers)
+                except httpx.HTTPError as exc:
+                    problem = type(exc).__name__
+                else:
+                    if answer.status_code < 300:
+                        return
+                    problem = f"HTTP {answer.status_code}"
+                    if answer.status_code < 500 and answer.status_code != 429:
+                        break  # the receiver refuses this body: sending it again would not help
+                if attempt < ATTEMPTS:
+                    await asyncio.sleep(delay)
+                    delay *= 2
+        log.warning("notification to %s not delivered (%s)", masked(url), problem)
