@@ -45,6 +45,9 @@ tools:
   - name: quick
     exec: echo quick
     public: true
+  - name: noisy
+    exec: "echo out1; echo err1 >&2; sleep 1.5; echo out2; echo err2 >&2"
+    async: true
 """
 
 
@@ -276,7 +279,7 @@ def test_cli_local_jobs_share_the_servers_state_file(server: tuple[ToolrunServer
     local = ["-c", str(srv.catalog)]
     listed = toolrun_cli("jobs", "list", *local, env=srv.env)  # the local operator is an admin
     assert job in listed.stdout, listed.stderr
-    shown = json.loads(toolrun_cli("jobs", "show", job, *local, env=srv.env).stdout)
+    shown = json.loads(toolrun_cli("jobs", "show", job, "--json", *local, env=srv.env).stdout)
     assert shown["plan"]["command"] == "echo wiped local1"
     approved = toolrun_cli("jobs", "approve", job, "-r", "from the console", *local, env=srv.env)
     assert approved.returncode == 0, approved.stderr
@@ -412,3 +415,74 @@ def test_a_job_id_never_starts_with_a_dash(monkeypatch: pytest.MonkeyPatch) -> N
     assert jobrecord.new_job_id() == "_fine-after-all"
     monkeypatch.undo()
     assert not any(jobrecord.new_job_id().startswith("-") for _ in range(2000))
+
+
+ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
+
+
+def test_the_job_commands_read_well_for_people_and_scripts(
+    server: tuple[ToolrunServer, JobUsers], tmp_path: Path
+) -> None:
+    import re
+
+    srv, u = server
+    remote = ["--url", srv.url, "--api-key"]
+    # A call that waits without a terminal says on stderr which job it is and what it waits for.
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "toolrun", *remote, u.keys["alice"], "call", "ops.wipe", "target=db5"],
+        env=srv.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        job = wait_until(lambda: u.pending("bob"), 20, "the waiting call's job")[0]["job"]
+        # `jobs show` for people: who asked, when (ISO 8601), the command, and that bob may decide.
+        shown = toolrun_cli(*remote, u.keys["bob"], "jobs", "show", job, env=srv.env)
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.startswith(f"job {job} (ops.wipe): awaiting_approval\nrequested by alice at ")
+        assert re.search(rf"requested by alice at {ISO}; approvers: oncall; expires at {ISO}", shown.stdout)
+        assert "command: echo wiped db5" in shown.stdout and f"toolrun jobs approve {job}" in shown.stdout
+        as_json = json.loads(toolrun_cli(*remote, u.keys["bob"], "jobs", "show", job, "--json", env=srv.env).stdout)
+        assert re.fullmatch(ISO, as_json["created"]) and re.fullmatch(ISO, as_json["expires_at"])
+        listed = toolrun_cli(*remote, u.keys["bob"], "jobs", "list", env=srv.env).stdout
+        assert re.search(rf"{job}  awaiting_approval  ops.wipe  alice  {ISO}", listed), listed
+        assert u.approve("bob", job).status_code == 200
+        out, err = waiting.communicate(timeout=30)
+    finally:
+        waiting.kill()
+    assert out == "wiped db5\n"
+    assert err.startswith(f"job {job} (ops.wipe): awaiting_approval (an approver runs: toolrun jobs approve {job})")
+    # --status is checked as GET /jobs checks it.
+    bad = toolrun_cli(*remote, u.keys["bob"], "jobs", "list", "--status", "pending", env=srv.env)
+    assert bad.returncode == 2 and "--status must be one of awaiting_approval, running, succeeded" in bad.stderr
+    # `jobs tail` shows stderr as well, and ends with the final state after the last output line.
+    noisy = u.req("alice", "POST", "/tools/ops.noisy", {}).json()["job"]
+    tail = subprocess.run(
+        [sys.executable, "-m", "toolrun", *remote, u.keys["alice"], "jobs", "tail", noisy],
+        env=srv.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=30,
+    )
+    assert tail.returncode == 0, tail.stdout
+    lines = tail.stdout.splitlines()
+    assert [line for line in lines if line.startswith(("out", "err"))] == ["out1", "err1", "out2", "err2"]
+    assert lines[-1] == f"job {noisy} (ops.noisy): succeeded"
+
+
+def test_local_jobs_list_and_show_need_no_catalog(server: tuple[ToolrunServer, JobUsers], tmp_path: Path) -> None:
+    srv, u = server
+    job = u.req("alice", "POST", "/tools/ops.wipe", {"target": "nocat"}).json()["job"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**srv.env, "PWD": str(elsewhere)}
+    listed = subprocess.run(
+        [sys.executable, "-m", "toolrun", "jobs", "list"], env=env, cwd=elsewhere, capture_output=True, text=True
+    )
+    assert listed.returncode == 0 and job in listed.stdout, listed.stderr
+    shown = subprocess.run(
+        [sys.executable, "-m", "toolrun", "jobs", "show", job], env=env, cwd=elsewhere, capture_output=True, text=True
+    )
+    assert shown.returncode == 0 and "command: echo wiped nocat" in shown.stdout, shown.stderr

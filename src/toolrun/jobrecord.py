@@ -170,7 +170,7 @@ def public_view(job: Mapping[str, Any], identity: Identity) -> dict[str, Any]:
     }
     if is_approver(identity, job) and job.get("plan") is not None:
         view["plan"] = job["plan"]
-    if job["state"] == RUNNING and job.get("output"):
+    if job.get("output"):  # so far while it runs; what it printed once it ended (its result holds the rest)
         view["output"] = job["output"]
     result = job.get("result")
     if result is not None:

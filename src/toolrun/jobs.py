@@ -399,10 +399,11 @@ class Jobs:
             cancelled = cancelled or bool(await self._cancel_asked(job["id"]))
             call.cancel()
             if not cancelled:
-                await self._finish(job["id"], {"state": "failed", "error": "the server stopped while it ran"})
+                ending = {"state": "failed", "error": "the server stopped while it ran"}
+                await self._finish(job["id"], ending, watch.snapshot())
                 raise
         await asyncio.wait({call})
-        await self._finish(job["id"], self._ending(call, cancelled))
+        await self._finish(job["id"], self._ending(call, cancelled), watch.snapshot())
 
     async def _cancel_asked(self, job_id: str) -> bool:
         entry = await self.store.get(job_id)
@@ -420,8 +421,9 @@ class Jobs:
         result = call.result()
         return {"state": outcome_of(result), "result": result_record(result)}
 
-    async def _finish(self, job_id: str, change: dict[str, Any]) -> None:
-        await self._move(job_id, (RUNNING,), {**change, "output": None})
+    async def _finish(self, job_id: str, change: dict[str, Any], output: dict[str, Any] | None) -> None:
+        """End a running job; it keeps the head and tail of what it printed (a cancelled job's only output)."""
+        await self._move(job_id, (RUNNING,), {**change, "output": output})
 
     async def _call(self, job: dict[str, Any]) -> CallResult:
         identity = requester_identity(job)
@@ -462,7 +464,6 @@ class Jobs:
             },
             message,
         )
-
 
     def _notify(self, event: str, job: Mapping[str, Any], decider: Identity | None) -> None:
         """Tell the approvers' webhooks about a request and what became of it (not about async jobs)."""

@@ -179,7 +179,9 @@ def _job(client: Client, payload: dict[str, Any], no_wait: bool, as_json: bool) 
         else:
             sys.stdout.write(payload["job"] + "\n")
         return
-    finish(wait_for(client, payload["job"]), as_json)
+    view = wait_for(client, payload["job"])
+    view.pop("_printed", None)
+    finish(view, as_json)
 
 
 def error_object(key: str, exc: BaseException) -> dict[str, Any]:

@@ -138,11 +138,27 @@ class LocalClient:
 
         return asyncio.run(go())
 
+    @property
+    def reader(self) -> Jobs:
+        """The jobs to read: those of `manager`, or with no catalog here, the state file's all the same (a job
+        holds what its views show; only running or deciding one needs its tool)."""
+        if self._jobs is None and not self.catalog:
+            from ..errors import UsageError
+
+            try:
+                return self.manager
+            except UsageError:
+                from ..catalog import Catalog
+                from ..service import ToolService
+
+                return ToolService(Catalog({})).use_jobs(self.settings)
+        return self.manager
+
     def jobs(self, status: str | None = None) -> builtins.list[dict[str, Any]]:
-        return [self._view(j) for j in asyncio.run(self.manager.list(self.identity, status))]
+        return [self._view(j) for j in asyncio.run(self.reader.list(self.identity, status))]
 
     def job(self, job_id: str) -> dict[str, Any]:
-        return self._view(asyncio.run(self.manager.get(self.identity, job_id)))
+        return self._view(asyncio.run(self.reader.get(self.identity, job_id)))
 
     def job_action(self, job_id: str, action: str, reason: str = "") -> dict[str, Any]:
         """An approved job runs in this process, to its end: the job is then as it ended."""

@@ -75,6 +75,7 @@ def tool_from_entry(entry: dict[str, Any]) -> ToolSpec:
     key = str(entry.get("key", ""))
     groups = tuple(str(g) for g in entry.get("groups") or [])
     return_type = str(entry.get("return_type", "unknown"))
+    approval: dict[str, Any] = entry["approval"] if isinstance(entry.get("approval"), dict) else {}
     return ToolSpec(
         key=key,
         name=key.rsplit(".", 1)[-1],
@@ -87,6 +88,9 @@ def tool_from_entry(entry: dict[str, Any]) -> ToolSpec:
         example=str(entry.get("example") or ""),
         annotations=dict(entry["annotations"]) if isinstance(entry.get("annotations"), dict) else {},
         keywords=tuple(str(k) for k in entry.get("keywords") or []),
+        approval=bool(approval),
+        approvers=tuple(str(g) for g in approval.get("approvers") or ()),
+        run_async=entry.get("async") is True,
     )
 
 

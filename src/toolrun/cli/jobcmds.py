@@ -38,34 +38,58 @@ def describe_state(view: dict[str, Any]) -> str:
     return line
 
 
+TIME_FIELDS = ("created", "updated", "expires_at", "decided_at", "started", "finished")
+
+
+def iso(moment: Any) -> Any:
+    """A job's time (Unix seconds) as ISO 8601 in UTC, `2026-11-28T04:30:00Z`; anything else as it is."""
+    if isinstance(moment, (int, float)) and not isinstance(moment, bool):
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(moment))
+    return moment
+
+
+def with_iso(view: dict[str, Any]) -> dict[str, Any]:
+    """A job view for people and scripts: its times in ISO 8601."""
+    return {k: iso(v) if k in TIME_FIELDS else v for k, v in view.items()}
+
+
+def _new_output(view: dict[str, Any], printed: list[int]) -> None:
+    """Write what the running job printed since the last look: stdout to stdout, stderr to stderr."""
+    output = view.get("output") or {}
+    for i, (name, stream) in enumerate((("stdout", sys.stdout), ("stderr", sys.stderr))):
+        head = output.get(f"{name}_head", "")
+        if len(head) > printed[i] and not output.get(f"{name}_tail"):
+            stream.write(head[printed[i] :])
+            stream.flush()
+            printed[i] = len(head)
+
+
 def wait_for(jobs: Client, job_id: str, show_output: bool = False) -> dict[str, Any]:
-    """Poll the job until it ends; progress on stderr when it is a terminal (or with `show_output`)."""
+    """Poll the job until it ends; each change of its state on stderr (a script reads the job id there too),
+    and with `show_output` what it prints as it runs."""
     last = ""
-    printed = 0
-    tty = sys.stderr.isatty()
+    printed = [0, 0]
     while True:
         view: dict[str, Any] = jobs.job(job_id)
         state = describe_state(view)
-        if state != last and (tty or show_output):
+        if state != last and view["status"] not in FINAL:
             hint = (
                 f" (an approver runs: toolrun jobs approve {job_id})" if view["status"] == "awaiting_approval" else ""
             )
             sys.stderr.write(state + hint + "\n")
+            sys.stderr.flush()
             last = state
         if show_output:
-            head = (view.get("output") or {}).get("stdout_head", "")
-            if len(head) > printed and not (view.get("output") or {}).get("stdout_tail"):
-                sys.stdout.write(head[printed:])
-                sys.stdout.flush()
-                printed = len(head)
+            _new_output(view, printed)
         if view["status"] in FINAL:
             view["_printed"] = printed
             return view
         time.sleep(POLL)
 
 
-def finish(view: dict[str, Any], as_json: bool, printed: int = 0) -> None:
-    """Print a finished job's result as `toolrun call` prints a result, and exit with its code."""
+def finish(view: dict[str, Any], as_json: bool, printed: tuple[int, int] = (0, 0)) -> None:
+    """Print a finished job's result as `toolrun call` prints a result (less what `printed` says was shown
+    already, of stdout and of stderr), and exit with its code."""
     from .call import exit_code
     from .client_remote import result_from_payload
 
@@ -93,10 +117,11 @@ def finish(view: dict[str, Any], as_json: bool, printed: int = 0) -> None:
         from ..formatting import result_text
 
         text = ex.stdout if ex is not None else result_text(call.value)
-        sys.stdout.write(text[printed:])
-        if ex is not None and not call.ok:
-            sys.stderr.write(ex.stderr)
-        elif ex is None and text and not text.endswith("\n"):
+        sys.stdout.write(text[printed[0] :])
+        sys.stdout.flush()
+        if ex is not None:
+            sys.stderr.write(ex.stderr[printed[1] :])
+        elif text and not text.endswith("\n"):
             sys.stdout.write("\n")
     if not call.ok and ex is not None:
         raise typer.Exit(exit_code(ex.returncode, ex.timed_out))
@@ -104,9 +129,37 @@ def finish(view: dict[str, Any], as_json: bool, printed: int = 0) -> None:
 
 def _table(views: list[dict[str, Any]]) -> None:
     for view in views:
-        created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(view["created"]))
         who = view.get("requester") or "(anonymous)"
-        sys.stdout.write(f"{view['job']}  {view['status']:<17}  {view['tool']}  {who}  {created}\n")
+        sys.stdout.write(f"{view['job']}  {view['status']:<17}  {view['tool']}  {who}  {iso(view['created'])}\n")
+
+
+def show_text(view: dict[str, Any]) -> str:
+    """A job for people: its state, who asked and when, what it runs, the decision, its output or result."""
+    lines = [describe_state(view)]
+    asked = f"requested by {view.get('requester') or '(anonymous)'} at {iso(view['created'])}"
+    if view["status"] == "awaiting_approval":
+        asked += f"; approvers: {', '.join(view['approvers'])}"
+        if view.get("expires_at"):
+            asked += f"; expires at {iso(view['expires_at'])}"
+    lines.append(asked)
+    if view.get("args"):
+        lines.append("args: " + ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in view["args"].items()))
+    plan = view.get("plan") or {}
+    if plan.get("command"):
+        lines.append(f"command: {plan['command']}")
+    if view.get("can_decide"):
+        lines.append(f"you may decide: toolrun jobs approve {view['job']} (or deny)")
+    output = view.get("output") or {}
+    for name in ("stdout", "stderr"):
+        text = output.get(f"{name}_head", "") + ("…" + output[f"{name}_tail"] if output.get(f"{name}_tail") else "")
+        if text:
+            lines += [f"{name} so far:", *("  " + line for line in text.splitlines())]
+    result = view.get("result")
+    if result is not None:
+        lines.append(f"result: HTTP {result['status']}, exit code {result.get('exit_code')}")
+        lines += ["  " + line for line in str(result.get("body", "")).splitlines()]
+    lines.append(f"updated at {iso(view['updated'])}")
+    return "\n".join(lines) + "\n"
 
 
 ReasonOpt = Annotated[str, typer.Option("--reason", "-r", help="Why (recorded in the job and the audit trail).")]
@@ -119,28 +172,35 @@ def list_jobs(
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Jobs you may see: your calls, and the calls of the tools you approve."""
-    from ..errors import ToolrunError
+    """Jobs you may see: your calls, and the calls of the tools you approve (times in ISO 8601, UTC)."""
+    from ..errors import ToolrunError, UsageError
+    from ..jobrecord import STATES
 
+    if status is not None and status not in STATES:
+        fail(UsageError(f"--status must be one of {', '.join(STATES)}"))
     try:
         views = open_client(catalog).jobs(status)
     except ToolrunError as exc:
         fail(exc)
     if as_json:
-        print_json(views)
+        print_json([with_iso(v) for v in views])
     else:
         _table(views)
 
 
 @jobs_app.command("show")
-def show(job: JobArg, catalog: CatalogOpt = None) -> None:
-    """One job as JSON: state, parameters, the command it runs (approvers), its output or result."""
+def show(job: JobArg, catalog: CatalogOpt = None, as_json: JsonOpt = False) -> None:
+    """One job: state, who asked, parameters, the command it runs (approvers), its output or result."""
     from ..errors import ToolrunError
 
     try:
-        print_json(open_client(catalog).job(job))
+        view = open_client(catalog).job(job)
     except ToolrunError as exc:
         fail(exc)
+    if as_json:
+        print_json(with_iso(view))
+    else:
+        sys.stdout.write(show_text(view))
 
 
 def _act(action: str, job: str, reason: str, catalog: list[str] | None, as_json: bool) -> None:
@@ -176,7 +236,8 @@ def cancel(job: JobArg, reason: ReasonOpt = "", catalog: CatalogOpt = None, as_j
 
 @jobs_app.command("tail")
 def tail(job: JobArg, catalog: CatalogOpt = None, as_json: JsonOpt = False) -> None:
-    """Follow a job: its state changes on stderr, its output on stdout, then its result and exit code."""
+    """Follow a job: its state changes on stderr, its output as it comes (stdout and stderr), then its result,
+    its final state on stderr after the last output line, and its exit code."""
     from ..errors import ToolrunError
 
     try:
@@ -185,4 +246,11 @@ def tail(job: JobArg, catalog: CatalogOpt = None, as_json: JsonOpt = False) -> N
         fail(exc)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
-    finish(view, as_json, int(view.pop("_printed", 0)))
+    printed = view.pop("_printed", [0, 0])
+    _new_output(view, printed)  # the last lines, stderr's too (a text result holds stdout only)
+    try:
+        finish(view, as_json, (printed[0], printed[1]))
+    finally:
+        if view.get("result") is not None:  # finish() already said how a job without a result ended
+            sys.stdout.flush()
+            sys.stderr.write(describe_state(view) + "\n")
