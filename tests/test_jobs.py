@@ -149,6 +149,11 @@ def test_async_job_output_events_and_metrics(server: tuple[ToolrunServer, JobUse
     assert headers["content-type"].startswith("text/event-stream")
     assert events[0]["status"] == "running" and events[-1]["status"] == "succeeded"
     assert events[-1]["result"]["body"].endswith("line15\n")
+    # The first event carries what exists; each later one only what is new since the one before.
+    assert events[0]["output"]["stdout"].startswith("line1\nline2\n")
+    pieces = [e["output"]["stdout"] for e in events if "output" in e]
+    assert "".join(pieces) == "".join(f"line{i}\n" for i in range(1, 16))
+    assert all(p.count("line1\n") <= 1 for p in pieces) and len([p for p in pieces if p]) >= 3
     # Prefer: respond-async on a plain tool.
     r = u.req("alice", "POST", "/tools/ops.quick", Prefer="respond-async")
     assert r.status_code == 202 and r.headers["preference-applied"] == "respond-async"

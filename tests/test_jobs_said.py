@@ -92,3 +92,19 @@ def test_access_explain_says_whether_the_caller_may_approve(tools: dict[str, Too
     assert "needs approval by a member of oncall before it runs; alice may not approve it" in explain_text(alice)
     assert bob["approval"] == {"required": True, "approvers": ["oncall"], "may_approve": True}
     assert "bob may approve others' calls (never their own)" in explain_text(bob)
+
+
+def test_an_output_delta_reads_new_bytes_from_the_head_then_the_tail() -> None:
+    from toolrun.jobrecord import OutputDelta
+
+    delta = OutputDelta()
+    first = delta.step({"stdout_head": "abc", "stdout_tail": "", "stdout_bytes": 3, "stderr_bytes": 0})
+    assert first is not None and (first["stdout"], first["stderr"]) == ("abc", "")
+    again = delta.step({"stdout_head": "abcdef", "stdout_tail": "", "stdout_bytes": 6, "stderr_bytes": 0})
+    assert again is not None and again["stdout"] == "def"
+    # 10,000 bytes later, the record holds only a head and a tail: the gap is counted, not invented.
+    big = {"stdout_head": "a" * 4096, "stdout_tail": "z" * 4096, "stdout_bytes": 10_006, "stderr_bytes": 0}
+    jumped = delta.step(big)
+    assert jumped is not None
+    assert jumped["stdout"] == "a" * (4096 - 6) + "z" * 4096 and jumped["stdout_skipped"] == 10_006 - 4096 - 4096
+    assert delta.step(big) == {"stdout": "", "stdout_bytes": 10_006, "stderr": "", "stderr_bytes": 0}

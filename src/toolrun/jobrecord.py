@@ -150,6 +150,35 @@ class OutputWatch:
         }
 
 
+class OutputDelta:
+    """For an event stream: what a job printed since the stream's last event, per stream (stdout, stderr).
+
+    A job's record keeps the head and the tail of its output (`OUTPUT_PART` bytes each) and how many bytes it
+    printed: new bytes are read from the head, then the tail; what fell between them is counted as skipped."""
+
+    def __init__(self) -> None:
+        self.seen = {"stdout": 0, "stderr": 0}
+
+    def step(self, output: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        if not output:
+            return None
+        delta: dict[str, Any] = {}
+        for name, seen in self.seen.items():
+            total = int(output.get(f"{name}_bytes") or 0)
+            head = str(output.get(f"{name}_head") or "").encode()
+            tail = str(output.get(f"{name}_tail") or "").encode()
+            tail_start = total - len(tail) if tail else len(head)
+            new = head[seen:] if seen < len(head) else b""
+            skipped = max(0, tail_start - max(seen, len(head))) if tail else 0
+            new += tail[max(0, seen - tail_start) :] if tail else b""
+            delta[name] = new.decode("utf-8", "replace")
+            delta[f"{name}_bytes"] = total
+            if skipped:
+                delta[f"{name}_skipped"] = skipped
+            self.seen[name] = max(seen, total)
+        return delta
+
+
 def public_view(job: Mapping[str, Any], identity: Identity) -> dict[str, Any]:
     """A job as its viewers see it: never the raw arguments (secrets), never the runner's internals."""
     view: dict[str, Any] = {

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ..errors import UnsupportedMediaType, UsageError
-from ..jobrecord import FINAL, STATES, public_view
+from ..jobrecord import FINAL, STATES, OutputDelta, public_view
 from ..models import Identity
 from ..settings import Settings
 from .request import head, is_json_media, parse_json_object, require_body, single
@@ -80,10 +80,14 @@ class JobRoutes:
 
         async def events() -> AsyncIterator[bytes]:
             job, last = first, None
+            delta = OutputDelta()  # each event carries the output that is new since the one before
             while True:
-                view = public_view(job, identity)
                 if job["updated"] != last:
                     last = job["updated"]
+                    view = public_view(job, identity)
+                    output = delta.step(view.pop("output", None))
+                    if output is not None:
+                        view["output"] = output
                     yield f"event: job\ndata: {json.dumps(view, ensure_ascii=False)}\n\n".encode()
                 if job["state"] in FINAL:
                     return
