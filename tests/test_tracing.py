@@ -83,6 +83,9 @@ def bag() -> dict:
 """
 
 
+JSONH = {"Content-Type": "application/json"}
+
+
 def caller() -> tuple[str, str, str]:
     """A caller's trace: (trace id, span id, traceparent)."""
     trace_id, span_id = secrets.token_hex(16), secrets.token_hex(8)
@@ -193,6 +196,40 @@ def test_a_job_runs_in_the_callers_trace_and_its_call_span_names_the_job(workdir
     call = one(spans, "execute_tool ops.trace", trace_id)
     assert call.attributes["toolrun.job.id"] == job
     assert call.attributes["enduser.id"] == "alice"
+
+
+def test_an_approved_jobs_run_links_to_the_requesters_trace_and_job_routes_have_their_names(
+    workdir: Path, receiver: OtlpReceiver
+) -> None:
+    (workdir / "tools.yaml").write_text(
+        CATALOG + "  - name: guarded\n    exec: echo ran\n    approval: required\n    approvers: [oncall]\n",
+        encoding="utf-8",
+    )
+    asker, asker_span, asking = caller()
+    decider, _, deciding = caller()
+    with start(workdir, receiver.endpoint) as server:
+        alice, bob = create_key(server.env, "alice", "ops"), create_key(server.env, "bob", "oncall")
+        answer = httpx.post(
+            f"{server.url}/tools/ops.guarded", headers={"traceparent": asking, "X-API-Key": alice, **JSONH}
+        )
+        assert answer.status_code == 202, answer.text
+        job = answer.json()["job"]
+        assert httpx.get(f"{server.url}/jobs/{job}", headers={"X-API-Key": alice}).status_code == 200
+        approved = httpx.post(
+            f"{server.url}/jobs/{job}/approve", headers={"traceparent": deciding, "X-API-Key": bob, **JSONH}
+        )
+        assert approved.status_code == 200, approved.text
+        spans = receiver.wait_for(in_trace(decider, "POST /jobs/{id}/approve", "execute_tool ops.guarded"))
+        receiver.wait_for(lambda got: any(s.name == "GET /jobs/{id}" for s in got))
+    request = one(spans, "POST /tools/{key}", asker)
+    assert request.parent_span_id == asker_span
+    run = one(spans, "execute_tool ops.guarded", decider)  # runs in the approver's request...
+    assert run.links == [f"{asker}/{request.span_id}"]  # ...and links to the request that asked for it
+    assert run.attributes["toolrun.job.id"] == job
+    assert one(spans, "POST /jobs/{id}/approve", decider).attributes["http.route"] == "/jobs/{id}/approve"
+    viewed = [s for s in receiver.spans if s.name == "GET /jobs/{id}"]
+    assert viewed and viewed[0].attributes["http.route"] == "/jobs/{id}"
+    assert "tracing on: spans go to " + receiver.endpoint + "/v1/traces (OTLP/HTTP)" in server.log()
 
 
 def test_a_failed_call_is_an_error_span_with_its_exit_code(workdir: Path, receiver: OtlpReceiver) -> None:

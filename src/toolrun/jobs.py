@@ -31,7 +31,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from . import params
+from . import params, telemetry
 from .access.audit import CallOrigin, audit_args
 from .errors import Conflict, Forbidden, NotFound, RateLimited, ToolFailed, ToolrunError, Unauthorized
 from .exec import executor, pidcache
@@ -152,6 +152,7 @@ class Jobs:
             "expires_at": moment + (tool.approval_timeout or self.approval_timeout) if tool.approval else None,
             "door": origin.door,
             "request_id": origin.request_id,
+            "trace": telemetry.current_traceparent(),  # the requester's span: the run links to it
             "as_json": as_json,
             "decided_by": None,
             "decided_at": None,
@@ -427,7 +428,7 @@ class Jobs:
 
     async def _call(self, job: dict[str, Any]) -> CallResult:
         identity = requester_identity(job)
-        origin = CallOrigin(job["door"], job["request_id"] or job["id"], job_id=job["id"])
+        origin = CallOrigin(job["door"], job["request_id"] or job["id"], job_id=job["id"], link=job.get("trace") or "")
         return await self.service.call(identity, job["tool"], job["args"], origin=origin, counted=True)
 
     async def stop(self) -> None:

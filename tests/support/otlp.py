@@ -43,7 +43,7 @@ class ReceivedSpan:
     start_ns: int
     end_ns: int
     scope: str = ""
-    links: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)  # each linked span as `<trace id>/<span id>`
 
 
 class OtlpReceiver:
@@ -106,6 +106,7 @@ class OtlpReceiver:
                             start_ns=span.start_time_unix_nano,
                             end_ns=span.end_time_unix_nano,
                             scope=scope_spans.scope.name,
+                            links=[f"{link.trace_id.hex()}/{link.span_id.hex()}" for link in span.links],
                         )
                     )
         with self.lock:

@@ -53,6 +53,7 @@ class CallOrigin:
     door: str = "cli"
     request_id: str = ""
     job_id: str = ""  # the job this call runs for (jobs.py), if any
+    link: str = ""  # the W3C traceparent of the request that asked for it: its span links there (tracing on)
 
 
 def new_request_id() -> str:

@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 
 # http.route: the route template a path matched (low cardinality), never the path itself.
 _EXACT = frozenset({r.path for r in ROUTES if "{" not in r.path} | {"/mcp", "/ui", "/openapi.json"})
+# The templates with a parameter (`/jobs/{id}/approve`), each as its segments; `{...}` takes one segment.
+_TEMPLATES = tuple(
+    (r.path, tuple(r.path.split("/"))) for r in ROUTES if "{" in r.path and not r.path.startswith("/tools/")
+)
 
 
 def route_of(path: str) -> str | None:
@@ -31,6 +35,12 @@ def route_of(path: str) -> str | None:
         return "/tools/{key}"
     if path.startswith("/ui/"):
         return "/ui"
+    parts = path.split("/")
+    for template, segments in _TEMPLATES:
+        if len(segments) == len(parts) and all(
+            s == p or (s.startswith("{") and p) for s, p in zip(segments, parts, strict=True)
+        ):
+            return template
     return None
 
 

@@ -89,7 +89,19 @@ def setup(environ: Mapping[str, str]) -> Tracing | None:
         return None
     if TRACING is None:
         TRACING = Tracing.start(names, environ)
+        log.info("tracing on: spans go to %s", " and ".join(destination(name, environ) for name in names))
     return TRACING
+
+
+def destination(exporter: str, environ: Mapping[str, str]) -> str:
+    """Where an exporter's spans go, in words for the log."""
+    if exporter == "console":
+        return "stderr (console)"
+    endpoint = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    if not endpoint:
+        base = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() or "http://localhost:4318"
+        endpoint = base.rstrip("/") + "/v1/traces"
+    return f"{endpoint} (OTLP/HTTP)"
 
 
 def shutdown() -> None:
@@ -101,6 +113,12 @@ def shutdown() -> None:
 
 
 # -- the hooks of the core: each one check of TRACING when tracing is off ---------------------------------
+
+
+def current_traceparent() -> str:
+    """The W3C traceparent of the current span ("" when tracing is off or outside a trace): a job keeps its
+    requester's, and its run's span links to it."""
+    return "" if TRACING is None else TRACING.current_traceparent()
 
 
 def start_call(tool: ToolSpec, identity: Identity, origin: CallOrigin | None) -> CallSpan | None:

@@ -49,6 +49,12 @@ SHUTDOWN_WAIT = 3.0  # seconds a stopping server waits for its last spans to be 
 log = logging.getLogger("toolrun.telemetry")
 
 
+def _links(traceparent: str) -> list[trace.Link] | None:
+    """A link to the span `traceparent` names (a job's run links to the request that asked for it)."""
+    context = trace.get_current_span(_W3C.extract({"traceparent": traceparent})).get_span_context()
+    return [trace.Link(context, {"toolrun.link": "requested by"})] if context.is_valid else None
+
+
 def _resource(environ: Mapping[str, str]) -> Resource:
     """`service.name` toolrun and `service.version` toolrun's, unless OTEL_SERVICE_NAME or
     OTEL_RESOURCE_ATTRIBUTES say otherwise (the SDK reads both)."""
@@ -169,7 +175,10 @@ class Tracing:
             attributes["toolrun.job.id"] = origin.job_id
         if not identity.anonymous:
             attributes["enduser.id"] = identity.username
-        span = self.tracer.start_span(f"execute_tool {tool.key}", kind=SpanKind.INTERNAL, attributes=attributes)
+        links = _links(origin.link) if origin is not None and origin.link else None
+        span = self.tracer.start_span(
+            f"execute_tool {tool.key}", kind=SpanKind.INTERNAL, attributes=attributes, links=links
+        )
         return CallSpan(span)
 
     def start_request(
@@ -206,6 +215,13 @@ class Tracing:
         return RequestSpan(span, parent)
 
     # -- what reaches the tool -----------------------------------------------------------------
+
+    @staticmethod
+    def current_traceparent() -> str:
+        """The W3C traceparent of the current span, or "" outside any trace."""
+        carrier: dict[str, str] = {}
+        _W3C.inject(carrier)
+        return carrier.get("traceparent", "")
 
     @staticmethod
     def current_trace_id() -> str:
