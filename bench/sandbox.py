@@ -83,9 +83,10 @@ def flags(runs: int) -> None:
     """bare bwrap around `sh -c 'echo hi'` in a new session (as toolrun starts it), one option at a time added to a
     minimal set-up."""
     from toolrun.exec import sandbox
+    from toolrun.exec.sandboxpaths import Binds
     from toolrun.models import Sandbox
 
-    jail = list(sandbox.jail_args(Sandbox(network="none"), None, None, ()))
+    jail = list(sandbox.jail_args(Sandbox(network="none"), None, Binds()))
     links = [a for link in sandbox.SYSTEM_LINKS if os.path.islink(link) for a in ("--symlink", os.readlink(link), link)]
     minimal = ["--ro-bind", "/usr", "/usr", *links]  # enough to run sh
     devices = [a for name in sandbox.DEVICES for a in ("--dev-bind", f"/dev/{name}", f"/dev/{name}")]
