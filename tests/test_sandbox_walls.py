@@ -220,3 +220,54 @@ def test_a_cwd_that_is_a_writable_path_stays_writable(jail: Jail) -> None:
     done = jail.call("t.build")
     assert done.stdout == "made\n", said(done)
     assert (work / "made").exists()
+
+
+# -- found attacking the walls above ------------------------------------------------------------------------------
+
+
+def test_a_profile_path_with_a_nul_byte_is_a_clear_load_error(jail: Jail) -> None:
+    jail.write('group: t\ntools:\n  - name: a\n    exec: ls\n    sandbox: {readable: ["/tmp/a\\0b"]}\n')
+    done = jail.validate()
+    assert done.returncode == 1 and "Traceback" not in said(done)
+    assert "holds a NUL byte" in said(done), said(done)
+
+
+_SWAPPING_BWRAP = """\
+#!/usr/bin/python3
+# bwrap 0.8 turns --ro-bind-fd back into the descriptor's name and mounts that name: this one mounts what a name
+# swapped in that window would show (the decoy), as a racing tool could make it do.
+import os, sys
+argv, out, i = sys.argv[1:], [], 0
+while i < len(argv):
+    if argv[i] in ("--ro-bind-fd", "--bind-fd"):
+        out += ["--ro-bind", {decoy!r}, argv[i + 2]]
+        i += 3
+    elif argv[i] == "--":
+        out += argv[i:]
+        break
+    else:
+        out.append(argv[i])
+        i += 1
+os.execv({real!r}, [{real!r}, *out])
+"""
+
+
+def test_a_bound_path_mounted_as_another_object_stops_the_call_before_the_command(jail: Jail) -> None:
+    real = require_binary("bwrap")
+    decoy = jail.base / "decoy"
+    decoy.mkdir()
+    (decoy / "host-secret").write_text("not for this tool\n")
+    fake = jail.base / "fakebin"
+    fake.mkdir()
+    (fake / "bwrap").write_text(_SWAPPING_BWRAP.format(decoy=str(decoy), real=real))
+    (fake / "bwrap").chmod(0o755)
+    data = jail.base / "data"
+    data.mkdir()
+    text = f"group: t\ntools:\n  - name: read\n    exec: ls {data}; echo RAN\n    sandbox: {{readable: [{data}]}}\n"
+    jail.write(text)
+    done = toolrun_as(
+        jail.server, jail.home, "call", "-c", str(jail.catalog), "t.read", env={"PATH": f"{fake}:{os.environ['PATH']}"}
+    )
+    assert "RAN" not in done.stdout and "host-secret" not in done.stdout
+    assert done.returncode != 0
+    assert "a bound path changed while the sandbox was set up" in done.stderr, said(done)

@@ -45,7 +45,19 @@ def sandbox_of(ctx: LoadContext, value: Any, kind: str, key: str, loc: tuple[Any
         return Sandbox(enabled=False)
     if isinstance(value, str):
         return Sandbox(profile=value)
+    if not _plain_paths(ctx, value, (*loc, "sandbox"), key):
+        return None
     return options_of(ctx.path.parent, value, value.profile or "default")
+
+
+def _plain_paths(ctx: LoadContext, value: SandboxOptions, loc: tuple[Any, ...], key: str) -> bool:
+    """False (with a problem) when a path holds a NUL byte: no file can have such a name."""
+    for name in ("readable", "writable"):
+        for path in getattr(value, name) or ():
+            if "\0" in path:
+                ctx.problem((*loc, name), key, f"sandbox {name} path {path!r} holds a NUL byte: no path can")
+                return False
+    return True
 
 
 def options_of(base: Path, value: SandboxOptions, profile: str) -> Sandbox:
@@ -65,6 +77,8 @@ def declare_profiles(ctx: LoadContext, head: CatalogFile) -> None:
         line, col = ctx.locate.key(("sandboxes", name))
         if name == "default":
             ctx.problem_at((line, col), "", "sandbox profile `default` is built in: give yours another name")
+            continue
+        if not _plain_paths(ctx, definition, ("sandboxes", name), ""):
             continue
         declared = options_of(ctx.path.parent, definition, definition.extends or "default")
         ctx.declared.append(Declared(name, declared, ctx.name, line, col))
