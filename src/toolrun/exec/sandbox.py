@@ -5,17 +5,21 @@ A tool with `sandbox:` runs as `bwrap <jail> -- /bin/sh -c <command>`. The jail 
 - a new mount namespace whose root is an empty tmpfs, made read-only once set up; in it, read-only:
   /usr and /etc (with /bin, /sbin and /lib* as the host has them: links into /usr, or bound), the
   tool's `cwd` and the profile's `readable` paths; read-write: the profile's `writable` paths and a
-  private /tmp (a tmpfs of `tmp_size`, gone after the call); /dev holds null, zero, full, random and
+  private /tmp (a tmpfs of `tmp_size`, 64 MiB by default, gone after the call); /dev holds null, zero, full, random and
   urandom only; /proc is the sandbox's own (it shows the sandbox's processes only);
 - nothing of toolrun's own (config, data, cache dirs: the key store, the state file; the config file,
-  the audit log): where a `readable` path or the `cwd` contains one, it is covered by an empty
-  read-only tmpfs (a directory) or /dev/null (a file); a `writable` path that holds one fails the
-  call (`clash`); when the tool runs as root, /etc's secrets (shadow, gshadow, SSH host keys,
-  /etc/ssl/private), which root could read without any capability, are covered too;
+  the audit log; the catalog and env files): the paths a profile binds are opened at each call without
+  following links, checked by device and inode, and bound by descriptor (sandboxpaths.py); where a
+  `readable` path or the `cwd` contains one of toolrun's, it is covered by an empty read-only tmpfs (a
+  directory) or /dev/null (a file); a bound path inside one, or a `writable` path that holds one, fails
+  the call;
+- never root: a root server's tool without `user:` runs as SANDBOX_USER (setpriv before bwrap, which then
+  makes an unprivileged user namespace); `user: root` is refused. /proc is read-only as a whole (bwrap
+  0.8 leaves /proc/sys writable) and PROC_HIDDEN are covered;
 - private PID, IPC, UTS and cgroup namespaces, and a private network namespace (nothing in it but
   a loopback interface) unless `network: host`; the session toolrun starts every call in (no
-  terminal to type into); no new privileges (bwrap sets it); no capabilities (`--cap-drop ALL`
-  when toolrun is root); `--die-with-parent`: the sandbox dies with the server;
+  terminal to type into); no new privileges (bwrap sets it); `--die-with-parent`: the sandbox dies
+  with the server;
 - the seccomp filter of seccomp.py;
 - the tool's shell is the PID namespace's first process (`--as-pid-1`): when it exits, or the call
   is killed at its timeout, the kernel kills every process left in the namespace, setsid and
