@@ -271,3 +271,65 @@ def test_a_bound_path_mounted_as_another_object_stops_the_call_before_the_comman
     assert "RAN" not in done.stdout and "host-secret" not in done.stdout
     assert done.returncode != 0
     assert "a bound path changed while the sandbox was set up" in done.stderr, said(done)
+
+
+def test_no_descriptor_of_a_bound_path_reaches_the_tool(jail: Jail) -> None:
+    """An O_PATH descriptor of a readable folder would let the tool write there through /proc/self/fd/N (the host's
+    mount, not the jail's read-only one): none may be open when the command starts."""
+    data = jail.writable("data")
+    work = jail.writable("work")
+    jail.write(
+        f"group: t\ntools:\n  - name: fds\n    exec: ls /proc/self/fd | sort -n | tr '\\n' ' '\n    cwd: {work}\n"
+        f"    sandbox: {{readable: [{data}], writable: [{jail.writable('out')}]}}\n"
+    )
+    done = jail.call("t.fds")
+    assert done.returncode == 0, said(done)
+    assert done.stdout.split() == ["0", "1", "2", "3"], said(done)  # stdin, stdout, stderr, and ls's own
+
+
+def test_odd_path_names_are_bound_and_checked_as_they_are(jail: Jail) -> None:
+    odd = jail.base / "a'b $(touch pwned) \\ c"
+    odd.mkdir()
+    (odd / "inside").write_text("found\n")
+    jail.write(
+        f"group: t\ntools:\n  - name: odd\n    exec: cat *b*/inside\n    cwd: ..\n    sandbox:\n"
+        f"      readable: [{json_quote(str(odd))}]\n"
+    )
+    done = jail.call("t.odd")
+    assert done.stdout == "found\n", said(done)
+    assert not any(p.name == "pwned" for p in jail.base.rglob("pwned"))
+
+
+def json_quote(text: str) -> str:
+    import json
+
+    return json.dumps(text)
+
+
+def test_a_cwd_swapped_for_a_link_is_refused(jail: Jail) -> None:
+    shared = jail.writable("shared")
+    jail.writable("shared/dir")
+    jail.write(
+        f"group: t\ntools:\n  - name: swap\n    exec: rm -rf {shared}/dir && ln -s / {shared}/dir\n"
+        f"    sandbox: {{writable: [{shared}]}}\n  - name: victim\n    exec: ls\n    cwd: {shared}/dir\n"
+        "    sandbox: true\n"
+    )
+    jail.call("t.swap")
+    done = jail.call("t.victim")
+    assert done.returncode != 0 and "etc" not in done.stdout.split()
+    assert "symbolic link" in done.stderr, said(done)
+
+
+def test_seven_bound_paths_work_and_an_eighth_is_refused_by_name(jail: Jail) -> None:
+    """The shell checks each bound path with a descriptor of its own, 3 to 9 (dash takes one digit)."""
+    paths = [jail.writable(f"p{i}") for i in range(8)]
+    listed = ", ".join(str(p) for p in paths[:7])
+    jail.write(
+        f"group: t\ntools:\n  - name: seven\n    exec: ls /proc/self/fd | wc -l; touch {paths[6]}/x && echo ok\n"
+        f"    sandbox: {{writable: [{listed}]}}\n  - name: eight\n    exec: echo ran\n"
+        f"    sandbox: {{writable: [{listed}, {paths[7]}]}}\n"
+    )
+    done = jail.call("t.seven")
+    assert done.stdout.split() == ["4", "ok"], said(done)
+    eight = jail.call("t.eight")
+    assert "ran" not in eight.stdout and "binds 8 paths" in eight.stderr and "at most 7" in eight.stderr, said(eight)

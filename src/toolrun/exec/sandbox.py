@@ -81,7 +81,7 @@ DEFAULT_TMP_SIZE = 64 * 1024 * 1024  # the private /tmp, unless the profile says
 # A root server's sandboxed tool without `user:` runs as this user (never as root: root in a jail could still write
 # host sysctls, read root-only files, plant setuid-root programs, and is not bound by `limits.processes`).
 SANDBOX_USER = "nobody"
-SECCOMP_FD, STATUS_FD = 3, 4  # the descriptors bwrap reads its filter from and writes its status to
+SECCOMP_FD = 3  # bwrap's filter descriptor in the child, then its status one: after the shell's check descriptors
 
 _EXTRA_PRIVATE: set[str] = set()  # the dirs and audit log of the settings this process loaded
 
@@ -286,25 +286,27 @@ class Launch:
     ) -> None:
         self.binds = binds or Binds()
         try:
-            filter_r, filter_w = _pipe()
+            filter_r, filter_w = _pipe(self.binds.base)
         except BaseException:
             self.binds.close()
             raise
         try:
             os.write(filter_w, seccomp.program())  # a few hundred bytes: the pipe holds them
-            status_r, status_w = _pipe()
+            status_r, status_w = _pipe(self.binds.base)
         except BaseException:
             os.close(filter_r)
             self.binds.close()
             raise
         finally:
             os.close(filter_w)
-        self.fds = (filter_r, status_w, *self.binds.fds)
-        self.binds.fds = []  # closed with the others, by started()
+        # In the child: the shell's check descriptors (3, 4...), bwrap's filter and status, the bound paths'.
+        self.fds = (*self.binds.checks, filter_r, status_w, *self.binds.fds)
+        self.binds.checks, self.binds.fds = [], []  # closed with the others, by started()
         self.status = status_r
         self.said = b""
         self.owner = owner  # (uid, gid) the call runs as: its output pipes are handed to it (/dev/stdout works)
-        numbers = (SECCOMP_FD, STATUS_FD) if renumbered else self.fds
+        first = SECCOMP_FD + len(self.binds.args)  # after the shell's check descriptors
+        numbers = (first, first + 1) if renumbered else (filter_r, status_w)
         self.argv = [*prefix, bwrap, *jail, "--seccomp", str(numbers[0]), "--json-status-fd", str(numbers[1])]
         self.argv += ["--", *argv]
 
@@ -364,15 +366,19 @@ class NoLaunch:
 NO_LAUNCH = NoLaunch()
 
 
-def _pipe() -> tuple[int, int]:
-    """A pipe whose ends are numbered 5 or more: moved onto 3 and 4 in the child, neither may be 3 or 4 here."""
+def _pipe(lowest: int = 5) -> tuple[int, int]:
+    """A pipe whose ends are numbered `lowest` or more: every extra descriptor is moved onto 3, 4... in the child,
+    so none may have a number below those targets here (spawn._actions)."""
     import fcntl
 
     ends = os.pipe()
-    if min(ends) > 4:
+    if min(ends) >= lowest:
         return ends
     try:
-        return fcntl.fcntl(ends[0], fcntl.F_DUPFD_CLOEXEC, 5), fcntl.fcntl(ends[1], fcntl.F_DUPFD_CLOEXEC, 5)
+        return (
+            fcntl.fcntl(ends[0], fcntl.F_DUPFD_CLOEXEC, lowest),
+            fcntl.fcntl(ends[1], fcntl.F_DUPFD_CLOEXEC, lowest),
+        )
     finally:
         for fd in ends:
             os.close(fd)

@@ -34,7 +34,11 @@ from ..errors import SandboxUnavailable
 SYS_OPENAT2 = 437  # the same number on every architecture (the generic syscall table)
 RESOLVE_NO_SYMLINKS = 0x04
 AT_FDCWD = -100
-FIRST_FD = 5  # bwrap's filter and status descriptors are 3 and 4 in the child; bound paths follow
+# In the child (posix_spawn renumbers the extra descriptors from 3 on): the shell's check descriptors first (3 to 9:
+# dash's redirections take one digit, and the shell closes them before the command), then bwrap's filter and
+# status descriptors, then the descriptors bwrap binds.
+FIRST_FD = 3
+MAX_BOUND = 7  # bound paths a call may have (readable, writable and the cwd together): check descriptors 3 to 9
 
 Ident = tuple[int, int]
 
@@ -144,12 +148,19 @@ class Binds:
     verify: list[tuple[str, int]] = field(default_factory=list)  # (bound path, the number of its second descriptor)
     paths: list[str] = field(default_factory=list)
     masks: list[tuple[str, bool]] = field(default_factory=list)
-    fds: list[int] = field(default_factory=list)
+    checks: list[int] = field(default_factory=list)  # the shell's descriptors: 3, 4... in the child
+    fds: list[int] = field(default_factory=list)  # bwrap's: after its filter and status descriptors
+
+    @property
+    def base(self) -> int:
+        """The lowest number a descriptor handed to the child may have here (spawn._actions: no source may be
+        the target of an earlier one): above every number the child's get."""
+        return FIRST_FD + 2 * len(self.fds) + 2
 
     def close(self) -> None:
-        for fd in self.fds:
+        for fd in (*self.checks, *self.fds):
             os.close(fd)
-        self.fds = []
+        self.checks, self.fds = [], []
 
 
 _FLAGS = {"readable": "--ro-bind-fd", "writable": "--bind-fd", "cwd": "--ro-bind-fd"}
@@ -245,25 +256,31 @@ def _binds(opened: list[_Opened], own: Own, renumbered: bool) -> Binds:
             os.close(item.fd)
             item.fd = -1
     kept.sort(key=lambda i: (i.path.rstrip("/").count("/"), i.path))
+    if len(kept) > MAX_BOUND:
+        raise SandboxUnavailable(
+            f"its sandbox binds {len(kept)} paths (readable, writable and the cwd together): at most {MAX_BOUND}; "
+            "bind a common parent folder instead"
+        )
+    if kept and not renumbered:
+        raise SandboxUnavailable(
+            "this host's C library has no posix_spawn with closefrom, which a sandbox with bound paths needs"
+        )
     binds = Binds()
     count = len(kept)
-    base = FIRST_FD + 2 * count  # every descriptor above the numbers the child's get (see spawn._actions)
-    seconds: list[int] = []
+    base = FIRST_FD + 2 * count + 2
     for index, item in enumerate(kept):
         fd = fcntl.fcntl(item.fd, fcntl.F_DUPFD_CLOEXEC, base)
         os.close(item.fd)
         item.fd = fd
         binds.fds.append(fd)
-        second = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, base)
-        seconds.append(second)
-        binds.args.append((item.path, _FLAGS[item.kind], FIRST_FD + index if renumbered else fd))
-        binds.verify.append((item.path, FIRST_FD + count + index if renumbered else second))
+        binds.checks.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, base))
+        binds.args.append((item.path, _FLAGS[item.kind], FIRST_FD + count + 2 + index))
+        binds.verify.append((item.path, FIRST_FD + index))
         binds.paths.append(item.path)
         if item.kind != "writable":
             for real, depth, is_dir in own.above.get(item.ident, ()):
                 rest = real.split("/")[-depth:]
                 binds.masks.append((os.path.join(item.path, *rest), is_dir))
-    binds.fds += seconds  # bwrap binds (and closes) the first descriptors; the shell checks with the seconds
     return binds
 
 
