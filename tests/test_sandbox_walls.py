@@ -333,3 +333,30 @@ def test_seven_bound_paths_work_and_an_eighth_is_refused_by_name(jail: Jail) -> 
     assert done.stdout.split() == ["4", "ok"], said(done)
     eight = jail.call("t.eight")
     assert "ran" not in eight.stdout and "binds 8 paths" in eight.stderr and "at most 7" in eight.stderr, said(eight)
+
+
+_RACING_BWRAP = """\
+#!/usr/bin/python3
+# A racing tool's move, between toolrun's check and bwrap's mount: the checked folder moved away, a link to /
+# left at its name.
+import os, sys
+os.rename({data!r}, {data!r} + ".moved")
+os.symlink("/", {data!r})
+os.execv({real!r}, [{real!r}, *sys.argv[1:]])
+"""
+
+
+def test_a_link_swapped_in_after_the_check_binds_the_checked_folder_not_the_link(jail: Jail) -> None:
+    real = require_binary("bwrap")
+    jail.writable("shared")  # the racing tool may write here
+    data = jail.writable("shared/data")
+    (data / "mine").write_text("checked\n")
+    fake = jail.base / "fakebin"
+    fake.mkdir()
+    (fake / "bwrap").write_text(_RACING_BWRAP.format(data=str(data), real=real))
+    (fake / "bwrap").chmod(0o755)
+    jail.write(f"group: t\ntools:\n  - name: read\n    exec: ls {data}\n    sandbox: {{readable: [{data}]}}\n")
+    done = toolrun_as(
+        jail.server, jail.home, "call", "-c", str(jail.catalog), "t.read", env={"PATH": f"{fake}:{os.environ['PATH']}"}
+    )
+    assert done.stdout.split() == ["mine"], said(done)  # the folder that was checked, never the host's /
