@@ -360,3 +360,21 @@ def test_a_link_swapped_in_after_the_check_binds_the_checked_folder_not_the_link
         jail.server, jail.home, "call", "-c", str(jail.catalog), "t.read", env={"PATH": f"{fake}:{os.environ['PATH']}"}
     )
     assert done.stdout.split() == ["mine"], said(done)  # the folder that was checked, never the host's /
+
+
+def test_a_writable_path_holding_the_catalog_and_a_readable_env_file_are_refused(jail: Jail) -> None:
+    """A tool that could rewrite the catalog could drop its own sandbox at the next reload; one that reads an env
+    file reads other tools' secrets."""
+    folder = jail.writable("cat")
+    (folder / "secrets.env").write_text("TOKEN=hunter2\n")
+    jail.write(
+        f"group: t\ntools:\n  - name: rewrite\n    exec: echo ran\n    sandbox: {{writable: [{folder}]}}\n"
+        f"  - name: peek\n    exec: cat {folder}/secrets.env\n    sandbox: {{readable: [{folder}/secrets.env]}}\n"
+        "  - name: other\n    exec: echo $TOKEN\n    env_file: secrets.env\n"
+    )
+    for path in folder.iterdir():
+        path.chmod(0o644)
+    rewrite = jail.call("t.rewrite")
+    assert "ran" not in rewrite.stdout and f"{folder} holds toolrun's own {folder}/" in rewrite.stderr, said(rewrite)
+    peek = jail.call("t.peek")
+    assert "hunter2" not in said(peek) and "toolrun's own" in peek.stderr, said(peek)
