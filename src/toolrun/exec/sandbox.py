@@ -84,6 +84,7 @@ SANDBOX_USER = "nobody"
 SECCOMP_FD = 3  # bwrap's filter descriptor in the child, then its status one: after the shell's check descriptors
 
 _EXTRA_PRIVATE: set[str] = set()  # the dirs and audit log of the settings this process loaded
+_HIDDEN_FILES: set[str] = set()  # the catalog files and env files this process loaded
 
 
 # -- the engine: is bwrap here, and does it work -----------------------------------------------------------
@@ -166,8 +167,8 @@ _PRIVATE_ENV = (
 
 def private_paths(environ: Mapping[str, str] | None = None, settings: Settings | None = None) -> tuple[str, ...]:
     """toolrun's own files and folders, never visible in a sandbox: config, data (key store, state file) and
-    cache dirs, the config file, the audit log, the catalog files and env files loaded. `settings` adds its audit
-    log and dirs for good."""
+    cache dirs, the config file, the audit log (the catalog files and env files loaded are `hide`'s). `settings`
+    adds its audit log and dirs for good."""
     environ = os.environ if environ is None else environ
     if settings is not None:
         found = [str(p) for p in settings.dirs.values()]
@@ -179,7 +180,7 @@ def private_paths(environ: Mapping[str, str] | None = None, settings: Settings |
 
 def hide(paths: Iterable[str]) -> None:
     """Add files no sandbox may see or write (the catalog files and env files a load read)."""
-    _EXTRA_PRIVATE.update(os.path.abspath(p) for p in paths if p)
+    _HIDDEN_FILES.update(os.path.abspath(p) for p in paths if p)
 
 
 @functools.lru_cache(maxsize=64)
@@ -411,7 +412,7 @@ def prepare(box: Sandbox, cwd: str | None, user: str | None, argv: list[str], ke
 
     renumbered = uses_posix_spawn()
     try:
-        binds = open_binds(box.readable, box.writable, cwd, private_paths(), renumbered)
+        binds = open_binds(box.readable, box.writable, cwd, private_paths(), renumbered, _HIDDEN_FILES)
     except SandboxUnavailable as exc:
         raise SandboxUnavailable(_refusal(key, str(exc))) from None
     prefix = tuple(_drop_argv(*drop)) if drop is not None and user is None else ()

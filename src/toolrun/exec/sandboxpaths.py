@@ -120,24 +120,54 @@ class Own:
     above: dict[Ident, list[tuple[str, int, bool]]] = field(default_factory=dict)  # folder -> (path, depth, dir?)
 
     @classmethod
-    def of(cls, private: Iterable[str]) -> Own:
+    def of(cls, private: Iterable[str], files: Iterable[str] = (), near: set[Ident] | None = None) -> Own:
+        """`private` (toolrun's folders and files), and `files` (the catalog and env files: many, files only) where
+        they can matter: in a folder that is, or lies inside, one of the `near` identities (the bound paths'; None:
+        look at every one)."""
         own = cls()
+        folders: dict[str, tuple[str, list[Ident]]] = {}  # a folder's name -> its real path and the idents above
         for path in private:
-            real = os.path.realpath(path)
-            try:
-                st = os.stat(real)
-            except OSError:
-                continue  # not made yet: nothing to hide (the next call looks again)
-            own.objects[(st.st_dev, st.st_ino)] = real
-            parent, depth = real, 0
-            while parent != "/":
-                parent, depth = os.path.dirname(parent), depth + 1
-                try:
-                    up = os.stat(parent)
-                except OSError:
-                    break
-                own.above.setdefault((up.st_dev, up.st_ino), []).append((real, depth, stat.S_ISDIR(st.st_mode)))
+            own._add(path, folders)
+        for path in files:
+            folder = os.path.dirname(path)
+            if folder not in folders:
+                folders[folder] = _real_folder(folder)
+            if near is None or near.intersection(folders[folder][1]):
+                own._add(path, folders)
         return own
+
+    def _add(self, path: str, folders: dict[str, tuple[str, list[Ident]]]) -> None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return  # not made yet: nothing to hide (the next call looks again)
+        name = os.path.abspath(path)
+        real = os.path.realpath(name) if os.path.islink(name) else name
+        folder, base = os.path.split(real)
+        if folder not in folders:
+            folders[folder] = _real_folder(folder)
+        real_folder, above = folders[folder]
+        real = os.path.join(real_folder, base)
+        self.objects[(st.st_dev, st.st_ino)] = real
+        for depth, ident in enumerate(above, 1):
+            self.above.setdefault(ident, []).append((real, depth, stat.S_ISDIR(st.st_mode)))
+
+
+def _real_folder(folder: str) -> tuple[str, list[Ident]]:
+    """`folder`'s real path, and the identities of it and every folder above it, nearest first."""
+    real = os.path.realpath(folder)
+    idents: list[Ident] = []
+    here = real
+    while True:
+        try:
+            st = os.stat(here)
+        except OSError:
+            break
+        idents.append((st.st_dev, st.st_ino))
+        if here == "/":
+            break
+        here = os.path.dirname(here)
+    return real, idents
 
 
 @dataclass
@@ -173,23 +203,34 @@ class _Opened:
     fd: int
     ident: Ident
     ancestry: list[Ident]
+    is_file: bool = False
 
 
 def open_binds(
-    readable: Iterable[str], writable: Iterable[str], cwd: str | None, private: Iterable[str], renumbered: bool
+    readable: Iterable[str],
+    writable: Iterable[str],
+    cwd: str | None,
+    private: Iterable[str],
+    renumbered: bool,
+    files: Iterable[str] = (),
 ) -> Binds:
-    """Open and check every path `box` binds (see the module's doc); SandboxUnavailable (the reason, to go after
-    "runs in a sandbox, and") when one cannot be bound safely, FileNotFoundError for a missing `cwd`."""
-    own = Own.of(private)
+    """Open and check every path `box` binds (see the module's doc) against toolrun's `private` folders and files and
+    the catalog and env `files`; SandboxUnavailable (the reason, to go after "runs in a sandbox, and") when one
+    cannot be bound safely, FileNotFoundError for a missing `cwd`."""
     wanted = [(p, "readable") for p in readable] + [(p, "writable") for p in writable]
     if cwd is not None:
         wanted.append((cwd, "cwd"))
     opened: list[_Opened] = []
     try:
         for path, kind in wanted:
-            item = _open_one(path, kind, own)
+            item = _open_one(path, kind)
             if item is not None:
                 opened.append(item)
+        # A catalog or env file matters where it lies under a bound folder, or is a bound file itself.
+        near = None if any(i.is_file for i in opened) else {i.ident for i in opened}
+        own = Own.of(private, files, near)
+        for item in opened:
+            _check(item.path, item.kind, item.ident, item.ancestry, own)
         return _binds(opened, own, renumbered)
     except BaseException:
         for item in opened:
@@ -198,7 +239,7 @@ def open_binds(
         raise
 
 
-def _open_one(path: str, kind: str, own: Own) -> _Opened | None:
+def _open_one(path: str, kind: str) -> _Opened | None:
     try:
         fd = open_nofollow(path)
     except OSError as exc:
@@ -211,11 +252,10 @@ def _open_one(path: str, kind: str, own: Own) -> _Opened | None:
         st = os.fstat(fd)
         ident = (st.st_dev, st.st_ino)
         ancestry = _ancestry(fd, path)
-        _check(path, kind, ident, ancestry, own)
     except BaseException:
         os.close(fd)
         raise
-    return _Opened(path, kind, fd, ident, ancestry)
+    return _Opened(path, kind, fd, ident, ancestry, not stat.S_ISDIR(st.st_mode))
 
 
 def _why_not_opened(path: str, kind: str, exc: OSError) -> str:
