@@ -378,3 +378,17 @@ def test_a_writable_path_holding_the_catalog_and_a_readable_env_file_are_refused
     assert "ran" not in rewrite.stdout and f"{folder} holds toolrun's own {folder}/" in rewrite.stderr, said(rewrite)
     peek = jail.call("t.peek")
     assert "hunter2" not in said(peek) and "toolrun's own" in peek.stderr, said(peek)
+
+
+def test_a_catalog_file_reached_through_a_link_is_hidden_where_it_really_is(jail: Jail) -> None:
+    real = jail.base / "real"
+    real.mkdir()
+    (real / "tools.yaml").write_text(
+        f"group: t\ntools:\n  - name: peek\n    exec: cat {real}/tools.yaml || echo HIDDEN\n"
+        f"    env: {{TOKEN: hunter2}}\n    sandbox: {{readable: [{real}]}}\n"
+    )
+    (real / "tools.yaml").chmod(0o644)
+    (jail.base / "cat").mkdir()
+    jail.catalog.symlink_to(real / "tools.yaml")
+    done = jail.call("t.peek")
+    assert "hunter2" not in said(done) and "HIDDEN" in done.stdout, said(done)

@@ -179,8 +179,11 @@ def private_paths(environ: Mapping[str, str] | None = None, settings: Settings |
 
 
 def hide(paths: Iterable[str]) -> None:
-    """Add files no sandbox may see or write (the catalog files and env files a load read)."""
-    _HIDDEN_FILES.update(os.path.abspath(p) for p in paths if p)
+    """Add files no sandbox may see or write (the catalog files and env files a load read): each at its name and,
+    when that is a link, where it leads (the file itself)."""
+    for path in paths:
+        if path:
+            _HIDDEN_FILES.update((os.path.abspath(path), os.path.realpath(path)))
 
 
 @functools.lru_cache(maxsize=64)
