@@ -392,3 +392,31 @@ def test_a_catalog_file_reached_through_a_link_is_hidden_where_it_really_is(jail
     jail.catalog.symlink_to(real / "tools.yaml")
     done = jail.call("t.peek")
     assert "hunter2" not in said(done) and "HIDDEN" in done.stdout, said(done)
+
+
+@pytest.mark.parametrize("openat2", [True, False], ids=["openat2", "walk"])
+def test_opening_a_bound_path_refuses_links_dots_and_nul_bytes(
+    base: Path, openat2: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both ways of opening (openat2, and the O_PATH|O_NOFOLLOW walk of kernels without it) refuse a link anywhere
+    in the path, a path that is not absolute and normalized, and a NUL byte."""
+    import errno
+
+    from toolrun.exec import sandboxpaths
+
+    monkeypatch.setattr(sandboxpaths, "_HAS_OPENAT2", [openat2])
+    (base / "real" / "inner").mkdir(parents=True)
+    (base / "link").symlink_to(base / "real")
+    fd = sandboxpaths.open_nofollow(str(base / "real" / "inner"))
+    assert os.path.samestat(os.fstat(fd), os.stat(base / "real" / "inner"))
+    os.close(fd)
+    for path, code in (
+        (f"{base}/link/inner", errno.ELOOP),
+        (f"{base}/link", errno.ELOOP),
+        (f"{base}/real/../real/inner", errno.EINVAL),
+        ("real/inner", errno.EINVAL),
+        (f"{base}/real\0/inner", errno.EINVAL),
+    ):
+        with pytest.raises(OSError) as caught:
+            sandboxpaths.open_nofollow(path)
+        assert caught.value.errno == code, path
