@@ -83,9 +83,10 @@ def flags(runs: int) -> None:
     """bare bwrap around `sh -c 'echo hi'` in a new session (as toolrun starts it), one option at a time added to a
     minimal set-up."""
     from toolrun.exec import sandbox
+    from toolrun.exec.sandboxpaths import Binds
     from toolrun.models import Sandbox
 
-    jail = list(sandbox.jail_args(Sandbox(network="none"), None, None, ()))
+    jail = list(sandbox.jail_args(Sandbox(network="none"), None, Binds()))
     links = [a for link in sandbox.SYSTEM_LINKS if os.path.islink(link) for a in ("--symlink", os.readlink(link), link)]
     minimal = ["--ro-bind", "/usr", "/usr", *links]  # enough to run sh
     devices = [a for name in sandbox.DEVICES for a in ("--dev-bind", f"/dev/{name}", f"/dev/{name}")]
@@ -118,10 +119,38 @@ def flags(runs: int) -> None:
         print(f"{name:28s} {statistics.median(values):7.2f}")
 
 
+def binds(runs: int) -> None:
+    """What opening and checking a profile's paths costs one call (sandboxpaths.open_binds: openat2 without links,
+    identity checks against toolrun's own files, descriptors for bwrap), for 0 and for 4 bound paths."""
+    from toolrun.exec import sandbox
+    from toolrun.exec.sandboxpaths import open_binds
+
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp) / "a" / "b"
+        for name in ("r1", "r2", "w", "cwd"):
+            (base / name).mkdir(parents=True)
+        private = sandbox.private_paths()
+        shapes = {
+            "no bound path": ((), (), None),
+            "2 readable, 1 writable, a cwd": ((f"{base}/r1", f"{base}/r2"), (f"{base}/w",), f"{base}/cwd"),
+        }
+        print(f"\n{'bound paths':32s} {'median us':>10s} {'p90 us':>8s}")
+        for name, (readable, writable, cwd) in shapes.items():
+            times = []
+            for _ in range(runs):
+                started = time.perf_counter()
+                opened = open_binds(readable, writable, cwd, private, True)
+                times.append(time.perf_counter() - started)
+                opened.close()
+            times.sort()
+            print(f"{name:32s} {statistics.median(times) * 1e6:10.0f} {times[int(len(times) * 0.9)] * 1e6:8.0f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer calls and rounds")
     parser.add_argument("--flags", action="store_true", help="also measure each bwrap option on its own")
+    parser.add_argument("--binds", action="store_true", help="only: what opening and checking bound paths costs")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
     from toolrun.exec.sandbox import engine
@@ -131,6 +160,9 @@ def main() -> None:
         print(f"no sandbox here: {found.problem}")
         return
     print(f"bwrap: {found.path}; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}")
+    if args.binds:
+        binds(2000)
+        return
     measure(calls=50 if args.quick else 200, rounds=3 if args.quick else 5)
     if args.flags:
         flags(20 if args.quick else 60)

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import pytest
 
 from support.binaries import require_binary
 from support.catalogs import write_catalog
+from support.jails import jail_writable, open_folder
 from toolrun.catalog import load
 from toolrun.errors import SandboxUnavailable
 from toolrun.exec import sandbox, seccomp
@@ -34,6 +36,12 @@ OPERATOR = Identity(username="op", groups=frozenset({"admin"}), anonymous=False)
 @pytest.fixture(autouse=True)
 def _bwrap() -> None:
     require_binary("bwrap")
+
+
+@pytest.fixture
+def tmp_path() -> Iterator[Path]:
+    """A folder a root server's sandboxed tools (which run as `nobody`) can reach; pytest's are 0700."""
+    yield from open_folder()
 
 
 def service(directory: Path, text: str) -> ToolService:
@@ -70,10 +78,8 @@ def output(result: CallResult) -> str:
 
 
 def test_writing_outside_writable_fails_and_a_writable_path_works(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    elsewhere = tmp_path / "elsewhere"
-    out.mkdir()
-    elsewhere.mkdir()
+    out = jail_writable(tmp_path / "out")
+    elsewhere = jail_writable(tmp_path / "elsewhere")
     writes = f"echo a > {elsewhere}/file; echo b > {out}/file"
     plain = call(service(tmp_path, f"group: t\ntools:\n  - name: plain\n    exec: {writes!r}\n"), "t.plain")
     assert plain.ok and (elsewhere / "file").exists()  # the same writes work without a sandbox

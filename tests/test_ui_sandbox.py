@@ -11,6 +11,7 @@ from playwright.sync_api import expect
 
 from support.binaries import require_binary
 from support.catalogs import write_catalog
+from support.jails import jail_writable, open_folder
 from test_ui_browser import (  # its fixtures too: the UI build, Playwright and Chromium
     Server,
     browser,
@@ -34,16 +35,17 @@ tools:
 
 
 @pytest.fixture(scope="module")
-def sandbox_server(ui_dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def sandbox_server(ui_dist: Path) -> Iterator[Server]:
     require_binary("bwrap")
-    directory = tmp_path_factory.mktemp("ui-sandbox")
-    (directory / "out").mkdir()
-    catalog = write_catalog(directory, CATALOG)
-    srv = start_server(directory / "home", {"TOOLRUN_UI_DIST": str(ui_dist)}, catalog)
-    try:
-        yield srv
-    finally:
-        stop_server(srv)
+    # A folder a root server's sandboxed tools (which run as `nobody`) can reach: pytest's are 0700.
+    for directory in open_folder():
+        jail_writable(directory / "out")
+        catalog = write_catalog(directory, CATALOG)
+        srv = start_server(directory / "home", {"TOOLRUN_UI_DIST": str(ui_dist)}, catalog)
+        try:
+            yield srv
+        finally:
+            stop_server(srv)
 
 
 def test_the_tool_detail_shows_the_sandbox_and_a_call_runs_in_it(sandbox_server: Server, browser: object) -> None:

@@ -128,7 +128,7 @@ class Sandbox:
     network: str = ""  # "none" | "host"; "" until resolved (exec tools: none, curl tools: host)
     readable: tuple[str, ...] = ()  # absolute paths bound read-only, beyond the system's
     writable: tuple[str, ...] = ()  # absolute paths bound read-write
-    tmp_size: int | None = None  # bytes of the private /tmp (None: the kernel's tmpfs default)
+    tmp_size: int | None = None  # bytes of the private /tmp (None: sandbox.DEFAULT_TMP_SIZE)
     enabled: bool = True
 
 
@@ -157,6 +157,7 @@ class ToolSpec:
     user: str | None = None
     examples: tuple[Example, ...] = ()
     file: str = ""
+    env_file: str = ""  # the `env_file` read, as an absolute path ("" when none): hidden from sandboxes
     line: int = 0
     col: int = 0
     # Behaviour hints the catalog declares (only those set): title, read_only, destructive,

@@ -215,6 +215,7 @@ def _spec(
         limits=share(ctx, setup.limits),
         user=opts.user,
         file=ctx.name,
+        env_file=str((ctx.path.parent / opts.env_file).resolve()) if opts.env_file else "",
         line=line,
         col=col,
         annotations={name: value for name in _HINTS if (value := getattr(tool, name)) is not None},

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Problem
-from ..exec.sandbox import engine, resolve_path
+from ..exec.sandbox import SANDBOX_USER, engine, hide, refused_path, resolve_path
 from ..models import Sandbox, ToolSpec
 from .loadcontext import Declared, LoadContext
 
@@ -45,7 +45,19 @@ def sandbox_of(ctx: LoadContext, value: Any, kind: str, key: str, loc: tuple[Any
         return Sandbox(enabled=False)
     if isinstance(value, str):
         return Sandbox(profile=value)
+    if not _plain_paths(ctx, value, (*loc, "sandbox"), key):
+        return None
     return options_of(ctx.path.parent, value, value.profile or "default")
+
+
+def _plain_paths(ctx: LoadContext, value: SandboxOptions, loc: tuple[Any, ...], key: str) -> bool:
+    """False (with a problem) when a path holds a NUL byte: no file can have such a name."""
+    for name in ("readable", "writable"):
+        for path in getattr(value, name) or ():
+            if "\0" in path:
+                ctx.problem((*loc, name), key, f"sandbox {name} path {path!r} holds a NUL byte: no path can")
+                return False
+    return True
 
 
 def options_of(base: Path, value: SandboxOptions, profile: str) -> Sandbox:
@@ -65,6 +77,8 @@ def declare_profiles(ctx: LoadContext, head: CatalogFile) -> None:
         line, col = ctx.locate.key(("sandboxes", name))
         if name == "default":
             ctx.problem_at((line, col), "", "sandbox profile `default` is built in: give yours another name")
+            continue
+        if not _plain_paths(ctx, definition, ("sandboxes", name), ""):
             continue
         declared = options_of(ctx.path.parent, definition, definition.extends or "default")
         ctx.declared.append(Declared(name, declared, ctx.name, line, col))
@@ -143,8 +157,30 @@ def resolve(
         if wanted is None and default is not None and tool.kind == "exec":
             wanted = Sandbox(profile=default)
         out[key] = tool if wanted is None else replace(tool, sandbox=_finish(resolver, tool, wanted))
-    _host_warnings([t for t in out.values() if t.sandbox is not None], probe, problems)
+    boxed = [t for t in out.values() if t.sandbox is not None]
+    # The catalog files and env files: hidden from every sandbox (other tools' `env:` values, the sandboxes).
+    hide({*(t.file for t in tools.values()), *(t.env_file for t in tools.values()), *(d.file for d in declared)})
+    _host_warnings(boxed, probe, problems)
+    if probe:
+        _shared_warnings(boxed, problems)
     return out
+
+
+def _shared_warnings(boxed: list[ToolSpec], problems: list[Problem]) -> None:
+    """validate-catalog: a tool's bound path under another tool's `writable:` path (that tool decides what is there;
+    a link it makes there fails the other's calls, but the content is its to choose)."""
+    writers = [(t.key, w) for t in boxed if t.sandbox is not None for w in t.sandbox.writable]
+    for t in boxed:
+        assert t.sandbox is not None
+        for path in dict.fromkeys((*t.sandbox.readable, *t.sandbox.writable, *((t.cwd,) if t.cwd else ()))):
+            for key, root in writers:
+                if key != t.key and (path == root or path.startswith(root.rstrip("/") + "/")):
+                    message = (
+                        f"its sandbox binds {path}, under tool {key}'s writable path {root}: {key} decides what "
+                        "this tool sees there (give each tool folders of its own)"
+                    )
+                    problems.append(Problem(t.file, t.line, t.col, t.key, message, "warning"))
+                    break
 
 
 def _host_warnings(boxed: list[ToolSpec], probe: bool, problems: list[Problem]) -> None:
@@ -173,4 +209,26 @@ def _finish(resolver: _Resolver, tool: ToolSpec, wanted: Sandbox) -> Sandbox | N
     done = combine(base, wanted)
     if not done.network:
         done = replace(done, network="host" if tool.kind == "curl" else "none")
+    for path in (*done.readable, *done.writable):
+        why = refused_path(path)
+        if why is not None:
+            message = f"its sandbox may not bind {why}"
+            resolver.problems.append(Problem(tool.file, tool.line, tool.col, tool.key, message))
+            return None
+    if tool.user is not None and _uid(tool.user) == 0:
+        message = (
+            f"it is sandboxed and runs as user {tool.user} (uid 0): a sandbox never holds root; remove `user:` "
+            f"(a root server's sandboxed tools run as {SANDBOX_USER}) or the sandbox"
+        )
+        resolver.problems.append(Problem(tool.file, tool.line, tool.col, tool.key, message))
+        return None
     return done
+
+
+def _uid(user: str) -> int | None:
+    import pwd
+
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return None

@@ -145,9 +145,7 @@ class SandboxOptions(_Strict):
     writable: list[Annotated[str, Field(min_length=1)]] | None = Field(
         None, description="Paths the tool may write (bound read-write); they must exist."
     )
-    tmp_size: Size | None = Field(
-        None, description="Size of the private /tmp: bytes or K/M/G/T (default: the kernel's tmpfs default)."
-    )
+    tmp_size: Size | None = Field(None, description="Size of the private /tmp: bytes or K/M/G/T (default 64M).")
 
 
 class SandboxDef(SandboxOptions):

@@ -133,8 +133,10 @@ class _Child:
         direct: tuple[str, list[str], dict[str, str]] | None = None,
         threaded: bool = False,
         extra: tuple[int, ...] = (),
+        owner: tuple[int, int] | None = None,
     ) -> int:
-        """Spawn the child in a new session (its pid is its process group); returns the pid."""
+        """Spawn the child in a new session (its pid is its process group); returns the pid. `owner`: the (uid,
+        gid) the child drops to, given its pipes (so it can reopen them: /dev/stdout, /dev/stderr)."""
         opened: list[int] = []  # closed again if anything below fails (EMFILE, a missing cwd, ...)
         try:
             out_r, out_w = os.pipe()
@@ -145,6 +147,9 @@ class _Child:
             if stdin is not None:
                 in_r, in_w = os.pipe()
                 opened += (in_r, in_w)
+            if owner is not None and os.geteuid() == 0:
+                for fd in (out_w, err_w, *((in_r,) if in_r >= 0 else ())):
+                    os.fchown(fd, *owner)
             job = (argv, env, cwd, None if in_r < 0 else in_r, out_w, err_w, direct, extra)
             if threaded:
                 started = _spawner().submit(spawn.start_command, *job)
@@ -402,7 +407,9 @@ async def run(
     global _RUNNING
     _RUNNING += 1
     try:
-        pgid = await child.start(argv, env, cwd, stdin, direct, threaded=_RUNNING >= THREADED_FROM, extra=launch.fds)
+        pgid = await child.start(
+            argv, env, cwd, stdin, direct, threaded=_RUNNING >= THREADED_FROM, extra=launch.fds, owner=launch.owner
+        )
     except BaseException:
         _RUNNING -= 1
         launch.close()

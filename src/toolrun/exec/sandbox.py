@@ -5,17 +5,21 @@ A tool with `sandbox:` runs as `bwrap <jail> -- /bin/sh -c <command>`. The jail 
 - a new mount namespace whose root is an empty tmpfs, made read-only once set up; in it, read-only:
   /usr and /etc (with /bin, /sbin and /lib* as the host has them: links into /usr, or bound), the
   tool's `cwd` and the profile's `readable` paths; read-write: the profile's `writable` paths and a
-  private /tmp (a tmpfs of `tmp_size`, gone after the call); /dev holds null, zero, full, random and
+  private /tmp (a tmpfs of `tmp_size`, 64 MiB by default, gone after the call); /dev holds null, zero, full, random and
   urandom only; /proc is the sandbox's own (it shows the sandbox's processes only);
 - nothing of toolrun's own (config, data, cache dirs: the key store, the state file; the config file,
-  the audit log): where a `readable` path or the `cwd` contains one, it is covered by an empty
-  read-only tmpfs (a directory) or /dev/null (a file); a `writable` path that holds one fails the
-  call (`clash`); when the tool runs as root, /etc's secrets (shadow, gshadow, SSH host keys,
-  /etc/ssl/private), which root could read without any capability, are covered too;
+  the audit log; the catalog and env files): the paths a profile binds are opened at each call without
+  following links, checked by device and inode, and bound by descriptor (sandboxpaths.py); where a
+  `readable` path or the `cwd` contains one of toolrun's, it is covered by an empty read-only tmpfs (a
+  directory) or /dev/null (a file); a bound path inside one, or a `writable` path that holds one, fails
+  the call;
+- never root: a root server's tool without `user:` runs as SANDBOX_USER (setpriv before bwrap, which then
+  makes an unprivileged user namespace); `user: root` is refused. /proc is read-only as a whole (bwrap
+  0.8 leaves /proc/sys writable) and PROC_HIDDEN are covered;
 - private PID, IPC, UTS and cgroup namespaces, and a private network namespace (nothing in it but
   a loopback interface) unless `network: host`; the session toolrun starts every call in (no
-  terminal to type into); no new privileges (bwrap sets it); no capabilities (`--cap-drop ALL`
-  when toolrun is root); `--die-with-parent`: the sandbox dies with the server;
+  terminal to type into); no new privileges (bwrap sets it); `--die-with-parent`: the sandbox dies
+  with the server;
 - the seccomp filter of seccomp.py;
 - the tool's shell is the PID namespace's first process (`--as-pid-1`): when it exits, or the call
   is killed at its timeout, the kernel kills every process left in the namespace, setsid and
@@ -37,7 +41,6 @@ nodes, not `--dev` (a tmpfs and a devpts mount); /dev/shm a link into the privat
 from __future__ import annotations
 
 import functools
-import glob
 import json
 import os
 import shutil
@@ -51,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import SandboxUnavailable
 from ..models import Sandbox
 from . import seccomp
+from .sandboxpaths import MOVED, Binds, open_binds, verified
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -61,12 +65,26 @@ SYSTEM_READ_ONLY = ("/usr", "/etc")
 # On a merged-/usr system these are links into /usr (made as links in the jail); else they are bound.
 SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 DEVICES = ("null", "zero", "full", "random", "urandom")
-# What root could read in /etc with no capability at all: hidden when the tool runs as root.
-ETC_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/ssl/private")
-ETC_SECRET_GLOBS = ("/etc/ssh/ssh_host_*_key",)
-SECCOMP_FD, STATUS_FD = 3, 4  # the descriptors bwrap reads its filter from and writes its status to
+# The jail's /proc is read-only as a whole (every kernel knob); these show the host's boot arguments or kernel state
+# and are covered (reading them fails). /proc/self/mountinfo stays: it names only paths bound at their own names.
+PROC_HIDDEN = (
+    "/proc/cmdline",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/key-users",
+    "/proc/kallsyms",
+    "/proc/timer_list",
+    "/proc/sched_debug",
+    "/proc/latency_stats",
+)
+DEFAULT_TMP_SIZE = 64 * 1024 * 1024  # the private /tmp, unless the profile says `tmp_size` (it counts as memory)
+# A root server's sandboxed tool without `user:` runs as this user (never as root: root in a jail could still write
+# host sysctls, read root-only files, plant setuid-root programs, and is not bound by `limits.processes`).
+SANDBOX_USER = "nobody"
+SECCOMP_FD = 3  # bwrap's filter descriptor in the child, then its status one: after the shell's check descriptors
 
 _EXTRA_PRIVATE: set[str] = set()  # the dirs and audit log of the settings this process loaded
+_HIDDEN_FILES: set[str] = set()  # the catalog files and env files this process loaded
 
 
 # -- the engine: is bwrap here, and does it work -----------------------------------------------------------
@@ -118,7 +136,9 @@ def _probe(path: str) -> str:
         seccomp.program()
     except ValueError as exc:  # an architecture the filter does not know: no sandbox without it
         return str(exc)
-    launch = Launch(path, jail_args(DEFAULT, None, None, ()), ["/bin/true"], renumbered=False)
+    drop = ids(None)
+    prefix = tuple(_drop_argv(*drop)) if drop is not None else ()
+    launch = Launch(path, jail_args(DEFAULT, None, Binds()), ["/bin/true"], False, None, drop, prefix)
     try:
         done = subprocess.run(
             launch.argv, pass_fds=launch.fds, stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False
@@ -147,7 +167,8 @@ _PRIVATE_ENV = (
 
 def private_paths(environ: Mapping[str, str] | None = None, settings: Settings | None = None) -> tuple[str, ...]:
     """toolrun's own files and folders, never visible in a sandbox: config, data (key store, state file) and
-    cache dirs, the config file, the audit log. `settings` adds its audit log and dirs for good."""
+    cache dirs, the config file, the audit log (the catalog files and env files loaded are `hide`'s). `settings`
+    adds its audit log and dirs for good."""
     environ = os.environ if environ is None else environ
     if settings is not None:
         found = [str(p) for p in settings.dirs.values()]
@@ -155,6 +176,14 @@ def private_paths(environ: Mapping[str, str] | None = None, settings: Settings |
             found.append(os.path.abspath(settings.audit_log))
         _EXTRA_PRIVATE.update(found)
     return _private(tuple(environ.get(name) for name in _PRIVATE_ENV), frozenset(_EXTRA_PRIVATE))
+
+
+def hide(paths: Iterable[str]) -> None:
+    """Add files no sandbox may see or write (the catalog files and env files a load read): each at its name and,
+    when that is a link, where it leads (the file itself)."""
+    for path in paths:
+        if path:
+            _HIDDEN_FILES.update((os.path.abspath(path), os.path.realpath(path)))
 
 
 @functools.lru_cache(maxsize=64)
@@ -169,16 +198,23 @@ def _private(values: tuple[str | None, ...], extra: frozenset[str]) -> tuple[str
     return tuple(sorted(found))
 
 
-@functools.lru_cache(maxsize=256)
-def _real(path: str) -> str:
-    return os.path.realpath(path)
-
-
 def _inside(path: str, roots: Iterable[str]) -> bool:
     return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
 
 
-def _system_args() -> list[str]:
+def refused_path(path: str) -> str | None:
+    """Why a profile may not bind `path` at all ('' -> None): `/` or a parent of the jail's own /proc, /tmp and
+    /dev would lay the host's over them, and the host's /proc holds every host process."""
+    clean = os.path.normpath(path)
+    if clean in ("/", "/tmp", "/dev") or _inside(clean, ["/proc"]):
+        return f"{path} would lay the host's {clean} over the sandbox's own /proc, /tmp or /dev"
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _system_args() -> tuple[str, ...]:
+    """The host's system folders, five device nodes, and the jail's own /proc with its kernel knobs read-only.
+    (The host's layout of /bin and /lib, not a decision about a path a tool could change.)"""
     args: list[str] = []
     for link in SYSTEM_LINKS:
         if os.path.islink(link):
@@ -192,83 +228,41 @@ def _system_args() -> list[str]:
     args += ["--symlink", "/proc/self/fd", "/dev/fd", "--symlink", "/tmp", "/dev/shm", "--proc", "/proc"]
     for fd, name in enumerate(("stdin", "stdout", "stderr")):
         args += ["--symlink", f"/proc/self/fd/{fd}", f"/dev/{name}"]
-    return args
-
-
-def _etc_secrets() -> list[str]:
-    found = [p for p in ETC_SECRETS if os.path.lexists(p)]
-    return found + sorted(p for pattern in ETC_SECRET_GLOBS for p in glob.glob(pattern))
-
-
-def _masks(bound: list[str], hidden: Iterable[str]) -> list[str]:
-    """Arguments covering each hidden path that exists inside a bound one: a read-only empty tmpfs, or /dev/null."""
-    args: list[str] = []
-    for path in sorted({_real(p) for p in hidden}):
-        if not _inside(path, bound) or not os.path.lexists(path):
-            continue
-        if os.path.isdir(path):
-            args += ["--perms", "0000", "--tmpfs", path, "--remount-ro", path]
-        else:
+    # bwrap covers /proc/sys and a few others read-only only where access(W_OK) succeeds (never for /proc/sys):
+    # the whole /proc read-only (every knob, now and later), and what shows the host's boot or kernel covered.
+    for path in PROC_HIDDEN:
+        if os.path.lexists(path):
             args += ["--ro-bind", "/dev/null", path]
-    return args
+    args += ["--remount-ro", "/proc"]
+    return tuple(args)
 
 
-def jail_args(box: Sandbox, cwd: str | None, user: str | None, private: tuple[str, ...]) -> tuple[str, ...]:
-    """bwrap's options (everything before `--seccomp`) for `box`, a tool's `cwd` and the user it runs as.
-
-    The masks are worked out at each call: a folder of toolrun's that appears later (the key store, made at the
-    first `toolrun keys create`) is hidden from the next call on."""
-    base, bound, secrets = _jail_base(box, cwd, user)
-    return (*base, *_masks(bound, (*private, *secrets)), "--remount-ro", "/", "--chdir", cwd or "/tmp")
-
-
-@functools.lru_cache(maxsize=1024)
-def _jail_base(box: Sandbox, cwd: str | None, user: str | None) -> tuple[tuple[str, ...], list[str], tuple[str, ...]]:
-    """The options up to the masks, the real paths bound, and the /etc secrets to hide (when the tool is root)."""
+def _base_args(box: Sandbox) -> list[str]:
     args = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if box.network != "host":
         args.append("--unshare-net")
     # No --new-session: toolrun starts every call in a session of its own already, with no terminal; a second
     # setsid costs a scheduler autogroup (about 3 ms a call on a busy machine, bench/README.md).
     # --as-pid-1: the shell is the namespace's init (its exit ends every process left), one process less to start.
-    args += ["--die-with-parent", "--as-pid-1"]
-    root = user is None and os.geteuid() == 0
-    if root:
-        args += ["--cap-drop", "ALL"]
-    args += _system_args()
-    if box.tmp_size is not None:
-        args += ["--size", str(box.tmp_size)]
-    args += ["--tmpfs", "/tmp"]
-    binds = [(p, "--ro-bind-try") for p in box.readable] + [(p, "--bind") for p in box.writable]
-    if cwd is not None:
-        binds.append((cwd, "--ro-bind"))
-    binds.sort(key=lambda pair: (pair[0].rstrip("/").count("/"), pair[0]))  # a parent before what is inside it
-    for path, flag in binds:
-        args += [flag, path, path]
-    bound = [os.path.realpath(p) for p in (*SYSTEM_READ_ONLY, *(p for p, _ in binds))]
-    resolv = os.path.realpath("/etc/resolv.conf")  # often a link into /run (systemd-resolved): DNS needs it
-    if box.network == "host" and not _inside(resolv, bound):
-        args += ["--ro-bind-try", resolv, resolv]
-    return tuple(args), bound, tuple(_etc_secrets()) if root else ()
+    args += ["--die-with-parent", "--as-pid-1", *_system_args()]
+    args += ["--size", str(box.tmp_size if box.tmp_size is not None else DEFAULT_TMP_SIZE), "--tmpfs", "/tmp"]
+    return args
 
 
-@functools.lru_cache(maxsize=1024)
-def clash(box: Sandbox, cwd: str | None, private: tuple[str, ...]) -> str | None:
-    """Why `box` cannot be set up safely: a writable path that holds (or lies in) toolrun's own files, or any bound
-    path inside them. A mask would not do there: the tool could rename a folder above it and plant files where
-    toolrun looks for its keys."""
-    own = [os.path.realpath(p) for p in private]
-    for path in box.writable:
-        real = os.path.realpath(path)
-        for mine in own:
-            if _inside(mine, [real]) or _inside(real, [mine]):
-                return f"its writable path {path} holds toolrun's own {mine} (keys, state, logs): give a narrower one"
-    for path in (*box.readable, *((cwd,) if cwd else ())):
-        real = os.path.realpath(path)
-        for mine in own:
-            if _inside(real, [mine]):
-                return f"its path {path} is inside toolrun's own {mine} (keys, state, logs)"
-    return None
+def jail_args(box: Sandbox, cwd: str | None, binds: Binds) -> tuple[str, ...]:
+    """bwrap's options (everything before `--seccomp`) for `box` and a tool's `cwd`, with the paths of `binds`
+    (opened and checked at this call) bound by descriptor."""
+    args = _base_args(box)
+    for path, flag, number in binds.args:
+        args += [flag, str(number), path]
+    if box.network == "host":
+        resolv = os.path.realpath("/etc/resolv.conf")  # often a link into /run (systemd-resolved): DNS needs it
+        if not _inside(resolv, ["/etc", *binds.paths]):
+            args += ["--ro-bind-try", resolv, resolv]
+    for path, is_dir in binds.masks:
+        cover = ["--perms", "0000", "--tmpfs", path, "--remount-ro", path]
+        args += cover if is_dir else ["--ro-bind", "/dev/null", path]
+    return (*args, "--remount-ro", "/", "--chdir", cwd or "/tmp")
 
 
 class Launch:
@@ -278,25 +272,47 @@ class Launch:
     `started()` once the child has them, `close()` once it has exited (or never started), then `check()`.
     """
 
-    __slots__ = ("argv", "fds", "said", "status")
+    __slots__ = ("argv", "binds", "fds", "owner", "said", "status")
+
+    owner: tuple[int, int] | None
 
     fds: tuple[int, ...]
 
-    def __init__(self, bwrap: str, jail: tuple[str, ...], argv: list[str], renumbered: bool = True) -> None:
-        filter_r, filter_w = _pipe()
+    def __init__(
+        self,
+        bwrap: str,
+        jail: tuple[str, ...],
+        argv: list[str],
+        renumbered: bool = True,
+        binds: Binds | None = None,
+        owner: tuple[int, int] | None = None,
+        prefix: tuple[str, ...] = (),
+    ) -> None:
+        self.binds = binds or Binds()
+        try:
+            filter_r, filter_w = _pipe(self.binds.base)
+        except BaseException:
+            self.binds.close()
+            raise
         try:
             os.write(filter_w, seccomp.program())  # a few hundred bytes: the pipe holds them
-            status_r, status_w = _pipe()
+            status_r, status_w = _pipe(self.binds.base)
         except BaseException:
             os.close(filter_r)
+            self.binds.close()
             raise
         finally:
             os.close(filter_w)
-        self.fds = (filter_r, status_w)
+        # In the child: the shell's check descriptors (3, 4...), bwrap's filter and status, the bound paths'.
+        self.fds = (*self.binds.checks, filter_r, status_w, *self.binds.fds)
+        self.binds.checks, self.binds.fds = [], []  # closed with the others, by started()
         self.status = status_r
         self.said = b""
-        numbers = (SECCOMP_FD, STATUS_FD) if renumbered else self.fds
-        self.argv = [bwrap, *jail, "--seccomp", str(numbers[0]), "--json-status-fd", str(numbers[1]), "--", *argv]
+        self.owner = owner  # (uid, gid) the call runs as: its output pipes are handed to it (/dev/stdout works)
+        first = SECCOMP_FD + len(self.binds.args)  # after the shell's check descriptors
+        numbers = (first, first + 1) if renumbered else (filter_r, status_w)
+        self.argv = [*prefix, bwrap, *jail, "--seccomp", str(numbers[0]), "--json-status-fd", str(numbers[1])]
+        self.argv += ["--", *argv]
 
     def started(self) -> None:
         for fd in self.fds:
@@ -321,9 +337,11 @@ class Launch:
     def failure(self, returncode: int, stderr: str) -> str | None:
         """Why bwrap could not set the sandbox up (its message), or None when the command ran."""
         self.close()
+        if returncode == 125 and MOVED in stderr.splitlines():
+            return MOVED
         if returncode == 0 or any("exit-code" in _json(doc) for doc in self.said.split(b"\n")):
             return None
-        said = [line for line in stderr.splitlines() if line.startswith("bwrap:")]
+        said = [line for line in stderr.splitlines() if line.startswith("bwrap:") or line == MOVED]
         return said[-1] if said else f"bwrap exited with {returncode} before the command started"
 
     def check(self, returncode: int, stderr: str) -> None:
@@ -337,6 +355,7 @@ class NoLaunch:
     """What `executor.run` holds for a call without a sandbox: no descriptors, nothing to check."""
 
     fds: tuple[int, ...] = ()
+    owner: tuple[int, int] | None = None
 
     def started(self) -> None:
         pass
@@ -351,15 +370,19 @@ class NoLaunch:
 NO_LAUNCH = NoLaunch()
 
 
-def _pipe() -> tuple[int, int]:
-    """A pipe whose ends are numbered 5 or more: moved onto 3 and 4 in the child, neither may be 3 or 4 here."""
+def _pipe(lowest: int = 5) -> tuple[int, int]:
+    """A pipe whose ends are numbered `lowest` or more: every extra descriptor is moved onto 3, 4... in the child,
+    so none may have a number below those targets here (spawn._actions)."""
     import fcntl
 
     ends = os.pipe()
-    if min(ends) > 4:
+    if min(ends) >= lowest:
         return ends
     try:
-        return fcntl.fcntl(ends[0], fcntl.F_DUPFD_CLOEXEC, 5), fcntl.fcntl(ends[1], fcntl.F_DUPFD_CLOEXEC, 5)
+        return (
+            fcntl.fcntl(ends[0], fcntl.F_DUPFD_CLOEXEC, lowest),
+            fcntl.fcntl(ends[1], fcntl.F_DUPFD_CLOEXEC, lowest),
+        )
     finally:
         for fd in ends:
             os.close(fd)
@@ -374,26 +397,55 @@ def _json(doc: bytes) -> dict[str, Any]:
 
 
 def prepare(box: Sandbox, cwd: str | None, user: str | None, argv: list[str], key: str = "") -> Launch:
-    """The Launch of `argv` in `box`; SandboxUnavailable when bwrap is missing (or known not to work here)."""
+    """The Launch of `argv` in `box`; SandboxUnavailable when bwrap is missing (or known not to work here), or when
+    a bound path cannot be bound safely at this call (sandboxpaths.py)."""
     found = engine()
     if not found.ok or found.path is None:
         raise SandboxUnavailable(_refusal(key, found.problem))
-    if cwd is not None and not os.path.isdir(cwd):
-        raise FileNotFoundError(2, "No such file or directory", cwd)
-    for path in box.writable:
-        if not os.path.exists(path):
-            raise SandboxUnavailable(_refusal(key, f"its sandbox binds {path}, which does not exist here"))
     try:
         seccomp.program()
     except ValueError as exc:
         raise SandboxUnavailable(_refusal(key, str(exc))) from None
-    private = private_paths()
-    why = clash(box, cwd, private)
-    if why is not None:
-        raise SandboxUnavailable(_refusal(key, why))
+    for path in (*box.readable, *box.writable):
+        why = refused_path(path)
+        if why is not None:
+            raise SandboxUnavailable(_refusal(key, f"its sandbox may not bind {why}"))
+    drop = ids(user)
     from .spawn import uses_posix_spawn
 
-    return Launch(found.path, jail_args(box, cwd, user, private), argv, uses_posix_spawn())
+    renumbered = uses_posix_spawn()
+    try:
+        binds = open_binds(box.readable, box.writable, cwd, private_paths(), renumbered, _HIDDEN_FILES)
+    except SandboxUnavailable as exc:
+        raise SandboxUnavailable(_refusal(key, str(exc))) from None
+    prefix = tuple(_drop_argv(*drop)) if drop is not None and user is None else ()
+    argv = [*argv[:2], verified(argv[2], binds), *argv[3:]]
+    return Launch(found.path, jail_args(box, cwd, binds), argv, renumbered, binds, drop, prefix)
+
+
+def ids(user: str | None) -> tuple[int, int] | None:
+    """(uid, gid) a sandboxed call runs as when that is not the server's own: `user`'s, or SANDBOX_USER's for a root
+    server's tool without `user:`. A sandbox never holds root: `user: root` is refused (SandboxUnavailable)."""
+    import pwd
+
+    if user is None and os.geteuid() != 0:
+        return None
+    try:
+        entry = pwd.getpwnam(user or SANDBOX_USER)
+    except KeyError:
+        if user is not None:
+            raise
+        return (65534, 65534)  # no `nobody` in this passwd: its customary ids
+    if entry.pw_uid == 0:
+        raise SandboxUnavailable(
+            _refusal("", f"it names user {user} (uid 0): a sandbox never holds root; remove `user:` or the sandbox")
+        )
+    return (entry.pw_uid, entry.pw_gid)
+
+
+def _drop_argv(uid: int, gid: int) -> list[str]:
+    setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+    return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
 
 
 def _refusal(key: str, why: str) -> str:

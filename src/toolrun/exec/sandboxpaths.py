@@ -1,0 +1,336 @@
+"""The paths a sandbox binds: opened at each call without following links, checked by identity, bound by descriptor.
+
+A profile's paths are names the catalog gave at load. Between the load and a call, a tool that may write a folder
+can turn another tool's bound path into a symbolic link (to `/`, to toolrun's data folder); bwrap, binding by name,
+would follow it. So at each call, and never from a cache:
+
+- each bound path (`readable`, `writable`, the `cwd`) is opened with `openat2(RESOLVE_NO_SYMLINKS)` (or, on a
+  kernel without it, a walk of `O_PATH | O_NOFOLLOW` opens, one component at a time): a link anywhere in it fails
+  the call;
+- the opened object is checked by device and inode, not by name, against toolrun's own files and folders (the
+  config, data and cache folders, the config file, the audit log, the catalog and env files): a bound path that is
+  one of them, or lies inside one, fails the call; so does a `writable` path that holds one; a `readable` path or
+  `cwd` that holds one gets it covered;
+- bwrap binds the descriptor (`--ro-bind-fd`, `--bind-fd`). bwrap 0.8 turns that descriptor back into the object's
+  current name (realpath of /proc/self/fd/N) and mounts the name, so a name swapped in that window could still be
+  mounted instead: the tool's shell, before anything else, compares each bound path with a second descriptor of the
+  checked object (`[ /proc/self/fd/N -ef PATH ]`: device and inode), closes those descriptors, and refuses to run
+  (exit 125, reported as SandboxUnavailable) when one differs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import os
+import shlex
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ..errors import SandboxUnavailable
+
+SYS_OPENAT2 = 437  # the same number on every architecture (the generic syscall table)
+RESOLVE_NO_SYMLINKS = 0x04
+AT_FDCWD = -100
+# In the child (posix_spawn renumbers the extra descriptors from 3 on): the shell's check descriptors first (3 to 9:
+# dash's redirections take one digit, and the shell closes them before the command), then bwrap's filter and
+# status descriptors, then the descriptors bwrap binds.
+FIRST_FD = 3
+MAX_BOUND = 7  # bound paths a call may have (readable, writable and the cwd together): check descriptors 3 to 9
+
+Ident = tuple[int, int]
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = (("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64))
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_LIBC.syscall.restype = ctypes.c_long
+_HAS_OPENAT2 = [True]  # False once the kernel answered ENOSYS
+
+
+def open_nofollow(path: str) -> int:
+    """An O_PATH descriptor of the absolute, normalized `path`, reached without following any symbolic link.
+
+    OSError: ELOOP when a component is a link, ENOENT when something is missing, EINVAL for a path that is not
+    absolute and normalized (or holds a NUL byte)."""
+    raw = os.fsencode(path)
+    if not path.startswith("/") or os.path.normpath(path) != path or b"\0" in raw:
+        raise OSError(errno.EINVAL, "not an absolute, normalized path", path)
+    if _HAS_OPENAT2[0]:
+        how = _OpenHow(os.O_PATH | os.O_CLOEXEC, 0, RESOLVE_NO_SYMLINKS)
+        fd = _LIBC.syscall(SYS_OPENAT2, AT_FDCWD, raw, ctypes.byref(how), ctypes.sizeof(how))
+        if fd >= 0:
+            return int(fd)
+        err = ctypes.get_errno()
+        if err not in (errno.ENOSYS, errno.EPERM):  # EPERM: a seccomp filter that does not know openat2
+            raise OSError(err, os.strerror(err), path)
+        _HAS_OPENAT2[0] = False
+    return _walk(path)
+
+
+def _walk(path: str) -> int:
+    """`open_nofollow` without openat2: one O_PATH | O_NOFOLLOW open per component, a link refused."""
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in path.split("/")[1:]:
+            if not part:
+                continue
+            nxt = os.open(part, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+            if stat.S_ISLNK(os.fstat(fd).st_mode):
+                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _ancestry(fd: int, path: str) -> list[Ident]:
+    """Device and inode of every folder above the object of `fd` (which `path` named), nearest first, up to /."""
+    found: list[Ident] = []
+    st = os.fstat(fd)
+    if stat.S_ISDIR(st.st_mode):
+        here = os.open("..", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+    else:
+        here = open_nofollow(os.path.dirname(path))
+    try:
+        while True:
+            st = os.fstat(here)
+            ident = (st.st_dev, st.st_ino)
+            if found and found[-1] == ident:  # `..` of / is / itself
+                return found
+            found.append(ident)
+            up = os.open("..", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=here)
+            os.close(here)
+            here = up
+    finally:
+        os.close(here)
+
+
+@dataclass
+class Own:
+    """toolrun's own files and folders at this call: each one's identity, and the folders above each."""
+
+    objects: dict[Ident, str] = field(default_factory=dict)  # identity -> its real path
+    above: dict[Ident, list[tuple[str, int, bool]]] = field(default_factory=dict)  # folder -> (path, depth, dir?)
+
+    @classmethod
+    def of(cls, private: Iterable[str], files: Iterable[str] = (), near: set[Ident] | None = None) -> Own:
+        """`private` (toolrun's folders and files), and `files` (the catalog and env files: many, files only) where
+        they can matter: in a folder that is, or lies inside, one of the `near` identities (the bound paths'; None:
+        look at every one)."""
+        own = cls()
+        folders: dict[str, tuple[str, list[Ident]]] = {}  # a folder's name -> its real path and the idents above
+        for path in private:
+            own._add(path, folders)
+        for path in files:
+            folder = os.path.dirname(path)
+            if folder not in folders:
+                folders[folder] = _real_folder(folder)
+            if near is None or near.intersection(folders[folder][1]):
+                own._add(path, folders)
+        return own
+
+    def _add(self, path: str, folders: dict[str, tuple[str, list[Ident]]]) -> None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return  # not made yet: nothing to hide (the next call looks again)
+        name = os.path.abspath(path)
+        real = os.path.realpath(name) if os.path.islink(name) else name
+        folder, base = os.path.split(real)
+        if folder not in folders:
+            folders[folder] = _real_folder(folder)
+        real_folder, above = folders[folder]
+        real = os.path.join(real_folder, base)
+        self.objects[(st.st_dev, st.st_ino)] = real
+        for depth, ident in enumerate(above, 1):
+            self.above.setdefault(ident, []).append((real, depth, stat.S_ISDIR(st.st_mode)))
+
+
+def _real_folder(folder: str) -> tuple[str, list[Ident]]:
+    """`folder`'s real path, and the identities of it and every folder above it, nearest first."""
+    real = os.path.realpath(folder)
+    idents: list[Ident] = []
+    here = real
+    while True:
+        try:
+            st = os.stat(here)
+        except OSError:
+            break
+        idents.append((st.st_dev, st.st_ino))
+        if here == "/":
+            break
+        here = os.path.dirname(here)
+    return real, idents
+
+
+@dataclass
+class Binds:
+    """The checked paths of one call: bwrap's (dest, flag, descriptor number) triples, the covers, the descriptors."""
+
+    args: list[tuple[str, str, int]] = field(default_factory=list)
+    verify: list[tuple[str, int]] = field(default_factory=list)  # (bound path, the number of its second descriptor)
+    paths: list[str] = field(default_factory=list)
+    masks: list[tuple[str, bool]] = field(default_factory=list)
+    checks: list[int] = field(default_factory=list)  # the shell's descriptors: 3, 4... in the child
+    fds: list[int] = field(default_factory=list)  # bwrap's: after its filter and status descriptors
+
+    @property
+    def base(self) -> int:
+        """The lowest number a descriptor handed to the child may have here (spawn._actions: no source may be
+        the target of an earlier one): above every number the child's get."""
+        return FIRST_FD + 2 * len(self.fds) + 2
+
+    def close(self) -> None:
+        for fd in (*self.checks, *self.fds):
+            os.close(fd)
+        self.checks, self.fds = [], []
+
+
+_FLAGS = {"readable": "--ro-bind-fd", "writable": "--bind-fd", "cwd": "--ro-bind-fd"}
+
+
+@dataclass
+class _Opened:
+    path: str
+    kind: str
+    fd: int
+    ident: Ident
+    ancestry: list[Ident]
+    is_file: bool = False
+
+
+def open_binds(
+    readable: Iterable[str],
+    writable: Iterable[str],
+    cwd: str | None,
+    private: Iterable[str],
+    renumbered: bool,
+    files: Iterable[str] = (),
+) -> Binds:
+    """Open and check every path `box` binds (see the module's doc) against toolrun's `private` folders and files and
+    the catalog and env `files`; SandboxUnavailable (the reason, to go after "runs in a sandbox, and") when one
+    cannot be bound safely, FileNotFoundError for a missing `cwd`."""
+    wanted = [(p, "readable") for p in readable] + [(p, "writable") for p in writable]
+    if cwd is not None:
+        wanted.append((cwd, "cwd"))
+    opened: list[_Opened] = []
+    try:
+        for path, kind in wanted:
+            item = _open_one(path, kind)
+            if item is not None:
+                opened.append(item)
+        # A catalog or env file matters where it lies under a bound folder, or is a bound file itself.
+        near = None if any(i.is_file for i in opened) else {i.ident for i in opened}
+        own = Own.of(private, files, near)
+        for item in opened:
+            _check(item.path, item.kind, item.ident, item.ancestry, own)
+        return _binds(opened, own, renumbered)
+    except BaseException:
+        for item in opened:
+            if item.fd >= 0:
+                os.close(item.fd)
+        raise
+
+
+def _open_one(path: str, kind: str) -> _Opened | None:
+    try:
+        fd = open_nofollow(path)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT and kind == "readable":
+            return None  # a readable path missing here is left out, as ever
+        if exc.errno == errno.ENOENT and kind == "cwd":
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", path) from None
+        raise SandboxUnavailable(_why_not_opened(path, kind, exc)) from None
+    try:
+        st = os.fstat(fd)
+        ident = (st.st_dev, st.st_ino)
+        ancestry = _ancestry(fd, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return _Opened(path, kind, fd, ident, ancestry, not stat.S_ISDIR(st.st_mode))
+
+
+def _why_not_opened(path: str, kind: str, exc: OSError) -> str:
+    name = "its working directory" if kind == "cwd" else f"its {kind} path"
+    if exc.errno == errno.ENOENT:
+        return f"its sandbox binds {path}, which does not exist here"
+    if exc.errno == errno.ELOOP:
+        return (
+            f"{name} {path!r} is, or passes through, a symbolic link now: a sandbox binds no link (what a link "
+            "points to can change between the check and the bind); give the real path in the catalog"
+        )
+    if exc.errno == errno.EINVAL:
+        return f"{name} {path!r} is not an absolute, normalized path"
+    return f"{name} {path} cannot be opened here ({exc.strerror})"
+
+
+def _check(path: str, kind: str, ident: Ident, ancestry: list[Ident], own: Own) -> None:
+    name = "its working directory" if kind == "cwd" else f"its {kind} path"
+    mine = own.objects.get(ident)
+    if mine is None:
+        mine = next((own.objects[a] for a in ancestry if a in own.objects), None)
+    if mine is not None:
+        raise SandboxUnavailable(f"{name} {path} is, or is inside, toolrun's own {mine} (keys, state, logs, catalog)")
+    if kind == "writable" and ident in own.above:
+        held = own.above[ident][0][0]
+        raise SandboxUnavailable(
+            f"its writable path {path} holds toolrun's own {held} (keys, state, logs, catalog): give a narrower one"
+        )
+
+
+def _binds(opened: list[_Opened], own: Own, renumbered: bool) -> Binds:
+    """bwrap's binds of the `opened` paths (a parent before what lies inside it), and the covers of what they hold
+    of toolrun's. The cwd is bound only when no other bound path shows it already (a writable cwd stays writable)."""
+    shown = {item.ident for item in opened if item.kind != "cwd"}
+    kept = [i for i in opened if i.kind != "cwd" or (i.ident not in shown and not shown.intersection(i.ancestry))]
+    for item in opened:
+        if item not in kept:
+            os.close(item.fd)
+            item.fd = -1
+    kept.sort(key=lambda i: (i.path.rstrip("/").count("/"), i.path))
+    if len(kept) > MAX_BOUND:
+        raise SandboxUnavailable(
+            f"its sandbox binds {len(kept)} paths (readable, writable and the cwd together): at most {MAX_BOUND}; "
+            "bind a common parent folder instead"
+        )
+    if kept and not renumbered:
+        raise SandboxUnavailable(
+            "this host's C library has no posix_spawn with closefrom, which a sandbox with bound paths needs"
+        )
+    binds = Binds()
+    count = len(kept)
+    base = FIRST_FD + 2 * count + 2
+    for index, item in enumerate(kept):
+        fd = fcntl.fcntl(item.fd, fcntl.F_DUPFD_CLOEXEC, base)
+        os.close(item.fd)
+        item.fd = fd
+        binds.fds.append(fd)
+        binds.checks.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, base))
+        binds.args.append((item.path, _FLAGS[item.kind], FIRST_FD + count + 2 + index))
+        binds.verify.append((item.path, FIRST_FD + index))
+        binds.paths.append(item.path)
+        if item.kind != "writable":
+            for real, depth, is_dir in own.above.get(item.ident, ()):
+                rest = real.split("/")[-depth:]
+                binds.masks.append((os.path.join(item.path, *rest), is_dir))
+    return binds
+
+
+def verified(command: str, binds: Binds) -> str:
+    """`command` after a check that each bound path is the object that was checked (see the module's doc)."""
+    if not binds.verify:
+        return command
+    tests = " && ".join(f"[ /proc/self/fd/{n} -ef {shlex.quote(path)} ]" for path, n in binds.verify)
+    closes = " ".join(f"{n}<&-" for _, n in binds.verify)
+    return f"if ! {{ {tests}; }}; then echo '{MOVED}' >&2; exit 125; fi; exec {closes}; {command}"
+
+
+MOVED = "toolrun: a bound path changed while the sandbox was set up"
