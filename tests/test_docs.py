@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -163,3 +164,46 @@ def test_the_spec_citation_check_catches_the_usual_forms() -> None:
         assert SPEC_CITATION.search(text), text
     for text in ("the OpenAPI document", "a per-tool request schema", "inspect the output"):
         assert not SPEC_CITATION.search(text), text
+
+
+def _doc_commands() -> list[tuple[str, str]]:
+    """(page, command line) of every `toolrun ...` the docs show in a shell block."""
+    found = []
+    for page in (README, *sorted((ROOT / "docs").glob("*.md"))):
+        text = page.read_text(encoding="utf-8")
+        for block in re.findall(r"```(?:sh|bash|console|shell)\n(.*?)```", text, re.DOTALL):
+            for line in block.replace("\\\n", " ").splitlines():
+                line = line.strip().removeprefix("$ ")
+                match = re.search(r"(?:^|[;&|]\s*|\$\()\s*(?:[A-Z_]+=\S+\s+)*toolrun\s(.*)", line)
+                if match and not line.startswith("#"):
+                    words = re.split(r"\s+#\s", match.group(1))[0]
+                    found.append((page.name, re.split(r"\s[|&;>]|\)", words)[0]))
+    return found
+
+
+def test_every_command_the_docs_show_parses() -> None:
+    """Each `toolrun ...` line of the README and docs/ is a command toolrun accepts (options, arguments, subcommands):
+    parsed by the CLI itself, not run."""
+    import shlex
+
+    from typer.main import get_command
+
+    from toolrun.cli import app
+    from toolrun.cli.common import hoist_server_options
+
+    commands = _doc_commands()
+    assert len(commands) > 50
+    failures = []
+    for page, line in commands:
+        command: Any = get_command(app)
+        name, args, ctx = "toolrun", hoist_server_options(shlex.split(line)), None
+        try:
+            while True:
+                ctx = command.make_context(name, list(args), parent=ctx)
+                rest = [*ctx._protected_args, *ctx.args] if hasattr(command, "resolve_command") else []
+                if not rest:
+                    break
+                name, command, args = command.resolve_command(ctx, rest)
+        except Exception as exc:  # click's UsageError and its kin: what a user would see
+            failures.append(f"{page}: toolrun {line}: {getattr(exc, 'message', exc)}")
+    assert not failures, "\n".join(failures)

@@ -319,6 +319,11 @@ def test_without_credentials_a_required_route_points_at_the_metadata(setup: Setu
     assert httpx.get(setup.url + "/tools").status_code == 200
 
 
+def test_serve_says_at_start_that_oauth_is_on_with_its_issuer_and_audience(setup: Setup) -> None:
+    line = f"OAuth on: bearer JWTs of {setup.issuer.url} for audience {AUDIENCE} are accepted beside API keys"
+    assert line in setup.server.log()
+
+
 def test_api_keys_keep_working_beside_tokens(setup: Setup) -> None:
     env = setup.server.env
     key = create_key(env, "kim", "finance")

@@ -363,6 +363,12 @@ def serve(settings: Settings, catalog: Sequence[str] | None = None) -> None:
     try:
         parts = build_parts(settings, catalog, workers=workers, metrics_dir=metrics_dir)
         log_catalog_warnings(parts.service)
+        if settings.oauth_issuer:
+            log.info(
+                "OAuth on: bearer JWTs of %s for audience %s are accepted beside API keys",
+                settings.oauth_issuer,
+                settings.oauth_audience,
+            )
         app = guarded(create_app(parts), settings)
         # Non-dumpable and the descriptor limit are inherited by forked workers; each worker starts its own
         # watchdog (its tools carry its own token). After the app is built: a bad setting or catalog is the
