@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -100,3 +101,97 @@ def test_an_approver_approves_in_the_ui_and_the_requester_sees_the_result(
         # The requester's own page never offers to approve its call.
         mine.goto(server.url + "/ui/")
         expect(mine.get_by_test_id("approvals")).to_have_count(0)
+
+
+OPS_CATALOG = """\
+group: ops
+tools:
+  - name: wipe
+    description: Wipe a target.
+    exec: echo wiped {{ target | quote }}
+    params:
+      - {name: target, type: str}
+    approval: required
+    approvers: [oncall]
+  - name: stream
+    description: Print slowly, on both streams.
+    exec: "echo out1; echo err1 >&2; sleep 30; echo out2"
+    async: true
+"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_people_see_what_needs_them_and_follow_what_runs(
+    browser: Browser,
+    tmp_path: Path,
+    axe_script: Path,  # noqa: F811 - the fixture imported above
+    scheme: str,
+) -> None:
+    import httpx
+
+    catalog = write_catalog(tmp_path, OPS_CATALOG)
+    with Processes() as procs:
+        server = procs.add(ToolrunServer(tmp_path / "srv", catalog, {"SVC_UI_ENABLED": True}))
+        alice, bob = create_key(server.env, "alice", "ops"), create_key(server.env, "bob", "oncall")
+        server.start()
+
+        def page_as(key: str) -> Page:
+            context = browser.new_context(color_scheme=scheme)  # type: ignore[arg-type]
+            context.add_init_script(f"localStorage.setItem('toolrun.apiKey', {json.dumps(key)})")
+            context.add_init_script(path=axe_script)
+            page = context.new_page()
+            page.emulate_media(reduced_motion="reduce")
+            return page
+
+        # While a call waits for a person, the button says so (not "Running…").
+        mine = page_as(alice)
+        mine.goto(server.url + "/ui/tools/ops.wipe")
+        mine.get_by_label("target", exact=True).fill("db1")
+        mine.get_by_role("button", name="Run", exact=True).click()
+        expect(mine.get_by_role("button", name="Waiting for approval…")).to_be_visible()
+        expect(mine.get_by_test_id("running")).to_contain_text("Waiting for an approver")
+        second = httpx.post(
+            server.url + "/tools/ops.wipe", headers={"X-API-Key": alice}, json={"target": "db2"}
+        ).json()["job"]
+
+        # The approver sees the count on any page, in the header.
+        theirs = page_as(bob)
+        theirs.goto(server.url + "/ui/tools/ops.stream")
+        badge = theirs.get_by_test_id("pending-count")
+        expect(badge).to_have_text("2 awaiting your approval")
+        assert_accessible(theirs, f"a tool page with the pending count ({scheme})")
+
+        # The requester's own requests, with a Withdraw button; withdrawing one says so.
+        home = page_as(alice)
+        home.goto(server.url + "/ui/")
+        requests = home.get_by_test_id("my-request")
+        expect(requests).to_have_count(2)
+        assert_accessible(home, f"your requests ({scheme})")
+        home.locator(f'[data-job="{second}"]').get_by_role("button", name="Withdraw").click()
+        expect(home.locator(f'[data-job="{second}"]')).to_have_attribute("data-status", "cancelled")
+        expect(home.locator(f'[data-job="{second}"]')).to_contain_text("withdrawn by the requester")
+        expect(badge).to_have_text("1 awaiting your approval", timeout=15000)
+
+        # After the decision the approver reads how the call ended, not "approved, running".
+        badge.click()
+        theirs.get_by_role("button", name="Approve", exact=True).click()
+        expect(theirs.get_by_test_id("approval-message")).to_have_text(
+            re.compile(r"Job \S+ \(ops\.wipe\): approved; it ran and succeeded\."), timeout=15000
+        )
+        expect(mine.get_by_test_id("result-text")).to_have_text("wiped db1\n", timeout=15000)
+        expect(badge).to_have_count(0, timeout=15000)
+
+        # A running job's output shows as it comes, stderr too; cancelled, it keeps what it printed.
+        mine.goto(server.url + "/ui/tools/ops.stream")
+        mine.get_by_role("button", name="Run", exact=True).click()
+        state = mine.get_by_test_id("job-state")
+        expect(state).to_have_attribute("data-status", "running")
+        expect(mine.get_by_test_id("stdout-text")).to_have_text("out1\n", timeout=15000)
+        expect(mine.get_by_test_id("stderr-text")).to_have_text("err1\n")
+        assert_accessible(mine, f"a running job's output ({scheme})")
+        job = httpx.get(server.url + "/jobs?status=running", headers={"X-API-Key": alice}).json()[0]["job"]
+        assert httpx.post(f"{server.url}/jobs/{job}/cancel", headers={"X-API-Key": alice}, json={}).status_code == 200
+        expect(state).to_have_attribute("data-status", "cancelled", timeout=15000)
+        expect(mine.get_by_test_id("stdout-text")).to_have_text("out1\n")
+        expect(mine.get_by_test_id("job-detail")).to_contain_text("The call was cancelled")
+        assert_accessible(mine, f"a cancelled job that kept its output ({scheme})")

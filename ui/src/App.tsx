@@ -2,8 +2,19 @@
 // list and detail panes side by side (one at a time on a phone).
 
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
-import { ApiError, currentKey, type Identity, KEY_STORAGE_NAME, storedKey, storeKey, setCurrentKey, whoami } from "./api";
+import {
+  ApiError,
+  currentKey,
+  type Identity,
+  KEY_STORAGE_NAME,
+  listJobs,
+  storedKey,
+  storeKey,
+  setCurrentKey,
+  whoami,
+} from "./api";
 import { Approvals } from "./components/Approvals";
+import { MyRequests } from "./components/MyRequests";
 import { Header } from "./components/Header";
 import { SignInDialog } from "./components/SignIn";
 import { ToolDetail } from "./components/ToolDetail";
@@ -25,7 +36,25 @@ export function App() {
   const [theme, setTheme] = useState<Theme>(() => savedTheme() ?? systemTheme());
   const searchRef = useRef<HTMLInputElement | null>(null);
 
+  const [pending, setPending] = useState(0);
   useEffect(() => applyTheme(theme), [theme]);
+  // The header's count of calls waiting for this user's approval, on every page.
+  useEffect(() => {
+    if (!identity) {
+      setPending(0);
+      return undefined;
+    }
+    const count = async () => {
+      try {
+        setPending((await listJobs("awaiting_approval")).filter((j) => j.can_decide).length);
+      } catch {
+        setPending(0);
+      }
+    };
+    void count();
+    const timer = window.setInterval(() => void count(), 5000);
+    return () => window.clearInterval(timer);
+  }, [identity, epoch]);
   useEffect(() => followSystem(setTheme), []);
 
   const go = useCallback((next: Route, replace = false) => {
@@ -134,6 +163,13 @@ export function App() {
           event.preventDefault();
           go({ tool: null, query: "", offset: 0 });
         }}
+        pending={pending}
+        onPending={(event) => {
+          if (!isPlainClick(event)) return;
+          event.preventDefault();
+          go({ tool: null, query: "", offset: 0 });
+          window.requestAnimationFrame(() => document.getElementById("approvals")?.scrollIntoView());
+        }}
       />
       {notice && (
         <div class="banner" role="status">
@@ -179,6 +215,7 @@ export function App() {
               <p class="placeholder-title">Pick a tool</p>
               <p class="muted">Its description, example call and a form to run it appear here.</p>
               {identity && <Approvals epoch={epoch} />}
+              {identity && <MyRequests username={identity.username} epoch={epoch} />}
             </div>
           )}
         </div>

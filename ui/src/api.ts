@@ -319,8 +319,32 @@ export interface JobView {
   reason: string | null;
   error: string | null;
   can_decide: boolean;
+  updated?: number;
   plan?: { command?: string; fn?: string; error?: string };
+  output?: JobOutput | null;
   result?: { status: number; content_type: string; body: string; exit_code: number | null };
+}
+
+/** What a job printed: so far while it runs, and once it ended (a cancelled job keeps it). Head and tail of each. */
+export interface JobOutput {
+  stdout_head: string;
+  stdout_tail: string;
+  stdout_bytes: number;
+  stderr_head: string;
+  stderr_tail: string;
+  stderr_bytes: number;
+}
+
+/** A job that ended without a result (denied, expired, cancelled...): its last view, output included. */
+export class JobEnded extends Error {
+  constructor(public view: JobView) {
+    super(`Job ${view.job} was ${view.status}`);
+  }
+}
+
+export async function cancelJob(id: string, reason: string): Promise<JobView> {
+  const body = JSON.stringify(reason ? { reason } : {});
+  return json<JobView>(await request(`/jobs/${encodeURIComponent(id)}/cancel`, { method: "POST", body }));
 }
 
 export async function getJob(id: string, signal?: AbortSignal): Promise<JobView> {
@@ -359,11 +383,7 @@ export async function followJob(
     onJob(view);
     if (FINAL_STATES.includes(view.status)) {
       const result = view.result;
-      if (!result) {
-        const by = view.decided_by ? ` by ${view.decided_by}` : "";
-        const why = view.reason ? `: ${view.reason}` : view.error ? ` (${view.error})` : "";
-        throw new ApiError(409, `Job ${id} was ${view.status}${by}${why}; the tool did not run.`, null);
-      }
+      if (!result) throw new JobEnded(view);
       if (result.status !== 200) throw new ApiError(result.status, errorText(result.body), null);
       const payload = JSON.parse(result.body) as CallPayload;
       return { status: 200, payload, millis: performance.now() - started };

@@ -3,10 +3,33 @@
 // approve or deny with a reason. Shown on the home pane to approvers; refreshed every few seconds.
 
 import { useCallback, useEffect, useState } from "preact/hooks";
-import { ApiError, decideJob, errorText, type JobView, listJobs } from "../api";
+import { ApiError, decideJob, errorText, FINAL_STATES, getJob, type JobView, listJobs } from "../api";
 
 function when(seconds: number): string {
   return new Date(seconds * 1000).toLocaleString();
+}
+
+/** Follow an approved job to its end: the sentence that says how it ended. */
+async function outcomeOf(view: JobView): Promise<string> {
+  let current = view;
+  for (let i = 0; i < 600 && !FINAL_STATES.includes(current.status); i++) {
+    await new Promise((resolve) => window.setTimeout(resolve, 1000));
+    current = await getJob(view.job);
+  }
+  const head = `Job ${current.job} (${current.tool}): approved`;
+  const code = current.result?.exit_code;
+  switch (current.status) {
+    case "succeeded":
+      return `${head}; it ran and succeeded.`;
+    case "failed":
+      return `${head}; it ran and failed${code !== null && code !== undefined ? ` (exit code ${code})` : ""}.`;
+    case "timed_out":
+      return `${head}; it ran and timed out.`;
+    case "cancelled":
+      return `${head}; it was cancelled while it ran.`;
+    default:
+      return `${head}; it is still ${current.status.replace("_", " ")}.`;
+  }
 }
 
 function Pending({ job, onDone }: { job: JobView; onDone: (message: string) => void }) {
@@ -18,7 +41,12 @@ function Pending({ job, onDone }: { job: JobView; onDone: (message: string) => v
     setProblem("");
     try {
       const view = await decideJob(job.job, action, reason.trim());
-      onDone(`Job ${view.job} (${view.tool}): ${action === "approve" ? "approved, running" : "denied"}.`);
+      if (action === "deny") {
+        onDone(`Job ${view.job} (${view.tool}): denied.`);
+        return;
+      }
+      onDone(`Job ${view.job} (${view.tool}): approved, running…`);
+      onDone(await outcomeOf(view));
     } catch (error) {
       setProblem(error instanceof ApiError ? errorText(error.body) || error.message : String(error));
     } finally {
@@ -86,7 +114,7 @@ export function Approvals({ epoch }: { epoch: number }) {
   }, [refresh, epoch]);
   if (jobs.length === 0 && !message) return null;
   return (
-    <section class="approvals" aria-label="Approvals" data-testid="approvals">
+    <section class="approvals" id="approvals" aria-label="Approvals" data-testid="approvals">
       <h2>Waiting for your approval</h2>
       {message && (
         <p role="status" data-testid="approval-message">

@@ -2,7 +2,7 @@
 // one "Edit list/dict params as JSON" switch, then POST /tools/{key} and the result.
 
 import { useEffect, useRef, useState } from "preact/hooks";
-import { callTool, type Param, type Tool } from "../api";
+import { callTool, JobEnded, type Param, type Tool } from "../api";
 import { describeProblem } from "../errors";
 import { shownResult } from "../format";
 import { fieldId, type FieldState, initialFields, kindOf, ParamField, readField } from "./fields";
@@ -135,7 +135,9 @@ export function CallForm({ tool }: { tool: Tool }) {
       const result = await callTool(tool.key, args, abort.signal, (view) => setOutcome({ kind: "job", view }));
       setOutcome({ kind: "result", status: result.status, shown: shownResult(result.payload), millis: result.millis });
     } catch (error) {
-      if (error instanceof DOMException && error.name === "AbortError") {
+      if (error instanceof JobEnded) {
+        setOutcome({ kind: "job", view: error.view }); // denied, expired, cancelled: said, with what it printed
+      } else if (error instanceof DOMException && error.name === "AbortError") {
         setOutcome({
           kind: "error",
           status: 0,
@@ -153,6 +155,8 @@ export function CallForm({ tool }: { tool: Tool }) {
       window.requestAnimationFrame(() => resultRef.current?.scrollIntoView({ block: "nearest", behavior: "smooth" }));
     }
   };
+
+  const awaiting = outcome?.kind === "job" && outcome.view.status === "awaiting_approval";
 
   const reset = () => {
     setConfirming(false);
@@ -230,7 +234,7 @@ export function CallForm({ tool }: { tool: Tool }) {
       <div class="form-actions">
         <button type="submit" class="btn btn-primary" disabled={running} aria-describedby="run-hint">
           {running ? <span class="spinner" aria-hidden="true" /> : <PlayIcon size={14} />}
-          {running ? "Running…" : "Run"}
+          {running ? (awaiting ? "Waiting for approval…" : "Running…") : "Run"}
         </button>
         {running ? (
           <button type="button" class="btn btn-ghost" onClick={() => controller.current?.abort()}>
@@ -244,7 +248,7 @@ export function CallForm({ tool }: { tool: Tool }) {
         <span class="run-hint muted" id="run-hint">
           {running ? (
             <span role="status" data-testid="running">
-              Waiting for the tool… {formatMillis(elapsed)}
+              {awaiting ? "Waiting for an approver…" : "Waiting for the tool…"} {formatMillis(elapsed)}
             </span>
           ) : (
             <span class="run-shortcut">

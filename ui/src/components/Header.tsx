@@ -13,9 +13,12 @@ interface Props {
   onSignOut: () => void;
   homeHref: string;
   onHome: (event: MouseEvent) => void;
+  pending: number; // calls waiting for this user's approval
+  onPending: (event: MouseEvent) => void;
 }
 
-export function Header({ identity, checking, theme, onTheme, onSignIn, onSignOut, homeHref, onHome }: Props) {
+export function Header(props: Props) {
+  const { identity, checking, theme, onTheme, onSignIn, onSignOut, homeHref, onHome, pending, onPending } = props;
   const next = theme === "dark" ? "light" : "dark";
   return (
     <header class="topbar">
@@ -28,6 +31,11 @@ export function Header({ identity, checking, theme, onTheme, onSignIn, onSignOut
           </a>
         </h1>
         <span class="spacer" />
+        {identity && pending > 0 && (
+          <a class="pending-badge" href={`${homeHref}#approvals`} onClick={onPending} data-testid="pending-count">
+            {pending} awaiting your approval
+          </a>
+        )}
         <div class="identity" data-testid="identity">
           {checking && !identity ? (
             <span class="identity-anon muted" role="status">

@@ -191,19 +191,67 @@ function Done({ status, shown, millis }: { status: number; shown: Extract<Shown,
   );
 }
 
+const JOB_WORDS: Record<string, string> = {
+  awaiting_approval: "Awaiting approval",
+  running: "Running",
+  cancelled: "Cancelled",
+  denied: "Denied",
+  expired: "Expired",
+  failed: "Failed",
+  timed_out: "Timed out",
+  succeeded: "Succeeded",
+};
+
+/** A stream of a job's output as the record keeps it: the head, then the tail after a gap. */
+function printed(head: string, tail: string): string {
+  return tail ? `${head}\n…\n${tail}` : head;
+}
+
+function jobDetail(view: JobView): string {
+  const by = view.decided_by ? ` by ${view.decided_by}` : "";
+  const why = view.reason ? `: ${view.reason}` : view.error ? ` (${view.error})` : "";
+  switch (view.status) {
+    case "awaiting_approval":
+      return `This tool needs approval by a member of ${view.approvers.join(", ")}. The result appears here once it ran.`;
+    case "running":
+      return "The call runs on the server; its output appears below as it comes, the result when it ends.";
+    case "denied":
+    case "expired":
+      return `The call was ${view.status}${by}${why}; the tool did not run.`;
+    default:
+      return `The call was ${view.status}${by}${why}.`;
+  }
+}
+
 function JobState({ view }: { view: JobView }) {
-  const waiting = view.status === "awaiting_approval";
+  const [wrap, setWrap] = useWrap();
+  const ended = !["awaiting_approval", "running"].includes(view.status);
+  const output = view.output;
+  const stdout = output ? printed(output.stdout_head, output.stdout_tail) : "";
+  const stderr = output ? printed(output.stderr_head, output.stderr_tail) : "";
   return (
-    <section class="result" role="status" aria-label="Job" data-testid="job-state" data-status={view.status}>
+    <section
+      class={`result${ended ? " result-failed" : ""}`}
+      role="status"
+      aria-label="Job"
+      data-testid="job-state"
+      data-status={view.status}
+    >
       <div class="result-head">
-        <span class="pill">{waiting ? "Awaiting approval" : view.status === "running" ? "Running" : view.status}</span>
+        <span class={`pill${ended ? " pill-error" : ""}`}>{JOB_WORDS[view.status] ?? view.status}</span>
         <strong class="result-title">Job {view.job}</strong>
+        <span class="spacer" />
+        {output && <WrapToggle wrap={wrap} onChange={setWrap} />}
       </div>
-      <p class="result-detail">
-        {waiting
-          ? `This tool needs approval by a member of ${view.approvers.join(", ")}. The result appears here once it ran.`
-          : "The call runs on the server; the result appears here when it ends."}
+      <p class="result-detail" data-testid="job-detail">
+        {jobDetail(view)}
       </p>
+      {output && (
+        <div data-testid="job-output">
+          <Stream name="stdout" label={ended ? "It printed, on" : "So far, on"} text={stdout} wrap={wrap} />
+          <Stream name="stderr" label={ended ? "It printed, on" : "So far, on"} text={stderr} wrap={wrap} />
+        </div>
+      )}
     </section>
   );
 }
