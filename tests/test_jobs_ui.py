@@ -146,6 +146,10 @@ def test_people_see_what_needs_them_and_follow_what_runs(
         # While a call waits for a person, the button says so (not "Running…").
         mine = page_as(alice)
         mine.goto(server.url + "/ui/tools/ops.wipe")
+        # Said before Run is pressed: on the card and on the detail.
+        expect(mine.locator('.card[data-key="ops.wipe"] [data-hint="approval"]')).to_have_text("needs approval: oncall")
+        expect(mine.locator('.card[data-key="ops.stream"] [data-hint="async"]')).to_have_text("runs as a job")
+        expect(mine.locator('.detail-pane [data-hint="approval"]')).to_have_text("needs approval: oncall")
         mine.get_by_label("target", exact=True).fill("db1")
         mine.get_by_role("button", name="Run", exact=True).click()
         expect(mine.get_by_role("button", name="Waiting for approval…")).to_be_visible()

@@ -54,6 +54,8 @@ export interface Tool {
   annotations?: Annotations;
   keywords?: string[];
   sandbox?: ToolSandbox;
+  approval?: { required: boolean; approvers: string[] };
+  async?: boolean;
 }
 
 export interface Identity {

@@ -109,7 +109,11 @@ export function ToolDetail({ toolKey, epoch, backHref, onBack }: Props) {
             {tool.annotations.title}
           </p>
         )}
-        <ToolHints annotations={tool.annotations} />
+        <ToolHints
+          annotations={tool.annotations}
+          approvers={tool.approval?.required ? tool.approval.approvers : undefined}
+          runsAsJob={tool.async === true}
+        />
         <ul class="chips" aria-label="Groups">
           {tool.groups.map((group) => (
             <li class="chip" key={group}>

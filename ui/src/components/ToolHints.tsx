@@ -10,11 +10,32 @@ const HINTS: { key: keyof Annotations; label: string; title: string; tone: strin
   { key: "open_world", label: "open world", title: "Reaches systems outside this server.", tone: "plain" },
 ];
 
-export function ToolHints({ annotations, small }: { annotations: Annotations | undefined; small?: boolean }) {
+interface Props {
+  annotations: Annotations | undefined;
+  small?: boolean;
+  approvers?: string[]; // the tool needs approval by a member of these groups
+  runsAsJob?: boolean; // every call answers at once with a job
+}
+
+export function ToolHints({ annotations, small, approvers, runsAsJob }: Props) {
   const shown = HINTS.filter((hint) => annotations?.[hint.key] === true);
-  if (shown.length === 0) return null;
+  if (shown.length === 0 && !approvers && !runsAsJob) return null;
   return (
     <ul class={`hints${small ? " hints-small" : ""}`} aria-label="Hints">
+      {approvers && (
+        <li
+          class="hint hint-danger"
+          title={`Each call waits until a member of ${approvers.join(", ")} approves it.`}
+          data-hint="approval"
+        >
+          needs approval: {approvers.join(", ")}
+        </li>
+      )}
+      {runsAsJob && (
+        <li class="hint hint-plain" title="A call answers at once; the result comes later." data-hint="async">
+          runs as a job
+        </li>
+      )}
       {shown.map((hint) => (
         <li key={hint.key} class={`hint hint-${hint.tone}`} title={hint.title} data-hint={hint.key}>
           {hint.label}

@@ -215,7 +215,12 @@ export function ToolList({ route, epoch, onQuery, onOffset, onOpen, searchRef }:
                 </span>
               </div>
               {summary && <p class="card-summary">{summary}</p>}
-              <ToolHints annotations={tool.annotations} small />
+              <ToolHints
+                annotations={tool.annotations}
+                small
+                approvers={tool.approval?.required ? tool.approval.approvers : undefined}
+                runsAsJob={tool.async === true}
+              />
               <ul class="chips" aria-label={`Groups of ${tool.key}`}>
                 {tool.groups.map((group) => (
                   <li key={group}>
