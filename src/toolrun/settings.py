@@ -90,7 +90,9 @@ class Settings:
         1000, "Open MCP event streams (GET /mcp, and apart subscriptions/listen) per server process."
     )
     mcp_max_streams_per_caller: int = setting(
-        10, "Open MCP event streams one caller (a user; an anonymous client address) holds per server process."
+        10,
+        "Open MCP event streams one caller (a user; an anonymous client address) holds per server process "
+        "(at most half of mcp_max_streams).",
     )
     catalog_cache: bool = setting(True, "Cache parsed catalogs by content hash in the cache dir.")
     curl_protocols: tuple[str, ...] = setting(

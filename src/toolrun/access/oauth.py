@@ -167,6 +167,7 @@ class SigningKeys:
         self.tried_at: float | None = None
         self.fetches = 0
         self.generation = 0  # moves with every key set loaded: tokens verified with an older set are checked again
+        self.failure: str | None = None  # why the last fetch failed (None once one succeeds)
         self._lock = threading.Lock()
 
     def find(self, kid: str | None) -> Any:
@@ -200,12 +201,19 @@ class SigningKeys:
                 self.jwks_url = self.discover()
             keys = import_keys(self.fetch(self.jwks_url))
         except BackendUnavailable as exc:
+            self.failure = str(exc)
             if self.loaded_at is None:
                 raise
             log.warning("keeping the cached OAuth signing keys: %s", exc)
             return
-        self.keys, self.loaded_at = keys, self.clock()
+        self.keys, self.loaded_at, self.failure = keys, self.clock(), None
         self.generation += 1
+
+    def unavailable(self) -> None:
+        """A token's key is not in the cache and the last fetch failed: the issuer is unreachable, which is the
+        server's 503 (try again), never the token's 401 (a client would throw a good token away)."""
+        if self.failure is not None:
+            raise BackendUnavailable(self.failure)
 
     def discover(self) -> str:
         """The `jwks_uri` of the issuer's OpenID configuration (whose `issuer` must be the configured one)."""
@@ -338,7 +346,7 @@ class TokenVerifier:
             raise _refuse("the token is not a well-formed JWT") from None
         alg, kid = header.get("alg"), header.get("kid")
         if not isinstance(alg, str) or alg not in self.allowed:
-            raise _refuse(f"the token's algorithm {str(alg)[:20]!r} is not allowed")
+            raise _refuse(f"the token's algorithm {str(alg)[:20]!a} is not allowed")
         if kid is not None and not isinstance(kid, str):
             raise _refuse("the token's kid is not a string")
         return alg, kid
@@ -348,6 +356,7 @@ class TokenVerifier:
         from joserfc.errors import JoseError
 
         if key is None:
+            self.keys.unavailable()
             raise _refuse("the token is signed with a key the issuer does not list (kid)")
         try:
             claims = jwt.decode(token, key, algorithms=[alg]).claims
@@ -403,7 +412,10 @@ def verifier(settings: Settings) -> TokenVerifier | None:
 
 
 def _quoted(text: str) -> str:
-    return text.replace("\\", "").replace('"', "'")
+    """`text` fit for a quoted header parameter: ASCII only (a header is Latin-1 at most; anything else is
+    escaped as `\\uXXXX` text with the backslash dropped), no backslash, no double quote."""
+    ascii_text = text.encode("ascii", "backslashreplace").decode("ascii")
+    return ascii_text.replace("\\", "").replace('"', "'")
 
 
 def metadata_url(base: str, path: str) -> str:
