@@ -144,6 +144,11 @@ class Settings:
     oauth_resource: str = setting(
         "", "OAuth: this server's public URL in its protected-resource metadata (empty: from the request)."
     )
+    oauth_users: tuple[str, ...] = setting(
+        (),
+        "OAuth: `subject=user` pairs: a token with that subject is that user of the key store, the same person "
+        "as its API keys (docs/oauth.md).",
+    )
     sandbox_default: str = setting(
         "", "Sandbox of exec tools that declare none: empty or off (none), on (the default profile), or a profile name."
     )
@@ -330,6 +335,9 @@ def _check_oauth(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
     if not values["oauth_username_claim"].strip():
         raise UsageError(f"setting oauth_username_claim from {origins['oauth_username_claim']}: must not be empty")
     check_algorithms(tuple(values["oauth_algorithms"]), origins["oauth_algorithms"])
+    from .access.oauth import parse_users
+
+    parse_users(tuple(values["oauth_users"]), origins["oauth_users"])
 
 
 def _check_embeddings_url(url: str, origin: str) -> None:

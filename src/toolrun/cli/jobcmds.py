@@ -38,13 +38,14 @@ def describe_state(view: dict[str, Any]) -> str:
     return line
 
 
-def wait_for(jobs: Client, job_id: str, show_output: bool = False) -> dict[str, Any]:
-    """Poll the job until it ends; progress on stderr when it is a terminal (or with `show_output`)."""
+def wait_for(jobs: Client, job_id: str, show_output: bool = False, hold: bool = False) -> dict[str, Any]:
+    """Poll the job until it ends; progress on stderr when it is a terminal (or with `show_output`). With
+    `hold` (the requester's `toolrun call`), each poll renews the requester's hold on its request."""
     last = ""
     printed = 0
     tty = sys.stderr.isatty()
     while True:
-        view: dict[str, Any] = jobs.job(job_id)
+        view: dict[str, Any] = jobs.job_action(job_id, "hold") if hold else jobs.job(job_id)
         state = describe_state(view)
         if state != last and (tty or show_output):
             hint = (
