@@ -404,3 +404,52 @@ def test_only_the_requester_holds_or_withdraws_its_call(world: World) -> None:
     assert world.users.decide("alice", job, "withdraw").json()["status"] == "cancelled"
     assert world.users.decide("alice", job, "hold").json()["status"] == "cancelled"
     assert world.users.approve("bob", job).status_code == 409
+
+
+def test_approve_and_withdraw_racing_never_run_a_withdrawn_request(world: World) -> None:
+    """Each round, bob approves while alice withdraws, at once: exactly one of them decides while the job
+    awaits approval. A request withdrawn while it waited never runs; an approved one either runs to its end or
+    is cancelled while it runs (the requester left), and the audit trail says which."""
+    outcomes = set()
+    for n in range(12):
+        job = world.ask("alice", f"race{n}")
+        barrier = threading.Barrier(2)
+        answers: dict[str, httpx.Response] = {}
+
+        def act(
+            who: str,
+            action: str,
+            job: str = job,
+            barrier: threading.Barrier = barrier,
+            answers: dict[str, httpx.Response] = answers,
+        ) -> None:
+            with httpx.Client(timeout=20) as client:
+                barrier.wait()
+                answers[action] = client.post(
+                    f"{world.server.url}/jobs/{job}/{action}", headers={"X-API-Key": world.users.keys[who]}
+                )
+
+        threads = [
+            threading.Thread(target=act, args=("bob", "approve")),
+            threading.Thread(target=act, args=("alice", "withdraw")),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        view = world.users.until("alice", job, "succeeded", "cancelled", "failed", "awaiting_approval", timeout=5)
+        assert view["status"] in ("succeeded", "cancelled"), (
+            view,
+            {k: (a.status_code, a.text) for k, a in answers.items()},
+        )
+        events = [x["event"] for x in world.audit_lines(job)]
+        if answers["approve"].status_code == 409:  # the withdrawal came first: nothing ran
+            assert view["status"] == "cancelled" and view.get("result") is None, view
+            assert "approved" not in events and "tool call" not in str(events), events
+            outcomes.add("withdrawn first")
+        else:
+            assert answers["approve"].status_code == 200, answers["approve"].text
+            assert "approved" in events, events
+            outcomes.add(f"approved first, then {view['status']}")
+        assert answers["withdraw"].status_code == 200, answers["withdraw"].text
+    assert outcomes, outcomes

@@ -86,6 +86,7 @@ class Jobs:
         self.approval_timeout = approval_timeout
         self.retention = retention
         self.tasks: dict[str, asyncio.Task[None]] = {}  # jobs this process runs
+        self.settling: set[asyncio.Task[None]] = set()  # records of jobs cancelled before they started
         self.key_store: Callable[[], Any] | None = None  # the key store, to check a requester's key before a run
 
     @classmethod
@@ -439,9 +440,25 @@ class Jobs:
     # -- running ---------------------------------------------------------------------------------
 
     def _start(self, job: dict[str, Any]) -> None:
-        task = asyncio.get_running_loop().create_task(self._execute(job))
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(self._execute(job))
         self.tasks[job["id"]] = task
-        task.add_done_callback(lambda _t: self.tasks.pop(job["id"], None))
+
+        def done(finished: asyncio.Task[None]) -> None:
+            self.tasks.pop(job["id"], None)
+            if finished.cancelled():
+                # Cancelled before its first step (a cancel or a withdrawal racing the approval): `_execute` never
+                # ran, so nothing wrote how it ended; settle the record here (a no-op when it did end).
+                settling = loop.create_task(self._settle(job["id"]))
+                self.settling.add(settling)
+                settling.add_done_callback(self.settling.discard)
+
+        task.add_done_callback(done)
+
+    async def _settle(self, job_id: str) -> None:
+        asked = await self._cancel_asked(job_id)
+        ending = {"state": "cancelled", "error": "cancelled before it started; nothing ran"} if asked else None
+        await self._finish(job_id, ending or {"state": "failed", "error": "the server stopped while it ran"})
 
     async def run_here(self, job: dict[str, Any]) -> None:
         """Run an approved job in this process to its end (the local CLI's `jobs approve`)."""
