@@ -225,8 +225,9 @@ def assert_withdrawn(world: World, job: str, timeout: float = 5, audited: bool =
         ("alice", signal.SIGINT, 130),
         (None, signal.SIGTERM, 143),
         ("alice", signal.SIGTERM, 143),
+        ("alice", signal.SIGHUP, 129),
     ],
-    ids=["local-ctrl-c", "url-ctrl-c", "local-sigterm", "url-sigterm"],
+    ids=["local-ctrl-c", "url-ctrl-c", "local-sigterm", "url-sigterm", "url-sighup"],
 )
 def test_a_waiting_call_stopped_by_a_signal_withdraws_its_request_and_says_so(
     world: World, remote: str | None, signum: int, code: int

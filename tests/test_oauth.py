@@ -428,6 +428,10 @@ ON = {"SVC_OAUTH_ISSUER": "https://id.example", "SVC_OAUTH_AUDIENCE": "a"}
             {**ON, "SVC_OAUTH_JWKS_URL": "ftp://x/k"},
             "setting oauth_jwks_url from SVC_OAUTH_JWKS_URL",
         ),
+        ({**ON, "SVC_OAUTH_USERS": "alice"}, "setting oauth_users from SVC_OAUTH_USERS: expected entries"),
+        ({**ON, "SVC_OAUTH_USERS": "sub=\u0430lice"}, "got 'sub=\u0430lice'"),  # a Cyrillic user name
+        ({**ON, "SVC_OAUTH_USERS": "=alice"}, "expected entries `subject=user`"),
+        ({**ON, "SVC_OAUTH_USERS": "s1=alice,s1=bob"}, "the subject 's1' is mapped twice"),
     ],
 )
 def test_oauth_settings_that_would_lower_safety_are_refused_at_start(
