@@ -45,7 +45,8 @@ def wait_for(jobs: Client, job_id: str, show_output: bool = False, hold: bool = 
     printed = 0
     tty = sys.stderr.isatty()
     while True:
-        view: dict[str, Any] = jobs.job_action(job_id, "hold") if hold else jobs.job(job_id)
+        view: dict[str, Any] = _held(jobs, job_id) if hold else jobs.job(job_id)
+        hold = hold and view.pop("_held", True)
         state = describe_state(view)
         if state != last and (tty or show_output):
             hint = (
@@ -63,6 +64,16 @@ def wait_for(jobs: Client, job_id: str, show_output: bool = False, hold: bool = 
             view["_printed"] = printed
             return view
         time.sleep(POLL)
+
+
+def _held(jobs: Client, job_id: str) -> dict[str, Any]:
+    """Renew the hold; a server older than holds (no such route: 404) is polled without one from then on."""
+    from ..errors import NotFound
+
+    try:
+        return jobs.job_action(job_id, "hold")
+    except NotFound:
+        return {**jobs.job(job_id), "_held": False}  # the job itself is not found: NotFound, as before
 
 
 def finish(view: dict[str, Any], as_json: bool, printed: int = 0) -> None:
