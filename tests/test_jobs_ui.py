@@ -199,3 +199,39 @@ def test_people_see_what_needs_them_and_follow_what_runs(
         expect(mine.get_by_test_id("stdout-text")).to_have_text("out1\n")
         expect(mine.get_by_test_id("job-detail")).to_contain_text("The call was cancelled")
         assert_accessible(mine, f"a cancelled job that kept its output ({scheme})")
+
+
+def test_the_requesters_cancel_or_a_closed_page_withdraws_its_waiting_call(browser: Browser, tmp_path: Path) -> None:
+    import httpx
+
+    from support.servers import wait_until
+
+    catalog = write_catalog(tmp_path, CATALOG)
+    with Processes() as procs:
+        server = procs.add(ToolrunServer(tmp_path / "srv", catalog, {"SVC_UI_ENABLED": True}))
+        alice, bob = create_key(server.env, "alice", "ops"), create_key(server.env, "bob", "oncall")
+        server.start()
+
+        def jobs() -> dict[str, dict[str, object]]:
+            listed = httpx.get(server.url + "/jobs", headers={"X-API-Key": bob}).json()
+            return {str(j["args"]["target"]): j for j in listed}
+
+        def run(target: str) -> Page:
+            context = browser.new_context()
+            context.add_init_script(f"localStorage.setItem('toolrun.apiKey', {json.dumps(alice)})")
+            page = context.new_page()
+            page.goto(server.url + "/ui/tools/ops.wipe")
+            page.get_by_label("target", exact=True).fill(target)
+            page.get_by_role("button", name="Run", exact=True).click()
+            expect(page.get_by_test_id("job-state")).to_have_attribute("data-status", "awaiting_approval")
+            return page
+
+        cancelled = run("cancel-me")
+        cancelled.get_by_role("button", name="Cancel", exact=True).click()
+        withdrawn = wait_until(lambda: jobs()["cancel-me"]["status"] == "cancelled", 10, "the withdrawal")
+        assert withdrawn and str(jobs()["cancel-me"]["reason"]).startswith("withdrawn: the requester stopped waiting")
+
+        closed = run("close-me")
+        closed.context.close()  # the page goes away without a word: its hold lapses
+        wait_until(lambda: jobs()["close-me"]["status"] == "cancelled", 30, "the lapsed hold", interval=0.5)
+        assert str(jobs()["close-me"]["reason"]).startswith("withdrawn")

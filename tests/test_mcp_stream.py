@@ -251,6 +251,18 @@ def test_an_anonymous_flood_of_streams_gets_its_share_and_a_keyed_user_still_ope
         assert OpenStream(url, initialize(url, None), None).status == 503
 
 
+def test_a_per_caller_share_above_half_the_total_is_held_to_half(tmp_path: Path) -> None:
+    server, _, _, olga = start(tmp_path, 1, SVC_MCP_MAX_STREAMS="6", SVC_MCP_MAX_STREAMS_PER_CALLER="10")
+    with server.start():
+        url = server.url + "/mcp"
+        flood = [OpenStream(url, initialize(url, None), None) for _ in range(6)]  # one address, no key
+        held = [s for s in flood if s.status == 200]
+        assert len(held) == 3, [s.status for s in flood]
+        assert "at most 3 per caller" in next(s for s in flood if s.status == 503).text()
+        mine = OpenStream(url, initialize(url, olga), olga)
+        assert mine.status == 200 and mine.ended_at is None, mine.text()
+
+
 def test_listen_streams_count_towards_the_same_share_of_a_caller(tmp_path: Path) -> None:
     import httpx2
     from mcp import Client

@@ -433,6 +433,10 @@ ON = {"SVC_OAUTH_ISSUER": "https://id.example", "SVC_OAUTH_AUDIENCE": "a"}
             {**ON, "SVC_OAUTH_JWKS_URL": "ftp://x/k"},
             "setting oauth_jwks_url from SVC_OAUTH_JWKS_URL",
         ),
+        ({**ON, "SVC_OAUTH_USERS": "alice"}, "setting oauth_users from SVC_OAUTH_USERS: expected entries"),
+        ({**ON, "SVC_OAUTH_USERS": "sub=\u0430lice"}, "got 'sub=\u0430lice'"),  # a Cyrillic user name
+        ({**ON, "SVC_OAUTH_USERS": "=alice"}, "expected entries `subject=user`"),
+        ({**ON, "SVC_OAUTH_USERS": "s1=alice,s1=bob"}, "the subject 's1' is mapped twice"),
     ],
 )
 def test_oauth_settings_that_would_lower_safety_are_refused_at_start(
@@ -710,3 +714,42 @@ def test_mcp_auth_required_answers_anonymous_mcp_callers_with_the_challenge(setu
         signed = client.post("/mcp", headers={**headers, **bearer(setup.issuer.mint())}, content=body)
         assert signed.status_code == 200, signed.text
         assert client.get("/tools").status_code == 200  # the REST routes stay open to anonymous callers
+
+
+# -- edges (issue 35.11) ------------------------------------------------------------------------------------
+
+
+def test_a_token_header_alg_beyond_latin_1_is_a_401_that_says_why_not_a_500(setup: Setup) -> None:
+    payload = _b64(setup.issuer.claims(groups=["admin"]))
+    for alg in ("RS256\u0100", "\u0420S256", "RS256\U0001f600", 'RS"25\\6\n'):
+        token = f"{_b64({'alg': alg, 'kid': 'rsa1'})}.{payload}.c2ln"
+        for path in ("/whoami", "/tools"):
+            response = httpx.get(setup.url + path, headers=bearer(token))
+            assert response.status_code == 401, (alg, path, response.status_code, response.text)
+            challenge = response.headers["www-authenticate"]
+            assert challenge.isascii() and 'error="invalid_token"' in challenge, challenge
+            assert "algorithm" in challenge and "is not allowed" in challenge, challenge
+    assert "Traceback" not in setup.server.log()
+
+
+def test_a_bearer_that_is_not_a_jwt_is_told_toolrun_needs_jwt_access_tokens(setup: Setup) -> None:
+    for opaque in ("opaque-access-token-0123456789", "ya29.a0AfH6SMB", "gho_16C7e42F292c6912E7710c838347Ae178B4a"):
+        response = httpx.get(setup.url + "/whoami", headers=bearer(opaque))
+        assert response.status_code == 401, response.text
+        challenge = response.headers["www-authenticate"]
+        assert 'error="invalid_token"' in challenge and "error_description=" in challenge, challenge
+        assert "needs JWT access tokens" in challenge, challenge
+    # A malformed API key is refused the same way; a revoked or unknown well-formed key stays a plain 401.
+    unknown = httpx.get(setup.url + "/whoami", headers={"X-API-Key": "trk_abcdefghij_" + "x" * 30})
+    assert unknown.status_code == 401 and "needs JWT" not in unknown.headers.get("www-authenticate", "")
+
+
+def test_while_the_issuer_is_unreachable_every_valid_token_gets_503_not_401(tmp_path: Path, setup: Setup) -> None:
+    from support.app import servers
+
+    with servers(tmp_path) as make:
+        client = make({"oauth_issuer": f"http://127.0.0.1:{free_port()}", "oauth_audience": AUDIENCE}).client
+        for _ in range(3):  # the first try fetches; the next ones are within oauth_jwks_min_interval
+            response = client.get("/whoami", headers=bearer(setup.issuer.mint()))
+            assert response.status_code == 503, response.text
+            assert response.headers["retry-after"] and "did not answer" in response.json()["error"]

@@ -550,3 +550,19 @@ def test_forked_workers_export_their_spans_as_the_service_the_environment_names(
     resource = calls[0].resource
     assert resource["service.name"] == "tools-prod" and resource["service.version"] == "9"
     assert resource["deployment.environment.name"] == "test"
+
+
+@pytest.mark.parametrize(
+    "meta", [{"baggage": 5}, {"baggage": ["k=v"]}, {"baggage": {"k": "v"}}, {"traceparent": 7, "baggage": None}]
+)
+def test_an_mcp_trace_field_that_is_not_a_string_is_ignored_not_an_internal_error(
+    workdir: Path, receiver: OtlpReceiver, meta: dict[str, Any]
+) -> None:
+    body, headers = raw_mcp("ops.bag", meta)
+    with start(workdir, receiver.endpoint) as server:
+        answer = httpx.post(f"{server.url}/mcp", json=body, headers=headers)
+        assert answer.status_code == 200, answer.text
+        reply = answer.json()
+        assert "error" not in reply, (reply, server.log()[-3000:])
+        assert reply["result"].get("isError") is not True, reply
+        assert "Traceback" not in server.log()

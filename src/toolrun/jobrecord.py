@@ -18,6 +18,7 @@ AWAITING = "awaiting_approval"
 RUNNING = "running"
 FINAL = ("succeeded", "failed", "timed_out", "cancelled", "denied", "expired")
 STATES = (AWAITING, RUNNING, *FINAL)
+WITHDRAWN = "withdrawn: the requester stopped waiting"  # the reason of a request whose waiting caller left
 OUTPUT_PART = 4096  # bytes of the head and of the tail of a running job's output shown
 
 
@@ -57,6 +58,8 @@ def identity_fields(identity: Identity) -> dict[str, Any]:
         "anonymous": identity.anonymous,
         "client": identity.client,
         "key_prefix": identity.key_prefix,
+        "source": identity.source,
+        "person": identity.person,
     }
 
 
@@ -69,15 +72,44 @@ def requester_identity(job: Mapping[str, Any]) -> Identity:
         anonymous=r["anonymous"],
         client=r["client"],
         key_prefix=r["key_prefix"],
+        source=r.get("source", ""),
+        person=r.get("person", ""),
     )
 
 
 def is_requester(identity: Identity, job: Mapping[str, Any]) -> bool:
-    """Whether `identity` asked for this job (jobs are only made for callers with an identity)."""
+    """Whether `identity` is the person who asked for this job: the same person (`Identity.person`: where the
+    name comes from and the name), never merely the same string. A token with `sub=alice` is not API-key
+    alice (unless `oauth_users` maps it), and API user `root` is not the local operator `root`. A record
+    without a person (older than persons) is nobody's: only its approvers and admins see it."""
     r = job["requester"]
     if r["anonymous"] or identity.anonymous:
         return False
-    return bool(identity.username == r["username"])
+    person = r.get("person") or ""
+    return bool(person) and identity.person == person
+
+
+_NETWORK_REALMS = ("user", "token")  # people who call through the server with a key or a token
+
+
+def may_be_requester(identity: Identity, job: Mapping[str, Any]) -> bool:
+    """Whether `identity` is, or could be, the requester, for the rule that the requester never decides: the
+    same person, or a key user or token subject whose name is the requester's but for case (a person with a
+    key `alice` and a token `Alice` must not approve its own call through the other credential)."""
+    if is_requester(identity, job):
+        return True
+    r = job["requester"]
+    if r["anonymous"] or identity.anonymous:
+        return False
+    mine, theirs = identity.person.partition(":"), str(r.get("person") or "").partition(":")
+    if mine[0] not in _NETWORK_REALMS or theirs[0] not in _NETWORK_REALMS:
+        return False
+    return mine[2].casefold() == theirs[2].casefold()
+
+
+def can_decide(identity: Identity, job: Mapping[str, Any]) -> bool:
+    """An approver (or admin) who is not, and could not be, the requester."""
+    return is_approver(identity, job) and not may_be_requester(identity, job)
 
 
 def is_approver(identity: Identity, job: Mapping[str, Any]) -> bool:
@@ -186,6 +218,7 @@ def public_view(job: Mapping[str, Any], identity: Identity) -> dict[str, Any]:
         "status": job["state"],
         "tool": job["tool"],
         "requester": job["requester"]["username"] or None,
+        "requester_source": job["requester"].get("source") or None,
         "approvers": job["approvers"],
         "args": job["shown_args"],
         "digest": job["digest"],
@@ -195,7 +228,7 @@ def public_view(job: Mapping[str, Any], identity: Identity) -> dict[str, Any]:
         "decided_by": job["decided_by"],
         "reason": job["reason"],
         "error": job["error"],
-        "can_decide": job["state"] == AWAITING and is_approver(identity, job) and not is_requester(identity, job),
+        "can_decide": job["state"] == AWAITING and can_decide(identity, job),
     }
     if is_approver(identity, job) and job.get("plan") is not None:
         view["plan"] = job["plan"]

@@ -28,7 +28,7 @@ import asyncio
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from . import params, telemetry
@@ -40,12 +40,14 @@ from .jobrecord import (
     FINAL,
     RUNNING,
     STATES,
+    WITHDRAWN,
     OutputWatch,
     digest,
     error_record,
     identity_fields,
     is_approver,
     is_requester,
+    may_be_requester,
     new_job_id,
     outcome_of,
     requester_identity,
@@ -64,6 +66,7 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
     RUNNING: ("succeeded", "failed", "timed_out", "cancelled"),
 }
 HEARTBEAT = 1.0  # seconds between a runner's writes of heartbeat and output
+HOLD = 10.0  # seconds a waiting requester's hold lasts; its client renews it while it waits (`hold`)
 STALE_AFTER = 15.0  # a running job whose heartbeat is older than this lost its worker
 HOST = socket.gethostname()
 
@@ -86,20 +89,24 @@ class Jobs:
         self.retention = retention
         self.notifier = notifier or Notifier()  # a tool's own `notify:` hooks are told even without the setting
         self.tasks: dict[str, asyncio.Task[None]] = {}  # jobs this process runs
+        self.settling: set[asyncio.Task[None]] = set()  # records of jobs cancelled before they started
+        self.key_store: Callable[[], Any] | None = None  # the key store, to check a requester's key before a run
 
     @classmethod
     def shared(cls, service: ToolService, settings: Any, access: Any = None) -> Jobs:
         """Jobs in the shared state of `settings`: the state file, or Redis with `redis_url` (toolrun.state)."""
         from .state import SharedState
 
-        store = SharedState(settings, keys=access.store if access is not None else None).jobs()
-        return cls(
+        shared = SharedState(settings, keys=access.store if access is not None else None)
+        jobs = cls(
             service,
-            store,
+            shared.jobs(),
             approval_timeout=settings.approval_timeout,
             retention=settings.job_retention,
             notifier=Notifier.from_settings(settings),
         )
+        jobs.key_store = shared.keys
+        return jobs
 
     @property
     def runner(self) -> str:
@@ -116,9 +123,14 @@ class Jobs:
         *,
         origin: CallOrigin | None = None,
         as_json: bool = False,
+        hold: float | None = None,
     ) -> dict[str, Any]:
         """A new job for this call: awaiting approval, or running at once. Counts in the caller's rate bucket
-        now (the run does not count again); a parameter error is the caller's error at once, as for any call."""
+        now (the run does not count again); a parameter error is the caller's error at once, as for any call.
+
+        `hold`: the caller waits for the decision, holding the request for that many seconds and renewing it
+        (`hold`) while it waits; a hold that lapses (the caller went away) withdraws the request. None: the
+        caller chose not to wait, and the job stays until it is decided or expires."""
         service = self.service
         tool = service.registry.get(identity, key)
         if identity.anonymous:
@@ -164,6 +176,7 @@ class Jobs:
             "heartbeat": None,
             "cancel": False,
             "finished": None,
+            "hold_until": moment + hold if hold is not None and tool.approval else None,
         }
         if not tool.approval:
             job.update(runner=self.runner, heartbeat=moment, started=moment)
@@ -230,13 +243,17 @@ class Jobs:
             await self.store.delete(job_id)
             return None
         change: dict[str, Any] | None = None
-        if job["state"] == AWAITING and job["expires_at"] is not None and moment >= job["expires_at"]:
+        if job["state"] == AWAITING and job.get("hold_until") is not None and moment >= job["hold_until"]:
+            change = self._withdrawal(job)
+        elif job["state"] == AWAITING and job["expires_at"] is not None and moment >= job["expires_at"]:
             change = {"state": "expired", "error": "no decision within the approval timeout"}
         elif job["state"] == RUNNING and self._runner_gone(job, moment):
             change = {"state": "failed", "error": "the worker running it stopped (no heartbeat)"}
         if change is None:
             return version, job
         updated = await self._move(job_id, (job["state"],), change)
+        if updated is not None and change.get("withdrawn"):  # a hold that lapsed: no door writes this record
+            self._audit("job cancelled", updated[1], None)
         if updated is None:
             entry = await self.store.get(job_id)
             return entry
@@ -284,14 +301,19 @@ class Jobs:
 
     async def approve(self, identity: Identity, job_id: str, reason: str = "") -> dict[str, Any]:
         job = await self._decidable(identity, job_id)
-        if is_requester(identity, job):
-            raise Forbidden("the requester of a call cannot approve it")
         tool = self.service.lookup(job["tool"])
         if tool is None or digest(tool, job["args"]) != job["digest"]:
             await self._move(job_id, (AWAITING,), {"state": "expired", "error": "the tool changed since the request"})
             raise Conflict("the tool changed since the call was requested: the request expired")
+        requester = await self._requester_now(job)
+        if isinstance(requester, str):
+            moved = await self._move(job_id, (AWAITING,), self._withdrawal(job, requester))
+            if moved is not None:
+                self._audit("job cancelled", moved[1], None)
+            raise Conflict(f"job {job_id} was {requester}: nothing runs")
         moment = time.time()
         change = {
+            "requester": identity_fields(requester),  # its groups as they are now, not as they were
             "state": RUNNING,
             "decided_by": identity.username,
             "decided_at": moment,
@@ -307,6 +329,23 @@ class Jobs:
         self._start(moved[1])
         return moved[1]
 
+    async def _requester_now(self, job: Mapping[str, Any]) -> Identity | str:
+        """The requester as it is now: an API-key requester's key must still be active and its user still exist
+        (its groups today, not when it asked); else why the request is withdrawn. Tokens and the local operator
+        are taken as they were (a token cannot be asked again)."""
+        r = job["requester"]
+        if r.get("source") != "key" or self.key_store is None:
+            return requester_identity(job)
+        store = self.key_store()
+        user = next((u for u in await store.alist_users() if u.username == r["username"]), None)
+        if user is None:
+            return "withdrawn: the requester's user was deleted"
+        records = await store.alist_keys()
+        record = next((k for k in records if k.prefix == r["key_prefix"]), None)
+        if record is None or record.state() != "active":
+            return "withdrawn: the requester's API key was revoked or expired"
+        return user.identity(r["client"], r["key_prefix"])  # type: ignore[no-any-return]
+
     async def deny(self, identity: Identity, job_id: str, reason: str = "") -> dict[str, Any]:
         await self._decidable(identity, job_id)
         change = {"state": "denied", "decided_by": identity.username, "decided_at": time.time(), "reason": reason}
@@ -320,6 +359,9 @@ class Jobs:
         job = await self.get(identity, job_id)
         if not is_approver(identity, job):
             raise Forbidden(f"only the approvers of {job['tool']} ({', '.join(job['approvers'])}) decide on it")
+        if may_be_requester(identity, job):
+            # Approve and deny alike: the requester may withdraw its call (cancel), never decide it.
+            raise Forbidden("the requester of a call cannot decide it (approve or deny); it may withdraw it (cancel)")
         if job["state"] != AWAITING:
             raise Conflict(f"job {job_id} is {job['state']}: there is nothing to decide")
         return job
@@ -341,6 +383,47 @@ class Jobs:
             self._audit("job cancelled", job, identity)
             return await self.wait(identity, job_id, 3.0)
         raise Conflict(f"job {job_id} is {job['state']}: it can no longer be cancelled")
+
+    @staticmethod
+    def _withdrawal(job: Mapping[str, Any], reason: str = WITHDRAWN) -> dict[str, Any]:
+        return {
+            "state": "cancelled",
+            "withdrawn": True,
+            "decided_by": job["requester"]["username"] or None,
+            "decided_at": time.time(),
+            "reason": reason,
+            "hold_until": None,
+        }
+
+    async def hold(self, identity: Identity, job_id: str, seconds: float = HOLD) -> dict[str, Any]:
+        """The requester is still waiting: its hold on a request awaiting approval lasts `seconds` more. Only the
+        requester holds its request (403 for its approvers); a job in any other state is answered as it is."""
+        job = await self.get(identity, job_id)
+        if not is_requester(identity, job):
+            raise Forbidden("only the requester of a call waits on it (hold)")
+        if job["state"] == AWAITING:
+            moved = await self._move(job_id, (AWAITING,), {"hold_until": time.time() + seconds})
+            if moved is not None:
+                return moved[1]
+            job = await self.get(identity, job_id)
+        return job
+
+    async def withdraw(self, identity: Identity, job_id: str, reason: str = WITHDRAWN) -> dict[str, Any]:
+        """The waiting requester went away (Ctrl-C, a kill, the UI's Cancel, an MCP client that gave up): its
+        request awaiting approval is cancelled with `reason`, and a job already running is cancelled as by
+        `cancel`. A job in a final state is answered as it is."""
+        job = await self.get(identity, job_id)
+        if not is_requester(identity, job):
+            raise Forbidden("only the requester of a call withdraws it")
+        if job["state"] == AWAITING:
+            moved = await self._move(job_id, (AWAITING,), self._withdrawal(job, reason))
+            if moved is not None:
+                self._audit("job cancelled", moved[1], identity)
+                return moved[1]
+            job = await self.get(identity, job_id)
+        if job["state"] == RUNNING:
+            return await self.cancel(identity, job_id, reason)
+        return job
 
     async def wait(self, identity: Identity, job_id: str, seconds: float, interval: float = 0.1) -> dict[str, Any]:
         """The job once it reaches a final state, or as it is after `seconds`."""
@@ -367,9 +450,25 @@ class Jobs:
     # -- running ---------------------------------------------------------------------------------
 
     def _start(self, job: dict[str, Any]) -> None:
-        task = asyncio.get_running_loop().create_task(self._execute(job))
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(self._execute(job))
         self.tasks[job["id"]] = task
-        task.add_done_callback(lambda _t: self.tasks.pop(job["id"], None))
+
+        def done(finished: asyncio.Task[None]) -> None:
+            self.tasks.pop(job["id"], None)
+            if finished.cancelled():
+                # Cancelled before its first step (a cancel or a withdrawal racing the approval): `_execute` never
+                # ran, so nothing wrote how it ended; settle the record here (a no-op when it did end).
+                settling = loop.create_task(self._settle(job["id"]))
+                self.settling.add(settling)
+                settling.add_done_callback(self.settling.discard)
+
+        task.add_done_callback(done)
+
+    async def _settle(self, job_id: str) -> None:
+        asked = await self._cancel_asked(job_id)
+        ending = {"state": "cancelled", "error": "cancelled before it started; nothing ran"} if asked else None
+        await self._finish(job_id, ending or {"state": "failed", "error": "the server stopped while it ran"}, None)
 
     async def run_here(self, job: dict[str, Any]) -> None:
         """Run an approved job in this process to its end (the local CLI's `jobs approve`)."""

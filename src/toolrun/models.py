@@ -223,6 +223,13 @@ class Identity:
     anonymous: bool = True
     client: str = ""  # client address, used to bucket anonymous callers
     key_prefix: str = ""  # the public prefix of the API key used, for the audit trail
+    # Where the identity comes from: "key" (an API key), "token" (an OAuth token), "operator" (the local CLI);
+    # "" for anonymous callers and the server's own internal identities.
+    source: str = ""
+    # The person, as the requester rule compares it (docs/jobs.md): "user:<name>" for a user of the key store
+    # (an API key, or a token whose subject `oauth_users` maps to that user), "token:<name>" for any other
+    # token subject, "operator:<name>" for the local operator. "" is nobody in particular.
+    person: str = ""
 
     @classmethod
     def operator(cls) -> Identity:
@@ -233,7 +240,9 @@ class Identity:
             user = getpass.getuser()
         except Exception:  # pragma: no cover - no passwd entry
             user = "operator"
-        return cls(username=user, groups=frozenset({"admin"}), anonymous=False)
+        return cls(
+            username=user, groups=frozenset({"admin"}), anonymous=False, source="operator", person=f"operator:{user}"
+        )
 
     @property
     def is_admin(self) -> bool:
@@ -246,7 +255,9 @@ class Identity:
 
     @property
     def bucket(self) -> str:
-        return f"user:{self.username}" if not self.anonymous else f"anon:{self.client or '-'}"
+        if self.anonymous:
+            return f"anon:{self.client or '-'}"
+        return self.person or f"user:{self.username}"
 
 
 @dataclass(frozen=True, slots=True)

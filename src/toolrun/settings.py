@@ -90,7 +90,9 @@ class Settings:
         1000, "Open MCP event streams (GET /mcp, and apart subscriptions/listen) per server process."
     )
     mcp_max_streams_per_caller: int = setting(
-        10, "Open MCP event streams one caller (a user; an anonymous client address) holds per server process."
+        10,
+        "Open MCP event streams one caller (a user; an anonymous client address) holds per server process "
+        "(at most half of mcp_max_streams).",
     )
     catalog_cache: bool = setting(True, "Cache parsed catalogs by content hash in the cache dir.")
     curl_protocols: tuple[str, ...] = setting(
@@ -148,6 +150,11 @@ class Settings:
     )
     oauth_resource: str = setting(
         "", "OAuth: this server's public URL in its protected-resource metadata (empty: from the request)."
+    )
+    oauth_users: tuple[str, ...] = setting(
+        (),
+        "OAuth: `subject=user` pairs: a token with that subject is that user of the key store, the same person "
+        "as its API keys (docs/oauth.md).",
     )
     sandbox_default: str = setting(
         "", "Sandbox of exec tools that declare none: empty or off (none), on (the default profile), or a profile name."
@@ -335,6 +342,9 @@ def _check_oauth(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
     if not values["oauth_username_claim"].strip():
         raise UsageError(f"setting oauth_username_claim from {origins['oauth_username_claim']}: must not be empty")
     check_algorithms(tuple(values["oauth_algorithms"]), origins["oauth_algorithms"])
+    from .access.oauth import parse_users
+
+    parse_users(tuple(values["oauth_users"]), origins["oauth_users"])
 
 
 def _check_embeddings_url(url: str, origin: str) -> None:

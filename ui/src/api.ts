@@ -373,15 +373,42 @@ function pause(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-/** Follow a job (answered 202) until it ends; its result as the synchronous call would have given it. */
+/** The requester still waits: its hold on the request lasts 10 s more (docs/jobs.md); the job as it is. */
+export async function holdJob(id: string, signal?: AbortSignal): Promise<JobView> {
+  return json<JobView>(await request(`/jobs/${encodeURIComponent(id)}/hold`, { method: "POST", body: "{}", signal }));
+}
+
+/** The requester stops waiting (Cancel): the request is withdrawn, and nothing runs after it left. */
+export async function withdrawJob(id: string): Promise<void> {
+  await request(`/jobs/${encodeURIComponent(id)}/withdraw`, { method: "POST", body: "{}" });
+}
+
+/**
+ * Follow a job (answered 202) until it ends, holding the request while it waits; its result as the
+ * synchronous call would have given it. Cancel (the signal) withdraws the request.
+ */
 export async function followJob(
   id: string,
   started: number,
   onJob: (view: JobView) => void,
   signal?: AbortSignal,
 ): Promise<CallResult> {
+  try {
+    return await pollJob(id, started, onJob, signal);
+  } catch (error) {
+    if (signal?.aborted) void withdrawJob(id).catch(() => undefined);
+    throw error;
+  }
+}
+
+async function pollJob(
+  id: string,
+  started: number,
+  onJob: (view: JobView) => void,
+  signal?: AbortSignal,
+): Promise<CallResult> {
   for (;;) {
-    const view = await getJob(id, signal);
+    const view = await holdJob(id, signal);
     onJob(view);
     if (FINAL_STATES.includes(view.status)) {
       const result = view.result;

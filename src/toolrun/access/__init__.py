@@ -38,6 +38,23 @@ def looks_like_jwt(credential: str) -> bool:
     return credential.count(".") == 2
 
 
+NOT_A_JWT = (
+    "toolrun needs JWT access tokens: this credential is neither a JWT (three dot-separated parts) nor an API key; "
+    "ask the issuer for JWT access tokens (an opaque token cannot be checked here)"
+)
+
+
+def _not_a_jwt(key: str) -> Unauthorized:
+    """With OAuth on, a credential that is neither a JWT nor shaped like an API key: the challenge says why."""
+    return Unauthorized(f"bearer token refused: {NOT_A_JWT}", oauth_error="invalid_token", description=NOT_A_JWT)
+
+
+def _shaped_like_key(key: str) -> bool:
+    from .apikeys import split_key
+
+    return split_key(key) is not None
+
+
 def _decide(user: User | None, key: str | None, mode: Mode, client: str) -> Identity:
     if user is None:
         if key or mode in ("required", "admin"):
@@ -80,6 +97,8 @@ class Access:
             return Identity(client=client)
         if key and self.tokens is not None and looks_like_jwt(key):
             return _admin_check(await self.tokens.identify(key, client), mode)
+        if key and self.tokens is not None and not _shaped_like_key(key):
+            raise _not_a_jwt(key)
         user = await self.store.aresolve(key) if key else None
         return _decide(user, key, mode, client)
 
@@ -89,6 +108,8 @@ class Access:
             return Identity(client=client)
         if key and self.tokens is not None and looks_like_jwt(key):
             return _admin_check(self.tokens.identify_now(key, client), mode)
+        if key and self.tokens is not None and not _shaped_like_key(key):
+            raise _not_a_jwt(key)
         user = self.store.resolve(key) if key else None
         return _decide(user, key, mode, client)
 

@@ -85,7 +85,14 @@ class User:
 
     def identity(self, client: str = "", key_prefix: str = "") -> Identity:
         return Identity(
-            self.username, self.email, frozenset(self.groups), anonymous=False, client=client, key_prefix=key_prefix
+            self.username,
+            self.email,
+            frozenset(self.groups),
+            anonymous=False,
+            client=client,
+            key_prefix=key_prefix,
+            source="key",
+            person=f"user:{self.username}",
         )
 
 

@@ -88,6 +88,11 @@ class OAuthConfig:
     algorithms: tuple[str, ...] = ("RS256", "ES256", "PS256")
     jwks_min_interval: float = 60.0
     resource: str = ""
+    users: tuple[tuple[str, str], ...] = ()  # `oauth_users`: (token subject, key-store user) pairs
+
+    def user_for(self, subject: str) -> str | None:
+        """The key-store user `oauth_users` maps this token subject to, if any."""
+        return next((user for sub, user in self.users if sub == subject), None)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> OAuthConfig | None:
@@ -104,7 +109,28 @@ class OAuthConfig:
             algorithms=settings.oauth_algorithms,
             jwks_min_interval=settings.oauth_jwks_min_interval,
             resource=settings.oauth_resource.rstrip("/"),
+            users=parse_users(settings.oauth_users),
         )
+
+
+def parse_users(entries: tuple[str, ...] | list[str], origin: str = "") -> tuple[tuple[str, str], ...]:
+    """`oauth_users` entries `subject=user` as pairs; a malformed entry, a user name that breaks the user name
+    rules or a subject named twice is refused."""
+    from .apikeys import USERNAME_RE
+
+    where = f" from {origin}" if origin else ""
+    pairs: list[tuple[str, str]] = []
+    for entry in entries:
+        subject, sep, user = entry.rpartition("=")
+        if not sep or not subject or not USERNAME_RE.match(user):
+            raise UsageError(
+                f"setting oauth_users{where}: expected entries `subject=user` (a user name of letters, digits and "
+                f"_ . @ -, at most 64), got {entry!r}"
+            )
+        if any(subject == known for known, _ in pairs):
+            raise UsageError(f"setting oauth_users{where}: the subject {subject!r} is mapped twice")
+        pairs.append((subject, user))
+    return tuple(pairs)
 
 
 def fetch_json(url: str) -> dict[str, Any]:
@@ -167,6 +193,7 @@ class SigningKeys:
         self.tried_at: float | None = None
         self.fetches = 0
         self.generation = 0  # moves with every key set loaded: tokens verified with an older set are checked again
+        self.failure: str | None = None  # why the last fetch failed (None once one succeeds)
         self._lock = threading.Lock()
 
     def find(self, kid: str | None) -> Any:
@@ -200,12 +227,19 @@ class SigningKeys:
                 self.jwks_url = self.discover()
             keys = import_keys(self.fetch(self.jwks_url))
         except BackendUnavailable as exc:
+            self.failure = str(exc)
             if self.loaded_at is None:
                 raise
             log.warning("keeping the cached OAuth signing keys: %s", exc)
             return
-        self.keys, self.loaded_at = keys, self.clock()
+        self.keys, self.loaded_at, self.failure = keys, self.clock(), None
         self.generation += 1
+
+    def unavailable(self) -> None:
+        """A token's key is not in the cache and the last fetch failed: the issuer is unreachable, which is the
+        server's 503 (try again), never the token's 401 (a client would throw a good token away)."""
+        if self.failure is not None:
+            raise BackendUnavailable(self.failure)
 
     def discover(self) -> str:
         """The `jwks_uri` of the issuer's OpenID configuration (whose `issuer` must be the configured one)."""
@@ -281,9 +315,20 @@ def groups_from(claims: Mapping[str, Any], config: OAuthConfig) -> frozenset[str
 def identity_from(token: str, claims: Mapping[str, Any], config: OAuthConfig, client: str) -> Identity:
     """The Identity a verified token's claims give; the audit trail's `key_prefix` is `jwt:` and the
     token's `jti` (or a short hash of the token): never the token."""
-    username = claims.get(config.username_claim)
-    if not isinstance(username, str) or not username or len(username) > 256 or not username.isprintable():
+    from .apikeys import USERNAME_RE
+
+    subject = claims.get(config.username_claim)
+    if not isinstance(subject, str) or not subject or len(subject) > 256 or not subject.isprintable():
         raise _refuse(f"the token has no usable {config.username_claim} claim")
+    mapped = config.user_for(subject)
+    if mapped is None and not USERNAME_RE.match(subject):
+        # The same rules as a user of the key store: ASCII letters, digits and _ . @ - only, so no look-alike
+        # (a Cyrillic `а` in `аdmin1`) passes for another person; `oauth_users` maps any other subject.
+        raise _refuse(
+            f"the token's {config.username_claim} claim is not a valid user name (letters, digits and _ . @ -, "
+            "at most 64): map it to a user with the oauth_users setting"
+        )
+    username = mapped or subject
     email = claims.get("email")
     jti = claims.get("jti")
     ref = jti if isinstance(jti, str) and jti.isprintable() and jti else hashlib.sha256(token.encode()).hexdigest()
@@ -294,6 +339,8 @@ def identity_from(token: str, claims: Mapping[str, Any], config: OAuthConfig, cl
         anonymous=False,
         client=client,
         key_prefix="jwt:" + ref[:16],
+        source="token",
+        person=f"user:{mapped}" if mapped else f"token:{subject}",
     )
 
 
@@ -338,7 +385,7 @@ class TokenVerifier:
             raise _refuse("the token is not a well-formed JWT") from None
         alg, kid = header.get("alg"), header.get("kid")
         if not isinstance(alg, str) or alg not in self.allowed:
-            raise _refuse(f"the token's algorithm {str(alg)[:20]!r} is not allowed")
+            raise _refuse(f"the token's algorithm {str(alg)[:20]!a} is not allowed")
         if kid is not None and not isinstance(kid, str):
             raise _refuse("the token's kid is not a string")
         return alg, kid
@@ -348,6 +395,7 @@ class TokenVerifier:
         from joserfc.errors import JoseError
 
         if key is None:
+            self.keys.unavailable()
             raise _refuse("the token is signed with a key the issuer does not list (kid)")
         try:
             claims = jwt.decode(token, key, algorithms=[alg]).claims
@@ -403,7 +451,10 @@ def verifier(settings: Settings) -> TokenVerifier | None:
 
 
 def _quoted(text: str) -> str:
-    return text.replace("\\", "").replace('"', "'")
+    """`text` fit for a quoted header parameter: ASCII only (a header is Latin-1 at most; anything else is
+    escaped as `\\uXXXX` text with the backslash dropped), no backslash, no double quote."""
+    ascii_text = text.encode("ascii", "backslashreplace").decode("ascii")
+    return ascii_text.replace("\\", "").replace('"', "'")
 
 
 def metadata_url(base: str, path: str) -> str:

@@ -171,7 +171,7 @@ def _refuse_option_words(tool: Any, words: list[str]) -> None:
 
 def _job(client: Client, payload: dict[str, Any], no_wait: bool, as_json: bool) -> None:
     """The call became a job: its id (`--no-wait`), or its result once it ends."""
-    from .jobcmds import finish, wait_for
+    from .jobcmds import finish
 
     if no_wait:
         if as_json:
@@ -179,9 +179,46 @@ def _job(client: Client, payload: dict[str, Any], no_wait: bool, as_json: bool) 
         else:
             sys.stdout.write(payload["job"] + "\n")
         return
-    view = wait_for(client, payload["job"])
+    view = waiting(client, payload["job"])
     view.pop("_printed", None)
     finish(view, as_json)
+
+
+class _Stopped(Exception):
+    """SIGTERM or SIGHUP while `toolrun call` waits on its job."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def waiting(client: Client, job_id: str) -> dict[str, Any]:
+    """Wait on the job, holding the request (docs/jobs.md): Ctrl-C, SIGTERM or SIGHUP withdraw it (the job is
+    cancelled, and this says so); a kill that cannot be caught lets the hold lapse, which withdraws it too."""
+    import signal
+
+    from .jobcmds import describe_state, wait_for
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise _Stopped(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        return wait_for(client, job_id, hold=True)
+    except (KeyboardInterrupt, _Stopped) as exc:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        code = 128 + (exc.signum if isinstance(exc, _Stopped) else signal.SIGINT)
+        try:
+            view = client.job_action(job_id, "withdraw")
+        except Exception as failed:  # the server is gone too: the hold lapses and withdraws it
+            sys.stderr.write(f"toolrun: stopped waiting; job {job_id} could not be withdrawn now ({failed})\n")
+            raise typer.Exit(code) from None
+        sys.stderr.write(f"toolrun: stopped waiting: {describe_state(view)}\n")
+        raise typer.Exit(code) from None
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def error_object(key: str, exc: BaseException) -> dict[str, Any]:

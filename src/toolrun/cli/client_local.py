@@ -165,6 +165,10 @@ class LocalClient:
         manager = self.manager
 
         async def go() -> dict[str, Any]:
+            if action == "hold":
+                return dict(await manager.hold(self.identity, job_id))
+            if action == "withdraw":
+                return dict(await manager.withdraw(self.identity, job_id, _withdrawn(reason)))
             job = await getattr(manager, action)(self.identity, job_id, reason)
             task = manager.tasks.get(job_id)
             if task is not None:
@@ -174,6 +178,12 @@ class LocalClient:
             return dict(job)
 
         return self._view(asyncio.run(go()))
+
+
+def _withdrawn(reason: str) -> str:
+    from ..jobrecord import WITHDRAWN
+
+    return WITHDRAWN + (f" ({reason})" if reason else "")
 
 
 def _run_with_spinner(coro: Coroutine[Any, Any, T], key: str) -> T:

@@ -64,13 +64,15 @@ def _new_output(view: dict[str, Any], printed: list[int]) -> None:
             printed[i] = len(head)
 
 
-def wait_for(jobs: Client, job_id: str, show_output: bool = False) -> dict[str, Any]:
+def wait_for(jobs: Client, job_id: str, show_output: bool = False, hold: bool = False) -> dict[str, Any]:
     """Poll the job until it ends; each change of its state on stderr (a script reads the job id there too),
-    and with `show_output` what it prints as it runs."""
+    and with `show_output` what it prints as it runs. With `hold` (the requester's `toolrun call`), each poll
+    renews the requester's hold on its request."""
     last = ""
     printed = [0, 0]
     while True:
-        view: dict[str, Any] = jobs.job(job_id)
+        view: dict[str, Any] = _held(jobs, job_id) if hold else jobs.job(job_id)
+        hold = hold and view.pop("_held", True)
         state = describe_state(view)
         if state != last and view["status"] not in FINAL:
             hint = (
@@ -85,6 +87,16 @@ def wait_for(jobs: Client, job_id: str, show_output: bool = False) -> dict[str, 
             view["_printed"] = printed
             return view
         time.sleep(POLL)
+
+
+def _held(jobs: Client, job_id: str) -> dict[str, Any]:
+    """Renew the hold; a server older than holds (no such route: 404) is polled without one from then on."""
+    from ..errors import NotFound
+
+    try:
+        return jobs.job_action(job_id, "hold")
+    except NotFound:
+        return {**jobs.job(job_id), "_held": False}  # the job itself is not found: NotFound, as before
 
 
 def finish(view: dict[str, Any], as_json: bool, printed: tuple[int, int] = (0, 0)) -> None:

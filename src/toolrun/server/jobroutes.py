@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ..errors import UnsupportedMediaType, UsageError
-from ..jobrecord import FINAL, STATES, OutputDelta, public_view
+from ..jobrecord import FINAL, STATES, WITHDRAWN, OutputDelta, public_view
 from ..models import Identity
 from ..settings import Settings
 from .request import head, is_json_media, parse_json_object, require_body, single
@@ -71,6 +71,17 @@ class JobRoutes:
     async def cancel_job(self, request: Request, identity: Identity) -> Response:
         reason = await _reason(request, self.settings)
         job = await self.service.jobs.cancel(identity, request.path_params["id"], reason)
+        return JSONResponse(public_view(job, identity))
+
+    async def hold_job(self, request: Request, identity: Identity) -> Response:
+        await _reason(request, self.settings)  # no body is needed; one that is given is checked as everywhere
+        job = await self.service.jobs.hold(identity, request.path_params["id"])
+        return JSONResponse(public_view(job, identity))
+
+    async def withdraw_job(self, request: Request, identity: Identity) -> Response:
+        reason = await _reason(request, self.settings)
+        why = WITHDRAWN + (f" ({reason})" if reason else "")
+        job = await self.service.jobs.withdraw(identity, request.path_params["id"], why)
         return JSONResponse(public_view(job, identity))
 
     async def job_events(self, request: Request, identity: Identity) -> Response:

@@ -169,6 +169,15 @@ JOB_ROUTES: tuple[RouteDef, ...] = (
     _job_action("approve", "Approve a call awaiting approval (its tool's approvers; never its requester); it runs"),
     _job_action("deny", "Deny a call awaiting approval, with an optional reason"),
     _job_action("cancel", "Cancel a job awaiting approval or running (its processes are killed)"),
+    _job_action(
+        "hold",
+        "The requester still waits for the decision: its hold lasts 10 s more (a waiting client renews it; a hold "
+        "that lapses withdraws the request)",
+    ),
+    _job_action(
+        "withdraw",
+        "The requester stops waiting: its request is cancelled (reason: withdrawn: the requester stopped waiting)",
+    ),
 )
 
 ROUTES: tuple[RouteDef, ...] = (

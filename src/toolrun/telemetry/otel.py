@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from opentelemetry import baggage, propagate, trace
 from opentelemetry import context as otel_context
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
+from opentelemetry.propagators.textmap import TextMapPropagator, default_getter, default_setter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
@@ -134,6 +135,27 @@ class RequestSpan:
             span.end()
 
 
+class StringsOnly(TextMapPropagator):
+    """The global propagator (OTEL_PROPAGATORS), reading only the string values of a carrier: an MCP request's
+    `_meta` is JSON, and a `baggage` or `traceparent` that is a number or an object is ignored (as a malformed
+    header is) instead of failing the request deep in the propagator."""
+
+    def __init__(self, inner: TextMapPropagator) -> None:
+        self.inner = inner
+
+    def extract(self, carrier: Any, context: Any = None, getter: Any = default_getter) -> Any:
+        if isinstance(carrier, Mapping):
+            carrier = {k: v for k, v in carrier.items() if isinstance(v, str)}
+        return self.inner.extract(carrier, context, getter)
+
+    def inject(self, carrier: Any, context: Any = None, setter: Any = default_setter) -> None:
+        self.inner.inject(carrier, context, setter)
+
+    @property
+    def fields(self) -> set[str]:
+        return set(self.inner.fields)
+
+
 class Tracing:
     """toolrun's tracer and what it puts into tools; `telemetry.TRACING` while tracing is on."""
 
@@ -148,6 +170,8 @@ class Tracing:
         for name in exporters:
             provider.add_span_processor(BatchSpanProcessor(_exporter(name)))
         trace.set_tracer_provider(provider)
+        if not isinstance(propagate.get_global_textmap(), StringsOnly):
+            propagate.set_global_textmap(StringsOnly(propagate.get_global_textmap()))
         return cls(provider)
 
     def shutdown(self, wait: float = SHUTDOWN_WAIT) -> None:
@@ -249,7 +273,12 @@ class Tracing:
     @staticmethod
     def join_baggage(meta: Mapping[str, Any]) -> object | None:
         """The baggage of `meta` (an MCP request's `_meta`) added to the current context; a token for `leave`."""
-        entries = baggage.get_all(_BAGGAGE.extract(meta))
+        # Only a string is baggage: any other value (a number, a list, an object) is ignored, as a malformed
+        # `baggage` header is, instead of failing the call.
+        value = meta.get("baggage") if isinstance(meta, Mapping) else None
+        if not isinstance(value, str):
+            return None
+        entries = baggage.get_all(_BAGGAGE.extract({"baggage": value}))
         if not entries:
             return None
         context = otel_context.get_current()

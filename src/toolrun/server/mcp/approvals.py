@@ -13,18 +13,25 @@ The requester never approves its own call: the question only lets it wait or wit
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import mcp_types as types
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ...errors import NotFound, ToolrunError
-from ...jobrecord import AWAITING, FINAL
+from ...errors import ClientGone, NotFound, ToolrunError
+from ...jobrecord import AWAITING, FINAL, WITHDRAWN
 from ...models import Identity
+from ..disconnect import unless_gone
 
 STATE_PREFIX = "toolrun-job:"
 WAIT = 20.0  # seconds one round waits for the decision before asking again
+FIRST = 0.5  # seconds the first round waits before it asks a client that can show the question
+GRACE = 60.0  # seconds the request is held between two rounds: a client that does not come back withdraws it
+CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
 ROUNDS = 30  # questions asked on one handshake-era call before it ends with the fallback answer
+POLL = 0.1  # seconds between two looks at a waited-on job
 _EMPTY_FORM: dict[str, Any] = {"type": "object", "properties": {}}
 
 
@@ -90,43 +97,114 @@ class McpJobs:
         action = getattr(answer, "action", None) if answer is not None else None
         if job["state"] == AWAITING and action in ("decline", "cancel"):
             try:
-                job = await jobs.cancel(identity, job_id, "withdrawn by the requester")
+                job = await jobs.withdraw(identity, job_id, f"{WITHDRAWN} (declined)")
             except ToolrunError:
                 job = await jobs.get(identity, job_id)
-        return await self.follow(ctx, identity, job)
+        return await self.follow(ctx, identity, job, first=False)
 
-    async def follow(self, ctx: Any, identity: Identity, job: dict[str, Any]) -> Any:
+    async def follow(self, ctx: Any, identity: Identity, job: dict[str, Any], first: bool = True) -> Any:
+        """Wait for the job the way the client can: a 2026-07-28 client gets rounds held up to WAIT seconds each,
+        a handshake-era client with elicitation gets questions, any other client the job to follow."""
+        if getattr(ctx, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
+            return await self._round(ctx, identity, job, first)
         jobs = self.service.jobs
-        job = await jobs.wait(identity, job["id"], 0.5 if job["state"] == AWAITING else WAIT)
+        job = await jobs.wait(identity, job["id"], FIRST if job["state"] == AWAITING else WAIT)
         if job["state"] == AWAITING:
-            asked = await self._ask(ctx, identity, job)
-            if isinstance(asked, types.InputRequiredResult):
-                return asked
-            job = asked
+            job = await self._ask(ctx, identity, job)
         elif job["state"] not in FINAL:
             job = await jobs.wait(identity, job["id"], WAIT)
         if job["state"] in FINAL:
             return final_answer(job)
         return pending_answer(job)
 
-    async def _ask(self, ctx: Any, identity: Identity, job: dict[str, Any]) -> Any:
-        """Ask the requester to wait (or withdraw) the way its client can; the job as it stands after."""
-        if getattr(ctx, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
+    async def _round(self, ctx: Any, identity: Identity, job: dict[str, Any], first: bool) -> Any:
+        """One 2026-07-28 round: held up to WAIT seconds (the first only FIRST when the question can be shown),
+        holding the request meanwhile; then the result, or `input_required` again. The question (an elicitation)
+        goes only to a client that declared elicitation; any other gets a state-only round, which its driver
+        retries at once. Between two rounds the request is held GRACE seconds: a client that gave up withdraws it."""
+        elicits = _client_elicits(ctx)
+        seconds = FIRST if first and elicits else WAIT
+        job = await self._held_wait(ctx, identity, job, seconds)
+        if job["state"] in FINAL:
+            return final_answer(job)
+        if job["state"] == AWAITING:
+            await self.service.jobs.hold(identity, job["id"], GRACE)
+        state = STATE_PREFIX + job["id"]
+        if job["state"] == AWAITING and elicits:
             form = types.ElicitRequestFormParams(message=_question(job), requested_schema=_EMPTY_FORM)
             return types.InputRequiredResult(
-                input_requests={"approval": types.ElicitRequest(params=form)},
-                request_state=STATE_PREFIX + job["id"],
+                input_requests={"approval": types.ElicitRequest(params=form)}, request_state=state
             )
+        return types.InputRequiredResult(request_state=state)
+
+    async def _held_wait(self, ctx: Any, identity: Identity, job: dict[str, Any], seconds: float) -> dict[str, Any]:
+        """Wait up to `seconds` for the job to leave its state, holding the request while it awaits approval. A
+        client that goes away meanwhile (its connection lost, over HTTP; the request cancelled) withdraws it."""
+        jobs = self.service.jobs
+        scope = getattr(getattr(ctx, "request", None), "scope", None)
+        try:
+            return await unless_gone(scope, self._poll(identity, job, seconds))
+        except (asyncio.CancelledError, ClientGone):
+            await _withdraw_shielded(jobs, identity, job["id"])
+            raise
+
+    async def _poll(self, identity: Identity, job: dict[str, Any], seconds: float) -> dict[str, Any]:
+        jobs = self.service.jobs
+        if job["state"] == AWAITING:
+            await jobs.hold(identity, job["id"], seconds + GRACE)
+        deadline = time.monotonic() + seconds
+        while True:
+            job = await jobs.get(identity, job["id"])
+            if job["state"] in FINAL or time.monotonic() >= deadline:
+                return job
+            await asyncio.sleep(POLL)
+
+    async def _ask(self, ctx: Any, identity: Identity, job: dict[str, Any]) -> dict[str, Any]:
+        """A handshake-era client: ask it to wait (or withdraw) with `elicitation/create` where it declared
+        elicitation and there is a channel back; the job as it stands after. A client that goes away withdraws."""
         session = getattr(ctx, "session", None)
         capabilities = getattr(session, "client_capabilities", None)
         if session is None or getattr(capabilities, "elicitation", None) is None or not session.can_send_request:
             return job
         jobs = self.service.jobs
-        for _ in range(ROUNDS):
-            answer = await session.elicit_form(_question(job), _EMPTY_FORM)
-            if answer.action != "accept":
-                return await jobs.cancel(identity, job["id"], "withdrawn by the requester")
-            job = await jobs.wait(identity, job["id"], WAIT)
-            if job["state"] != AWAITING:
-                return await jobs.wait(identity, job["id"], WAIT)
+        try:
+            for _ in range(ROUNDS):
+                await jobs.hold(identity, job["id"], GRACE)  # the person may take a while to answer
+                answer = await session.elicit_form(_question(job), _EMPTY_FORM)
+                if answer.action != "accept":
+                    withdrawn: dict[str, Any] = await jobs.withdraw(identity, job["id"], f"{WITHDRAWN} (declined)")
+                    return withdrawn
+                job = await self._held_wait(ctx, identity, job, WAIT)
+                if job["state"] != AWAITING:
+                    ended: dict[str, Any] = await jobs.wait(identity, job["id"], WAIT)
+                    return ended
+        except asyncio.CancelledError:
+            await _withdraw_shielded(jobs, identity, job["id"])
+            raise
+        except Exception:  # the channel back broke: the client is gone
+            await _withdraw_shielded(jobs, identity, job["id"])
+            raise
         return job
+
+
+def _client_elicits(ctx: Any) -> bool:
+    """Whether the client of this request declared that it answers (form) elicitations: the capabilities of a
+    2026-07-28 request's `_meta`, or of the connection."""
+    capabilities = getattr(getattr(ctx, "session", None), "client_capabilities", None)
+    if capabilities is not None:
+        return getattr(capabilities, "elicitation", None) is not None
+    meta = getattr(ctx, "meta", None)
+    if meta is not None and not isinstance(meta, dict):
+        meta = getattr(meta, "model_extra", None) or {}
+    declared = meta.get(CAPABILITIES_KEY) if isinstance(meta, dict) else None
+    if not isinstance(declared, dict):
+        declared = getattr(declared, "model_dump", lambda **_: {})(by_alias=True) if declared is not None else {}
+    return isinstance(declared, dict) and declared.get("elicitation") is not None
+
+
+async def _withdraw_shielded(jobs: Any, identity: Identity, job_id: str) -> None:
+    """The waiting client went away: withdraw its request, even while this task is being cancelled."""
+    try:
+        await asyncio.shield(jobs.withdraw(identity, job_id))
+    except (ToolrunError, asyncio.CancelledError):
+        pass

@@ -122,7 +122,10 @@ class StreamHub:
         self.keepalive = keepalive
         self.write_timeout = write_timeout
         self.max_streams = max_streams
-        self.per_caller = per_caller if per_caller is not None else max_streams
+        # One caller (an anonymous client address included) never holds more than half of the streams, whatever
+        # the settings say: a share as large as the total would let one caller take every stream.
+        half = max(1, max_streams // 2)
+        self.per_caller = min(per_caller, half) if per_caller is not None else half
         self.caller_full = f"too many open MCP streams for this caller (at most {self.per_caller} per caller)"
         self.held: dict[str, int] = {}  # caller (session owner) -> its open streams, GET and listen
         self.streams: dict[str, _Stream] = {}
