@@ -4,6 +4,7 @@ to a door (`public_view`). The state machine that changes records is jobs.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import secrets
@@ -29,23 +30,35 @@ def new_job_id() -> str:
     return job_id
 
 
+# What an approval does not bind: the words that describe a tool (how it is shown and found) and where it is
+# written. Every other field of these records is digested, so a field added to ToolSpec (or to what it holds) is
+# bound by default; tests/test_jobs_integrity.py fails on a field that is neither here nor shown to change the digest.
+WORDING: dict[str, frozenset[str]] = {
+    "ToolSpec": frozenset({"description", "example", "examples", "annotations", "keywords", "file", "line", "col"}),
+    "Param": frozenset({"description", "example"}),
+}
+
+
+def _bound(value: Any) -> Any:
+    """`value` as plain JSON data, the wording of dataclasses (WORDING) left out."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        skip = WORDING.get(type(value).__name__, frozenset())
+        fields = dataclasses.fields(value)
+        return {f.name: _bound(getattr(value, f.name)) for f in fields if f.name not in skip}
+    if isinstance(value, Mapping):
+        return {str(k): _bound(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_bound(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((_bound(v) for v in value), key=repr)
+    return value
+
+
 def digest(tool: ToolSpec, values: Mapping[str, Any]) -> str:
-    """What an approval binds: the tool's definition (what runs and how) and the validated parameters."""
-    definition = {
-        "key": tool.key,
-        "kind": tool.kind,
-        "source": tool.source,
-        "params": [p.entry() for p in tool.params],
-        "stdin": tool.stdin,
-        "timeout": tool.timeout,
-        "cwd": tool.cwd,
-        "env": tool.env,
-        "env_passthrough": tool.env_passthrough,
-        "limits": repr(tool.limits),
-        "user": tool.user,
-        "approvers": tool.approvers,
-    }
-    text = json.dumps({"tool": definition, "params": values}, sort_keys=True, default=str, ensure_ascii=False)
+    """What an approval binds: the tool as it will run (every field of the loaded tool but its wording: the command,
+    curl's protocols, parameters, environment, limits, user, the resolved sandbox, ...) and the validated
+    parameters."""
+    text = json.dumps({"tool": _bound(tool), "params": values}, sort_keys=True, default=str, ensure_ascii=False)
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 

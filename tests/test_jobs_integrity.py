@@ -1,0 +1,210 @@
+"""Jobs hold what was approved (issue 35): the digest binds the tool as it runs, odd text never breaks a view,
+runners are told apart, secrets leave the record when the job ends, the audit trail says what happened to whom
+by whom, and an approver's other catalog never expires a job.
+
+Users as in test_jobs.py: alice (ops) calls, bob (oncall) approves, carol (ops) is a stranger, root is an admin.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.catalogs import write_catalog
+from support.jobs import JobUsers
+from support.servers import Processes, ToolrunServer
+from toolrun.jobrecord import digest
+from toolrun.models import Example, Param, ResourceLimits, Sandbox, ToolSpec
+
+MARK = f"integritymark{uuid.uuid4().hex[:8]}"
+CATALOG = f"""\
+group: ops
+tools:
+  - name: wipe
+    description: Wipe a target.
+    exec: echo wiped {{{{ target | quote }}}}
+    params:
+      - {{name: target, type: str}}
+      - {{name: token, type: str, secret: true, required: false}}
+    approval: required
+    approvers: [oncall]
+    approval_timeout: 600
+  - name: fetch
+    description: Fetch a page.
+    curl: -- {{{{ url | quote }}}}
+    params:
+      - {{name: url, type: str}}
+    protocols: [https]
+    approval: required
+    approvers: [oncall]
+  - name: slow
+    exec: "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do echo line$i; sleep 0.4; done # {MARK}"
+    async: true
+  - name: quick
+    exec: echo quick
+    async: true
+"""
+USERS = {"alice": ["ops"], "bob": ["oncall"], "carol": ["ops"], "root": ["admin"]}
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[ToolrunServer, JobUsers]]:
+    catalog = write_catalog(tmp_path, CATALOG)
+    with Processes() as procs:
+        srv = procs.add(ToolrunServer(tmp_path / "srv", catalog, {"SVC_AUDIT_LOG": tmp_path / "audit.log"}))
+        users = procs.enter_context(JobUsers(srv, USERS))
+        srv.start()
+        yield srv, users
+
+
+def reload_with(srv: ToolrunServer, u: JobUsers, text: str) -> None:
+    srv.catalog.write_text(text, encoding="utf-8")
+    answer = u.req("root", "POST", "/admin/reload")
+    assert answer.status_code == 200, answer.text
+
+
+# -- 1. the digest binds the tool as it runs -------------------------------------------------------------
+
+BASE_PARAM = Param(name="target", type="str", required=True)
+BASE_TOOL = ToolSpec(
+    key="ops.wipe",
+    name="wipe",
+    kind="exec",
+    groups=("ops",),
+    public=False,
+    description="Wipe a target.",
+    params=(BASE_PARAM,),
+    return_type="str",
+    example="toolrun call ops.wipe target=db1",
+    source="echo wiped {{ target | quote }}",
+    sandbox=Sandbox(network="none"),
+    approval=True,
+    approvers=("oncall",),
+)
+# One other value for every field of the records a tool is made of: a field added to one of them fails
+# the test below until it is listed here, and so is either digested or named as wording in jobrecord.WORDING.
+ALTERED: dict[type, dict[str, Any]] = {
+    ToolSpec: {
+        "key": "ops.erase",
+        "name": "erase",
+        "kind": "curl",
+        "groups": ("ops", "dba"),
+        "public": True,
+        "description": "Erase a target.",
+        "params": (),
+        "return_type": "dict",
+        "example": "toolrun call ops.wipe target=db2",
+        "source": "echo erased {{ target | quote }}",
+        "stdin": True,
+        "inline": True,
+        "timeout": 5.0,
+        "cwd": "/srv",
+        "env": {"MODE": "hard"},
+        "env_passthrough": ("HOME",),
+        "secret_env": ("MODE",),
+        "limits": ResourceLimits(cpu=1),
+        "user": "nobody",
+        "examples": (Example(args={"target": "x"}),),
+        "file": "/elsewhere/tools.yaml",
+        "line": 7,
+        "col": 3,
+        "annotations": {"destructive": True},
+        "keywords": ("erase",),
+        "option_params": (("target", True),),
+        "sandbox": None,
+        "approval": False,
+        "approvers": ("dba",),
+        "approval_timeout": 60.0,
+        "run_async": True,
+    },
+    Param: {
+        "name": "host",
+        "type": "int",
+        "required": False,
+        "default": "db0",
+        "description": "Which one.",
+        "example": "db9",
+        "enum": ("db1",),
+        "pattern": "^db",
+        "min": 1.0,
+        "max": 9.0,
+        "secret": True,
+    },
+    Sandbox: {
+        "profile": "online",
+        "network": "host",
+        "readable": ("/data",),
+        "writable": ("/tmp/x",),
+        "tmp_size": 1024,
+        "enabled": False,
+    },
+    ResourceLimits: {
+        "cpu": 2,
+        "memory": 1 << 20,
+        "open_files": 64,
+        "file_size": 1024,
+        "processes": 8,
+        "output": 1024,
+    },
+}
+
+
+def _tool_with(cls: type, name: str, value: Any) -> ToolSpec:
+    if cls is ToolSpec:
+        return dataclasses.replace(BASE_TOOL, **{name: value})
+    if cls is Param:
+        return dataclasses.replace(BASE_TOOL, params=(dataclasses.replace(BASE_PARAM, **{name: value}),))
+    if cls is Sandbox:
+        assert BASE_TOOL.sandbox is not None
+        return dataclasses.replace(BASE_TOOL, sandbox=dataclasses.replace(BASE_TOOL.sandbox, **{name: value}))
+    return dataclasses.replace(BASE_TOOL, limits=dataclasses.replace(BASE_TOOL.limits, **{name: value}))
+
+
+def test_every_field_of_a_tool_is_digested_unless_it_is_wording() -> None:
+    from toolrun.jobrecord import WORDING
+
+    values = {"target": "db1"}
+    before = digest(BASE_TOOL, values)
+    for cls, altered in ALTERED.items():
+        names = {f.name for f in dataclasses.fields(cls)}
+        assert names == set(altered), (
+            f"{cls.__name__} fields changed ({sorted(names ^ set(altered))}): list each in ALTERED here, and name it "
+            "in jobrecord.WORDING only if it is wording that never changes what runs"
+        )
+        wording = WORDING.get(cls.__name__, frozenset())
+        for name, value in altered.items():
+            changed = digest(_tool_with(cls, name, value), values) != before
+            assert changed == (name not in wording), f"{cls.__name__}.{name}: digested={changed}"
+    assert digest(BASE_TOOL, {"target": "db2"}) != before
+
+
+def test_a_reload_that_turns_the_sandbox_off_or_widens_curls_protocols_expires_pending_jobs(
+    server: tuple[ToolrunServer, JobUsers],
+) -> None:
+    from support.binaries import require_binary
+
+    require_binary("bwrap")
+    srv, u = server
+    sandboxed = CATALOG.replace("    approval_timeout: 600\n", "    approval_timeout: 600\n    sandbox: true\n")
+    reload_with(srv, u, sandboxed)
+    job = u.req("alice", "POST", "/tools/ops.wipe", {"target": "db1"}).json()["job"]
+    fetch = u.req("alice", "POST", "/tools/ops.fetch", {"url": "https://example.invalid/"}).json()["job"]
+    assert "sandbox" in json.dumps(u.view("bob", job).json()["plan"])
+    # The same command, parameters and approvers: only the jail and curl's protocols differ.
+    reload_with(srv, u, sandboxed.replace("sandbox: true", "sandbox: false").replace("[https]", "[https, ftp]"))
+    for pending in (job, fetch):
+        answer = u.approve("bob", pending)
+        assert answer.status_code == 409, answer.text
+        view = u.until("alice", pending, "expired", timeout=5)
+        assert "changed" in view["error"]
+    # Wording is not what runs: a new description leaves a pending job valid.
+    kept = u.req("alice", "POST", "/tools/ops.fetch", {"url": "https://example.invalid/"}).json()["job"]
+    current = srv.catalog.read_text(encoding="utf-8")
+    reload_with(srv, u, current.replace("Fetch a page.", "Fetch one page."))
+    assert u.view("alice", kept).json()["status"] == "awaiting_approval"
