@@ -18,7 +18,7 @@ import pytest
 
 from support.catalogs import write_catalog
 from support.jobs import JobUsers
-from support.servers import Processes, ToolrunServer
+from support.servers import Processes, ToolrunServer, toolrun_cli
 from toolrun.jobrecord import digest
 from toolrun.models import Example, Param, ResourceLimits, Sandbox, ToolSpec
 
@@ -208,3 +208,33 @@ def test_a_reload_that_turns_the_sandbox_off_or_widens_curls_protocols_expires_p
     current = srv.catalog.read_text(encoding="utf-8")
     reload_with(srv, u, current.replace("Fetch a page.", "Fetch one page."))
     assert u.view("alice", kept).json()["status"] == "awaiting_approval"
+
+
+# -- 10. only a change of the tool itself expires a job ---------------------------------------------------
+
+
+def test_a_local_approve_with_another_catalog_leaves_the_job_pending(
+    server: tuple[ToolrunServer, JobUsers], tmp_path: Path
+) -> None:
+    srv, u = server
+    job = u.req("alice", "POST", "/tools/ops.wipe", {"target": "db1"}).json()["job"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    # ./tools.yaml of another project: the same key, another command; then one without the tool at all.
+    write_catalog(elsewhere, CATALOG.replace("echo wiped", "echo other"))
+    write_catalog(elsewhere, "group: misc\ntools:\n  - name: hi\n    exec: echo hi\n", "bare.yaml")
+    for catalog in ("tools.yaml", "bare.yaml"):
+        done = toolrun_cli("jobs", "approve", job, "-c", str(elsewhere / catalog), env=srv.env)
+        assert done.returncode != 0
+        assert "still awaits its decision" in done.stderr, done.stderr
+        assert u.view("alice", job).json()["status"] == "awaiting_approval"
+    # Where the job's catalog is loaded, it is approved and runs as requested.
+    done = toolrun_cli("jobs", "approve", job, "-c", str(srv.catalog), env=srv.env)
+    assert done.returncode == 0, done.stderr
+    assert u.until("alice", job, "succeeded")["result"]["body"] == "wiped db1\n"
+    # A change of the tool in its own file expires it, locally as on the server.
+    other = u.req("alice", "POST", "/tools/ops.wipe", {"target": "db2"}).json()["job"]
+    srv.catalog.write_text(CATALOG.replace("echo wiped", "echo erased"), encoding="utf-8")
+    done = toolrun_cli("jobs", "approve", other, "-c", str(srv.catalog), env=srv.env)
+    assert done.returncode != 0 and "expired" in done.stderr, done.stderr
+    assert u.view("alice", other).json()["status"] == "expired"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import secrets
 from collections.abc import Mapping
 from typing import Any
@@ -60,6 +61,11 @@ def digest(tool: ToolSpec, values: Mapping[str, Any]) -> str:
     parameters."""
     text = json.dumps({"tool": _bound(tool), "params": values}, sort_keys=True, default=str, ensure_ascii=False)
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def catalog_file(tool: ToolSpec) -> str:
+    """The catalog file a tool was loaded from, as a full path (a job is bound to it: jobs.Jobs._tool_changed)."""
+    return os.path.realpath(tool.file) if tool.file else ""
 
 
 def identity_fields(identity: Identity) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from .jobrecord import (
     RUNNING,
     STATES,
     OutputWatch,
+    catalog_file,
     digest,
     error_record,
     identity_fields,
@@ -137,6 +138,7 @@ class Jobs:
             "args": values,
             "shown_args": audit_args(tool, values),
             "digest": digest(tool, values),
+            "catalog": catalog_file(tool),
             "plan": self._plan(tool, values),
             "created": moment,
             "updated": moment,
@@ -278,6 +280,12 @@ class Jobs:
             raise Forbidden("the requester of a call cannot approve it")
         tool = self.service.lookup(job["tool"])
         if tool is None or digest(tool, job["args"]) != job["digest"]:
+            if not self._tool_changed(tool, job):
+                raise Conflict(
+                    f"{job['tool']} as this process loads it is not the tool requested (from "
+                    f"{job.get('catalog') or 'another catalog'}): approve it where that catalog is loaded; "
+                    "the job still awaits its decision"
+                )
             await self._move(job_id, (AWAITING,), {"state": "expired", "error": "the tool changed since the request"})
             raise Conflict("the tool changed since the call was requested: the request expired")
         moment = time.time()
@@ -349,10 +357,24 @@ class Jobs:
                 continue
             tool = self.service.lookup(job["tool"])
             if tool is None or not tool.approval or digest(tool, job["args"]) != job["digest"]:
+                if not self._tool_changed(tool, job):
+                    continue
                 change = {"state": "expired", "error": "the tool changed since the request (catalog reload)"}
                 if await self._move(job["id"], (AWAITING,), change) is not None:
                     count += 1
         return count
+
+    def _tool_changed(self, tool: ToolSpec | None, job: Mapping[str, Any]) -> bool:
+        """Whether this process's catalog holds the job's tool changed (or removed from its file), rather than
+        another catalog: only the catalog file the job was requested from may expire it (a local
+        `toolrun jobs approve` where ./tools.yaml is another catalog must not)."""
+        requested = job.get("catalog")
+        if not requested:  # a record from before the catalog was kept: as before, any difference expires it
+            return True
+        if tool is not None:
+            return catalog_file(tool) == requested
+        files = {t.file for t in self.service.registry.tools.values()}
+        return requested in {os.path.realpath(f) for f in files if f}
 
     # -- running ---------------------------------------------------------------------------------
 
