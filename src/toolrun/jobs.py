@@ -372,7 +372,7 @@ class Jobs:
         if not requested:  # a record from before the catalog was kept: as before, any difference expires it
             return True
         if tool is not None:
-            return catalog_file(tool) == requested
+            return bool(catalog_file(tool) == requested)
         files = {t.file for t in self.service.registry.tools.values()}
         return requested in {os.path.realpath(f) for f in files if f}
 
