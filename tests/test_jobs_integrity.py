@@ -238,3 +238,58 @@ def test_a_local_approve_with_another_catalog_leaves_the_job_pending(
     done = toolrun_cli("jobs", "approve", other, "-c", str(srv.catalog), env=srv.env)
     assert done.returncode != 0 and "expired" in done.stderr, done.stderr
     assert u.view("alice", other).json()["status"] == "expired"
+
+
+# -- 8. secret parameters leave the record when the job ends ----------------------------------------------
+
+
+def _state_bytes(home: Path) -> bytes:
+    """Every byte of the shared state files under a server's home (state.db, its log and index)."""
+    return b"".join(p.read_bytes() for p in sorted(home.rglob("state.db*")) if p.is_file())
+
+
+def test_secret_parameters_are_scrubbed_from_the_state_file_when_the_job_ends(
+    server: tuple[ToolrunServer, JobUsers],
+) -> None:
+    srv, u = server
+    secrets = [f"s3cr3t-{uuid.uuid4().hex}" for _ in range(3)]
+    jobs = [
+        u.req("alice", "POST", "/tools/ops.wipe", {"target": f"db{i}", "token": s}).json()["job"]
+        for i, s in enumerate(secrets)
+    ]
+    assert all(s.encode() in _state_bytes(srv.home) for s in secrets)  # kept while the job may still run
+    assert u.approve("bob", jobs[0]).status_code == 200
+    assert u.until("alice", jobs[0], "succeeded")["result"]["body"] == "wiped db0\n"
+    assert u.deny("bob", jobs[1], "no").status_code == 200
+    assert u.cancel("alice", jobs[2]).status_code == 200
+    state = _state_bytes(srv.home)
+    assert b"wiped db0" in state  # the records are there, with their results
+    for secret in secrets:
+        assert secret.encode() not in state
+    assert u.view("alice", jobs[0]).json()["args"] == {"target": "db0", "token": "[secret]"}
+
+
+def test_secret_parameters_are_scrubbed_from_redis_when_the_job_ends(tmp_path: Path) -> None:
+    from support.binaries import require_binary
+    from support.servers import RedisServer
+
+    binary = require_binary("redis-server")
+    catalog = write_catalog(tmp_path, CATALOG)
+    with Processes() as procs:
+        redis = procs.add(RedisServer(tmp_path / "redis", binary)).start()
+        srv = procs.add(ToolrunServer(tmp_path / "srv", catalog, {"SVC_REDIS_URL": redis.url}))
+        u = procs.enter_context(JobUsers(srv, USERS))
+        srv.start()
+        secret = f"s3cr3t-{uuid.uuid4().hex}"
+        job = u.req("alice", "POST", "/tools/ops.wipe", {"target": "db1", "token": secret}).json()["job"]
+        assert secret.encode() in _redis_dump(redis)
+        assert u.approve("bob", job).status_code == 200
+        u.until("alice", job, "succeeded")
+        assert b"wiped db1" in _redis_dump(redis)
+        assert secret.encode() not in _redis_dump(redis)
+
+
+def _redis_dump(redis: Any) -> bytes:
+    """Every string and hash value in the Redis database, as raw replies."""
+    keys = [k for k in redis.command("KEYS", "*").split(b"\r\n") if k and k[:1] not in b"*$"]
+    return b"".join(redis.command("HGETALL", k.decode()) + redis.command("GET", k.decode()) for k in keys)

@@ -68,6 +68,13 @@ def catalog_file(tool: ToolSpec) -> str:
     return os.path.realpath(tool.file) if tool.file else ""
 
 
+def scrubbed_args(job: Mapping[str, Any]) -> dict[str, Any]:
+    """The raw arguments without the values of secret parameters: what a job keeps once it ended (nothing runs
+    from it any more; views show `shown_args`)."""
+    secret = set(job.get("secrets") or ())
+    return {name: value for name, value in (job.get("args") or {}).items() if name not in secret}
+
+
 def identity_fields(identity: Identity) -> dict[str, Any]:
     return {
         "username": identity.username,

@@ -51,6 +51,7 @@ from .jobrecord import (
     outcome_of,
     requester_identity,
     result_record,
+    scrubbed_args,
     visible,
 )
 from .models import CallResult, Identity, ToolSpec
@@ -136,6 +137,7 @@ class Jobs:
             "requester": identity_fields(identity),
             "approvers": list(tool.approvers) if tool.approval else ["admin"],
             "args": values,
+            "secrets": sorted(tool.secret_names & set(values)),  # scrubbed from `args` when the job ends
             "shown_args": audit_args(tool, values),
             "digest": digest(tool, values),
             "catalog": catalog_file(tool),
@@ -265,6 +267,7 @@ class Jobs:
                 raise AssertionError(f"no transition {job['state']} -> {new['state']}")
             if new["state"] in FINAL and job["state"] not in FINAL:
                 new["finished"] = new["updated"]
+                new["args"] = scrubbed_args(new)
                 if new["state"] == "expired":  # decided by time or a reload: no door writes this record
                     self._audit("job expired", new, None)
             keep = self.retention if new["state"] in FINAL else None
