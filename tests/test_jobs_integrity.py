@@ -293,3 +293,65 @@ def _redis_dump(redis: Any) -> bytes:
     """Every string and hash value in the Redis database, as raw replies."""
     keys = [k for k in redis.command("KEYS", "*").split(b"\r\n") if k and k[:1] not in b"*$"]
     return b"".join(redis.command("HGETALL", k.decode()) + redis.command("GET", k.decode()) for k in keys)
+
+
+# -- 9. the audit trail says what happened to whom, by whom ------------------------------------------------
+
+
+def _trail(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_a_cancel_that_loses_the_race_is_logged_as_asked_and_the_run_as_it_ended(tmp_path: Path) -> None:
+    """A runs the job; B (another server on the same state) is asked to cancel it after the tool already
+    decided to end well (it lasts 0.7 s; A reads a cancel request at its heartbeat, each second): the job
+    succeeds, and the trail says so."""
+    quick_end = CATALOG + "  - name: brief\n    exec: sleep 0.7; echo brief done\n    async: true\n"
+    catalog = write_catalog(tmp_path, quick_end)
+    trail = tmp_path / "audit.log"
+    home = tmp_path / "home"
+    with Processes() as procs:
+        a = procs.add(ToolrunServer(tmp_path / "a", catalog, {"SVC_AUDIT_LOG": trail}, home=home))
+        b = procs.add(ToolrunServer(tmp_path / "b", catalog, {"SVC_AUDIT_LOG": trail}, home=home))
+        ua = procs.enter_context(JobUsers(a, USERS))
+        ub = procs.enter_context(ua.on(b))
+        a.start()
+        b.start()
+        ended: dict[str, str] = {}
+        for _ in range(3):
+            job = ua.req("alice", "POST", "/tools/ops.brief").json()["job"]
+            cancel = ub.req("root", "POST", f"/jobs/{job}/cancel", {"reason": "stop it"})
+            assert cancel.status_code in (200, 409), cancel.text
+            ended[job] = ua.until("alice", job, "succeeded", "cancelled")["status"]
+    records = _trail(trail)
+    for job, state in ended.items():
+        lines = [r for r in records if r.get("job") == job and r["message"] != "tool call"]
+        events = [r["event"] for r in lines]
+        assert events[0] == "requested" and lines[0]["by"] == "alice"
+        assert events[-1] == state, events  # the last word is how it really ended
+        assert events.count("cancelled") == (state == "cancelled"), events
+        for line in lines:
+            assert line["user"] == "alice" and line["by"], line  # to whom, by whom
+        asked = [r for r in lines if r["event"] == "cancel_requested"]
+        assert all(r["by"] == "root" and r["reason"] == "stop it" for r in asked)
+        if state == "cancelled":
+            assert lines[-1]["by"] == "root"
+    assert "succeeded" in ended.values(), ended  # at least once, the cancel came too late
+
+
+def test_run_records_name_their_job_so_equal_request_ids_never_merge(
+    server: tuple[ToolrunServer, JobUsers], tmp_path: Path
+) -> None:
+    _srv, u = server
+    jobs = {
+        who: u.req(who, "POST", "/tools/ops.quick", **{"X-Request-ID": "same-id-1"}).json()["job"]
+        for who in ("alice", "carol")
+    }
+    for who, job in jobs.items():
+        u.until(who, job, "succeeded")
+    records = _trail(tmp_path / "audit.log")
+    ran = {r["user"]: r for r in records if r["message"] == "tool call" and r["tool"] == "ops.quick"}
+    assert {who: r["job"] for who, r in ran.items()} == jobs
+    assert {r["request_id"] for r in ran.values()} == {"same-id-1"}
+    finished = {r["user"]: r for r in records if r.get("event") == "succeeded"}
+    assert {who: (r["job"], r["by"]) for who, r in finished.items()} == {w: (j, "toolrun") for w, j in jobs.items()}

@@ -194,6 +194,9 @@ def public_view(job: Mapping[str, Any], identity: Identity) -> dict[str, Any]:
         "error": job["error"],
         "can_decide": job["state"] == AWAITING and is_approver(identity, job) and not is_requester(identity, job),
     }
+    if job.get("cancelled_by"):  # a cancel asked while it ran (it may have ended otherwise first)
+        view["cancelled_by"] = job["cancelled_by"]
+        view["cancel_reason"] = job.get("cancel_reason")
     if is_approver(identity, job) and job.get("plan") is not None:
         view["plan"] = job["plan"]
     if job["state"] == RUNNING and job.get("output"):

@@ -65,6 +65,7 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
     RUNNING: ("succeeded", "failed", "timed_out", "cancelled"),
 }
 HEARTBEAT = 1.0  # seconds between a runner's writes of heartbeat and output
+SYSTEM = "toolrun"  # `by` of an audit line for what time, a reload or a runner decided, not a person
 STALE_AFTER = 15.0  # a running job whose heartbeat is older than this lost its worker
 HOST = socket.gethostname()
 
@@ -162,7 +163,7 @@ class Jobs:
         if not tool.approval:
             job.update(runner=self.runner, heartbeat=moment, started=moment)
         await self.store.create(job)
-        self._audit("job requested", job, None)
+        self._audit("job requested", job, identity.username, None)
         if not tool.approval:
             self._start(job)
         return job
@@ -234,6 +235,8 @@ class Jobs:
         if updated is None:
             entry = await self.store.get(job_id)
             return entry
+        if updated[1]["state"] == "failed":
+            self._audit("job failed", updated[1], SYSTEM, updated[1]["error"])
         return updated
 
     def _runner_gone(self, job: Mapping[str, Any], moment: float) -> bool:
@@ -269,7 +272,7 @@ class Jobs:
                 new["finished"] = new["updated"]
                 new["args"] = scrubbed_args(new)
                 if new["state"] == "expired":  # decided by time or a reload: no door writes this record
-                    self._audit("job expired", new, None)
+                    self._audit("job expired", new, SYSTEM, new.get("error"))
             keep = self.retention if new["state"] in FINAL else None
             if await self.store.swap(job_id, version, new, keep):
                 return version + 1, new
@@ -304,7 +307,7 @@ class Jobs:
         moved = await self._move(job_id, (AWAITING,), change)
         if moved is None:
             raise Conflict(f"job {job_id} was already decided")
-        self._audit("job approved", moved[1], identity)
+        self._audit("job approved", moved[1], identity.username, reason or None)
         self._start(moved[1])
         return moved[1]
 
@@ -314,7 +317,7 @@ class Jobs:
         moved = await self._move(job_id, (AWAITING,), change)
         if moved is None:
             raise Conflict(f"job {job_id} was already decided")
-        self._audit("job denied", moved[1], identity)
+        self._audit("job denied", moved[1], identity.username, reason or None)
         return moved[1]
 
     async def _decidable(self, identity: Identity, job_id: str) -> dict[str, Any]:
@@ -332,15 +335,20 @@ class Jobs:
             change = {"state": "cancelled", "decided_by": identity.username, "reason": reason or None}
             moved = await self._move(job_id, (AWAITING,), change)
             if moved is not None:
-                self._audit("job cancelled", moved[1], identity)
+                self._audit("job cancelled", moved[1], identity.username, reason or None)
                 return moved[1]
         elif job["state"] == RUNNING:
-            await self._move(job_id, (RUNNING,), {"cancel": True, "reason": reason or None})
-            task = self.tasks.get(job_id)
-            if task is not None:
-                task.cancel()
-            self._audit("job cancelled", job, identity)
-            return await self.wait(identity, job_id, 3.0)
+            # Only asked here: the runner ends it, and the trail records how it really ended (a run that finished
+            # before the runner saw the request ends `succeeded`, not `cancelled`).
+            asked = {"cancel": True, "cancelled_by": identity.username, "cancel_reason": reason or None}
+            moved = await self._move(job_id, (RUNNING,), asked)
+            if moved is not None:
+                self._audit("job cancel requested", moved[1], identity.username, reason or None)
+                task = self.tasks.get(job_id)
+                if task is not None:
+                    task.cancel()
+                return await self.wait(identity, job_id, 3.0)
+            job = await self.get(identity, job_id)
         raise Conflict(f"job {job_id} is {job['state']}: it can no longer be cancelled")
 
     async def wait(self, identity: Identity, job_id: str, seconds: float, interval: float = 0.1) -> dict[str, Any]:
@@ -437,7 +445,12 @@ class Jobs:
         return {"state": outcome_of(result), "result": result_record(result)}
 
     async def _finish(self, job_id: str, change: dict[str, Any]) -> None:
-        await self._move(job_id, (RUNNING,), {**change, "output": None})
+        moved = await self._move(job_id, (RUNNING,), {**change, "output": None})
+        if moved is not None:
+            ended = moved[1]
+            by = ended.get("cancelled_by") if ended["state"] == "cancelled" else None
+            reason = ended.get("cancel_reason") if ended["state"] == "cancelled" else None
+            self._audit(f"job {ended['state']}", ended, by or SYSTEM, reason or ended.get("error"))
 
     async def _call(self, job: dict[str, Any]) -> CallResult:
         identity = requester_identity(job)
@@ -454,23 +467,27 @@ class Jobs:
 
     # -- audit -----------------------------------------------------------------------------------
 
-    def _audit(self, message: str, job: Mapping[str, Any], decider: Identity | None) -> None:
+    def _audit(self, message: str, job: Mapping[str, Any], by: str, reason: str | None) -> None:
+        """One line of the trail: what happened (`event`, `state`), to whom (`user`, the requester, and the job),
+        by whom (`by`: a person, or `toolrun` for what time or the runner decided) and why (`reason`)."""
         audit = self.service.audit
         if audit is None:
             return
         requester = job["requester"]
+        event = message.removeprefix("job ").replace(" ", "_")
         audit.write(
             {
                 "job": job["id"],
-                "event": message.removeprefix("job "),
+                "event": event,
                 "tool": job["tool"],
                 "user": requester["username"] or None,
                 "client": requester["client"] or None,
                 "door": job["door"],
                 "request_id": job["request_id"] or None,
                 "state": job["state"],
-                "decider": decider.username if decider is not None else None,
-                "reason": job.get("reason"),
+                "by": by,
+                "decider": by if event in ("approved", "denied") else None,
+                "reason": reason,
                 "digest": job["digest"],
                 "args": job["shown_args"],
             },
