@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -355,3 +356,97 @@ def test_run_records_name_their_job_so_equal_request_ids_never_merge(
     assert {r["request_id"] for r in ran.values()} == {"same-id-1"}
     finished = {r["user"]: r for r in records if r.get("event") == "succeeded"}
     assert {who: (r["job"], r["by"]) for who, r in finished.items()} == {w: (j, "toolrun") for w, j in jobs.items()}
+
+
+# -- 2. text that cannot be encoded never reaches a record, and one bad record never breaks a view ----------
+
+LONE = '{"reason": "\\ud800"}'  # valid JSON, but no UTF-8 can carry it
+
+
+def test_a_lone_surrogate_is_refused_where_text_is_stored(server: tuple[ToolrunServer, JobUsers]) -> None:
+    srv, u = server
+    job = u.req("alice", "POST", "/tools/ops.wipe", {"target": "db1"}).json()["job"]
+    headers = {"X-API-Key": u.keys["bob"], "Content-Type": "application/json"}
+    for action, who in (("cancel", "alice"), ("deny", "bob"), ("approve", "bob")):
+        headers["X-API-Key"] = u.keys[who]
+        answer = u.client.post(f"{srv.url}/jobs/{job}/{action}", headers=headers, content=LONE)
+        assert answer.status_code == 400, answer.text
+        assert "`reason`" in answer.json()["error"]
+    bad_arg = '{"target": "db\\udfff"}'
+    headers["X-API-Key"] = u.keys["alice"]
+    answer = u.client.post(f"{srv.url}/tools/ops.wipe", headers=headers, content=bad_arg)
+    assert answer.status_code == 400, answer.text
+    assert "target" in answer.text, answer.text
+    # Nothing was stored: every view still answers, the job still waits.
+    assert [j["job"] for j in u.req("bob", "GET", "/jobs").json()] == [job]
+    assert u.view("alice", job).json()["status"] == "awaiting_approval"
+    # The same from the command line (an argument that is not UTF-8 arrives as a lone surrogate).
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "toolrun",
+            "jobs",
+            "deny",
+            job,
+            "-r",
+            b"\xff".decode("utf-8", "surrogateescape"),
+            "-c",
+            str(srv.catalog),
+        ],
+        env=srv.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 2 and "`reason`" in done.stderr, done.stderr
+    assert u.view("alice", job).json()["status"] == "awaiting_approval"
+
+
+def _plant(home: Path, record: dict[str, Any]) -> None:
+    """A record written straight into the state file, as an older version or a bug might have left it."""
+    [db] = list(home.rglob("state.db"))
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "INSERT INTO jobs(id, v, created, data) VALUES (?, 1, ?, ?)",
+            (record["id"], record.get("created", 0), json.dumps(record)),
+        )
+
+
+def test_one_bad_record_never_breaks_a_view(server: tuple[ToolrunServer, JobUsers]) -> None:
+    srv, u = server
+    good = u.req("alice", "POST", "/tools/ops.wipe", {"target": "db1"}).json()["job"]
+    record = u.view("alice", good).json()
+    poisoned = f"poison{uuid.uuid4().hex[:10]}"
+    [db] = list(srv.home.rglob("state.db"))
+    with sqlite3.connect(db) as conn:
+        data = json.loads(conn.execute("SELECT data FROM jobs WHERE id=?", (good,)).fetchone()[0])
+    bad = {**data, "id": poisoned, "reason": "\ud800", "error": "x\udc80y", "created": data["created"] + 1}
+    _plant(srv.home, bad)
+    _plant(srv.home, {"id": f"broken{uuid.uuid4().hex[:10]}", "created": data["created"] + 2, "state": "running"})
+    for who in ("alice", "bob", "root"):
+        listed = u.req(who, "GET", "/jobs")
+        assert listed.status_code == 200, listed.text
+        assert [j["job"] for j in listed.json()] == [poisoned, good]
+    one = u.view("bob", poisoned)
+    assert one.status_code == 200, one.text
+    assert one.json()["reason"] == "\ufffd" and one.json()["error"] == "x\ufffdy"
+    assert u.view("alice", good).json() == record
+    # The events stream of the poisoned job, and the local `toolrun jobs list` (a real process).
+    with u.client.stream("GET", f"{srv.url}/jobs/{poisoned}/events", headers={"X-API-Key": u.keys["bob"]}) as s:
+        assert s.status_code == 200
+        first = next(line for line in s.iter_lines() if line.startswith("data: "))
+    assert json.loads(first[6:])["job"] == poisoned
+    done = toolrun_cli("jobs", "list", "-c", str(srv.catalog), env=srv.env)
+    assert done.returncode == 0, done.stderr
+    assert poisoned in done.stdout and good in done.stdout
+    assert metrics_ok(u, srv)
+
+
+def metrics_ok(u: JobUsers, srv: ToolrunServer) -> bool:
+    answer = u.client.get(srv.url + "/metrics")
+    return answer.status_code == 200 and 'svc_jobs{state="awaiting_approval"} 2' in answer.text

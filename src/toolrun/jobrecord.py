@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import formatting
-from .errors import ToolFailed, ToolrunError
+from .errors import ToolFailed, ToolrunError, UsageError
 from .models import CallResult, Identity, ToolSpec
 
 AWAITING = "awaiting_approval"
@@ -21,6 +21,67 @@ RUNNING = "running"
 FINAL = ("succeeded", "failed", "timed_out", "cancelled", "denied", "expired")
 STATES = (AWAITING, RUNNING, *FINAL)
 OUTPUT_PART = 4096  # bytes of the head and of the tail of a running job's output shown
+
+
+def check_text(value: Any, name: str) -> None:
+    """Refuse text no UTF-8 can carry (a lone surrogate, as `{"reason": "\\ud800"}` or a command-line argument
+    that is not UTF-8 gives) before it is stored: a record holding it would break every view that shows it."""
+    if isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise UsageError(
+                    f"`{name}` holds text that is not valid Unicode (a lone surrogate at character {exc.start}): "
+                    "send UTF-8 text"
+                ) from None
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            check_text(key, name)
+            check_text(item, name)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            check_text(item, name)
+
+
+def shown_text(value: Any) -> Any:
+    """`value` with any lone surrogate replaced by U+FFFD: a record stored before text was checked (or planted)
+    still renders, as JSON and on a terminal."""
+    if isinstance(value, str):
+        if value.isascii():
+            return value
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in value)
+    if isinstance(value, Mapping):
+        return {shown_text(k): shown_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shown_text(v) for v in value]
+    return value
+
+
+_FIELDS: tuple[tuple[str, type | tuple[type, ...]], ...] = (
+    ("id", str),
+    ("tool", str),
+    ("state", str),
+    ("requester", dict),
+    ("approvers", list),
+    ("shown_args", dict),
+    ("digest", str),
+    ("created", (int, float)),
+    ("updated", (int, float)),
+)
+
+
+def well_formed(job: Any) -> bool:
+    """Whether a stored record has what every view and rule reads (a damaged or foreign one is left out of lists
+    and answered as not found, never a 500 that hides every other job)."""
+    if not isinstance(job, dict) or any(not isinstance(job.get(k), t) for k, t in _FIELDS):
+        return False
+    requester = job["requester"]
+    return job["state"] in STATES and isinstance(requester.get("username"), str) and "anonymous" in requester
 
 
 def new_job_id() -> str:
@@ -177,7 +238,12 @@ class OutputWatch:
 
 
 def public_view(job: Mapping[str, Any], identity: Identity) -> dict[str, Any]:
-    """A job as its viewers see it: never the raw arguments (secrets), never the runner's internals."""
+    """A job as its viewers see it: never the raw arguments (secrets), never the runner's internals; every text
+    one UTF-8 can carry (shown_text)."""
+    return dict(shown_text(_view(job, identity)))
+
+
+def _view(job: Mapping[str, Any], identity: Identity) -> dict[str, Any]:
     view: dict[str, Any] = {
         "job": job["id"],
         "status": job["state"],

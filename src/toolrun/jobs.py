@@ -42,6 +42,7 @@ from .jobrecord import (
     STATES,
     OutputWatch,
     catalog_file,
+    check_text,
     digest,
     error_record,
     identity_fields,
@@ -53,6 +54,7 @@ from .jobrecord import (
     result_record,
     scrubbed_args,
     visible,
+    well_formed,
 )
 from .models import CallResult, Identity, ToolSpec
 
@@ -126,6 +128,8 @@ class Jobs:
                 raise RateLimited(tool.key, int(retry))
         try:
             values = params.validate(tool, args or {})
+            for name, value in values.items():
+                check_text(value, name)
         except ToolrunError:
             self._observe(tool.key, "invalid")
             raise
@@ -193,6 +197,8 @@ class Jobs:
     async def list(self, identity: Identity, state: str | None = None) -> list[dict[str, Any]]:
         out = []
         for version, job in await self.store.all():
+            if not well_formed(job):
+                continue
             refreshed = await self._refresh(job["id"], version, job)
             if refreshed is None or not visible(identity, refreshed[1]):
                 continue
@@ -205,7 +211,7 @@ class Jobs:
         """Jobs by state, for /metrics."""
         counts = dict.fromkeys(STATES, 0)
         for version, job in await self.store.all():
-            refreshed = await self._refresh(job["id"], version, job)
+            refreshed = await self._refresh(job["id"], version, job) if well_formed(job) else None
             if refreshed is not None:
                 counts[refreshed[1]["state"]] += 1
         return counts
@@ -214,7 +220,7 @@ class Jobs:
         if not job_id or len(job_id) > 64:
             return None
         entry = await self.store.get(job_id)
-        if entry is None:
+        if entry is None or not well_formed(entry[1]):
             return None
         return await self._refresh(job_id, *entry)
 
@@ -281,6 +287,7 @@ class Jobs:
     # -- deciding --------------------------------------------------------------------------------
 
     async def approve(self, identity: Identity, job_id: str, reason: str = "") -> dict[str, Any]:
+        check_text(reason, "reason")
         job = await self._decidable(identity, job_id)
         if is_requester(identity, job):
             raise Forbidden("the requester of a call cannot approve it")
@@ -312,6 +319,7 @@ class Jobs:
         return moved[1]
 
     async def deny(self, identity: Identity, job_id: str, reason: str = "") -> dict[str, Any]:
+        check_text(reason, "reason")
         await self._decidable(identity, job_id)
         change = {"state": "denied", "decided_by": identity.username, "decided_at": time.time(), "reason": reason}
         moved = await self._move(job_id, (AWAITING,), change)
@@ -330,6 +338,7 @@ class Jobs:
 
     async def cancel(self, identity: Identity, job_id: str, reason: str = "") -> dict[str, Any]:
         """Cancel a job still waiting or running; a running one's processes are killed as on a timeout."""
+        check_text(reason, "reason")
         job = await self.get(identity, job_id)
         if job["state"] == AWAITING:
             change = {"state": "cancelled", "decided_by": identity.username, "reason": reason or None}
@@ -364,7 +373,7 @@ class Jobs:
         """After a reload: pending jobs whose tool is gone or changed become `expired`. How many did."""
         count = 0
         for _version, job in await self.store.all():
-            if job["state"] != AWAITING:
+            if not well_formed(job) or job["state"] != AWAITING:
                 continue
             tool = self.service.lookup(job["tool"])
             if tool is None or not tool.approval or digest(tool, job["args"]) != job["digest"]:
