@@ -7,9 +7,14 @@ Users as in test_jobs.py: alice (ops) calls, bob (oncall) approves, carol (ops) 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
+import signal
 import sqlite3
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,9 +22,11 @@ from typing import Any
 
 import pytest
 
+from support.binaries import require_binary
 from support.catalogs import write_catalog
 from support.jobs import JobUsers
-from support.servers import Processes, ToolrunServer, toolrun_cli
+from support.procs import pids_matching
+from support.servers import Processes, ToolrunServer, toolrun_cli, wait_until
 from toolrun.jobrecord import digest
 from toolrun.models import Example, Param, ResourceLimits, Sandbox, ToolSpec
 
@@ -450,3 +457,151 @@ def test_one_bad_record_never_breaks_a_view(server: tuple[ToolrunServer, JobUser
 def metrics_ok(u: JobUsers, srv: ToolrunServer) -> bool:
     answer = u.client.get(srv.url + "/metrics")
     return answer.status_code == 200 and 'svc_jobs{state="awaiting_approval"} 2' in answer.text
+
+
+# -- 3. runners are told apart, and a runner whose heartbeat is refused stops its tool ----------------------
+
+
+class PidOneServer(ToolrunServer):
+    """`toolrun serve` as PID 1 of a PID namespace of its own (`unshare --pid --fork`), on this host: what two
+    containers sharing the host's network (one hostname) look like to each other."""
+
+    def launch(self) -> PidOneServer:
+        unshare = require_binary("unshare")
+        argv = [unshare, "--pid", "--fork", "--kill-child", sys.executable, "-m", "toolrun", "serve"]
+        argv += ["-c", str(self.catalog), "--host", "127.0.0.1", "--port", str(self.port)]
+        self.spawn(argv, self.env)
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> int | None:
+        if self.alive():  # unshare waits for its child: the signal goes to the whole group, server included
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, sig)
+        return super().stop(sig, timeout)
+
+
+def _server_pid(srv: ToolrunServer, u: JobUsers) -> int:
+    """The pid the server sees for itself (the `worker` of a job it ran is not exposed: ask its own process)."""
+    [child] = [int(p) for p in Path(f"/proc/{srv.pid}/task/{srv.pid}/children").read_text().split()]
+    status = Path(f"/proc/{child}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("NSpid:")).split()[-1])
+
+
+def test_replicas_that_are_each_pid_1_on_one_host_never_take_each_others_jobs(tmp_path: Path) -> None:
+    import redis as redis_client
+
+    from support.servers import RedisServer, start_all
+
+    if os.geteuid() != 0 and os.environ.get("CI") != "true":
+        pytest.skip("PID namespaces need root here (unshare --pid)")
+    binary = require_binary("redis-server")
+    catalog = write_catalog(tmp_path, CATALOG)
+    with Processes() as procs:
+        redis = procs.add(RedisServer(tmp_path / "redis", binary)).start()
+        settings = {"SVC_REDIS_URL": redis.url}
+        a = procs.add(PidOneServer(tmp_path / "a", catalog, settings))
+        b = procs.add(PidOneServer(tmp_path / "b", catalog, settings))
+        ua = procs.enter_context(JobUsers(a, USERS))
+        ub = procs.enter_context(ua.on(b))
+        start_all(a, b)
+        assert _server_pid(a, ua) == _server_pid(b, ub) == 1
+        # A job runs on B for 8 s: A's sweep (every 5 s) must not take B's pid 1 for its own and fail it.
+        job = ub.req("alice", "POST", "/tools/ops.slow").json()["job"]
+        done = ua.until("alice", job, "succeeded", "failed", timeout=30)
+        assert done["status"] == "succeeded", done
+        assert done["result"]["body"].count("line") == 20
+        # Another process declares B's next job lost (as a sweep that judged its heartbeat stale would):
+        # B's next heartbeat is refused, and B stops the tool instead of running it unsupervised.
+        job = ub.req("alice", "POST", "/tools/ops.slow").json()["job"]
+        wait_until(lambda: pids_matching(MARK), 10, "the tool's process")
+        store = redis_client.Redis.from_url(redis.url)
+        name = f"toolrun:job:{job}"
+        record = json.loads(store.hget(name, "data"))
+        record.update(state="failed", error="declared lost by a test", finished=time.time())
+        store.hset(name, mapping={"v": str(int(store.hget(name, "v")) + 1), "data": json.dumps(record)})
+        wait_until(lambda: not pids_matching(MARK), 4, "the tool stopped by its runner")
+        time.sleep(1.5)  # a heartbeat or two later, the record is still as the other process left it
+        view = ua.view("alice", job).json()
+        assert (view["status"], view["error"]) == ("failed", "declared lost by a test")
+        store.close()
+
+
+# -- attacks on the above ---------------------------------------------------------------------------------
+
+
+def test_a_reason_with_control_characters_is_refused(server: tuple[ToolrunServer, JobUsers]) -> None:
+    """An approver's reason reaches the requester's terminal (`toolrun call` prints the decision): no escape codes."""
+    _srv, u = server
+    job = u.req("alice", "POST", "/tools/ops.wipe", {"target": "db1"}).json()["job"]
+    for reason in ("\x1b]0;pwned\x07", "ok\rAPPROVED", "\x9b31m"):
+        answer = u.deny("bob", job, reason)
+        assert answer.status_code == 400, answer.text
+        assert "`reason`" in answer.text
+    assert u.deny("bob", job, "two lines\n\tare fine").status_code == 200
+
+
+def test_a_reload_between_the_approval_and_the_run_never_runs_the_new_tool(tmp_path: Path) -> None:
+    """The approval is checked, then written to the state, then the run starts: a reload that lands while the
+    approval is written must not make the run take the reloaded command."""
+    import asyncio
+
+    from toolrun import catalog as catalogs
+    from toolrun.jobs import Jobs, memory_jobs
+    from toolrun.models import Identity
+    from toolrun.service import ToolService
+
+    marker = tmp_path / "reloaded-ran"
+    path = write_catalog(tmp_path, CATALOG)
+    service = ToolService(catalogs.load([path]))
+    store = memory_jobs()
+    jobs = Jobs(service, store)
+    path.write_text(CATALOG.replace("echo wiped", f"touch {marker}; echo erased"), encoding="utf-8")
+    reloaded = catalogs.load([path])
+    real_swap = store.swap
+
+    async def swap_then_reload(job_id: str, version: int, record: dict[str, Any], keep: float | None = None) -> bool:
+        done = await real_swap(job_id, version, record, keep)
+        if record["state"] == "running" and service.registry.tools["ops.wipe"].source.startswith("echo wiped"):
+            service.swap(reloaded)  # the reload thread, in the window between the check and the run
+        return done
+
+    store.swap = swap_then_reload  # type: ignore[method-assign]
+    alice = Identity(username="alice", groups=frozenset({"ops"}), anonymous=False)
+    bob = Identity(username="bob", groups=frozenset({"oncall"}), anonymous=False)
+
+    async def scenario() -> dict[str, Any]:
+        job = await jobs.submit(alice, "ops.wipe", {"target": "db1"})
+        await jobs.approve(bob, job["id"])
+        return await jobs.wait(alice, job["id"], 10)
+
+    ended = asyncio.run(scenario())
+    assert not marker.exists()
+    assert ended["state"] == "failed" and "changed between its approval and its run" in ended["error"], ended
+
+
+def test_approve_and_cancel_at_once_leave_one_story(server: tuple[ToolrunServer, JobUsers], tmp_path: Path) -> None:
+    """The requester withdraws while the approver approves, a dozen times at once: every answer is 200 or 409 (a
+    409 names the state the job is really in), and the trail ends as the job did."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    _srv, u = server
+    jobs = [u.req("alice", "POST", "/tools/ops.wipe", {"target": f"db{i}"}).json()["job"] for i in range(12)]
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(
+            pool.map(
+                lambda pair: pair[1](pair[0]),
+                [(job, act) for job in jobs for act in (lambda j: u.cancel("alice", j), lambda j: u.approve("bob", j))],
+            )
+        )
+    finals = [u.until("alice", job, "succeeded", "cancelled", "failed") for job in jobs]
+    records = _trail(tmp_path / "audit.log")
+    for i, job in enumerate(jobs):
+        cancel, approve, final = answers[2 * i], answers[2 * i + 1], finals[i]
+        assert {cancel.status_code, approve.status_code} <= {200, 409}, (cancel.text, approve.text)
+        for answer in (cancel, approve):
+            if answer.status_code == 409:
+                assert "awaiting_approval" not in answer.text and "running" not in answer.text, answer.text
+        if approve.status_code == 409:
+            assert cancel.status_code == 200 and final["status"] == "cancelled"
+        events = [r["event"] for r in records if r.get("job") == job and r["message"] != "tool call"]
+        assert events[-1] == final["status"], events

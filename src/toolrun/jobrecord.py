@@ -44,6 +44,15 @@ def check_text(value: Any, name: str) -> None:
             check_text(item, name)
 
 
+def check_reason(reason: str) -> None:
+    """A reason is one person's words to another: valid Unicode, and no control character but tab and newline (an
+    escape sequence in a reason would reach the requester's terminal as `toolrun call` prints the decision)."""
+    check_text(reason, "reason")
+    bad = next((c for c in reason if (c < " " and c not in "\t\n") or "\x7f" <= c <= "\x9f"), None)
+    if bad is not None:
+        raise UsageError(f"`reason` holds the control character {bad!r}: write plain text")
+
+
 def shown_text(value: Any) -> Any:
     """`value` with any lone surrogate replaced by U+FFFD: a record stored before text was checked (or planted)
     still renders, as JSON and on a terminal."""

@@ -25,7 +25,9 @@ Rules kept here, for every door:
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import secrets
 import socket
 import time
 from collections.abc import Mapping
@@ -42,6 +44,7 @@ from .jobrecord import (
     STATES,
     OutputWatch,
     catalog_file,
+    check_reason,
     check_text,
     digest,
     error_record,
@@ -66,10 +69,35 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
     AWAITING: (RUNNING, "denied", "expired", "cancelled"),
     RUNNING: ("succeeded", "failed", "timed_out", "cancelled"),
 }
+log = logging.getLogger(__name__)
 HEARTBEAT = 1.0  # seconds between a runner's writes of heartbeat and output
 SYSTEM = "toolrun"  # `by` of an audit line for what time, a reload or a runner decided, not a person
 STALE_AFTER = 15.0  # a running job whose heartbeat is older than this lost its worker
 HOST = socket.gethostname()
+_RUNNER: tuple[int, str] = (0, "")  # (pid, runner id) of this process: a forked worker draws its own
+
+
+def runner_id() -> str:
+    """This process as a job's runner: host, pid and 48 random bits. Host and pid alone collide: two containers
+    with the host's network (one hostname), each its server as PID 1, would take each other's jobs for their own."""
+    global _RUNNER
+    pid = pidcache.pid()
+    if _RUNNER[0] != pid:
+        _RUNNER = (pid, f"{HOST}:{pid}:{secrets.token_hex(6)}")
+    return _RUNNER[1]
+
+
+def _read_space() -> str:
+    """The kernel boot and PID namespace this process lives in: a pid means the same process only in the same one."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read().strip()
+        return f"{boot}/{os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return ""
+
+
+PID_SPACE = _read_space()  # the same in a forked worker (a fork stays in its namespace)
 
 
 class Jobs:
@@ -99,8 +127,8 @@ class Jobs:
 
     @property
     def runner(self) -> str:
-        """This process, as a job's record names its runner (a forked worker is its own runner)."""
-        return f"{HOST}:{pidcache.pid()}"
+        """This process, as a job's record names its runner (a forked worker is its own runner): runner_id."""
+        return runner_id()
 
     # -- starting --------------------------------------------------------------------------------
 
@@ -165,7 +193,7 @@ class Jobs:
             "finished": None,
         }
         if not tool.approval:
-            job.update(runner=self.runner, heartbeat=moment, started=moment)
+            job.update(runner=self.runner, runner_space=PID_SPACE, heartbeat=moment, started=moment)
         await self.store.create(job)
         self._audit("job requested", job, identity.username, None)
         if not tool.approval:
@@ -249,26 +277,32 @@ class Jobs:
         if job["id"] in self.tasks:
             return False
         runner = job.get("runner") or ""
-        host, _, pid = runner.rpartition(":")
-        if host == HOST and pid.isdigit() and int(pid) != os.getpid():
+        if runner == self.runner:
+            return True  # named as this process's, yet this process does not run it
+        pid = runner.split(":")[-2] if runner.count(":") >= 2 else ""
+        if PID_SPACE and job.get("runner_space") == PID_SPACE and pid.isdigit():
+            # The same kernel and PID namespace: the pid is that process, or nobody's.
+            if int(pid) == pidcache.pid():
+                return True  # this pid is now this process: the runner was an earlier one (a restart)
             try:
                 os.kill(int(pid), 0)
             except ProcessLookupError:
                 return True
             except PermissionError:
                 pass
-        elif host == HOST and pid.isdigit() and int(pid) == os.getpid():
-            return True  # this very process does not run it (it restarted with the same pid)
+        # Elsewhere (another machine, container or PID namespace): only its heartbeat tells.
         return bool(job.get("heartbeat") is not None and moment - job["heartbeat"] > STALE_AFTER)
 
     async def _move(
-        self, job_id: str, allowed: tuple[str, ...], change: Mapping[str, Any]
+        self, job_id: str, allowed: tuple[str, ...], change: Mapping[str, Any], runner: str | None = None
     ) -> tuple[int, dict[str, Any]] | None:
-        """Apply `change` if the job is in one of `allowed` states (compare-and-set; retried on a race).
-        None when it is not (another process decided first)."""
+        """Apply `change` if the job is in one of `allowed` states (compare-and-set; retried on a race), and, with
+        `runner`, still run by that runner. None when it is not (another process decided first)."""
         for _ in range(50):
             entry = await self.store.get(job_id)
             if entry is None or entry[1]["state"] not in allowed:
+                return None
+            if runner is not None and entry[1].get("runner") != runner:
                 return None
             version, job = entry
             new = {**job, **change, "updated": time.time()}
@@ -287,7 +321,7 @@ class Jobs:
     # -- deciding --------------------------------------------------------------------------------
 
     async def approve(self, identity: Identity, job_id: str, reason: str = "") -> dict[str, Any]:
-        check_text(reason, "reason")
+        check_reason(reason)
         job = await self._decidable(identity, job_id)
         if is_requester(identity, job):
             raise Forbidden("the requester of a call cannot approve it")
@@ -308,6 +342,7 @@ class Jobs:
             "decided_at": moment,
             "reason": reason or None,
             "runner": self.runner,
+            "runner_space": PID_SPACE,
             "heartbeat": moment,
             "started": moment,
         }
@@ -319,7 +354,7 @@ class Jobs:
         return moved[1]
 
     async def deny(self, identity: Identity, job_id: str, reason: str = "") -> dict[str, Any]:
-        check_text(reason, "reason")
+        check_reason(reason)
         await self._decidable(identity, job_id)
         change = {"state": "denied", "decided_by": identity.username, "decided_at": time.time(), "reason": reason}
         moved = await self._move(job_id, (AWAITING,), change)
@@ -337,28 +372,41 @@ class Jobs:
         return job
 
     async def cancel(self, identity: Identity, job_id: str, reason: str = "") -> dict[str, Any]:
-        """Cancel a job still waiting or running; a running one's processes are killed as on a timeout."""
-        check_text(reason, "reason")
-        job = await self.get(identity, job_id)
-        if job["state"] == AWAITING:
-            change = {"state": "cancelled", "decided_by": identity.username, "reason": reason or None}
-            moved = await self._move(job_id, (AWAITING,), change)
-            if moved is not None:
-                self._audit("job cancelled", moved[1], identity.username, reason or None)
-                return moved[1]
-        elif job["state"] == RUNNING:
-            # Only asked here: the runner ends it, and the trail records how it really ended (a run that finished
-            # before the runner saw the request ends `succeeded`, not `cancelled`).
-            asked = {"cancel": True, "cancelled_by": identity.username, "cancel_reason": reason or None}
-            moved = await self._move(job_id, (RUNNING,), asked)
-            if moved is not None:
-                self._audit("job cancel requested", moved[1], identity.username, reason or None)
-                task = self.tasks.get(job_id)
-                if task is not None:
-                    task.cancel()
-                return await self.wait(identity, job_id, 3.0)
+        """Cancel a job still waiting or running; a running one's processes are killed as on a timeout. A job that
+        moved meanwhile (approved while its requester withdrew it) is looked at again, as it is now."""
+        check_reason(reason)
+        for _ in range(3):
             job = await self.get(identity, job_id)
+            if job["state"] == AWAITING:
+                done = await self._withdraw(identity, job_id, reason)
+            elif job["state"] == RUNNING:
+                done = await self._ask_cancel(identity, job_id, reason)
+            else:
+                break
+            if done is not None:
+                return done
         raise Conflict(f"job {job_id} is {job['state']}: it can no longer be cancelled")
+
+    async def _withdraw(self, identity: Identity, job_id: str, reason: str) -> dict[str, Any] | None:
+        change = {"state": "cancelled", "decided_by": identity.username, "reason": reason or None}
+        moved = await self._move(job_id, (AWAITING,), change)
+        if moved is None:
+            return None
+        self._audit("job cancelled", moved[1], identity.username, reason or None)
+        return moved[1]
+
+    async def _ask_cancel(self, identity: Identity, job_id: str, reason: str) -> dict[str, Any] | None:
+        # Only asked here: the runner ends it, and the trail records how it really ended (a run that finished
+        # before the runner saw the request ends `succeeded`, not `cancelled`).
+        asked = {"cancel": True, "cancelled_by": identity.username, "cancel_reason": reason or None}
+        moved = await self._move(job_id, (RUNNING,), asked)
+        if moved is None:
+            return None
+        self._audit("job cancel requested", moved[1], identity.username, reason or None)
+        task = self.tasks.get(job_id)
+        if task is not None:
+            task.cancel()
+        return await self.wait(identity, job_id, 3.0)
 
     async def wait(self, identity: Identity, job_id: str, seconds: float, interval: float = 0.1) -> dict[str, Any]:
         """The job once it reaches a final state, or as it is after `seconds`."""
@@ -424,8 +472,15 @@ class Jobs:
                 if call.done():
                     break
                 change = {"heartbeat": time.time(), "output": watch.snapshot()}
-                moved = await self._move(job["id"], (RUNNING,), change)
-                if moved is not None and moved[1].get("cancel"):
+                moved = await self._move(job["id"], (RUNNING,), change, runner=job["runner"])
+                if moved is None:
+                    # The record is no longer this runner's running job (another process declared it failed, or
+                    # dropped it): nobody follows this run any more, so it stops, and the record is left as it is.
+                    log.warning("job %s: its record is no longer this runner's; stopping its tool", job["id"])
+                    call.cancel()
+                    await asyncio.wait({call})
+                    return
+                if moved[1].get("cancel"):
                     cancelled = True
                     call.cancel()
         except asyncio.CancelledError:  # cancelled here (this process's cancel), or the server stops
@@ -454,7 +509,7 @@ class Jobs:
         return {"state": outcome_of(result), "result": result_record(result)}
 
     async def _finish(self, job_id: str, change: dict[str, Any]) -> None:
-        moved = await self._move(job_id, (RUNNING,), {**change, "output": None})
+        moved = await self._move(job_id, (RUNNING,), {**change, "output": None}, runner=runner_id())
         if moved is not None:
             ended = moved[1]
             by = ended.get("cancelled_by") if ended["state"] == "cancelled" else None
@@ -464,7 +519,10 @@ class Jobs:
     async def _call(self, job: dict[str, Any]) -> CallResult:
         identity = requester_identity(job)
         origin = CallOrigin(job["door"], job["request_id"] or job["id"], job_id=job["id"])
-        return await self.service.call(identity, job["tool"], job["args"], origin=origin, counted=True)
+        approved = job["digest"] if job.get("decided_by") else None  # an async job was approved by nobody
+        return await self.service.call(
+            identity, job["tool"], job["args"], origin=origin, counted=True, approved=approved
+        )
 
     async def stop(self) -> None:
         """The server stops: jobs this process runs are cancelled and marked failed with the reason."""
