@@ -520,7 +520,7 @@ def test_replicas_that_are_each_pid_1_on_one_host_never_take_each_others_jobs(tm
         record.update(state="failed", error="declared lost by a test", finished=time.time())
         store.hset(name, mapping={"v": str(int(store.hget(name, "v")) + 1), "data": json.dumps(record)})
         wait_until(lambda: not pids_matching(MARK), 4, "the tool stopped by its runner")
-        time.sleep(1.5)  # a heartbeat or two later, the record is still as the other process left it
+        wait_until(lambda: "no longer this runner's" in b.log(), 5, "B's word that it stopped the tool")
         view = ua.view("alice", job).json()
         assert (view["status"], view["error"]) == ("failed", "declared lost by a test")
         store.close()

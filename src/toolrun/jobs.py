@@ -158,6 +158,7 @@ class Jobs:
             values = params.validate(tool, args or {})
             for name, value in values.items():
                 check_text(value, name)
+            check_text(identity_fields(identity), "requester")  # a token's subject, say: it is stored too
         except ToolrunError:
             self._observe(tool.key, "invalid")
             raise
