@@ -422,6 +422,11 @@ def _plant(home: Path, record: dict[str, Any]) -> None:
             "INSERT INTO jobs(id, v, created, data) VALUES (?, 1, ?, ?)",
             (record["id"], record.get("created", 0), json.dumps(record)),
         )
+        # Columns a store keeps beside the record (an index of states, requesters...), filled from it as it would.
+        for column in [row[1] for row in conn.execute("PRAGMA table_info(jobs)")]:
+            if column not in ("id", "v", "created", "data"):
+                path = "$.requester.username" if column == "requester" else f"$.{column}"
+                conn.execute(f"UPDATE jobs SET {column} = json_extract(data, ?) WHERE id = ?", (path, record["id"]))
 
 
 def test_one_bad_record_never_breaks_a_view(server: tuple[ToolrunServer, JobUsers]) -> None:
