@@ -15,10 +15,15 @@ Rules kept here, for every door:
 - a job is visible to its requester, to the tool's approvers and to admins; to anyone else it does
   not exist (the 404 of a hidden tool);
 - the requester never approves its own call, whoever it is (admins included);
-- the approval binds `digest`: the tool's definition and the validated parameters. A tool that
-  changed since the request (a reload) turns its pending jobs `expired`; nothing else ever runs;
+- the approval binds `digest`: every field of the tool as it runs but its wording (jobrecord.WORDING)
+  and the validated parameters, checked again when the run starts. A tool that changed in its own
+  catalog file since the request (a reload) turns its pending jobs `expired`; another catalog (a local
+  approver's ./tools.yaml) only refuses to decide; nothing else ever runs;
 - the process that approves (or that accepts an async call) runs it and beats a heartbeat into the
-  record; a running job whose heartbeat stopped (its worker died) becomes `failed` with the reason;
+  record, as a runner id of its own (host, pid, random); a running job whose heartbeat stopped (its
+  worker died) becomes `failed` with the reason, and a runner whose heartbeat is refused stops its tool;
+- text that no UTF-8 carries is refused before it is stored; secret arguments leave the record when
+  the job ends; every change is an audit line saying what happened, to whom, by whom;
 - a finished job is kept `job_retention` seconds, then dropped.
 """
 
