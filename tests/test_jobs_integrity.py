@@ -240,12 +240,20 @@ def test_a_local_approve_with_another_catalog_leaves_the_job_pending(
     done = toolrun_cli("jobs", "approve", job, "-c", str(srv.catalog), env=srv.env)
     assert done.returncode == 0, done.stderr
     assert u.until("alice", job, "succeeded")["result"]["body"] == "wiped db1\n"
-    # A change of the tool in its own file expires it, locally as on the server.
+    # The same file, resolved by a process whose settings differ (the server's environment is not the operator's
+    # shell's): the tool as the local process would run it differs, so it refuses, and the job keeps waiting.
     other = u.req("alice", "POST", "/tools/ops.wipe", {"target": "db2"}).json()["job"]
+    require_binary("bwrap")  # the local process resolves a sandbox
+    shell = {**srv.env, "SVC_SANDBOX_DEFAULT": "on"}
+    done = toolrun_cli("jobs", "approve", other, "-c", str(srv.catalog), env=shell)
+    assert done.returncode != 0 and "still awaits its decision" in done.stderr, done.stderr
+    assert u.view("alice", other).json()["status"] == "awaiting_approval"
+    # A change of the tool in its own file: the local approve runs nothing, and the server expires the job.
     srv.catalog.write_text(CATALOG.replace("echo wiped", "echo erased"), encoding="utf-8")
     done = toolrun_cli("jobs", "approve", other, "-c", str(srv.catalog), env=srv.env)
-    assert done.returncode != 0 and "expired" in done.stderr, done.stderr
-    assert u.view("alice", other).json()["status"] == "expired"
+    assert done.returncode != 0, done.stderr
+    view = u.until("alice", other, "expired", timeout=10)
+    assert "changed" in view["error"] and view.get("result") is None
 
 
 # -- 8. secret parameters leave the record when the job ends ----------------------------------------------

@@ -121,6 +121,10 @@ class Jobs:
         self.approval_timeout = approval_timeout
         self.retention = retention
         self.tasks: dict[str, asyncio.Task[None]] = {}  # jobs this process runs
+        # Whether this process serves its catalog (a server: mounts.mount_jobs). Only a server expires a job whose
+        # tool changed; a local `toolrun jobs approve` (its own settings and environment, which resolve a tool's
+        # sandbox and ${VAR}s their way) refuses to decide instead, and the server's reload expires it.
+        self.serves_catalog = False
 
     @classmethod
     def shared(cls, service: ToolService, settings: Any, access: Any = None) -> Jobs:
@@ -439,10 +443,12 @@ class Jobs:
         return count
 
     def _tool_changed(self, tool: ToolSpec | None, job: Mapping[str, Any]) -> bool:
-        """Whether this process's catalog holds the job's tool changed (or removed from its file), rather than
-        another catalog: only the catalog file the job was requested from may expire it (a local
-        `toolrun jobs approve` where ./tools.yaml is another catalog must not)."""
+        """Whether this server's catalog holds the job's tool changed (or removed from its file), rather than
+        another catalog: only a server that loads the catalog file the job was requested from expires it (a
+        local `toolrun jobs approve`, where ./tools.yaml may be another catalog, never does)."""
         requested = job.get("catalog")
+        if not self.serves_catalog:
+            return False
         if not requested:  # a record from before the catalog was kept: as before, any difference expires it
             return True
         if tool is not None:
