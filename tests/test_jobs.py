@@ -103,12 +103,12 @@ def test_approval_end_to_end_rest(server: tuple[ToolrunServer, JobUsers], tmp_pa
     assert u.approve("bob", job).status_code == 409  # decided once
     # The audit trail: the request, the decision (who, why) and the digest that was approved.
     records = [json.loads(line) for line in (tmp_path / "audit.log").read_text().splitlines()]
-    mine = [r for r in records if r.get("job") == job]
-    assert [r["event"] for r in mine] == ["requested", "approved"]
-    assert mine[1]["decider"] == "bob" and mine[1]["reason"] == "ticket 42"
+    mine = [r for r in records if r.get("job") == job and r["message"] != "tool call"]
+    assert [r["event"] for r in mine] == ["requested", "approved", "succeeded"]
+    assert mine[1]["decider"] == mine[1]["by"] == "bob" and mine[1]["reason"] == "ticket 42"
     assert mine[0]["digest"] == mine[1]["digest"] == done["digest"]
     ran = [r for r in records if r.get("tool") == "ops.wipe" and r.get("message") == "tool call"]
-    assert len(ran) == 1 and ran[0]["user"] == "alice" and ran[0]["outcome"] == "ok"
+    assert len(ran) == 1 and ran[0]["user"] == "alice" and ran[0]["outcome"] == "ok" and ran[0]["job"] == job
 
 
 def test_requester_cannot_approve_own_call_even_as_admin(server: tuple[ToolrunServer, JobUsers]) -> None:

@@ -71,7 +71,7 @@ class World:
 
     def audit_lines(self, job: str) -> list[dict[str, Any]]:
         lines = [json.loads(x) for x in self.audit.read_text(encoding="utf-8").splitlines() if x.strip()]
-        return [x for x in lines if x.get("job") == job]
+        return [x for x in lines if x.get("job") == job and "event" in x]  # a run's `tool call` line carries `job` too
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +155,7 @@ def test_an_api_user_named_as_the_local_operator_is_not_the_operator(world: Worl
     job = out.strip()
     assert world.users.view(OPERATOR, job).status_code == 404  # API user "root" is not the operator "root"
     assert world.users.cancel(OPERATOR, job).status_code == 404
-    shown = json.loads(toolrun_cli("jobs", "show", job, "-c", str(world.server.catalog), env=env).stdout)
+    shown = json.loads(toolrun_cli("jobs", "show", job, "--json", "-c", str(world.server.catalog), env=env).stdout)
     assert shown["requester"] == OPERATOR and shown["requester_source"] == "operator"
 
 

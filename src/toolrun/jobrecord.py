@@ -4,14 +4,16 @@ to a door (`public_view`). The state machine that changes records is jobs.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import os
 import secrets
 from collections.abc import Mapping
 from typing import Any
 
 from . import formatting
-from .errors import ToolFailed, ToolrunError
+from .errors import ToolFailed, ToolrunError, UsageError
 from .models import CallResult, Identity, ToolSpec
 
 AWAITING = "awaiting_approval"
@@ -22,6 +24,78 @@ WITHDRAWN = "withdrawn: the requester stopped waiting"  # the reason of a reques
 OUTPUT_PART = 4096  # bytes of the head and of the tail of a running job's output shown
 
 
+def check_text(value: Any, name: str) -> None:
+    """Refuse text no UTF-8 can carry (a lone surrogate, as `{"reason": "\\ud800"}` or a command-line argument
+    that is not UTF-8 gives) before it is stored: a record holding it would break every view that shows it."""
+    if isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise UsageError(
+                    f"`{name}` holds text that is not valid Unicode (a lone surrogate at character {exc.start}): "
+                    "send UTF-8 text"
+                ) from None
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            check_text(key, name)
+            check_text(item, name)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            check_text(item, name)
+
+
+def check_reason(reason: str) -> None:
+    """A reason is one person's words to another: valid Unicode, and no control character but tab and newline (an
+    escape sequence in a reason would reach the requester's terminal as `toolrun call` prints the decision)."""
+    if len(reason) > 1000:
+        raise UsageError("`reason` must be a string of at most 1000 characters")
+    check_text(reason, "reason")
+    bad = next((c for c in reason if (c < " " and c not in "\t\n") or "\x7f" <= c <= "\x9f"), None)
+    if bad is not None:
+        raise UsageError(f"`reason` holds the control character {bad!r}: write plain text")
+
+
+def shown_text(value: Any) -> Any:
+    """`value` with any lone surrogate replaced by U+FFFD: a record stored before text was checked (or planted)
+    still renders, as JSON and on a terminal."""
+    if isinstance(value, str):
+        if value.isascii():
+            return value
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in value)
+    if isinstance(value, Mapping):
+        return {shown_text(k): shown_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shown_text(v) for v in value]
+    return value
+
+
+_FIELDS: tuple[tuple[str, type | tuple[type, ...]], ...] = (
+    ("id", str),
+    ("tool", str),
+    ("state", str),
+    ("requester", dict),
+    ("approvers", list),
+    ("shown_args", dict),
+    ("digest", str),
+    ("created", (int, float)),
+    ("updated", (int, float)),
+)
+
+
+def well_formed(job: Any) -> bool:
+    """Whether a stored record has what every view and rule reads (a damaged or foreign one is left out of lists
+    and answered as not found, never a 500 that hides every other job)."""
+    if not isinstance(job, dict) or any(not isinstance(job.get(k), t) for k, t in _FIELDS):
+        return False
+    requester = job["requester"]
+    return job["state"] in STATES and isinstance(requester.get("username"), str) and "anonymous" in requester
+
+
 def new_job_id() -> str:
     """16 random URL-safe characters (96 bits) that never start with `-`, so `toolrun jobs show ID` never reads
     an id as an option."""
@@ -30,24 +104,61 @@ def new_job_id() -> str:
     return job_id
 
 
+# What an approval does not bind: the words that describe a tool (how it is shown and found) and where it is
+# written. Every other field of these records is digested, so a field added to ToolSpec (or to what it holds) is
+# bound by default; tests/test_jobs_integrity.py fails on a field that is neither here nor shown to change the digest.
+WORDING: dict[str, frozenset[str]] = {
+    "ToolSpec": frozenset({"description", "example", "examples", "annotations", "keywords", "file", "line", "col"}),
+    "Param": frozenset({"description", "example"}),
+}
+
+
+_SCALARS = (str, int, float, bool, type(None))
+_KEPT: dict[type, tuple[str, ...]] = {}  # a dataclass -> its fields that are digested
+
+
+def _kept(cls: type) -> tuple[str, ...]:
+    names = _KEPT.get(cls)
+    if names is None:
+        skip = WORDING.get(cls.__name__, frozenset())
+        names = _KEPT[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.name not in skip)
+    return names
+
+
+def _bound(value: Any) -> Any:
+    """`value` as plain JSON data, the wording of dataclasses (WORDING) left out. (About 50 µs for a small tool:
+    the field lists are worked out once per class; `dataclasses.is_dataclass` and Mapping checks first were 6x.)"""
+    if isinstance(value, _SCALARS):
+        return value
+    if hasattr(type(value), "__dataclass_fields__"):
+        return {name: _bound(getattr(value, name)) for name in _kept(type(value))}
+    if isinstance(value, (list, tuple)):
+        return [_bound(v) for v in value]
+    if isinstance(value, (dict, Mapping)):
+        return {str(k): _bound(v) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        return sorted((_bound(v) for v in value), key=repr)
+    return value
+
+
 def digest(tool: ToolSpec, values: Mapping[str, Any]) -> str:
-    """What an approval binds: the tool's definition (what runs and how) and the validated parameters."""
-    definition = {
-        "key": tool.key,
-        "kind": tool.kind,
-        "source": tool.source,
-        "params": [p.entry() for p in tool.params],
-        "stdin": tool.stdin,
-        "timeout": tool.timeout,
-        "cwd": tool.cwd,
-        "env": tool.env,
-        "env_passthrough": tool.env_passthrough,
-        "limits": repr(tool.limits),
-        "user": tool.user,
-        "approvers": tool.approvers,
-    }
-    text = json.dumps({"tool": definition, "params": values}, sort_keys=True, default=str, ensure_ascii=False)
+    """What an approval binds: the tool as it will run (every field of the loaded tool but its wording: the command,
+    curl's protocols, parameters, environment, limits, user, the resolved sandbox, ...) and the validated
+    parameters."""
+    text = json.dumps({"tool": _bound(tool), "params": values}, sort_keys=True, default=str, ensure_ascii=False)
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def catalog_file(tool: ToolSpec) -> str:
+    """The catalog file a tool was loaded from, as a full path (a job is bound to it: jobs.Jobs._tool_changed)."""
+    return os.path.realpath(tool.file) if tool.file else ""
+
+
+def scrubbed_args(job: Mapping[str, Any]) -> dict[str, Any]:
+    """The raw arguments without the values of secret parameters: what a job keeps once it ended (nothing runs
+    from it any more; views show `shown_args`)."""
+    secret = set(job.get("secrets") or ())
+    return {name: value for name, value in (job.get("args") or {}).items() if name not in secret}
 
 
 def identity_fields(identity: Identity) -> dict[str, Any]:
@@ -212,7 +323,12 @@ class OutputDelta:
 
 
 def public_view(job: Mapping[str, Any], identity: Identity) -> dict[str, Any]:
-    """A job as its viewers see it: never the raw arguments (secrets), never the runner's internals."""
+    """A job as its viewers see it: never the raw arguments (secrets), never the runner's internals; every text
+    one UTF-8 can carry (shown_text)."""
+    return dict(shown_text(_view(job, identity)))
+
+
+def _view(job: Mapping[str, Any], identity: Identity) -> dict[str, Any]:
     view: dict[str, Any] = {
         "job": job["id"],
         "status": job["state"],
@@ -230,6 +346,9 @@ def public_view(job: Mapping[str, Any], identity: Identity) -> dict[str, Any]:
         "error": job["error"],
         "can_decide": job["state"] == AWAITING and can_decide(identity, job),
     }
+    if job.get("cancelled_by"):  # a cancel asked while it ran (it may have ended otherwise first)
+        view["cancelled_by"] = job["cancelled_by"]
+        view["cancel_reason"] = job.get("cancel_reason")
     if is_approver(identity, job) and job.get("plan") is not None:
         view["plan"] = job["plan"]
     if job.get("output"):  # so far while it runs; what it printed once it ended (its result holds the rest)

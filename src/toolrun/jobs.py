@@ -15,17 +15,24 @@ Rules kept here, for every door:
 - a job is visible to its requester, to the tool's approvers and to admins; to anyone else it does
   not exist (the 404 of a hidden tool);
 - the requester never approves its own call, whoever it is (admins included);
-- the approval binds `digest`: the tool's definition and the validated parameters. A tool that
-  changed since the request (a reload) turns its pending jobs `expired`; nothing else ever runs;
+- the approval binds `digest`: every field of the tool as it runs but its wording (jobrecord.WORDING)
+  and the validated parameters, checked again when the run starts. A tool that changed in its own
+  catalog file since the request (a reload) turns its pending jobs `expired`; another catalog (a local
+  approver's ./tools.yaml) only refuses to decide; nothing else ever runs;
 - the process that approves (or that accepts an async call) runs it and beats a heartbeat into the
-  record; a running job whose heartbeat stopped (its worker died) becomes `failed` with the reason;
+  record, as a runner id of its own (host, pid, random); a running job whose heartbeat stopped (its
+  worker died) becomes `failed` with the reason, and a runner whose heartbeat is refused stops its tool;
+- text that no UTF-8 carries is refused before it is stored; secret arguments leave the record when
+  the job ends; every change is an audit line saying what happened, to whom, by whom;
 - a finished job is kept `job_retention` seconds, then dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import secrets
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -42,6 +49,9 @@ from .jobrecord import (
     STATES,
     WITHDRAWN,
     OutputWatch,
+    catalog_file,
+    check_reason,
+    check_text,
     digest,
     error_record,
     identity_fields,
@@ -52,7 +62,9 @@ from .jobrecord import (
     outcome_of,
     requester_identity,
     result_record,
+    scrubbed_args,
     visible,
+    well_formed,
 )
 from .models import CallResult, Identity, ToolSpec
 from .telemetry.notify import Notifier
@@ -65,10 +77,36 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
     AWAITING: (RUNNING, "denied", "expired", "cancelled"),
     RUNNING: ("succeeded", "failed", "timed_out", "cancelled"),
 }
+log = logging.getLogger(__name__)
 HEARTBEAT = 1.0  # seconds between a runner's writes of heartbeat and output
 HOLD = 10.0  # seconds a waiting requester's hold lasts; its client renews it while it waits (`hold`)
+SYSTEM = "toolrun"  # `by` of an audit line for what time, a reload or a runner decided, not a person
 STALE_AFTER = 15.0  # a running job whose heartbeat is older than this lost its worker
 HOST = socket.gethostname()
+_RUNNER: tuple[int, str] = (0, "")  # (pid, runner id) of this process: a forked worker draws its own
+
+
+def runner_id() -> str:
+    """This process as a job's runner: host, pid and 48 random bits. Host and pid alone collide: two containers
+    with the host's network (one hostname), each its server as PID 1, would take each other's jobs for their own."""
+    global _RUNNER
+    pid = pidcache.pid()
+    if _RUNNER[0] != pid:
+        _RUNNER = (pid, f"{HOST}:{pid}:{secrets.token_hex(6)}")
+    return _RUNNER[1]
+
+
+def _read_space() -> str:
+    """The kernel boot and PID namespace this process lives in: a pid means the same process only in the same one."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read().strip()
+        return f"{boot}/{os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return ""
+
+
+PID_SPACE = _read_space()  # the same in a forked worker (a fork stays in its namespace)
 
 
 class Jobs:
@@ -91,6 +129,10 @@ class Jobs:
         self.tasks: dict[str, asyncio.Task[None]] = {}  # jobs this process runs
         self.settling: set[asyncio.Task[None]] = set()  # records of jobs cancelled before they started
         self.key_store: Callable[[], Any] | None = None  # the key store, to check a requester's key before a run
+        # Whether this process serves its catalog (a server: mounts.mount_jobs). Only a server expires a job whose
+        # tool changed; a local `toolrun jobs approve` (its own settings and environment, which resolve a tool's
+        # sandbox and ${VAR}s their way) refuses to decide instead, and the server's reload expires it.
+        self.serves_catalog = False
 
     @classmethod
     def shared(cls, service: ToolService, settings: Any, access: Any = None) -> Jobs:
@@ -110,8 +152,8 @@ class Jobs:
 
     @property
     def runner(self) -> str:
-        """This process, as a job's record names its runner (a forked worker is its own runner)."""
-        return f"{HOST}:{pidcache.pid()}"
+        """This process, as a job's record names its runner (a forked worker is its own runner): runner_id."""
+        return runner_id()
 
     # -- starting --------------------------------------------------------------------------------
 
@@ -144,6 +186,9 @@ class Jobs:
                 raise RateLimited(tool.key, int(retry))
         try:
             values = params.validate(tool, args or {})
+            for name, value in values.items():
+                check_text(value, name)
+            check_text(identity_fields(identity), "requester")  # a token's subject, say: it is stored too
         except ToolrunError:
             self._observe(tool.key, "invalid")
             raise
@@ -156,8 +201,10 @@ class Jobs:
             "requester": identity_fields(identity),
             "approvers": list(tool.approvers) if tool.approval else ["admin"],
             "args": values,
+            "secrets": sorted(tool.secret_names & set(values)),  # scrubbed from `args` when the job ends
             "shown_args": audit_args(tool, values),
             "digest": digest(tool, values),
+            "catalog": catalog_file(tool),
             "plan": self._plan(tool, values),
             "created": moment,
             "updated": moment,
@@ -179,9 +226,9 @@ class Jobs:
             "hold_until": moment + hold if hold is not None and tool.approval else None,
         }
         if not tool.approval:
-            job.update(runner=self.runner, heartbeat=moment, started=moment)
+            job.update(runner=self.runner, runner_space=PID_SPACE, heartbeat=moment, started=moment)
         await self.store.create(job)
-        self._audit("job requested", job, None)
+        self._audit("job requested", job, identity, None)
         if not tool.approval:
             self._start(job)
         return job
@@ -211,6 +258,8 @@ class Jobs:
     async def list(self, identity: Identity, state: str | None = None) -> list[dict[str, Any]]:
         out = []
         for version, job in await self.store.all():
+            if not well_formed(job):
+                continue
             refreshed = await self._refresh(job["id"], version, job)
             if refreshed is None or not visible(identity, refreshed[1]):
                 continue
@@ -223,7 +272,7 @@ class Jobs:
         """Jobs by state, for /metrics."""
         counts = dict.fromkeys(STATES, 0)
         for version, job in await self.store.all():
-            refreshed = await self._refresh(job["id"], version, job)
+            refreshed = await self._refresh(job["id"], version, job) if well_formed(job) else None
             if refreshed is not None:
                 counts[refreshed[1]["state"]] += 1
         return counts
@@ -232,7 +281,7 @@ class Jobs:
         if not job_id or len(job_id) > 64:
             return None
         entry = await self.store.get(job_id)
-        if entry is None:
+        if entry is None or not well_formed(entry[1]):
             return None
         return await self._refresh(job_id, *entry)
 
@@ -253,36 +302,44 @@ class Jobs:
             return version, job
         updated = await self._move(job_id, (job["state"],), change)
         if updated is not None and change.get("withdrawn"):  # a hold that lapsed: no door writes this record
-            self._audit("job cancelled", updated[1], None)
+            self._audit("job cancelled", updated[1], SYSTEM, updated[1]["reason"])
         if updated is None:
             entry = await self.store.get(job_id)
             return entry
+        if updated[1]["state"] == "failed":
+            self._audit("job failed", updated[1], SYSTEM, updated[1]["error"])
         return updated
 
     def _runner_gone(self, job: Mapping[str, Any], moment: float) -> bool:
         if job["id"] in self.tasks:
             return False
         runner = job.get("runner") or ""
-        host, _, pid = runner.rpartition(":")
-        if host == HOST and pid.isdigit() and int(pid) != os.getpid():
+        if runner == self.runner:
+            return True  # named as this process's, yet this process does not run it
+        pid = runner.split(":")[-2] if runner.count(":") >= 2 else ""
+        if PID_SPACE and job.get("runner_space") == PID_SPACE and pid.isdigit():
+            # The same kernel and PID namespace: the pid is that process, or nobody's.
+            if int(pid) == pidcache.pid():
+                return True  # this pid is now this process: the runner was an earlier one (a restart)
             try:
                 os.kill(int(pid), 0)
             except ProcessLookupError:
                 return True
             except PermissionError:
                 pass
-        elif host == HOST and pid.isdigit() and int(pid) == os.getpid():
-            return True  # this very process does not run it (it restarted with the same pid)
+        # Elsewhere (another machine, container or PID namespace): only its heartbeat tells.
         return bool(job.get("heartbeat") is not None and moment - job["heartbeat"] > STALE_AFTER)
 
     async def _move(
-        self, job_id: str, allowed: tuple[str, ...], change: Mapping[str, Any]
+        self, job_id: str, allowed: tuple[str, ...], change: Mapping[str, Any], runner: str | None = None
     ) -> tuple[int, dict[str, Any]] | None:
-        """Apply `change` if the job is in one of `allowed` states (compare-and-set; retried on a race).
-        None when it is not (another process decided first)."""
+        """Apply `change` if the job is in one of `allowed` states (compare-and-set; retried on a race), and, with
+        `runner`, still run by that runner. None when it is not (another process decided first)."""
         for _ in range(50):
             entry = await self.store.get(job_id)
             if entry is None or entry[1]["state"] not in allowed:
+                return None
+            if runner is not None and entry[1].get("runner") != runner:
                 return None
             version, job = entry
             new = {**job, **change, "updated": time.time()}
@@ -290,8 +347,9 @@ class Jobs:
                 raise AssertionError(f"no transition {job['state']} -> {new['state']}")
             if new["state"] in FINAL and job["state"] not in FINAL:
                 new["finished"] = new["updated"]
+                new["args"] = scrubbed_args(new)
                 if new["state"] == "expired":  # decided by time or a reload: no door writes this record
-                    self._audit("job expired", new, None)
+                    self._audit("job expired", new, SYSTEM, new.get("error"))
             keep = self.retention if new["state"] in FINAL else None
             if await self.store.swap(job_id, version, new, keep):
                 return version + 1, new
@@ -300,16 +358,23 @@ class Jobs:
     # -- deciding --------------------------------------------------------------------------------
 
     async def approve(self, identity: Identity, job_id: str, reason: str = "") -> dict[str, Any]:
+        check_reason(reason)
         job = await self._decidable(identity, job_id)
         tool = self.service.lookup(job["tool"])
         if tool is None or digest(tool, job["args"]) != job["digest"]:
+            if not self._tool_changed(tool, job):
+                raise Conflict(
+                    f"{job['tool']} as this process loads it is not the tool requested (from "
+                    f"{job.get('catalog') or 'another catalog'}): approve it where that catalog is loaded; "
+                    "the job still awaits its decision"
+                )
             await self._move(job_id, (AWAITING,), {"state": "expired", "error": "the tool changed since the request"})
             raise Conflict("the tool changed since the call was requested: the request expired")
         requester = await self._requester_now(job)
         if isinstance(requester, str):
             moved = await self._move(job_id, (AWAITING,), self._withdrawal(job, requester))
             if moved is not None:
-                self._audit("job cancelled", moved[1], None)
+                self._audit("job cancelled", moved[1], SYSTEM, requester)
             raise Conflict(f"job {job_id} was {requester}: nothing runs")
         moment = time.time()
         change = {
@@ -319,13 +384,14 @@ class Jobs:
             "decided_at": moment,
             "reason": reason or None,
             "runner": self.runner,
+            "runner_space": PID_SPACE,
             "heartbeat": moment,
             "started": moment,
         }
         moved = await self._move(job_id, (AWAITING,), change)
         if moved is None:
             raise Conflict(f"job {job_id} was already decided")
-        self._audit("job approved", moved[1], identity)
+        self._audit("job approved", moved[1], identity, reason or None)
         self._start(moved[1])
         return moved[1]
 
@@ -347,12 +413,13 @@ class Jobs:
         return user.identity(r["client"], r["key_prefix"])  # type: ignore[no-any-return]
 
     async def deny(self, identity: Identity, job_id: str, reason: str = "") -> dict[str, Any]:
+        check_reason(reason)
         await self._decidable(identity, job_id)
         change = {"state": "denied", "decided_by": identity.username, "decided_at": time.time(), "reason": reason}
         moved = await self._move(job_id, (AWAITING,), change)
         if moved is None:
             raise Conflict(f"job {job_id} was already decided")
-        self._audit("job denied", moved[1], identity)
+        self._audit("job denied", moved[1], identity, reason or None)
         return moved[1]
 
     async def _decidable(self, identity: Identity, job_id: str) -> dict[str, Any]:
@@ -367,21 +434,19 @@ class Jobs:
         return job
 
     async def cancel(self, identity: Identity, job_id: str, reason: str = "") -> dict[str, Any]:
-        """Cancel a job still waiting or running; a running one's processes are killed as on a timeout."""
-        job = await self.get(identity, job_id)
-        if job["state"] == AWAITING:
-            change = {"state": "cancelled", "decided_by": identity.username, "reason": reason or None}
-            moved = await self._move(job_id, (AWAITING,), change)
-            if moved is not None:
-                self._audit("job cancelled", moved[1], identity)
-                return moved[1]
-        elif job["state"] == RUNNING:
-            await self._move(job_id, (RUNNING,), {"cancel": True, "reason": reason or None})
-            task = self.tasks.get(job_id)
-            if task is not None:
-                task.cancel()
-            self._audit("job cancelled", job, identity)
-            return await self.wait(identity, job_id, 3.0)
+        """Cancel a job still waiting or running; a running one's processes are killed as on a timeout. A job that
+        moved meanwhile (approved while its requester withdrew it) is looked at again, as it is now."""
+        check_reason(reason)
+        for _ in range(3):
+            job = await self.get(identity, job_id)
+            if job["state"] == AWAITING:
+                done = await self._cancel_waiting(identity, job_id, reason)
+            elif job["state"] == RUNNING:
+                done = await self._ask_cancel(identity, job_id, reason)
+            else:
+                break
+            if done is not None:
+                return done
         raise Conflict(f"job {job_id} is {job['state']}: it can no longer be cancelled")
 
     @staticmethod
@@ -418,12 +483,33 @@ class Jobs:
         if job["state"] == AWAITING:
             moved = await self._move(job_id, (AWAITING,), self._withdrawal(job, reason))
             if moved is not None:
-                self._audit("job cancelled", moved[1], identity)
+                self._audit("job cancelled", moved[1], identity, reason)
                 return moved[1]
             job = await self.get(identity, job_id)
         if job["state"] == RUNNING:
             return await self.cancel(identity, job_id, reason)
         return job
+
+    async def _cancel_waiting(self, identity: Identity, job_id: str, reason: str) -> dict[str, Any] | None:
+        change = {"state": "cancelled", "decided_by": identity.username, "reason": reason or None}
+        moved = await self._move(job_id, (AWAITING,), change)
+        if moved is None:
+            return None
+        self._audit("job cancelled", moved[1], identity, reason or None)
+        return moved[1]
+
+    async def _ask_cancel(self, identity: Identity, job_id: str, reason: str) -> dict[str, Any] | None:
+        # Only asked here: the runner ends it, and the trail records how it really ended (a run that finished
+        # before the runner saw the request ends `succeeded`, not `cancelled`).
+        asked = {"cancel": True, "cancelled_by": identity.username, "cancel_reason": reason or None}
+        moved = await self._move(job_id, (RUNNING,), asked)
+        if moved is None:
+            return None
+        self._audit("job cancel requested", moved[1], identity, reason or None)
+        task = self.tasks.get(job_id)
+        if task is not None:
+            task.cancel()
+        return await self.wait(identity, job_id, 3.0)
 
     async def wait(self, identity: Identity, job_id: str, seconds: float, interval: float = 0.1) -> dict[str, Any]:
         """The job once it reaches a final state, or as it is after `seconds`."""
@@ -438,14 +524,30 @@ class Jobs:
         """After a reload: pending jobs whose tool is gone or changed become `expired`. How many did."""
         count = 0
         for _version, job in await self.store.all():
-            if job["state"] != AWAITING:
+            if not well_formed(job) or job["state"] != AWAITING:
                 continue
             tool = self.service.lookup(job["tool"])
             if tool is None or not tool.approval or digest(tool, job["args"]) != job["digest"]:
+                if not self._tool_changed(tool, job):
+                    continue
                 change = {"state": "expired", "error": "the tool changed since the request (catalog reload)"}
                 if await self._move(job["id"], (AWAITING,), change) is not None:
                     count += 1
         return count
+
+    def _tool_changed(self, tool: ToolSpec | None, job: Mapping[str, Any]) -> bool:
+        """Whether this server's catalog holds the job's tool changed (or removed from its file), rather than
+        another catalog: only a server that loads the catalog file the job was requested from expires it (a
+        local `toolrun jobs approve`, where ./tools.yaml may be another catalog, never does)."""
+        requested = job.get("catalog")
+        if not self.serves_catalog:
+            return False
+        if not requested:  # a record from before the catalog was kept: as before, any difference expires it
+            return True
+        if tool is not None:
+            return bool(catalog_file(tool) == requested)
+        files = {t.file for t in self.service.registry.tools.values()}
+        return requested in {os.path.realpath(f) for f in files if f}
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -491,8 +593,15 @@ class Jobs:
                 if call.done():
                     break
                 change = {"heartbeat": time.time(), "output": watch.snapshot()}
-                moved = await self._move(job["id"], (RUNNING,), change)
-                if moved is not None and moved[1].get("cancel"):
+                moved = await self._move(job["id"], (RUNNING,), change, runner=job["runner"])
+                if moved is None:
+                    # The record is no longer this runner's running job (another process declared it failed, or
+                    # dropped it): nobody follows this run any more, so it stops, and the record is left as it is.
+                    log.warning("job %s: its record is no longer this runner's; stopping its tool", job["id"])
+                    call.cancel()
+                    await asyncio.wait({call})
+                    return
+                if moved[1].get("cancel"):
                     cancelled = True
                     call.cancel()
         except asyncio.CancelledError:  # cancelled here (this process's cancel), or the server stops
@@ -523,12 +632,20 @@ class Jobs:
 
     async def _finish(self, job_id: str, change: dict[str, Any], output: dict[str, Any] | None) -> None:
         """End a running job; it keeps the head and tail of what it printed (a cancelled job's only output)."""
-        await self._move(job_id, (RUNNING,), {**change, "output": output})
+        moved = await self._move(job_id, (RUNNING,), {**change, "output": output}, runner=runner_id())
+        if moved is not None:
+            ended = moved[1]
+            by = ended.get("cancelled_by") if ended["state"] == "cancelled" else None
+            reason = ended.get("cancel_reason") if ended["state"] == "cancelled" else None
+            self._audit(f"job {ended['state']}", ended, by or SYSTEM, reason or ended.get("error"))
 
     async def _call(self, job: dict[str, Any]) -> CallResult:
         identity = requester_identity(job)
         origin = CallOrigin(job["door"], job["request_id"] or job["id"], job_id=job["id"], link=job.get("trace") or "")
-        return await self.service.call(identity, job["tool"], job["args"], origin=origin, counted=True)
+        approved = job["digest"] if job.get("decided_by") else None  # an async job was approved by nobody
+        return await self.service.call(
+            identity, job["tool"], job["args"], origin=origin, counted=True, approved=approved
+        )
 
     async def stop(self) -> None:
         """The server stops: jobs this process runs are cancelled and marked failed with the reason."""
@@ -541,31 +658,38 @@ class Jobs:
 
     # -- audit -----------------------------------------------------------------------------------
 
-    def _audit(self, message: str, job: Mapping[str, Any], decider: Identity | None) -> None:
-        self._notify(message.removeprefix("job "), job, decider)
+    def _audit(self, message: str, job: Mapping[str, Any], by: Identity | str, reason: str | None) -> None:
+        """One line of the trail: what happened (`event`, `state`), to whom (`user`, the requester, and the job),
+        by whom (`by`: a person, or `toolrun` for what time or the runner decided) and why (`reason`); the
+        approvers' webhooks are told too (`_notify`)."""
+        decider = by if isinstance(by, Identity) else None
+        by = by.username if isinstance(by, Identity) else by
+        self._notify(message.removeprefix("job "), job, decider, None if by == SYSTEM else by)
         audit = self.service.audit
         if audit is None:
             return
         requester = job["requester"]
+        event = message.removeprefix("job ").replace(" ", "_")
         audit.write(
             {
                 "job": job["id"],
-                "event": message.removeprefix("job "),
+                "event": event,
                 "tool": job["tool"],
                 "user": requester["username"] or None,
                 "client": requester["client"] or None,
                 "door": job["door"],
                 "request_id": job["request_id"] or None,
                 "state": job["state"],
-                "decider": decider.username if decider is not None else None,
-                "reason": job.get("reason"),
+                "by": by,
+                "decider": by if event in ("approved", "denied") else None,
+                "reason": reason,
                 "digest": job["digest"],
                 "args": job["shown_args"],
             },
             message,
         )
 
-    def _notify(self, event: str, job: Mapping[str, Any], decider: Identity | None) -> None:
+    def _notify(self, event: str, job: Mapping[str, Any], decider: Identity | None, by: str | None) -> None:
         """Tell the approvers' webhooks about a request and what became of it (not about async jobs)."""
         if job.get("expires_at") is None:  # no approval involved
             return
@@ -574,7 +698,7 @@ class Jobs:
         tool = self.service.registry.tools.get(job["tool"])
         extra = tool.notify if tool is not None else ()
         if self.notifier.urls or extra:
-            self.notifier.send(event, job, decider.username if decider is not None else None, extra)
+            self.notifier.send(event, job, by, extra)
 
 
 def memory_jobs() -> JobStore:

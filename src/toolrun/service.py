@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from . import context, params, telemetry
 from .access.audit import AuditLog, CallOrigin, call_record
 from .catalog import Catalog, LoadOptions, child_env, load, resolve_fn
-from .errors import Overloaded, ParamError, Problem, RateLimited, SandboxUnavailable, ToolFailed, ToolrunError
+from .errors import Conflict, Overloaded, ParamError, Problem, RateLimited, SandboxUnavailable, ToolFailed, ToolrunError
 from .exec import executor, render, sandbox
 from .exec.fnthreads import FN_THREADS
+from .jobrecord import digest
 from .models import CallResult, Identity, ToolSpec
 from .registry import Page, Registry
 from .state.kinds import Limiter, SessionStore, Slots
@@ -302,8 +303,11 @@ class ToolService:
         session_id: str | None = None,
         origin: CallOrigin | None = None,
         counted: bool = False,
+        approved: str | None = None,
     ) -> CallResult:
-        """Run one call. `counted`: it already counted in the caller's rate bucket (a job, when it was asked)."""
+        """Run one call. `counted`: it already counted in the caller's rate bucket (a job, when it was asked).
+        `approved`: the digest a person approved (a job): the call runs only the tool and arguments it names, from
+        this call's catalog, whatever a reload did since the approval."""
         state = self.state  # this call's catalog, to its end, whatever a reload does meanwhile
         started = time.perf_counter()
         tool = state.registry.get(identity, key)  # unknown or hidden: a 404, not a call (no audit record)
@@ -322,6 +326,8 @@ class ToolService:
             except ParamError:
                 outcome = "invalid"
                 raise
+            if approved is not None and digest(tool, args or {}) != approved:
+                raise Conflict(f"{tool.key} changed between its approval and its run: nothing ran")
             slots = self.slots
             if not slots.take() and not await slots.wait(self.queue_timeout):
                 outcome = "overloaded"

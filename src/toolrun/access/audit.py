@@ -154,6 +154,8 @@ def call_record(
         "truncated": bool(ex is not None and ex.truncated),
         "args": audit_args(tool, args),
     }
+    if origin.job_id:  # the job it ran for: a request id is the client's, and two clients may send the same
+        record["job"] = origin.job_id
     if ex is not None and ex.truncated:
         record["bytes_dropped"] = ex.bytes_dropped
     trace_id = telemetry.current_trace_id()  # the call's span is current while its record is made

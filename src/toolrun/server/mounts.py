@@ -43,6 +43,7 @@ def mount_jobs(parts: ServerParts) -> None:
     from contextlib import asynccontextmanager
 
     jobs = parts.service.use_jobs(parts.settings, parts.access)
+    jobs.serves_catalog = True  # a server's catalog is the one its jobs were asked of: a change there expires them
     if parts.reloader is not None:
         parts.reloader.listeners.append(jobs.expire_changed)
 

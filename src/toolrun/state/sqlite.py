@@ -75,7 +75,9 @@ class SQLiteState(SQLiteFile):
     """The state file (`state.db`) the workers of one server share."""
 
     def __init__(self, path: Path) -> None:
-        super().__init__(path, ("PRAGMA synchronous=OFF",))
+        # secure_delete: a freed page or cell is zeroed, so a value a job no longer holds (a secret scrubbed when
+        # it ended) is not left behind in the file.
+        super().__init__(path, ("PRAGMA synchronous=OFF", "PRAGMA secure_delete=ON"))
         self.conn().executescript(_STATE_SCHEMA)
 
 
@@ -210,6 +212,8 @@ class SQLiteJobStore:
         cursor = self.state.conn().execute(
             "UPDATE jobs SET v = v + 1, data = ? WHERE id = ? AND v = ?", (json.dumps(record), job_id, version)
         )
+        if cursor.rowcount == 1 and keep is not None:
+            _drop_old_pages(self.state.conn())
         return bool(cursor.rowcount == 1)
 
     async def all(self) -> list[Versioned]:
@@ -218,6 +222,18 @@ class SQLiteJobStore:
 
     async def delete(self, job_id: str) -> None:
         self.state.conn().execute("DELETE FROM jobs WHERE id=?", (job_id,))
+
+
+def _drop_old_pages(conn: sqlite3.Connection) -> None:
+    """A job ended: copy the write-ahead log into the file and empty it, so the earlier versions of the record (its
+    secret arguments) do not stay in `state.db-wal`. Never waits: when a reader holds the log, the next end does it."""
+    conn.execute("PRAGMA busy_timeout=0")
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    except sqlite3.OperationalError:
+        pass
+    finally:
+        conn.execute("PRAGMA busy_timeout=5000")
 
 
 _MEMO_MAX = 4096  # resolved keys remembered per connection
