@@ -19,12 +19,19 @@ Rules kept here, for every door:
   changed since the request (a reload) turns its pending jobs `expired`; nothing else ever runs;
 - the process that approves (or that accepts an async call) runs it and beats a heartbeat into the
   record; a running job whose heartbeat stopped (its worker died) becomes `failed` with the reason;
-- a finished job is kept `job_retention` seconds, then dropped.
+- a finished job is kept `job_retention` seconds, then dropped;
+- one caller holds at most `max_live` jobs awaiting approval or running, and its running async jobs at most half
+  the concurrency pool; a job's parameters are at most ARGS_MAX bytes (jobrecord caps what its result keeps);
+- lists are pages (newest first, `limit` and an opaque cursor) and the sweep reads only what is due: the store
+  keeps the indexes (toolrun.state), so no request reads every record.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import json
 import os
 import socket
 import time
@@ -33,7 +40,18 @@ from typing import TYPE_CHECKING, Any
 
 from . import params
 from .access.audit import CallOrigin, audit_args
-from .errors import Conflict, Forbidden, NotFound, RateLimited, ToolFailed, ToolrunError, Unauthorized
+from .errors import (
+    CallerFull,
+    Conflict,
+    Forbidden,
+    NotFound,
+    PayloadTooLarge,
+    RateLimited,
+    ToolFailed,
+    ToolrunError,
+    Unauthorized,
+    UsageError,
+)
 from .exec import executor, pidcache
 from .jobrecord import (
     AWAITING,
@@ -65,6 +83,27 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
 HEARTBEAT = 1.0  # seconds between a runner's writes of heartbeat and output
 STALE_AFTER = 15.0  # a running job whose heartbeat is older than this lost its worker
 HOST = socket.gethostname()
+ARGS_MAX = 64 * 1024  # bytes of a job's validated parameters (as JSON): a call past it is a 413
+PAGE_DEFAULT = 100  # jobs in one page of GET /jobs (and `toolrun jobs list`) when `limit` is not given
+PAGE_MAX = 1000  # the largest `limit`
+
+
+def encode_cursor(job: Mapping[str, Any]) -> str:
+    """The opaque cursor of the page that follows `job` (newest first)."""
+    text = json.dumps([job["created"], job["id"]], separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[float, str]:
+    """A cursor `encode_cursor` made, or a UsageError naming the parameter."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created, job_id = json.loads(raw)
+        if isinstance(created, bool) or not isinstance(created, int | float) or not isinstance(job_id, str):
+            raise ValueError(cursor)
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        raise UsageError("`cursor` is not a cursor this server gave (take it from the previous page)") from None
+    return float(created), job_id
 
 
 class Jobs:
@@ -77,11 +116,13 @@ class Jobs:
         *,
         approval_timeout: float = 3600.0,
         retention: float = 86400.0,
+        max_live: int = 100,
     ) -> None:
         self.service = service
         self.store = store
         self.approval_timeout = approval_timeout
         self.retention = retention
+        self.max_live = max_live
         self.tasks: dict[str, asyncio.Task[None]] = {}  # jobs this process runs
 
     @classmethod
@@ -90,7 +131,13 @@ class Jobs:
         from .state import SharedState
 
         store = SharedState(settings, keys=access.store if access is not None else None).jobs()
-        return cls(service, store, approval_timeout=settings.approval_timeout, retention=settings.job_retention)
+        return cls(
+            service,
+            store,
+            approval_timeout=settings.approval_timeout,
+            retention=settings.job_retention,
+            max_live=settings.job_max_live_per_caller,
+        )
 
     @property
     def runner(self) -> str:
@@ -126,6 +173,7 @@ class Jobs:
         except ToolrunError:
             self._observe(tool.key, "invalid")
             raise
+        await self._within_share(identity, tool, values)
         moment = time.time()
         origin = origin or CallOrigin()
         job: dict[str, Any] = {
@@ -163,6 +211,30 @@ class Jobs:
             self._start(job)
         return job
 
+    async def _within_share(self, identity: Identity, tool: ToolSpec, values: Mapping[str, Any]) -> None:
+        """What one record and one caller may hold: parameters of at most ARGS_MAX bytes, at most `max_live` jobs
+        awaiting approval or running, and running async jobs on at most half the concurrency pool (so that the
+        async calls of a client that went away never hold every slot)."""
+        size = len(json.dumps(values, default=str, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        if size > ARGS_MAX:
+            self._observe(tool.key, "invalid")
+            raise PayloadTooLarge(ARGS_MAX, f"the JSON of the parameters of a call that becomes a job ({size} bytes)")
+        live = await self.store.live(identity.username)
+        if sum(live.values()) >= self.max_live:
+            self._observe(tool.key, "rate_limited")
+            raise CallerFull(
+                f"{identity.username} already holds {sum(live.values())} jobs awaiting approval or running "
+                f"(at most {self.max_live} per caller): wait for one to end, or cancel one"
+            )
+        cap = self.service.slots.cap
+        share = max(1, cap // 2) if cap is not None else None
+        if not tool.approval and share is not None and live[RUNNING] >= share:
+            self._observe(tool.key, "rate_limited")
+            raise CallerFull(
+                f"{identity.username} already has {live[RUNNING]} async jobs running (at most {share} per caller, "
+                f"half of max_concurrent_calls): wait for one to end, or cancel one"
+            )
+
     def _observe(self, key: str, outcome: str) -> None:
         """A call refused before it became a job counts in the metrics as the same refusal of a plain call."""
         if self.service.observer is not None:
@@ -185,25 +257,43 @@ class Jobs:
             raise NotFound(f"job {job_id[:64]}")
         return entry[1]
 
-    async def list(self, identity: Identity, state: str | None = None) -> list[dict[str, Any]]:
-        out = []
-        for version, job in await self.store.all():
-            refreshed = await self._refresh(job["id"], version, job)
-            if refreshed is None or not visible(identity, refreshed[1]):
-                continue
-            if state is None or refreshed[1]["state"] == state:
-                out.append(refreshed[1])
-        out.sort(key=lambda j: j["created"], reverse=True)
-        return out
+    async def list(
+        self, identity: Identity, state: str | None = None, *, limit: int = PAGE_DEFAULT, cursor: str | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of the jobs this caller may see, newest first: (jobs, the cursor of the next page or None).
+        Only the jobs of the page are read (the store's indexes choose them)."""
+        if identity.anonymous:
+            return [], None
+        after = decode_cursor(cursor) if cursor else None
+        viewer = None if identity.is_admin else identity
+        out: list[dict[str, Any]] = []
+        want = limit + 1  # one more than the page: whether a next page exists
+        while len(out) < want:
+            batch = await self.store.page(state=state, viewer=viewer, before=after, limit=want)
+            for version, job in batch:
+                after = (float(job["created"]), job["id"])
+                refreshed = await self._refresh(job["id"], version, job)
+                if refreshed is None or not visible(identity, refreshed[1]):
+                    continue
+                if state is None or refreshed[1]["state"] == state:
+                    out.append(refreshed[1])
+            if len(batch) < want:
+                break
+        page = out[:limit]
+        return page, (encode_cursor(page[-1]) if len(out) > limit else None)
 
     async def counts(self) -> dict[str, int]:
-        """Jobs by state, for /metrics."""
-        counts = dict.fromkeys(STATES, 0)
-        for version, job in await self.store.all():
-            refreshed = await self._refresh(job["id"], version, job)
-            if refreshed is not None:
-                counts[refreshed[1]["state"]] += 1
-        return counts
+        """Jobs by state, for /metrics: counted by the store's index, as the last sweep (`sweep`) left them."""
+        counted = await self.store.counts()
+        return {state: counted.get(state, 0) for state in STATES}
+
+    async def sweep(self) -> None:
+        """What time decides, on the jobs it is due for only (an approval deadline passed, a heartbeat late), and
+        the jobs whose retention ended dropped (the store reclaims their space). Every server runs it every 5 s."""
+        moment = time.time()
+        for version, job in await self.store.due(moment, moment - 2 * HEARTBEAT):
+            await self._refresh(job["id"], version, job)
+        await self.store.purge(moment - self.retention)
 
     async def _load(self, job_id: str) -> tuple[int, dict[str, Any]] | None:
         if not job_id or len(job_id) > 64:
@@ -344,9 +434,12 @@ class Jobs:
     async def expire_changed(self) -> int:
         """After a reload: pending jobs whose tool is gone or changed become `expired`. How many did."""
         count = 0
-        for _version, job in await self.store.all():
-            if job["state"] != AWAITING:
-                continue
+        pending: list[dict[str, Any]] = []
+        after: tuple[float, str] | None = None
+        while batch := await self.store.page(state=AWAITING, viewer=None, before=after, limit=PAGE_MAX):
+            pending += [job for _version, job in batch]
+            after = (float(batch[-1][1]["created"]), batch[-1][1]["id"])
+        for job in pending:
             tool = self.service.lookup(job["tool"])
             if tool is None or not tool.approval or digest(tool, job["args"]) != job["digest"]:
                 change = {"state": "expired", "error": "the tool changed since the request (catalog reload)"}

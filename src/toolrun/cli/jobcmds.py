@@ -116,14 +116,17 @@ JobArg = Annotated[str, typer.Argument(help="The job id (from `toolrun jobs list
 @jobs_app.command("list")
 def list_jobs(
     status: Annotated[str | None, typer.Option("--status", help="Only jobs in this state.")] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="Only the LIMIT newest jobs (default: every page).")
+    ] = None,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Jobs you may see: your calls, and the calls of the tools you approve."""
+    """Jobs you may see, newest first: your calls, and the calls of the tools you approve."""
     from ..errors import ToolrunError
 
     try:
-        views = open_client(catalog).jobs(status)
+        views = open_client(catalog).jobs(status, limit)
     except ToolrunError as exc:
         fail(exc)
     if as_json:
