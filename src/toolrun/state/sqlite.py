@@ -23,6 +23,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -228,6 +229,18 @@ class SQLiteMcpSessions:
         self.state.conn().execute("DELETE FROM mcp_sessions WHERE sid=?", (sid,))
 
 
+_JOB_THREADS: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _job_threads() -> ThreadPoolExecutor:
+    """This process's threads for the job store's work (a forked worker makes its own): apart from asyncio's
+    default executor, so no other work queued there delays a job's read, and at most 4 connections to the file."""
+    global _JOB_THREADS
+    if _JOB_THREADS is None or _JOB_THREADS[0] != pidcache.pid():
+        _JOB_THREADS = (pidcache.pid(), ThreadPoolExecutor(4, thread_name_prefix="toolrun-jobs"))
+    return _JOB_THREADS[1]
+
+
 class SQLiteJobStore:
     """Jobs (kinds.JobStore) in the state file; each operation is one statement (atomic across processes), run in
     a thread so that neither the file nor the parsing of records ever holds the event loop. Counts, pages and the
@@ -247,7 +260,7 @@ class SQLiteJobStore:
             conn.execute(_JOB_BACKFILL)
 
     async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        return await asyncio.to_thread(lambda: work(self.state.conn()))
+        return await asyncio.get_running_loop().run_in_executor(_job_threads(), lambda: work(self.state.conn()))
 
     @staticmethod
     def _row(record: dict[str, Any]) -> tuple[Any, ...]:
