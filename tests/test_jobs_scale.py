@@ -107,6 +107,12 @@ def test_pages_counts_and_shares_come_from_the_index(
         mine = await store.page(state=None, viewer=Viewer("alice"), before=None, limit=100)
         assert {job["requester"]["username"] for _v, job in mine} == {"alice"} and len(mine) == 12
         assert len(await store.page(state=None, viewer=Viewer("bob", "oncall"), before=None, limit=100)) == 25
+        paged: list[str] = []
+        cursor = None
+        while page := await store.page(state=None, viewer=Viewer("carol", "oncall"), before=cursor, limit=7):
+            paged += [job["id"] for _v, job in page]
+            cursor = (page[-1][1]["created"], page[-1][1]["id"])
+        assert paged == seen
         running = await store.page(state="running", viewer=None, before=None, limit=100)
         assert [job["id"] for _v, job in running] == [f"job{n:05d}" for n in (20, 15, 10, 5, 0)]
         counts = await store.counts()
@@ -171,6 +177,10 @@ def test_counts_and_pages_never_parse_records_they_do_not_return(
         assert (await store.counts()).get("awaiting_approval") == 30
         page = await store.page(state=None, viewer=None, before=None, limit=10)
         assert page[0][1]["id"] == "job00029"
+        # A caller who sees none of them reads none of them (today's list parsed them all to find out).
+        assert await store.page(state=None, viewer=Viewer("nobody", "ops"), before=None, limit=10) == []
+        mine = await store.page(state=None, viewer=Viewer("alice"), before=None, limit=5)
+        assert [job["id"] for _v, job in mine] == [f"job{n:05d}" for n in range(29, 24, -1)]
         assert await store.live("alice") == {"awaiting_approval": 30, "running": 0}
         assert await store.due(time.time(), time.time() - 2) == []
 

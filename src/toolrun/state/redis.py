@@ -14,6 +14,7 @@ across upgrades, so these names and formats never change):
   time; a finished job's hash expires after the retention. Beside them, sorted sets of ids that count, page and
   sweep without reading every record: ``toolrun:jobs:state:<state>`` (by creation time),
   ``toolrun:jobs:live:<state>:<requester>`` (a requester's jobs awaiting approval and running),
+  ``toolrun:jobs:by:<requester>`` and ``toolrun:jobs:approver:<group>`` (the jobs a caller may list, by creation),
   ``toolrun:jobs:expiry`` (awaiting approval, by deadline), ``toolrun:jobs:beat`` (running, by heartbeat) and
   ``toolrun:jobs:finished`` (by end time); ``toolrun:jobs:indexed`` says they were built for older records
 
@@ -438,6 +439,8 @@ if old ~= state then
   if state == 'awaiting_approval' or state == 'running' then
     redis.call('ZADD', p .. 'jobs:live:' .. state .. ':' .. user, created, id)
   end
+  redis.call('ZADD', p .. 'jobs:by:' .. user, created, id)
+  for i = 13, #ARGV do redis.call('ZADD', p .. 'jobs:approver:' .. ARGV[i], created, id) end
 end
 if state == 'awaiting_approval' and ARGV[9] ~= '' then
   redis.call('ZADD', p .. 'jobs:expiry', ARGV[9], id)
@@ -481,10 +484,11 @@ class RedisJobStore:
 
     async def _put(self, record: dict[str, Any], expect: str, new: int, keep: float | None) -> bool:
         c = columns(record)
-        expire = 0 if keep is None else max(1, int(keep * 1000))
+        # The hash outlives the retention by a minute, so that the sweep's purge still reads whose it was.
+        expire = 0 if keep is None else max(1, int(keep * 1000)) + 60_000
         args = [expect, str(new), json.dumps(record), expire, PREFIX, record["id"], c["state"] or "unknown"]
         args += [repr(c["created"]), _arg(c["expires_at"]), _arg(c["heartbeat"]), _arg(c["finished"])]
-        args.append(c["requester"] or "")
+        args += [c["requester"] or "", *(str(g) for g in c["approvers"])]
 
         async def op(r: Any) -> int:
             if self._script is None:
@@ -538,11 +542,16 @@ class RedisJobStore:
             await self._forget(gone)  # expired after their retention
         return [entry for entry in entries if entry is not None]
 
-    async def _forget(self, ids: list[str], records: list[dict[str, Any]] | None = None) -> None:
-        """Drop these ids from every sorted set (their hashes too)."""
+    async def _forget(
+        self, ids: list[str], records: list[dict[str, Any]] | None = None, extra: list[str] | None = None
+    ) -> None:
+        """Drop these ids from every sorted set (their hashes too): the global ones, those `records` name, and
+        the `extra` keys."""
 
         async def op(r: Any) -> None:
             pipe = r.pipeline(transaction=False)
+            for key in extra or ():
+                pipe.zrem(key, *ids)
             for name in ("jobs", "jobs:expiry", "jobs:beat", "jobs:finished"):
                 pipe.zrem(f"{PREFIX}{name}", *ids)
             for state in ("unknown", *LIVE, "succeeded", "failed", "timed_out", "cancelled", "denied", "expired"):
@@ -551,6 +560,9 @@ class RedisJobStore:
                 c = columns(record)
                 if c["state"] in LIVE:
                     pipe.zrem(f"{PREFIX}jobs:live:{c['state']}:{c['requester'] or ''}", record["id"])
+                pipe.zrem(f"{PREFIX}jobs:by:{c['requester'] or ''}", record["id"])
+                for group in c["approvers"]:
+                    pipe.zrem(f"{PREFIX}jobs:approver:{group}", record["id"])
             pipe.delete(*(self._name(i) for i in ids))
             await pipe.execute()
 
@@ -564,6 +576,8 @@ class RedisJobStore:
         self, *, state: str | None, viewer: Viewer | None, before: Cursor | None, limit: int
     ) -> list[Versioned]:
         await self._ready()
+        if viewer is not None:
+            return await self._viewer_page(viewer, state, before, limit)
         key = f"{PREFIX}jobs:state:{state}" if state is not None else f"{PREFIX}jobs"
         top = "+inf" if before is None else repr(before[0])
         out: list[Versioned] = []
@@ -589,6 +603,46 @@ class RedisJobStore:
                 if entry is not None and (state is None or entry[1].get("state") == state) and sees(viewer, entry[1]):
                     out.append(entry)
         return out[:limit]
+
+    async def _viewer_page(
+        self, viewer: Viewer, state: str | None, before: Cursor | None, limit: int
+    ) -> list[Versioned]:
+        """A page of the jobs `viewer` asked for or approves: merged from its own sorted sets (`jobs:by:<name>`,
+        `jobs:approver:<group>`), never from every job's."""
+        keys = [f"{PREFIX}jobs:by:{viewer.username}", *(f"{PREFIX}jobs:approver:{g}" for g in sorted(viewer.groups))]
+        out: list[Versioned] = []
+        cursor = before
+        while len(out) < limit:
+            want = limit - len(out) + 1
+            ids = await self._newest(keys, cursor, want)
+            entries = await self._many([job_id for _, job_id in ids])
+            gone = [job_id for (_, job_id), entry in zip(ids, entries, strict=True) if entry is None]
+            if gone:
+                await self._forget(gone, extra=keys)
+            out += [e for e in entries if e is not None and (state is None or e[1].get("state") == state)]
+            if len(ids) < want:
+                break
+            cursor = ids[-1]
+        return out[:limit]
+
+    async def _newest(self, keys: list[str], before: Cursor | None, n: int) -> list[tuple[float, str]]:
+        """The `n` newest (created, id) in the union of `keys` that come after `before` (newest first): each key's
+        own `n` newest are enough (plus those that tie with the cursor's time and are skipped)."""
+        top = "+inf" if before is None else repr(before[0])
+
+        async def op(r: Any) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            for key in keys:
+                pipe.zcount(key, top, top)
+            ties = await pipe.execute() if before is not None else [0] * len(keys)
+            pipe = r.pipeline(transaction=False)
+            for key, tied in zip(keys, ties, strict=True):
+                pipe.zrevrangebyscore(key, top, "-inf", start=0, num=n + int(tied), withscores=True)
+            return list(await pipe.execute())
+
+        ranges = await self._do(op)
+        merged = {(float(score), raw.decode()) for rows in ranges for raw, score in rows}
+        return sorted((c for c in merged if is_before(before, *c)), reverse=True)[:n]
 
     async def counts(self) -> dict[str, int]:
         await self._ready()
@@ -631,5 +685,6 @@ class RedisJobStore:
         name = f"{PREFIX}jobs:finished"
         ids = [i.decode() for i in await self._do(lambda r: r.zrangebyscore(name, "-inf", f"({finished_before!r}"))]
         if ids:
-            await self._forget(ids)
+            records = [entry[1] for entry in await self._many(ids) if entry is not None]
+            await self._forget(ids, records)
         return len(ids)
