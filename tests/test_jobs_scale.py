@@ -416,3 +416,22 @@ def test_event_streams_are_capped_per_caller(server: tuple[ToolrunServer, JobUse
 
         wait_until(opens, 10, "a freed place", interval=0.2)
         second.close()
+
+
+@pytest.mark.parametrize("server", [{"SVC_JOB_MAX_LIVE_PER_CALLER": 1}], indirect=True)
+def test_the_share_of_jobs_is_said_over_mcp_too(server: tuple[ToolrunServer, JobUsers]) -> None:
+    """The MCP door makes jobs through the same rule; its error says which share is full, not "rate limited"."""
+    import anyio
+
+    from support.mcp import mcp_http, text_of
+
+    srv, u = server
+    assert u.req("alice", "POST", "/tools/ops.wipe", {"target": "a"}).status_code == 202
+
+    async def main() -> Any:
+        async with mcp_http(srv.url + "/mcp", "legacy", {"X-API-Key": u.keys["alice"]}) as client:
+            return await client.call_tool("execute", {"key": "ops.wipe", "arguments": {"target": "b"}})
+
+    result = anyio.run(main)
+    assert result.is_error and "at most 1 per caller" in text_of(result), text_of(result)
+    assert result.structured_content["error"] == "CallerFull"
