@@ -435,7 +435,7 @@ def _plant(home: Path, record: dict[str, Any]) -> None:
         # Columns a store keeps beside the record (an index of states, requesters...), filled from it as it would.
         for column in [row[1] for row in conn.execute("PRAGMA table_info(jobs)")]:
             if column not in ("id", "v", "created", "data"):
-                path = "$.requester.username" if column == "requester" else f"$.{column}"
+                path = "$.requester.person" if column == "requester" else f"$.{column}"
                 conn.execute(f"UPDATE jobs SET {column} = json_extract(data, ?) WHERE id = ?", (path, record["id"]))
 
 

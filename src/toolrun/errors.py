@@ -12,6 +12,7 @@
     ├── Conflict                  exit 2, HTTP 409: a job is not in a state that allows this (already decided)
     ├── Unauthorized              exit 2, HTTP 401: key missing, invalid, expired or revoked
     ├── RateLimited               exit 75, HTTP 429: the caller's bucket for this tool is empty
+    │   └── CallerFull            exit 75, HTTP 429: the caller holds its share of jobs or job streams already
     ├── Overloaded                exit 75, HTTP 503: too many tool processes already running
     ├── BackendUnavailable        exit 69, HTTP 503: a shared backend (Redis) does not answer
     ├── ClientGone                HTTP 499: the client went away before the answer (the call was cancelled)
@@ -122,8 +123,8 @@ class ParamError(UsageError):
 class PayloadTooLarge(UsageError):
     http_status = 413
 
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"request body is larger than {limit} bytes")
+    def __init__(self, limit: int, what: str = "request body") -> None:
+        super().__init__(f"{what} is larger than {limit} bytes")
 
 
 class UnsupportedMediaType(UsageError):
@@ -186,6 +187,15 @@ class RateLimited(ToolrunError):
     def __init__(self, key: str, retry_after: int) -> None:
         self.retry_after = max(1, int(retry_after))
         super().__init__(f"rate limit exceeded for {key!r}; retry after {words.seconds(self.retry_after)}")
+
+
+class CallerFull(RateLimited):
+    """One caller holds its share already (live jobs, job event streams): a 429 with Retry-After, like a rate
+    limit, and a message that says which share."""
+
+    def __init__(self, message: str, retry_after: int = 5) -> None:
+        self.retry_after = max(1, int(retry_after))
+        ToolrunError.__init__(self, message)
 
 
 class Overloaded(ToolrunError):

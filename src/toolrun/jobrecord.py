@@ -22,6 +22,7 @@ FINAL = ("succeeded", "failed", "timed_out", "cancelled", "denied", "expired")
 STATES = (AWAITING, RUNNING, *FINAL)
 WITHDRAWN = "withdrawn: the requester stopped waiting"  # the reason of a request whose waiting caller left
 OUTPUT_PART = 4096  # bytes of the head and of the tail of a running job's output shown
+OUTPUT_MAX = 128 * 1024  # bytes a job's result keeps of stdout, of stderr, and of an fn tool's result each
 
 
 def check_text(value: Any, name: str) -> None:
@@ -241,13 +242,66 @@ def outcome_of(result: CallResult) -> str:
 
 
 def result_record(result: CallResult) -> dict[str, Any]:
-    """The answer the synchronous POST /tools/{key} would have given, in both of its forms."""
+    """The answer the synchronous POST /tools/{key} would have given, kept once: the JSON payload only (its text
+    and the copies of stdout in it are rebuilt when shown, `result_answer`), each output cut at OUTPUT_MAX bytes."""
+    payload = formatting.call_payload(result)
+    if result.exec is not None:
+        payload.pop("result", None)  # stdout again, or {returncode, stdout, stderr}
+    elif isinstance(payload.get("result"), str) and payload.get("text") == payload["result"]:
+        payload.pop("text")
+    elif not isinstance(payload.get("result"), str) and _size(payload.get("result")) > OUTPUT_MAX:
+        payload["result"] = formatting.result_text(payload["result"])  # too large a structure: cut as text
+    dropped = 0
+    for field in ("stdout", "stderr", "result", "text"):
+        value = payload.get(field)
+        if isinstance(value, str):
+            payload[field], cut = cut_text(value)
+            dropped += cut
+    if dropped:
+        payload.update(truncated=True, bytes_dropped=payload.get("bytes_dropped", 0) + dropped)
+        if "bytes_kept" in payload:
+            payload["bytes_kept"] = max(0, payload["bytes_kept"] - dropped)
     return {
         "status": 200,
-        "text": formatting.result_text(result.value),
-        "json": formatting.call_payload(result),
+        "json": payload,
         "exit_code": result.exec.returncode if result.exec is not None else None,
     }
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
+
+
+def cut_text(text: str) -> tuple[str, int]:
+    """`text` cut at OUTPUT_MAX bytes (UTF-8) with a marker saying how much went, and how many bytes went."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= OUTPUT_MAX:
+        return text, 0
+    dropped = len(data) - OUTPUT_MAX
+    head = data[:OUTPUT_MAX].decode("utf-8", "ignore")
+    return (
+        f"{head}\n[toolrun: {dropped} more bytes cut: a job keeps at most {OUTPUT_MAX} bytes of each output]\n",
+        dropped,
+    )
+
+
+def result_answer(record: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(the plain-text answer, the JSON payload) of a kept result, as the synchronous call would have given."""
+    payload = dict(record["json"])
+    if "text" in record:  # an error, or a record kept before results were kept once
+        return str(record["text"]), payload
+    if "returncode" in payload:
+        ok = payload["returncode"] == 0 and not payload.get("timed_out")
+        value: Any = payload["stdout"] if ok else (payload["returncode"], payload["stdout"], payload["stderr"])
+        ordered: dict[str, Any] = {}
+        for key, item in payload.items():  # `result` where call_payload puts it: after `seconds`
+            ordered[key] = item
+            if key == "seconds":
+                ordered["result"] = formatting.result_json(value)
+        return formatting.result_text(value), ordered
+    if "text" not in payload:
+        payload["text"] = formatting.result_text(payload.get("result"))
+    return str(payload["text"]), payload
 
 
 def error_record(exc: ToolrunError) -> dict[str, Any]:
@@ -356,10 +410,11 @@ def _view(job: Mapping[str, Any], identity: Identity) -> dict[str, Any]:
     result = job.get("result")
     if result is not None:
         as_json = job.get("as_json")
+        text, payload = result_answer(result)
         view["result"] = {
             "status": result["status"],
             "content_type": "application/json" if as_json else "text/plain; charset=utf-8",
-            "body": json.dumps(result["json"], ensure_ascii=False) if as_json else result["text"],
+            "body": json.dumps(payload, ensure_ascii=False) if as_json else text,
             "exit_code": result["exit_code"],
         }
     return view

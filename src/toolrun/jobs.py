@@ -24,12 +24,19 @@ Rules kept here, for every door:
   worker died) becomes `failed` with the reason, and a runner whose heartbeat is refused stops its tool;
 - text that no UTF-8 carries is refused before it is stored; secret arguments leave the record when
   the job ends; every change is an audit line saying what happened, to whom, by whom;
-- a finished job is kept `job_retention` seconds, then dropped.
+- a finished job is kept `job_retention` seconds, then dropped;
+- one caller holds at most `max_live` jobs awaiting approval or running, and its running async jobs at most half
+  the concurrency pool; a job's parameters are at most ARGS_MAX bytes (jobrecord caps what its result keeps);
+- lists are pages (newest first, `limit` and an opaque cursor) and the sweep reads only what is due: the store
+  keeps the indexes (toolrun.state), so no request reads every record.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import json
 import logging
 import os
 import secrets
@@ -40,7 +47,18 @@ from typing import TYPE_CHECKING, Any
 
 from . import params, telemetry
 from .access.audit import CallOrigin, audit_args
-from .errors import Conflict, Forbidden, NotFound, RateLimited, ToolFailed, ToolrunError, Unauthorized
+from .errors import (
+    CallerFull,
+    Conflict,
+    Forbidden,
+    NotFound,
+    PayloadTooLarge,
+    RateLimited,
+    ToolFailed,
+    ToolrunError,
+    Unauthorized,
+    UsageError,
+)
 from .exec import executor, pidcache
 from .jobrecord import (
     AWAITING,
@@ -107,6 +125,37 @@ def _read_space() -> str:
 
 
 PID_SPACE = _read_space()  # the same in a forked worker (a fork stays in its namespace)
+ARGS_MAX = 64 * 1024  # bytes of a job's validated parameters (as JSON): a call past it is a 413
+PAGE_DEFAULT = 100  # jobs in one page of GET /jobs (and `toolrun jobs list`) when `limit` is not given
+PAGE_MAX = 1000  # the largest `limit`
+
+
+def encode_cursor(job: Mapping[str, Any]) -> str:
+    """The opaque cursor of the page that follows `job` (newest first)."""
+    text = json.dumps([job["created"], job["id"]], separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[float, str]:
+    """A cursor `encode_cursor` made, or a UsageError naming the parameter."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created, job_id = json.loads(raw)
+        if isinstance(created, bool) or not isinstance(created, int | float) or not isinstance(job_id, str):
+            raise ValueError(cursor)
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        raise UsageError("`cursor` is not a cursor this server gave (take it from the previous page)") from None
+    return float(created), job_id
+
+
+def _position(job: Any, previous: tuple[float, str] | None) -> tuple[float, str] | None:
+    """Where a record stands in newest-first order (as the store's index orders it: jobindex.columns), so a page
+    goes on after a damaged record too; `previous` when the record does not say."""
+    try:
+        created, job_id = float(job.get("created") or 0.0), job["id"]
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return previous
+    return (created, job_id) if isinstance(job_id, str) else previous
 
 
 class Jobs:
@@ -120,14 +169,17 @@ class Jobs:
         approval_timeout: float = 3600.0,
         retention: float = 86400.0,
         notifier: Notifier | None = None,
+        max_live: int = 100,
     ) -> None:
         self.service = service
         self.store = store
         self.approval_timeout = approval_timeout
         self.retention = retention
         self.notifier = notifier or Notifier()  # a tool's own `notify:` hooks are told even without the setting
+        self.max_live = max_live
         self.tasks: dict[str, asyncio.Task[None]] = {}  # jobs this process runs
-        self.settling: set[asyncio.Task[None]] = set()  # records of jobs cancelled before they started
+        # Records of jobs cancelled before they started, by job id: this process still ends them (`_runner_gone`).
+        self.settling: dict[str, asyncio.Task[None]] = {}
         self.key_store: Callable[[], Any] | None = None  # the key store, to check a requester's key before a run
         # Whether this process serves its catalog (a server: mounts.mount_jobs). Only a server expires a job whose
         # tool changed; a local `toolrun jobs approve` (its own settings and environment, which resolve a tool's
@@ -146,6 +198,7 @@ class Jobs:
             approval_timeout=settings.approval_timeout,
             retention=settings.job_retention,
             notifier=Notifier.from_settings(settings),
+            max_live=settings.job_max_live_per_caller,
         )
         jobs.key_store = shared.keys
         return jobs
@@ -192,6 +245,7 @@ class Jobs:
         except ToolrunError:
             self._observe(tool.key, "invalid")
             raise
+        await self._within_share(identity, tool, values)
         moment = time.time()
         origin = origin or CallOrigin()
         job: dict[str, Any] = {
@@ -233,6 +287,30 @@ class Jobs:
             self._start(job)
         return job
 
+    async def _within_share(self, identity: Identity, tool: ToolSpec, values: Mapping[str, Any]) -> None:
+        """What one record and one caller may hold: parameters of at most ARGS_MAX bytes, at most `max_live` jobs
+        awaiting approval or running, and running async jobs on at most half the concurrency pool (so that the
+        async calls of a client that went away never hold every slot)."""
+        size = len(json.dumps(values, default=str, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        if size > ARGS_MAX:
+            self._observe(tool.key, "invalid")
+            raise PayloadTooLarge(ARGS_MAX, f"the JSON of the parameters of a call that becomes a job ({size} bytes)")
+        live = await self.store.live(identity.person)
+        if sum(live.values()) >= self.max_live:
+            self._observe(tool.key, "rate_limited")
+            raise CallerFull(
+                f"{identity.username} already holds {sum(live.values())} jobs awaiting approval or running "
+                f"(at most {self.max_live} per caller): wait for one to end, or cancel one"
+            )
+        cap = self.service.slots.cap
+        share = max(1, cap // 2) if cap is not None else None
+        if not tool.approval and share is not None and live[RUNNING] >= share:
+            self._observe(tool.key, "rate_limited")
+            raise CallerFull(
+                f"{identity.username} already has {live[RUNNING]} async jobs running (at most {share} per caller, "
+                f"half of max_concurrent_calls): wait for one to end, or cancel one"
+            )
+
     def _observe(self, key: str, outcome: str) -> None:
         """A call refused before it became a job counts in the metrics as the same refusal of a plain call."""
         if self.service.observer is not None:
@@ -255,27 +333,47 @@ class Jobs:
             raise NotFound(f"job {job_id[:64]}")
         return entry[1]
 
-    async def list(self, identity: Identity, state: str | None = None) -> list[dict[str, Any]]:
-        out = []
-        for version, job in await self.store.all():
-            if not well_formed(job):
-                continue
-            refreshed = await self._refresh(job["id"], version, job)
-            if refreshed is None or not visible(identity, refreshed[1]):
-                continue
-            if state is None or refreshed[1]["state"] == state:
-                out.append(refreshed[1])
-        out.sort(key=lambda j: j["created"], reverse=True)
-        return out
+    async def list(
+        self, identity: Identity, state: str | None = None, *, limit: int = PAGE_DEFAULT, cursor: str | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of the jobs this caller may see, newest first: (jobs, the cursor of the next page or None).
+        Only the jobs of the page are read (the store's indexes choose them)."""
+        if identity.anonymous:
+            return [], None
+        after = decode_cursor(cursor) if cursor else None
+        viewer = None if identity.is_admin else identity
+        out: list[dict[str, Any]] = []
+        want = limit + 1  # one more than the page: whether a next page exists
+        while len(out) < want:
+            batch = await self.store.page(state=state, viewer=viewer, before=after, limit=want)
+            start = after
+            for version, job in batch:
+                after = _position(job, after)
+                if not well_formed(job):  # a damaged record is left out; it never breaks the list
+                    continue
+                refreshed = await self._refresh(job["id"], version, job)
+                if refreshed is None or not visible(identity, refreshed[1]):
+                    continue
+                if state is None or refreshed[1]["state"] == state:
+                    out.append(refreshed[1])
+            if len(batch) < want or after == start:
+                break
+        page = out[:limit]
+        return page, (encode_cursor(page[-1]) if len(out) > limit else None)
 
     async def counts(self) -> dict[str, int]:
-        """Jobs by state, for /metrics."""
-        counts = dict.fromkeys(STATES, 0)
-        for version, job in await self.store.all():
-            refreshed = await self._refresh(job["id"], version, job) if well_formed(job) else None
-            if refreshed is not None:
-                counts[refreshed[1]["state"]] += 1
-        return counts
+        """Jobs by state, for /metrics: counted by the store's index, as the last sweep (`sweep`) left them."""
+        counted = await self.store.counts()
+        return {state: counted.get(state, 0) for state in STATES}
+
+    async def sweep(self) -> None:
+        """What time decides, on the jobs it is due for only (an approval deadline passed, a heartbeat late), and
+        the jobs whose retention ended dropped (the store reclaims their space). Every server runs it every 5 s."""
+        moment = time.time()
+        for version, job in await self.store.due(moment, moment - 2 * HEARTBEAT):
+            if well_formed(job):
+                await self._refresh(job["id"], version, job)
+        await self.store.purge(moment - self.retention)
 
     async def _load(self, job_id: str) -> tuple[int, dict[str, Any]] | None:
         if not job_id or len(job_id) > 64:
@@ -311,7 +409,7 @@ class Jobs:
         return updated
 
     def _runner_gone(self, job: Mapping[str, Any], moment: float) -> bool:
-        if job["id"] in self.tasks:
+        if job["id"] in self.tasks or job["id"] in self.settling:  # this process runs it, or writes how it ended
             return False
         runner = job.get("runner") or ""
         if runner == self.runner:
@@ -487,7 +585,12 @@ class Jobs:
                 return moved[1]
             job = await self.get(identity, job_id)
         if job["state"] == RUNNING:
-            return await self.cancel(identity, job_id, reason)
+            try:
+                return await self.cancel(identity, job_id, reason)
+            except Conflict:  # it ended meanwhile (a cancel answers 409 then): a withdrawal answers it as it is
+                job = await self.get(identity, job_id)
+                if job["state"] not in FINAL:
+                    raise
         return job
 
     async def _cancel_waiting(self, identity: Identity, job_id: str, reason: str) -> dict[str, Any] | None:
@@ -523,9 +626,14 @@ class Jobs:
     async def expire_changed(self) -> int:
         """After a reload: pending jobs whose tool is gone or changed become `expired`. How many did."""
         count = 0
-        for _version, job in await self.store.all():
-            if not well_formed(job) or job["state"] != AWAITING:
-                continue
+        pending: list[dict[str, Any]] = []
+        after: tuple[float, str] | None = None
+        while batch := await self.store.page(state=AWAITING, viewer=None, before=after, limit=PAGE_MAX):
+            pending += [job for _version, job in batch if well_formed(job)]
+            start, after = after, _position(batch[-1][1], after)
+            if after == start:
+                break
+        for job in pending:
             tool = self.service.lookup(job["tool"])
             if tool is None or not tool.approval or digest(tool, job["args"]) != job["digest"]:
                 if not self._tool_changed(tool, job):
@@ -562,8 +670,8 @@ class Jobs:
                 # Cancelled before its first step (a cancel or a withdrawal racing the approval): `_execute` never
                 # ran, so nothing wrote how it ended; settle the record here (a no-op when it did end).
                 settling = loop.create_task(self._settle(job["id"]))
-                self.settling.add(settling)
-                settling.add_done_callback(self.settling.discard)
+                self.settling[job["id"]] = settling
+                settling.add_done_callback(lambda _: self.settling.pop(job["id"], None))
 
         task.add_done_callback(done)
 

@@ -128,6 +128,12 @@ class Settings:
         "", "The address people open toolrun at, for links in notifications (empty: http://<host>:<port>)."
     )
     job_retention: float = setting(86400.0, "Seconds a finished job (its result) is kept, then dropped.")
+    job_max_live_per_caller: int = setting(
+        100, "Jobs one caller may hold awaiting approval or running at once (429 beyond; docs/jobs.md)."
+    )
+    job_max_streams_per_caller: int = setting(
+        10, "Open GET /jobs/{id}/events streams one caller holds per server process (429 beyond)."
+    )
     audit_log: str = setting("", "Audit trail of tool calls (JSON lines): a file path, - for stderr, empty for none.")
     oauth_issuer: str = setting(
         "", "OAuth: the issuer whose signed JWTs are accepted as bearer tokens beside API keys (empty: off)."
@@ -266,6 +272,8 @@ RANGES: dict[str, tuple[Any, str]] = {
     "log_format": (lambda v: v.strip().lower() in ("text", "json"), "text or json"),
     "approval_timeout": (_finite(0, 365 * _DAY, low_open=True), "seconds > 0"),
     "job_retention": (_finite(0, 365 * _DAY), "seconds >= 0"),
+    "job_max_live_per_caller": (_finite(1, 1e6), "an integer from 1 to 1000000"),
+    "job_max_streams_per_caller": (_finite(1, 1e6), "an integer from 1 to 1000000"),
     "oauth_jwks_min_interval": (_finite(0, _DAY), "seconds from 0 to 86400"),
     "curl_protocols": (
         lambda v: bool(v) and all(re.fullmatch(r"[a-z][a-z0-9+.-]*", p) for p in v),

@@ -53,8 +53,9 @@ class Client(Protocol):
     def explain(self, user: str, tool: str) -> dict[str, Any]:
         """Why `user` may or may not see and call `tool` (`toolrun access explain`)."""
 
-    def jobs(self, status: str | None = None) -> builtins.list[dict[str, Any]]:
-        """The jobs the caller may see, as GET /jobs answers them (in state `status` only, with one)."""
+    def jobs(self, status: str | None = None, limit: int | None = None) -> builtins.list[dict[str, Any]]:
+        """The jobs the caller may see, newest first, as GET /jobs answers them (in state `status` only, with one):
+        every page, or the `limit` newest."""
 
     def job(self, job_id: str) -> dict[str, Any]:
         """One job as GET /jobs/{id} answers it."""

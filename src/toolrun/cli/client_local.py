@@ -154,8 +154,20 @@ class LocalClient:
                 return ToolService(Catalog({})).use_jobs(self.settings)
         return self.manager
 
-    def jobs(self, status: str | None = None) -> builtins.list[dict[str, Any]]:
-        return [self._view(j) for j in asyncio.run(self.reader.list(self.identity, status))]
+    def jobs(self, status: str | None = None, limit: int | None = None) -> builtins.list[dict[str, Any]]:
+        from ..jobs import PAGE_MAX
+
+        async def go() -> builtins.list[dict[str, Any]]:
+            out: builtins.list[dict[str, Any]] = []
+            cursor: str | None = None
+            while True:
+                size = PAGE_MAX if limit is None else min(PAGE_MAX, limit - len(out))
+                page, cursor = await self.reader.list(self.identity, status, limit=size, cursor=cursor)
+                out += page
+                if cursor is None or (limit is not None and len(out) >= limit):
+                    return out
+
+        return [self._view(j) for j in asyncio.run(go())]
 
     def job(self, job_id: str) -> dict[str, Any]:
         return self._view(asyncio.run(self.reader.get(self.identity, job_id)))

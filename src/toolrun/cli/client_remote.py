@@ -105,6 +105,7 @@ class Remote:
         self.api_key = api_key or None
         self.timeout = timeout
         self._entries: dict[str, dict[str, Any]] = {}
+        self.last_headers: Any = {}  # the headers of the last answer (GET /jobs names its next page there)
 
     # -- transport -------------------------------------------------------------------------------
 
@@ -138,6 +139,7 @@ class Remote:
             with urlopen(req, timeout=self.timeout) as resp:
                 data = resp.read()
                 content_type = resp.headers.get("Content-Type", "")
+                self.last_headers = resp.headers
         except HTTPError as exc:
             raise self._error(exc) from None
         except (URLError, OSError) as exc:
@@ -263,11 +265,23 @@ class Remote:
 
     # -- jobs (docs/jobs.md) ---------------------------------------------------------------------
 
-    def jobs(self, status: str | None = None) -> builtins.list[dict[str, Any]]:
-        answer = self.request("GET", "/jobs" + ("?" + urlencode({"status": status}) if status else ""))
-        if not isinstance(answer, list):
-            raise RemoteError(f"{self.url}/jobs did not answer a list")
-        return answer
+    def jobs(self, status: str | None = None, limit: int | None = None) -> builtins.list[dict[str, Any]]:
+        """Every page of GET /jobs (each names the next in `X-Next-Cursor`), or the `limit` newest jobs."""
+        out: builtins.list[dict[str, Any]] = []
+        cursor = ""
+        while True:
+            query: dict[str, Any] = {"status": status} if status else {}
+            if limit is not None:
+                query["limit"] = min(limit - len(out), 1000)
+            if cursor:
+                query["cursor"] = cursor
+            answer = self.request("GET", "/jobs" + ("?" + urlencode(query) if query else ""))
+            if not isinstance(answer, list):
+                raise RemoteError(f"{self.url}/jobs did not answer a list")
+            out += answer
+            cursor = self.last_headers.get("X-Next-Cursor", "")
+            if not cursor or not answer or (limit is not None and len(out) >= limit):
+                return out
 
     def job(self, job_id: str) -> dict[str, Any]:
         answer = self.request("GET", "/jobs/" + quote(job_id, safe=""))

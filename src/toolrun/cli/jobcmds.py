@@ -181,17 +181,21 @@ JobArg = Annotated[str, typer.Argument(help="The job id (from `toolrun jobs list
 @jobs_app.command("list")
 def list_jobs(
     status: Annotated[str | None, typer.Option("--status", help="Only jobs in this state.")] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="Only the LIMIT newest jobs (default: every page).")
+    ] = None,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Jobs you may see: your calls, and the calls of the tools you approve (times in ISO 8601, UTC)."""
+    """Jobs you may see, newest first: your calls, and the calls of the tools you approve (times in ISO 8601,
+    UTC)."""
     from ..errors import ToolrunError, UsageError
     from ..jobrecord import STATES
 
     if status is not None and status not in STATES:
         fail(UsageError(f"--status must be one of {', '.join(STATES)}"))
     try:
-        views = open_client(catalog).jobs(status)
+        views = open_client(catalog).jobs(status, limit)
     except ToolrunError as exc:
         fail(exc)
     if as_json:

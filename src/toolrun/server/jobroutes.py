@@ -8,15 +8,17 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from ..errors import UnsupportedMediaType, UsageError
+from ..errors import CallerFull, UnsupportedMediaType, UsageError
 from ..jobrecord import FINAL, STATES, WITHDRAWN, OutputDelta, public_view
+from ..jobs import PAGE_DEFAULT, PAGE_MAX
 from ..models import Identity
 from ..settings import Settings
-from .request import head, is_json_media, parse_json_object, require_body, single
+from .request import head, int_param, is_json_media, parse_json_object, require_body, single
 
 EVENT_INTERVAL = 0.25  # seconds between two looks at a followed job
 
@@ -51,8 +53,14 @@ class JobRoutes:
         state = single(request, "status")
         if state is not None and state not in STATES:
             raise UsageError(f"status must be one of {', '.join(STATES)}")
-        jobs = await self.service.jobs.list(identity, state)
-        return JSONResponse([public_view(j, identity) for j in jobs])
+        limit = int_param(request, "limit", PAGE_DEFAULT, 1, PAGE_MAX)
+        cursor = single(request, "cursor")
+        jobs, after = await self.service.jobs.list(identity, state, limit=limit, cursor=cursor)
+        headers = {}
+        if after is not None:
+            query = urlencode({k: v for k, v in (("status", state), ("limit", limit), ("cursor", after)) if v})
+            headers = {"X-Next-Cursor": after, "Link": f'</jobs?{query}>; rel="next"'}
+        return JSONResponse([public_view(j, identity) for j in jobs], headers=headers)
 
     async def get_job(self, request: Request, identity: Identity) -> Response:
         job = await self.service.jobs.get(identity, request.path_params["id"])
@@ -88,6 +96,13 @@ class JobRoutes:
         jobs = self.service.jobs
         job_id = request.path_params["id"]
         first = await jobs.get(identity, job_id)  # 404 before the stream starts
+        owner = identity.bucket  # the person (a key user and a token subject of one name are two callers)
+        share = self.settings.job_max_streams_per_caller
+        if _HELD.get(owner, 0) >= share:
+            raise CallerFull(
+                f"too many open job event streams for this caller (at most {share} per caller): close one first"
+            )
+        _HELD[owner] = _HELD.get(owner, 0) + 1
 
         async def events() -> AsyncIterator[bytes]:
             job, last = first, None
@@ -105,7 +120,33 @@ class JobRoutes:
                 await asyncio.sleep(EVENT_INTERVAL)
                 job = await jobs.get(identity, job_id)
 
-        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+        return _HeldStream(owner, events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
+
+_HELD: dict[str, int] = {}  # caller -> its open GET /jobs/{id}/events streams in this process
+
+
+def _release(owner: str) -> None:
+    held = _HELD.get(owner, 0) - 1
+    if held > 0:
+        _HELD[owner] = held
+    else:
+        _HELD.pop(owner, None)
+
+
+class _HeldStream(StreamingResponse):
+    """An events stream that gives its place in the caller's share back when it ends, however it ends (the job
+    finished, the client went away, the server stops)."""
+
+    def __init__(self, owner: str, content: AsyncIterator[bytes], **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self.owner = owner
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            _release(self.owner)
 
 
 async def job_metrics(service: Any) -> bytes:

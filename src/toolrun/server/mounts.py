@@ -38,7 +38,8 @@ def mount_semantic(parts: ServerParts) -> None:
 
 def mount_jobs(parts: ServerParts) -> None:
     """Jobs in the shared state (the state file, or Redis); a reload expires pending calls of changed tools;
-    a sweep applies approval deadlines and dead runners; a stopping server fails the jobs it runs, with the reason."""
+    a sweep applies approval deadlines and dead runners to the jobs due, and drops those past their retention;
+    a stopping server fails the jobs it runs, with the reason."""
     import asyncio
     from contextlib import asynccontextmanager
 
@@ -51,7 +52,7 @@ def mount_jobs(parts: ServerParts) -> None:
         while True:
             await asyncio.sleep(5.0)
             try:
-                await jobs.counts()
+                await jobs.sweep()
             except ToolrunError as exc:
                 log.warning("job sweep: %s", exc.summary)
 

@@ -131,7 +131,8 @@ JOB_ROUTES: tuple[RouteDef, ...] = (
         "GET",
         "list_jobs",
         "optional",
-        "Jobs the caller may see (its own calls; for approvers, their tools' calls), newest first",
+        "One page of the jobs the caller may see (its own calls; for approvers, their tools' calls), newest first; "
+        "the next page is named in `X-Next-Cursor` and `Link` (rel=next)",
         {
             "parameters": [
                 {
@@ -139,7 +140,21 @@ JOB_ROUTES: tuple[RouteDef, ...] = (
                     "in": "query",
                     "required": False,
                     "schema": {"type": "string", "enum": _JOB["properties"]["status"]["enum"]},  # type: ignore[index]
-                }
+                },
+                {
+                    "name": "limit",
+                    "in": "query",
+                    "required": False,
+                    "description": "Jobs in the page (default 100).",
+                    "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100},
+                },
+                {
+                    "name": "cursor",
+                    "in": "query",
+                    "required": False,
+                    "description": "Where the page starts: the `X-Next-Cursor` of the previous page (opaque).",
+                    "schema": {"type": "string"},
+                },
             ],
             "responses": {"200": json_response({"type": "array", "items": _JOB}, "The jobs"), "400": BAD},
         },

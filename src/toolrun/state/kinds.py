@@ -140,12 +140,31 @@ class McpSessionStore(Protocol):
     async def close(self, sid: str) -> None: ...
 
 
+Cursor = tuple[float, str]  # (created, id) of the last job of a page: the next page starts after it
+LIVE = ("awaiting_approval", "running")  # the states of a job that holds a place in its caller's share
+
+
+class Viewer(Protocol):
+    """Who lists jobs (models.Identity): the store keeps the jobs it may see (the requester's person, or one of
+    `groups` among the job's approvers); None (an admin) keeps them all."""
+
+    @property
+    def person(self) -> str: ...
+
+    @property
+    def groups(self) -> frozenset[str]: ...
+
+
 class JobStore(Protocol):
     """Job records (jobs.py): each a JSON object with a version number.
 
     Consistency: a change is a compare-and-set on the version, so two workers or replicas acting on one job
     at once (two approvers, an approval and a reload) cannot both win: the loser reads the record again and
-    finds it decided. A finished job's record may expire after `keep` seconds."""
+    finds it decided. A finished job's record may expire after `keep` seconds.
+
+    Scale: every engine keeps the state, requester, creation time and deadlines of a job beside its record
+    (SQLite columns with indexes, Redis sorted sets), so counting, paging and finding what is due never read
+    every record; the SQLite engine does its work in a thread, off the event loop."""
 
     async def create(self, record: dict[str, Any]) -> None: ...
 
@@ -156,3 +175,28 @@ class JobStore(Protocol):
     async def all(self) -> list[Versioned]: ...
 
     async def delete(self, job_id: str) -> None: ...
+
+    async def page(
+        self, *, state: str | None, viewer: Viewer | None, before: Cursor | None, limit: int
+    ) -> list[Versioned]:
+        """Up to `limit` jobs, newest first (by creation time, then id), created before `before`, in `state`
+        if given, that `viewer` may see (None: all)."""
+        ...
+
+    async def counts(self) -> dict[str, int]:
+        """How many jobs are in each state (states with none may be left out)."""
+        ...
+
+    async def live(self, requester: str) -> dict[str, int]:
+        """How many jobs of `requester` (its person: Identity.person) await approval and run, by state."""
+        ...
+
+    async def due(self, moment: float, beat_before: float) -> list[Versioned]:
+        """The jobs time may change: awaiting approval with `expires_at` <= `moment`, and running with a heartbeat
+        older than `beat_before` (or none)."""
+        ...
+
+    async def purge(self, finished_before: float) -> int:
+        """Drop the jobs that finished before `finished_before` (their retention ended), reclaim the space they
+        held, and say how many went."""
+        ...

@@ -13,7 +13,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from .kinds import Versioned
+from .jobindex import before, columns, sees
+from .kinds import LIVE, Cursor, Versioned, Viewer
 
 SESSION_TTL = 24 * 3600.0
 
@@ -107,6 +108,9 @@ class MemoryMcpSessions:
         self._owners.pop(sid, None)
 
 
+_before = before  # the page's parameter of that name hides it
+
+
 def _copy(record: dict[str, Any]) -> dict[str, Any]:
     """A deep copy through JSON: what a shared engine would give back (no aliasing with the caller's dict)."""
     value: dict[str, Any] = json.loads(json.dumps(record))
@@ -138,6 +142,49 @@ class MemoryJobStore:
 
     async def delete(self, job_id: str) -> None:
         self._data.pop(job_id, None)
+
+    async def page(
+        self, *, state: str | None, viewer: Viewer | None, before: Cursor | None, limit: int
+    ) -> list[Versioned]:
+        cursor = before
+        kept = [
+            (v, r)
+            for v, r in self._data.values()
+            if (state is None or r.get("state") == state)
+            and sees(viewer, r)
+            and _before(cursor, float(r.get("created") or 0.0), r["id"])
+        ]
+        kept.sort(key=lambda e: (float(e[1].get("created") or 0.0), e[1]["id"]), reverse=True)
+        return [(v, _copy(r)) for v, r in kept[:limit]]
+
+    async def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for _v, r in self._data.values():
+            out[r.get("state") or ""] = out.get(r.get("state") or "", 0) + 1
+        return out
+
+    async def live(self, requester: str) -> dict[str, int]:
+        out = dict.fromkeys(LIVE, 0)
+        for _v, r in self._data.values():
+            if r.get("state") in LIVE and columns(r)["requester"] == requester:
+                out[r["state"]] += 1
+        return out
+
+    async def due(self, moment: float, beat_before: float) -> list[Versioned]:
+        out = []
+        for v, r in self._data.values():
+            c = columns(r)
+            awaiting = c["state"] == LIVE[0] and c["expires_at"] is not None and c["expires_at"] <= moment
+            running = c["state"] == LIVE[1] and (c["heartbeat"] is None or c["heartbeat"] < beat_before)
+            if awaiting or running:
+                out.append((v, _copy(r)))
+        return out
+
+    async def purge(self, finished_before: float) -> int:
+        gone = [k for k, (_v, r) in self._data.items() if (r.get("finished") or finished_before) < finished_before]
+        for job_id in gone:
+            del self._data[job_id]
+        return len(gone)
 
 
 class MemorySlots:

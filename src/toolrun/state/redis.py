@@ -10,8 +10,13 @@ across upgrades, so these names and formats never change):
   across replicas; windows aligned to the clock, so every replica agrees on them)
 - ``toolrun:session:<sha256(user, session)>`` JSON of the session's values, 24 h TTL
 - ``toolrun:mcp:<Mcp-Session-Id>`` the MCP session's owner (a handshake-era client's session), 24 h idle TTL
-- ``toolrun:job:<id>`` hashes (``v``, ``data``) and the ``toolrun:jobs`` sorted set of ids by creation
-  time; a finished job's hash expires after the retention
+- ``toolrun:job:<id>`` hashes (``v``, ``data``, ``state``) and the ``toolrun:jobs`` sorted set of ids by creation
+  time; a finished job's hash expires after the retention. Beside them, sorted sets of ids that count, page and
+  sweep without reading every record: ``toolrun:jobs:state:<state>`` (by creation time),
+  ``toolrun:jobs:live:<state>:<requester>`` (a requester's jobs awaiting approval and running),
+  ``toolrun:jobs:by:<requester>`` and ``toolrun:jobs:approver:<group>`` (the jobs a caller may list, by creation),
+  ``toolrun:jobs:expiry`` (awaiting approval, by deadline), ``toolrun:jobs:beat`` (running, by heartbeat) and
+  ``toolrun:jobs:finished`` (by end time); ``toolrun:jobs:indexed`` says they were built for older records
 
 Every store of one server shares one `RedisClients` (its connections). The server uses the asyncio
 client with short socket timeouts, so a Redis that is down turns into a prompt `BackendUnavailable`
@@ -37,7 +42,9 @@ from redis.retry import Retry as SyncRetry
 from ..access.apikeys import KeyRecord, User, groups_for_new_key, hash_key, mint, now, split_key, validate_user_fields
 from ..errors import BackendUnavailable
 from ..exec import pidcache
-from .kinds import Versioned
+from .jobindex import before as is_before
+from .jobindex import columns, sees
+from .kinds import LIVE, Cursor, Versioned, Viewer
 
 PREFIX = "toolrun:"
 SESSION_TTL = 24 * 3600
@@ -413,20 +420,57 @@ class RedisMcpSessions:
             raise _unavailable(exc) from exc
 
 
-_SWAP = """
-if redis.call('HGET', KEYS[1], 'v') ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'v', ARGV[2], 'data', ARGV[3])
+_PUT = """
+local cur = redis.call('HGET', KEYS[1], 'v')
+if ARGV[1] == '' then
+  if cur then return 0 end
+elseif cur ~= ARGV[1] then return 0 end
+local p, id, state, created, user = ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[12]
+local old = redis.call('HGET', KEYS[1], 'state')
+redis.call('HSET', KEYS[1], 'v', ARGV[2], 'data', ARGV[3], 'state', state)
 if tonumber(ARGV[4]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[4]) end
+if ARGV[1] == '' then redis.call('ZADD', p .. 'jobs', created, id) end
+if old ~= state then
+  if old then
+    redis.call('ZREM', p .. 'jobs:state:' .. old, id)
+    redis.call('ZREM', p .. 'jobs:live:' .. old .. ':' .. user, id)
+  end
+  redis.call('ZADD', p .. 'jobs:state:' .. state, created, id)
+  if state == 'awaiting_approval' or state == 'running' then
+    redis.call('ZADD', p .. 'jobs:live:' .. state .. ':' .. user, created, id)
+  end
+  redis.call('ZADD', p .. 'jobs:by:' .. user, created, id)
+  for i = 13, #ARGV do redis.call('ZADD', p .. 'jobs:approver:' .. ARGV[i], created, id) end
+end
+if state == 'awaiting_approval' and ARGV[9] ~= '' then
+  redis.call('ZADD', p .. 'jobs:expiry', ARGV[9], id)
+else
+  redis.call('ZREM', p .. 'jobs:expiry', id)
+end
+if state == 'running' then
+  redis.call('ZADD', p .. 'jobs:beat', ARGV[10] ~= '' and ARGV[10] or 0, id)
+else
+  redis.call('ZREM', p .. 'jobs:beat', id)
+end
+if ARGV[11] ~= '' then redis.call('ZADD', p .. 'jobs:finished', ARGV[11], id) end
 return 1
 """
 
 
+def _arg(value: Any) -> str:
+    return "" if value is None else repr(float(value))
+
+
 class RedisJobStore:
-    """Jobs (kinds.JobStore) in Redis, next to the keys."""
+    """Jobs (kinds.JobStore) in Redis, next to the keys; every write keeps the sorted sets of the layout (above)
+    in step with the record, in one script (atomic for every replica)."""
+
+    BATCH = 200  # ids read at once while paging
 
     def __init__(self, store: RedisClients) -> None:
         self.store = store
         self._script: Any = None
+        self._indexed = False
 
     @staticmethod
     def _name(job_id: str) -> str:
@@ -438,48 +482,209 @@ class RedisJobStore:
         except (redis.RedisError, OSError) as exc:
             raise _unavailable(exc) from exc
 
+    async def _put(self, record: dict[str, Any], expect: str, new: int, keep: float | None) -> bool:
+        c = columns(record)
+        # The hash outlives the retention by a minute, so that the sweep's purge still reads whose it was.
+        expire = 0 if keep is None else max(1, int(keep * 1000)) + 60_000
+        args = [expect, str(new), json.dumps(record), expire, PREFIX, record["id"], c["state"] or "unknown"]
+        args += [repr(c["created"]), _arg(c["expires_at"]), _arg(c["heartbeat"]), _arg(c["finished"])]
+        args += [c["requester"] or "", *(str(g) for g in c["approvers"])]
+
+        async def op(r: Any) -> int:
+            if self._script is None:
+                self._script = r.register_script(_PUT)
+            return int(await self._script(keys=[self._name(record["id"])], args=args))
+
+        return bool(await self._do(op))
+
+    async def _ready(self) -> None:
+        """Build the sorted sets for records written before them (once per deployment, by whoever comes first)."""
+        if self._indexed:
+            return
+        self._indexed = True
+        if not await self._do(lambda r: r.set(f"{PREFIX}jobs:indexed", "1", nx=True)):
+            return
+        ids = [i.decode() for i in await self._do(lambda r: r.zrange(f"{PREFIX}jobs", 0, -1))]
+        for job_id in ids:
+            entry = await self.get(job_id)
+            if entry is not None:
+                await self._put(entry[1], str(entry[0]), entry[0], None)
+
     async def create(self, record: dict[str, Any]) -> None:
+        await self._ready()
+        await self._put(record, "", 1, None)
+
+    async def get(self, job_id: str) -> Versioned | None:
+        raw = await self._do(lambda r: r.hmget(self._name(job_id), "v", "data"))
+        if not raw or raw[1] is None:
+            return None
+        return int(raw[0]), json.loads(raw[1])
+
+    async def _many(self, ids: list[str]) -> list[Versioned | None]:
+        async def op(r: Any) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            for job_id in ids:
+                pipe.hmget(self._name(job_id), "v", "data")
+            return list(await pipe.execute())
+
+        rows = await self._do(op) if ids else []
+        return [None if row[1] is None else (int(row[0]), json.loads(row[1])) for row in rows]
+
+    async def swap(self, job_id: str, version: int, record: dict[str, Any], keep: float | None = None) -> bool:
+        await self._ready()
+        return await self._put(record, str(version), version + 1, keep)
+
+    async def all(self) -> list[Versioned]:
+        ids = [i.decode() for i in await self._do(lambda r: r.zrange(f"{PREFIX}jobs", 0, -1))]
+        entries = await self._many(ids)
+        gone = [job_id for job_id, entry in zip(ids, entries, strict=True) if entry is None]
+        if gone:
+            await self._forget(gone)  # expired after their retention
+        return [entry for entry in entries if entry is not None]
+
+    async def _forget(
+        self, ids: list[str], records: list[dict[str, Any]] | None = None, extra: list[str] | None = None
+    ) -> None:
+        """Drop these ids from every sorted set (their hashes too): the global ones, those `records` name, and
+        the `extra` keys."""
+
         async def op(r: Any) -> None:
-            pipe = r.pipeline(transaction=True)
-            pipe.hset(self._name(record["id"]), mapping={"v": "1", "data": json.dumps(record)})
-            pipe.zadd(f"{PREFIX}jobs", {record["id"]: record["created"]})
+            pipe = r.pipeline(transaction=False)
+            for key in extra or ():
+                pipe.zrem(key, *ids)
+            for name in ("jobs", "jobs:expiry", "jobs:beat", "jobs:finished"):
+                pipe.zrem(f"{PREFIX}{name}", *ids)
+            for state in ("unknown", *LIVE, "succeeded", "failed", "timed_out", "cancelled", "denied", "expired"):
+                pipe.zrem(f"{PREFIX}jobs:state:{state}", *ids)
+            for record in records or ():
+                c = columns(record)
+                if c["state"] in LIVE:
+                    pipe.zrem(f"{PREFIX}jobs:live:{c['state']}:{c['requester'] or ''}", record["id"])
+                pipe.zrem(f"{PREFIX}jobs:by:{c['requester'] or ''}", record["id"])
+                for group in c["approvers"]:
+                    pipe.zrem(f"{PREFIX}jobs:approver:{group}", record["id"])
+            pipe.delete(*(self._name(i) for i in ids))
             await pipe.execute()
 
         await self._do(op)
 
-    async def get(self, job_id: str) -> Versioned | None:
-        raw = await self._do(lambda r: r.hgetall(self._name(job_id)))
-        if not raw or b"data" not in raw:
-            return None
-        return int(raw[b"v"]), json.loads(raw[b"data"])
-
-    async def swap(self, job_id: str, version: int, record: dict[str, Any], keep: float | None = None) -> bool:
-        async def op(r: Any) -> int:
-            if self._script is None:
-                self._script = r.register_script(_SWAP)
-            expire = 0 if keep is None else max(1, int(keep * 1000))
-            args = [str(version), str(version + 1), json.dumps(record), expire]
-            return int(await self._script(keys=[self._name(job_id)], args=args))
-
-        return bool(await self._do(op))
-
-    async def all(self) -> list[Versioned]:
-        ids = [i.decode() for i in await self._do(lambda r: r.zrange(f"{PREFIX}jobs", 0, -1))]
-        out: list[Versioned] = []
-        gone: list[str] = []
-        for job_id in ids:
-            entry = await self.get(job_id)
-            if entry is None:
-                gone.append(job_id)  # expired after its retention
-            else:
-                out.append(entry)
-        if gone:
-            await self._do(lambda r: r.zrem(f"{PREFIX}jobs", *gone))
-        return out
-
     async def delete(self, job_id: str) -> None:
-        async def op(r: Any) -> None:
-            await r.delete(self._name(job_id))
-            await r.zrem(f"{PREFIX}jobs", job_id)
+        entry = await self.get(job_id)
+        await self._forget([job_id], [entry[1]] if entry is not None else None)
 
-        await self._do(op)
+    async def page(
+        self, *, state: str | None, viewer: Viewer | None, before: Cursor | None, limit: int
+    ) -> list[Versioned]:
+        await self._ready()
+        if viewer is not None:
+            return await self._viewer_page(viewer, state, before, limit)
+        key = f"{PREFIX}jobs:state:{state}" if state is not None else f"{PREFIX}jobs"
+        top = "+inf" if before is None else repr(before[0])
+        out: list[Versioned] = []
+        offset, grow = 0, 1
+        while len(out) < limit:
+            # As many ids as the page still needs (only the records returned are read), more each round while a
+            # viewer's filter leaves some out.
+            num = min(self.BATCH, (limit - len(out)) * grow)
+            grow *= 2
+            batch = await self._do(
+                lambda r, o=offset, n=num: r.zrevrangebyscore(key, top, "-inf", start=o, num=n, withscores=True)
+            )
+            if not batch:
+                break
+            offset += len(batch)
+            ids = [(i.decode(), score) for i, score in batch if is_before(before, score, i.decode())]
+            entries = await self._many([i for i, _ in ids])
+            gone = [i for (i, _), entry in zip(ids, entries, strict=True) if entry is None]
+            if gone:
+                await self._forget(gone)
+                offset -= len(gone)
+            for entry in entries:
+                if entry is not None and (state is None or entry[1].get("state") == state) and sees(viewer, entry[1]):
+                    out.append(entry)
+        return out[:limit]
+
+    async def _viewer_page(
+        self, viewer: Viewer, state: str | None, before: Cursor | None, limit: int
+    ) -> list[Versioned]:
+        """A page of the jobs `viewer` asked for or approves: merged from its own sorted sets (`jobs:by:<name>`,
+        `jobs:approver:<group>`), never from every job's."""
+        keys = [f"{PREFIX}jobs:by:{viewer.person}", *(f"{PREFIX}jobs:approver:{g}" for g in sorted(viewer.groups))]
+        out: list[Versioned] = []
+        cursor = before
+        while len(out) < limit:
+            want = limit - len(out) + 1
+            ids = await self._newest(keys, cursor, want)
+            entries = await self._many([job_id for _, job_id in ids])
+            gone = [job_id for (_, job_id), entry in zip(ids, entries, strict=True) if entry is None]
+            if gone:
+                await self._forget(gone, extra=keys)
+            out += [e for e in entries if e is not None and (state is None or e[1].get("state") == state)]
+            if len(ids) < want:
+                break
+            cursor = ids[-1]
+        return out[:limit]
+
+    async def _newest(self, keys: list[str], before: Cursor | None, n: int) -> list[tuple[float, str]]:
+        """The `n` newest (created, id) in the union of `keys` that come after `before` (newest first): each key's
+        own `n` newest are enough (plus those that tie with the cursor's time and are skipped)."""
+        top = "+inf" if before is None else repr(before[0])
+
+        async def op(r: Any) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            for key in keys:
+                pipe.zcount(key, top, top)
+            ties = await pipe.execute() if before is not None else [0] * len(keys)
+            pipe = r.pipeline(transaction=False)
+            for key, tied in zip(keys, ties, strict=True):
+                pipe.zrevrangebyscore(key, top, "-inf", start=0, num=n + int(tied), withscores=True)
+            return list(await pipe.execute())
+
+        ranges = await self._do(op)
+        merged = {(float(score), raw.decode()) for rows in ranges for raw, score in rows}
+        return sorted((c for c in merged if is_before(before, *c)), reverse=True)[:n]
+
+    async def counts(self) -> dict[str, int]:
+        await self._ready()
+        states = ("unknown", *LIVE, "succeeded", "failed", "timed_out", "cancelled", "denied", "expired")
+
+        async def op(r: Any) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            for state in states:
+                pipe.zcard(f"{PREFIX}jobs:state:{state}")
+            return list(await pipe.execute())
+
+        return {state: int(n) for state, n in zip(states, await self._do(op), strict=True) if n}
+
+    async def live(self, requester: str) -> dict[str, int]:
+        await self._ready()
+
+        async def op(r: Any) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            for state in LIVE:
+                pipe.zcard(f"{PREFIX}jobs:live:{state}:{requester}")
+            return list(await pipe.execute())
+
+        return {state: int(n) for state, n in zip(LIVE, await self._do(op), strict=True)}
+
+    async def due(self, moment: float, beat_before: float) -> list[Versioned]:
+        await self._ready()
+
+        async def op(r: Any) -> list[Any]:
+            pipe = r.pipeline(transaction=False)
+            pipe.zrangebyscore(f"{PREFIX}jobs:expiry", "-inf", repr(moment))
+            pipe.zrangebyscore(f"{PREFIX}jobs:beat", "-inf", f"({beat_before!r}")
+            return list(await pipe.execute())
+
+        expiring, stale = await self._do(op)
+        ids = [i.decode() for i in (*expiring, *stale)]
+        return [entry for entry in await self._many(ids) if entry is not None]
+
+    async def purge(self, finished_before: float) -> int:
+        """Redis frees a dropped record's memory itself; the hash may have expired already (its retention)."""
+        name = f"{PREFIX}jobs:finished"
+        ids = [i.decode() for i in await self._do(lambda r: r.zrangebyscore(name, "-inf", f"({finished_before!r}"))]
+        if ids:
+            records = [entry[1] for entry in await self._many(ids) if entry is not None]
+            await self._forget(ids, records)
+        return len(ids)

@@ -14,19 +14,26 @@ durability in its own file.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import json
 import math
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..access.apikeys import KeyRecord, User, groups_for_new_key, hash_key, mint, now, split_key, validate_user_fields
 from ..exec import pidcache
 from .files import private_file
-from .kinds import Versioned
+from .jobindex import columns
+from .kinds import LIVE, Cursor, Versioned, Viewer
+
+T = TypeVar("T")
 
 SESSION_TTL = 24 * 3600.0
 _STATE_SCHEMA = """
@@ -38,6 +45,32 @@ CREATE TABLE IF NOT EXISTS mcp_sessions (sid TEXT PRIMARY KEY, owner TEXT NOT NU
 """
 _JOBS_SCHEMA = """CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY, v INTEGER NOT NULL, created REAL NOT NULL, data TEXT NOT NULL)"""
+# What a job keeps beside its record (jobindex.columns), added to files made before them and filled in once.
+_JOB_COLUMNS = {
+    "state": "TEXT",
+    "requester": "TEXT",
+    "tool": "TEXT",
+    "approvers": "TEXT",
+    "expires_at": "REAL",
+    "heartbeat": "REAL",
+    "finished": "REAL",
+}
+_JOB_INDEXES = """
+CREATE INDEX IF NOT EXISTS jobs_created ON jobs(created, id);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, created, id);
+CREATE INDEX IF NOT EXISTS jobs_requester ON jobs(requester, state);
+CREATE INDEX IF NOT EXISTS jobs_tool ON jobs(tool, state);
+CREATE INDEX IF NOT EXISTS jobs_expires ON jobs(state, expires_at);
+CREATE INDEX IF NOT EXISTS jobs_heartbeat ON jobs(state, heartbeat);
+CREATE INDEX IF NOT EXISTS jobs_finished ON jobs(finished);
+"""
+_JOB_BACKFILL = (
+    "UPDATE jobs SET state = json_extract(data, '$.state'), requester = json_extract(data, '$.requester.person'), "
+    "tool = json_extract(data, '$.tool'), approvers = json_extract(data, '$.approvers'), "
+    "expires_at = json_extract(data, '$.expires_at'), heartbeat = json_extract(data, '$.heartbeat'), "
+    "finished = json_extract(data, '$.finished') WHERE state IS NULL AND json_extract(data, '$.state') IS NOT NULL"
+)
+VACUUM_PAGES = 256  # free pages (1 MiB of 4 KiB pages) after a purge beyond which the file is shrunk
 _KEYS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS users (
     username TEXT PRIMARY KEY, email TEXT NOT NULL DEFAULT '',
@@ -78,7 +111,14 @@ class SQLiteState(SQLiteFile):
         # secure_delete: a freed page or cell is zeroed, so a value a job no longer holds (a secret scrubbed when
         # it ended) is not left behind in the file.
         super().__init__(path, ("PRAGMA synchronous=OFF", "PRAGMA secure_delete=ON"))
-        self.conn().executescript(_STATE_SCHEMA)
+        conn = self.conn()
+        if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+            # Incremental auto-vacuum, so that the space of dropped jobs goes back to the disk (SQLiteJobStore.purge);
+            # a file made before it needs one VACUUM to take the mode (another process busy with it: next start).
+            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            with contextlib.suppress(sqlite3.OperationalError):
+                conn.execute("VACUUM")
+        conn.executescript(_STATE_SCHEMA)
 
 
 _FILES: dict[Path, SQLiteState] = {}
@@ -191,37 +231,157 @@ class SQLiteMcpSessions:
         self.state.conn().execute("DELETE FROM mcp_sessions WHERE sid=?", (sid,))
 
 
+_JOB_THREADS: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _job_threads() -> ThreadPoolExecutor:
+    """This process's threads for the job store's work (a forked worker makes its own): apart from asyncio's
+    default executor, so no other work queued there delays a job's read, and at most 4 connections to the file."""
+    global _JOB_THREADS
+    if _JOB_THREADS is None or _JOB_THREADS[0] != pidcache.pid():
+        _JOB_THREADS = (pidcache.pid(), ThreadPoolExecutor(4, thread_name_prefix="toolrun-jobs"))
+    return _JOB_THREADS[1]
+
+
 class SQLiteJobStore:
-    """Jobs (kinds.JobStore) in the state file; each operation is one statement (atomic across processes)."""
+    """Jobs (kinds.JobStore) in the state file; each operation is one statement (atomic across processes), run in
+    a thread so that neither the file nor the parsing of records ever holds the event loop. Counts, pages and the
+    sweep read the indexed columns (`_JOB_COLUMNS`); only the records a page or a sweep returns are parsed."""
 
     def __init__(self, state: SQLiteState) -> None:
         self.state = state
-        state.conn().execute(_JOBS_SCHEMA)
+        conn = state.conn()
+        conn.execute(_JOBS_SCHEMA)
+        have = {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}
+        for name, kind in _JOB_COLUMNS.items():
+            if name not in have:
+                with contextlib.suppress(sqlite3.OperationalError):  # another process added it first
+                    conn.execute(f"ALTER TABLE jobs ADD COLUMN {name} {kind}")
+        conn.executescript(_JOB_INDEXES)
+        if not have.issuperset(_JOB_COLUMNS):
+            conn.execute(_JOB_BACKFILL)
+
+    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(_job_threads(), lambda: work(self.state.conn()))
+
+    @staticmethod
+    def _row(record: dict[str, Any]) -> tuple[Any, ...]:
+        c = columns(record)
+        return (
+            c["state"],
+            c["requester"],
+            c["tool"],
+            json.dumps(c["approvers"]),
+            c["expires_at"],
+            c["heartbeat"],
+            c["finished"],
+        )
 
     async def create(self, record: dict[str, Any]) -> None:
-        self.state.conn().execute(
-            "INSERT INTO jobs(id, v, created, data) VALUES (?, 1, ?, ?)",
-            (record["id"], record["created"], json.dumps(record)),
+        values = (record["id"], record["created"], json.dumps(record), *self._row(record))
+        sql = (
+            "INSERT INTO jobs(id, v, created, data, state, requester, tool, approvers, expires_at, heartbeat, "
+            "finished) VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
+        await self._run(lambda conn: conn.execute(sql, values))
 
     async def get(self, job_id: str) -> Versioned | None:
-        row = self.state.conn().execute("SELECT v, data FROM jobs WHERE id=?", (job_id,)).fetchone()
-        return None if row is None else (int(row[0]), json.loads(row[1]))
+        def work(conn: sqlite3.Connection) -> Versioned | None:
+            row = conn.execute("SELECT v, data FROM jobs WHERE id=?", (job_id,)).fetchone()
+            return None if row is None else (int(row[0]), json.loads(row[1]))
+
+        return await self._run(work)
 
     async def swap(self, job_id: str, version: int, record: dict[str, Any], keep: float | None = None) -> bool:
-        cursor = self.state.conn().execute(
-            "UPDATE jobs SET v = v + 1, data = ? WHERE id = ? AND v = ?", (json.dumps(record), job_id, version)
+        values = (json.dumps(record), *self._row(record), job_id, version)
+        sql = (
+            "UPDATE jobs SET v = v + 1, data = ?, state = ?, requester = ?, tool = ?, approvers = ?, expires_at = ?, "
+            "heartbeat = ?, finished = ? WHERE id = ? AND v = ?"
         )
-        if cursor.rowcount == 1 and keep is not None:
-            _drop_old_pages(self.state.conn())
-        return bool(cursor.rowcount == 1)
+
+        def work(conn: sqlite3.Connection) -> bool:
+            swapped = conn.execute(sql, values).rowcount == 1
+            if swapped and keep is not None:
+                _drop_old_pages(conn)
+            return bool(swapped)
+
+        return await self._run(work)
 
     async def all(self) -> list[Versioned]:
-        rows = self.state.conn().execute("SELECT v, data FROM jobs ORDER BY created").fetchall()
-        return [(int(v), json.loads(data)) for v, data in rows]
+        def work(conn: sqlite3.Connection) -> list[Versioned]:
+            rows = conn.execute("SELECT v, data FROM jobs ORDER BY created").fetchall()
+            return [(int(v), json.loads(data)) for v, data in rows]
+
+        return await self._run(work)
 
     async def delete(self, job_id: str) -> None:
-        self.state.conn().execute("DELETE FROM jobs WHERE id=?", (job_id,))
+        await self._run(lambda conn: conn.execute("DELETE FROM jobs WHERE id=?", (job_id,)))
+
+    async def page(
+        self, *, state: str | None, viewer: Viewer | None, before: Cursor | None, limit: int
+    ) -> list[Versioned]:
+        where: list[str] = []
+        args: list[Any] = []
+        if state is not None:
+            where.append("state = ?")
+            args.append(state)
+        if before is not None:
+            where.append("(created < ? OR (created = ? AND id < ?))")
+            args += [before[0], before[0], before[1]]
+        if viewer is not None:
+            groups = sorted(viewer.groups)
+            marks = ", ".join("?" * len(groups))
+            seen = f" OR EXISTS (SELECT 1 FROM json_each(jobs.approvers) WHERE value IN ({marks}))" if groups else ""
+            where.append(f"(requester = ?{seen})")
+            args += [viewer.person, *groups]
+        sql = "SELECT v, data FROM jobs" + (" WHERE " + " AND ".join(where) if where else "")
+        sql += " ORDER BY created DESC, id DESC LIMIT ?"
+
+        def work(conn: sqlite3.Connection) -> list[Versioned]:
+            rows = conn.execute(sql, (*args, limit)).fetchall()
+            return [(int(v), json.loads(data)) for v, data in rows]
+
+        return await self._run(work)
+
+    async def counts(self) -> dict[str, int]:
+        def work(conn: sqlite3.Connection) -> dict[str, int]:
+            rows = conn.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall()
+            return {str(state or ""): int(n) for state, n in rows}
+
+        return await self._run(work)
+
+    async def live(self, requester: str) -> dict[str, int]:
+        sql = f"SELECT state, COUNT(*) FROM jobs WHERE requester = ? AND state IN ({', '.join('?' * len(LIVE))}) "
+        sql += "GROUP BY state"
+
+        def work(conn: sqlite3.Connection) -> dict[str, int]:
+            return {**dict.fromkeys(LIVE, 0), **dict(conn.execute(sql, (requester, *LIVE)).fetchall())}
+
+        return await self._run(work)
+
+    async def due(self, moment: float, beat_before: float) -> list[Versioned]:
+        sql = (
+            "SELECT v, data FROM jobs WHERE state = ? AND expires_at <= ? UNION ALL "
+            "SELECT v, data FROM jobs WHERE state = ? AND (heartbeat IS NULL OR heartbeat < ?)"
+        )
+
+        def work(conn: sqlite3.Connection) -> list[Versioned]:
+            rows = conn.execute(sql, (LIVE[0], moment, LIVE[1], beat_before)).fetchall()
+            return [(int(v), json.loads(data)) for v, data in rows]
+
+        return await self._run(work)
+
+    async def purge(self, finished_before: float) -> int:
+        def work(conn: sqlite3.Connection) -> int:
+            gone = conn.execute("DELETE FROM jobs WHERE finished < ?", (finished_before,)).rowcount
+            if gone and conn.execute("PRAGMA freelist_count").fetchone()[0] > VACUUM_PAGES:
+                # The pages of the dropped records go back to the disk (auto_vacuum=INCREMENTAL), and the
+                # write-ahead log that carried them is emptied.
+                conn.executescript("PRAGMA incremental_vacuum;")  # executescript: stepped to its end (execute: 1 page)
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            return int(gone)
+
+        return await self._run(work)
 
 
 def _drop_old_pages(conn: sqlite3.Connection) -> None:

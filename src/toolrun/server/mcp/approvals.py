@@ -21,7 +21,7 @@ import mcp_types as types
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ...errors import ClientGone, NotFound, ToolrunError
-from ...jobrecord import AWAITING, FINAL, WITHDRAWN
+from ...jobrecord import AWAITING, FINAL, WITHDRAWN, result_answer
 from ...models import Identity
 from ..disconnect import unless_gone
 
@@ -67,8 +67,8 @@ def final_answer(job: dict[str, Any]) -> types.CallToolResult:
     """A decided job as the tool result the plain call would have given (or why it did not run)."""
     result = job.get("result")
     if result is not None and result["status"] == 200:
-        structured = result["json"] if isinstance(result["json"], dict) else None
-        return _text(result["text"], structured)
+        text, payload = result_answer(result)
+        return _text(text, payload)
     if result is not None:
         return _text(result["text"], {"error": result["json"].get("type"), "message": result["text"]}, error=True)
     why = f" by {job['decided_by']}" if job.get("decided_by") else ""

@@ -39,7 +39,7 @@ from mcp.shared.exceptions import MCPError
 
 from ... import __version__, telemetry
 from ...access.audit import CallOrigin, clean_request_id, new_request_id
-from ...errors import NotFound, ParamError, RateLimited, ToolFailed, ToolrunError
+from ...errors import CallerFull, NotFound, ParamError, RateLimited, ToolFailed, ToolrunError
 from ...formatting import (
     describe_text,
     direct_description,
@@ -197,6 +197,8 @@ def _error_result(exc: ToolrunError) -> types.CallToolResult:
         text = f"Invalid arguments: {exc}. Call it as {exc.signature}"
     elif isinstance(exc, ParamError):
         text = f"Invalid arguments: {exc}. Use `describe_tools` to see the parameters."
+    elif isinstance(exc, CallerFull):  # a share of jobs: the message says which, and what to do
+        text = f"{exc}."
     elif isinstance(exc, RateLimited):
         text = f"Rate limited: retry after {seconds(exc.retry_after)}."
     elif isinstance(exc, ToolFailed):
