@@ -54,6 +54,8 @@ export interface Tool {
   annotations?: Annotations;
   keywords?: string[];
   sandbox?: ToolSandbox;
+  /** GET /search only: how well the tool matches the query, 0 to 1 (docs/mcp.md). */
+  score?: number;
 }
 
 export interface Identity {
