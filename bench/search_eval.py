@@ -327,12 +327,26 @@ def dev2_queries() -> list[tuple[str, str, set[str]]]:
 
 
 def mcp_catalog_text() -> str:
-    """The third held-out set's catalog: each real MCP tool as `<server>.<name>` (bench/search_eval_mcp.py)."""
-    parts = ["version: 1\ntools:\n"]
+    """The third held-out set's catalog: each real MCP tool as `<server>.<name>` (bench/search_eval_mcp.py), written
+    as JSON (YAML reads it; the upstream descriptions hold every kind of quote)."""
+    import json
+
+    tools = []
     for tool in mcp.tools():
-        params = [(p["name"], _mcp_type(p["type"]), p["description"]) for p in tool["params"]]
-        parts.append(tool_yaml(tool["server"], tool["name"], tool["description"], params))
-    return "".join(parts)
+        params = [
+            {"name": p["name"], "type": _mcp_type(p["type"]), "required": False, "description": p["description"]}
+            for p in tool["params"]
+        ]
+        tools.append(
+            {
+                "name": tool["name"],
+                "group": tool["server"],
+                "description": tool["description"],
+                "exec": f"echo {tool['server']}.{tool['name']}",
+                **({"params": params} if params else {}),
+            }
+        )
+    return json.dumps({"version": 1, "tools": tools}, ensure_ascii=False)
 
 
 def _mcp_type(kind: str) -> str:
