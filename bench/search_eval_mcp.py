@@ -3,7 +3,7 @@
 The tools are bench/search_eval_mcp_tools.json (built by bench/build_mcp_tools.py from the repositories and commits
 listed in its `sources`: github/github-mcp-server, microsoft/playwright-mcp, ChromeDevTools/chrome-devtools-mcp,
 containers/kubernetes-mcp-server, grafana/mcp-grafana, and the filesystem, memory and fetch servers of
-modelcontextprotocol/servers): 413 tools of 9 servers, with their names, descriptions and params as written upstream.
+modelcontextprotocol/servers): 413 tools of 8 servers, with their names, descriptions and params as written upstream.
 Each becomes the tool `<server>.<name>` of group `<server>`.
 
 - The 40 intents below were written from that file alone (the tools' names, descriptions and params), before any

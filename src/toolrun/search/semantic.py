@@ -514,7 +514,7 @@ class HelperSemantic(Semantic):
         except Exception as exc:
             self.warn_once("cannot rank a query", f"{type(exc).__name__}: {exc}")
             return None
-        return found["nearest"], found["params"], found["sims"]
+        return found["nearest"], found["params"], found.get("sims") or []  # a helper of an older toolrun: none
 
     def _view(self, vectors: Vectors, index: Index) -> str | None:
         """The rows of `vectors` this view sees, as a bitmap (base64; "": all of them); None: vectors of another
