@@ -15,7 +15,7 @@ import json
 import threading
 from array import array
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,6 @@ from .search.textsearch import Analyzed, Index, analyze, query_words, words
 if TYPE_CHECKING:
     from .search.semantic import Fused, Semantic
 
-LEXICAL_HEAD = 100  # semantic.LEXICAL_HEAD (not imported: semantic.py is read only with the extra)
 
 MAX_VIEWS = 32  # search indexes kept at once (least recently used first out)
 tokens = words  # older name, kept for callers
@@ -52,6 +51,17 @@ class Page:
     @property
     def next_offset(self) -> int | None:
         return self.offset + len(self.items) if self.has_more else None
+
+
+def floored(ranked: Iterable[int], score: Callable[[int], float], floor: float, need: int) -> list[tuple[int, float]]:
+    """The first `need` documents of a ranking that score `floor` or more, with their scores."""
+    kept: list[tuple[int, float]] = []
+    for doc in ranked:
+        if (got := score(doc)) >= floor:
+            kept.append((doc, got))
+            if len(kept) >= need:
+                break
+    return kept
 
 
 def exact_name_first(rel: Relevance, ranked: list[int]) -> list[int]:
@@ -181,15 +191,13 @@ class Registry:
             return max(lexical, semantic_score(sims[doc])) if doc in sims else lexical
 
         need = offset + limit
-        kept: list[tuple[int, float]] = []
         if fused is not None:
-            kept = [(d, sc) for d in fused.ranked[: need * 8 + LEXICAL_HEAD] if (sc := score(d)) >= min_score]
+            kept = floored(fused.ranked, score, min_score, need)
         else:
             ask = need
             while True:
                 ranked, matched = index.rank(terms, ask)
-                ranked = exact_name_first(rel, ranked)
-                kept = [(d, sc) for d in ranked if (sc := score(d)) >= min_score]
+                kept = floored(exact_name_first(rel, ranked), score, min_score, need)
                 if len(kept) >= need or len(ranked) >= matched:
                     break
                 ask *= 4

@@ -51,6 +51,7 @@ class Relevance:
     terms: list[Term]
     total_weight: float
     _name_stems: dict[int, frozenset[str]] = field(default_factory=dict)
+    _factors: tuple[dict[int, float], set[int]] | None = None
 
     @classmethod
     def of(cls, index: Index, query: Sequence[str]) -> Relevance:
@@ -84,12 +85,30 @@ class Relevance:
         return None
 
     def lexical(self, doc: int) -> float:
-        got = 0.0
+        """The tool's score by words, 0 to 1."""
+        return min(1.0, self._sums()[0].get(doc, 0.0) / self.total_weight)
+
+    def _sums(self) -> tuple[dict[int, float], set[int]]:
+        """Each matching tool's sum of its words' weight x factor, and the tools the lexical ranking brings in
+        (textsearch.Index._scores: those of the words other than weak ones, and of those, the words in at most a
+        quarter of the tools); computed once per query, in one pass over the words' postings."""
+        if self._factors is not None:
+            return self._factors
+        sums: dict[int, float] = {}
+        each: list[tuple[bool, dict[int, float]]] = []
         for term in self.terms:
-            found = self.match(term, doc)
-            if found is not None:
-                got += term.weight * found[1]
-        return min(1.0, got / self.total_weight)
+            seen: dict[int, float] = {}
+            for stem, factor in term.stems:
+                for doc in self.index.postings[stem][0]:
+                    if doc not in seen:
+                        seen[doc] = factor
+            for doc, factor in seen.items():
+                sums[doc] = sums.get(doc, 0.0) + term.weight * factor
+            each.append((cached_stem(term.word) in WEAK_STEMS, seen))
+        pool = [seen for weak, seen in each if seen and not weak] or [seen for _, seen in each]
+        rare = [seen for seen in pool if len(seen) <= len(self.index.tools) // 4] or pool
+        self._factors = (sums, {d for seen in rare for d in seen})
+        return self._factors
 
     def matched(self, doc: int) -> list[dict[str, Any]]:
         """Each query word the document matches: the tool's word (a stem), how (HOW) and the factor it counts at."""
@@ -132,22 +151,8 @@ class Relevance:
 
     def count(self, floor: float, also: Iterable[int] = ()) -> int:
         """How many tools score `floor` or more by words, or are among `also` (tools that score it by meaning)."""
-        factors: dict[int, float] = {}
-        each: list[tuple[bool, dict[int, float]]] = []
-        for term in self.terms:
-            seen: dict[int, float] = {}
-            for stem, factor in term.stems:
-                for doc in self.index.postings[stem][0]:
-                    if doc not in seen:
-                        seen[doc] = factor
-            for doc, factor in seen.items():
-                factors[doc] = factors.get(doc, 0.0) + term.weight * factor
-            each.append((cached_stem(term.word) in WEAK_STEMS, seen))
-        # The tools the lexical ranking brings in (textsearch.Index._scores): those of the words other than weak
-        # ones, and of those, the words in at most a quarter of the tools.
-        pool = [seen for weak, seen in each if seen and not weak] or [seen for _, seen in each]
-        rare = [seen for seen in pool if len(seen) <= len(self.index.tools) // 4] or pool
+        sums, candidates = self._sums()
         limit = floor * self.total_weight - 1e-9
-        good = {d for seen in rare for d in seen if factors[d] >= limit}
+        good = {d for d in candidates if sums[d] >= limit}
         good.update(also)
         return len(good)
