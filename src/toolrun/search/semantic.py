@@ -20,10 +20,11 @@ each worker ranks with numpy on the mapped file (`Semantic`).
 A query is embedded from `query_text` (its values named by their kind or dropped). Fusion is reciprocal rank fusion
 (RRF_K, SEMANTIC_WEIGHT, PARAMS_WEIGHT, chosen on the dev set): the first LEXICAL_HEAD lexical results, the
 SEMANTIC_TOP tools whose document is nearest the query and the SEMANTIC_TOP whose params are (in each, near-duplicates
-taking turns: `diversify`), each scored weight/(k + rank) per list. Scoped like the lexical ranking: similarities
-are taken over the caller's own tools only (a tool's similarity depends on the query and that tool alone), so a
-hidden tool changes nothing in anyone's results. When anything fails (no model, a broken
-model, the helper gone, a timeout), search is lexical, and a warning says why once.
+taking turns: `diversify`), each scored weight/(k + rank) per list, the semantic lists' weight decided per query
+from the query's own signals, with two guards for the word ranking (`fuse`, issue 38). Scoped like the lexical
+ranking: similarities are taken over the caller's own tools only (a tool's similarity depends on the query and that
+tool alone), so a hidden tool changes nothing in anyone's results. When anything fails (no model, a broken model, the
+helper gone, a timeout), search is lexical, and a warning says why once.
 """
 
 from __future__ import annotations
