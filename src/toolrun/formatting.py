@@ -198,12 +198,28 @@ def gh_escape(text: str, prop: bool = False) -> str:
 # -- compact text for agents (MCP text content): every token counts --------------------------------
 
 
-def search_text(items: list[ToolSpec], total: int, offset: int, next_offset: int | None) -> str:
-    """One line per tool, `key(param: type = default, ...) - summary`, then where the page is."""
+def search_text(
+    items: list[ToolSpec],
+    total: int,
+    offset: int,
+    next_offset: int | None,
+    scores: list[float] | None = None,
+    min_score: float = 0.0,
+) -> str:
+    """One line per tool, `.92 key(param: type = default, ...) - summary` (its score, two places, when the query
+    was not blank), then where the page is."""
     from .paramtypes import signature
 
-    lines = [search_line(signature(t), t.summary) for t in items]
-    if not items:
+    if scores is None:
+        lines = [search_line(signature(t), t.summary) for t in items]
+    else:
+        width = SEARCH_LINE - 4  # the score and a space: a line, and so a page, takes no more than before
+        lines = [
+            f"{_score(sc)} {search_line(signature(t), t.summary, width)}" for t, sc in zip(items, scores, strict=True)
+        ]
+    if not items and total == 0 and scores is not None and min_score > 0:
+        lines.append(f"No good match: no tool scores {min_score:g} or more. Try other words, or min_score=0.")
+    elif not items:
         lines.append("No tools match." if total == 0 else f"No tools at offset {offset} (total {total}).")
     else:
         tail = f"{offset + 1}-{offset + len(items)} of {total}"
@@ -215,15 +231,20 @@ SEARCH_LINE = 112  # characters a search result line takes at most: a page of 10
 SEARCH_SIGNATURE = 72  # of which the signature (its later params elided)
 
 
-def search_line(sig: str, summary: str) -> str:
-    """`key(params) - summary` in at most SEARCH_LINE characters: later params become `…`, the summary is cut at a
+def _score(score: float) -> str:
+    """A score in three characters: `.92`, `1.0`."""
+    return "1.0" if score >= 0.995 else f"{score:.2f}"[1:]
+
+
+def search_line(sig: str, summary: str, width: int = SEARCH_LINE) -> str:
+    """`key(params) - summary` in at most `width` characters: later params become `…`, the summary is cut at a
     word (describe_tools has it all)."""
     if len(sig) > SEARCH_SIGNATURE:
         cut = sig.rfind(", ", 0, SEARCH_SIGNATURE - 3)
         sig = (sig[:cut] if cut > sig.find("(") else sig[: SEARCH_SIGNATURE - 3].rstrip(", ")) + ", …)"
     if not summary:
         return sig
-    room = SEARCH_LINE - len(sig) - 3
+    room = width - len(sig) - 3
     if len(summary) > room:
         summary = summary[: max(room - 1, 0)].rsplit(" ", 1)[0].rstrip(" ,;:.") + "…"
     return f"{sig} - {summary}"

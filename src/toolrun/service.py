@@ -32,6 +32,7 @@ from .exec import executor, render, sandbox
 from .exec.fnthreads import FN_THREADS
 from .models import CallResult, Identity, ToolSpec
 from .registry import Page, Registry
+from .search.relevance import DEFAULT_MIN_SCORE
 from .state.kinds import Limiter, SessionStore, Slots
 from .state.memory import MemorySlots
 
@@ -191,8 +192,17 @@ class ToolService:
         """The tool entry in compact JSON (encoded once per loaded catalog): a listing joins these."""
         return self.registry.entry_json(tool)
 
-    def search(self, identity: Identity, query: str, offset: int = 0, limit: int = 10) -> Page:
-        return self.registry.search(identity, query, offset, limit)
+    def search(
+        self,
+        identity: Identity,
+        query: str,
+        offset: int = 0,
+        limit: int = 10,
+        min_score: float = DEFAULT_MIN_SCORE,
+        explain: bool = False,
+    ) -> Page:
+        """A page of the caller's tools for `query`: those scoring `min_score` or more (search/relevance.py)."""
+        return self.registry.search(identity, query, offset, limit, min_score, explain)
 
     def visible(self, identity: Identity, key: str) -> ToolSpec | None:
         """The tool `key` if this caller may see it, else None (unknown and hidden look alike)."""

@@ -56,6 +56,8 @@ export interface Tool {
   sandbox?: ToolSandbox;
   approval?: { required: boolean; approvers: string[] };
   async?: boolean;
+  /** GET /search only: how well the tool matches the query, 0 to 1 (docs/mcp.md). */
+  score?: number;
 }
 
 export interface Identity {

@@ -219,8 +219,15 @@ class Remote:
         """None: the server checked its catalog when it loaded it, and logs what it found."""
         return []
 
-    def search(self, query: str, offset: int = 0, limit: int = 10) -> dict[str, Any]:
-        page = self.request("GET", "/search?" + urlencode({"q": query, "offset": offset, "limit": limit}))
+    def search(
+        self, query: str, offset: int = 0, limit: int = 10, min_score: float | None = None, explain: bool = False
+    ) -> dict[str, Any]:
+        asked: dict[str, Any] = {"q": query, "offset": offset, "limit": limit}
+        if min_score is not None:
+            asked["min_score"] = f"{min_score:.6f}".rstrip("0").rstrip(".") or "0"
+        if explain:
+            asked["explain"] = "1"
+        page = self.request("GET", "/search?" + urlencode(asked))
         if not isinstance(page, dict):
             raise RemoteError(f"{self.url}/search did not answer a page")
         page["tools"] = [tool_from_entry(e) for e in page.get("items") or [] if isinstance(e, dict)]

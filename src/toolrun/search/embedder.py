@@ -260,12 +260,13 @@ class Ranker:
                 self._queries.popitem(last=False)
         return vector
 
-    def rank(self, ask: dict[str, Any]) -> dict[str, list[int]]:
+    def rank(self, ask: dict[str, Any]) -> dict[str, Any]:
         """`{"text", "vectors": path, "tools": n, "rows": base64 bitmap of the caller's rows, "" for all}`: the
-        caller's nearest tools by document and by params (positions among the caller's rows, `semantic.nearest`)."""
+        caller's nearest tools by document and by params (positions among the caller's rows, `semantic.nearest`), and
+        the similarity of each tool of the first list (`sims`)."""
         import numpy as np
 
-        from .semantic import nearest
+        from .semantic import nearest, nearest_scored
 
         matrix, n = self.vectors(str(ask["vectors"])), int(ask["tools"])
         if matrix.shape[0] != 2 * n:
@@ -276,7 +277,8 @@ class Ranker:
             rows = np.flatnonzero(np.unpackbits(bits, count=n, bitorder="little"))
         else:
             rows = np.arange(n)
-        return {"nearest": nearest(matrix[:n], rows, vector), "params": nearest(matrix[n:], rows, vector)}
+        docs, sims = nearest_scored(matrix[:n], rows, vector)
+        return {"nearest": docs, "params": nearest(matrix[n:], rows, vector), "sims": sims}
 
 
 def _reply(ranker: Ranker, message: dict[str, Any]) -> bytes:

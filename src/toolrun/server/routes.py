@@ -376,6 +376,20 @@ ROUTES: tuple[RouteDef, ...] = (
                     "required": False,
                     "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
                 },
+                {
+                    "name": "min_score",
+                    "in": "query",
+                    "required": False,
+                    "description": "Only tools scoring this much or more (0 to 1); `total` counts those.",
+                    "schema": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.2},
+                },
+                {
+                    "name": "explain",
+                    "in": "query",
+                    "required": False,
+                    "description": "1: each hit says why it ranked where it did.",
+                    "schema": {"type": "string", "enum": ["0", "1", "false", "true"], "default": "0"},
+                },
             ],
             "responses": {
                 "200": json_response({"$ref": "#/components/schemas/SearchPage"}, "A page of results"),

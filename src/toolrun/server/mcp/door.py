@@ -51,6 +51,7 @@ from ...formatting import (
 )
 from ...models import Identity, ToolSpec
 from ...paramtypes import request_schema
+from ...search.relevance import DEFAULT_MIN_SCORE
 from ...service import JobStarted, ToolService
 from ...words import plural, seconds
 from ..disconnect import unless_gone
@@ -89,7 +90,7 @@ def meta_tools(example: str = EXAMPLE_KEY, words: str = "disk usage") -> dict[st
         "search": {
             "description": (
                 "Find tools you may call by words, a task or a param name. Empty query: all, by key. "
-                "Pages: pass next_offset as offset."
+                "Each hit has a score, 0-1; only hits scoring min_score or more. Pages: pass next_offset as offset."
             ),
             "schema": {
                 "type": "object",
@@ -97,6 +98,7 @@ def meta_tools(example: str = EXAMPLE_KEY, words: str = "disk usage") -> dict[st
                     "query": {"type": "string", "description": f"e.g. {words!r}."},
                     "offset": {"type": "integer", "minimum": 0, "default": 0},
                     "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
+                    "min_score": {"type": "number", "minimum": 0, "maximum": 1, "default": DEFAULT_MIN_SCORE},
                 },
                 "additionalProperties": False,
             },
@@ -435,18 +437,26 @@ class McpDoor:
             raise ParamError("`offset` must be an integer >= 0")
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
             raise ParamError("`limit` must be an integer from 1 to 100")
-        page = self.service.search(identity, query[:500], offset, limit)
+        floor = args.get("min_score", DEFAULT_MIN_SCORE)
+        if not isinstance(floor, int | float) or isinstance(floor, bool) or not 0 <= floor <= 1:
+            raise ParamError("`min_score` must be a number from 0 to 1")
+        page = self.service.search(identity, query[:500], offset, limit, float(floor))
+        items: list[dict[str, Any]] = [
+            {"key": t.key, "groups": list(t.groups), "summary": t.summary, "example": t.example} for t in page.items
+        ]
+        if page.scores is not None:
+            for item, relevance in zip(items, page.scores, strict=True):
+                item["score"] = relevance
         body = {
             "query": query,
-            "items": [
-                {"key": t.key, "groups": list(t.groups), "summary": t.summary, "example": t.example} for t in page.items
-            ],
+            "items": items,
             "total": page.total,
             "offset": page.offset,
             "has_more": page.has_more,
             "next_offset": page.next_offset,
         }
-        return _text_result(search_text(page.items, page.total, page.offset, page.next_offset), body)
+        text = search_text(page.items, page.total, page.offset, page.next_offset, page.scores, float(floor))
+        return _text_result(text, body)
 
     def describe(self, identity: Identity, args: dict[str, Any]) -> types.CallToolResult:
         keys = args.get("keys")

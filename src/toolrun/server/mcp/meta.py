@@ -52,6 +52,7 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
                         "groups": _STRINGS,
                         "summary": {"type": "string"},
                         "example": {"type": "string"},
+                        "score": {"type": "number", "minimum": 0, "maximum": 1},
                     },
                     "required": ["key", "groups", "summary", "example"],
                 },
