@@ -3,6 +3,9 @@ would try them, with the server as root and as an unprivileged user.
 
 - `network: none` refuses every socket family but AF_UNIX, AF_INET and AF_INET6 (the last two reach only the
   sandbox's own loopback): AF_VSOCK and netlink (host uevents) are no longer open.
+- What a user sees: a failed sandboxed call names its profile and what that withholds (CLI stderr, the
+  `Toolrun-Sandbox` header); a profile that cannot work here is logged at `serve`, fails /readyz, and its
+  calls answer 503 with a short message (the paths go to the server's log only).
 """
 
 from __future__ import annotations
@@ -12,11 +15,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from support.binaries import require_binary
 from support.catalogs import write_catalog
-from support.sysusers import SERVER_USERS, as_user, server_user, shared_dir
+from support.servers import wait_until
+from support.sysusers import SERVER_USERS, UserServer, as_user, server_user, shared_dir
+
+JSON = {"content-type": "application/json"}
+EXECUTE_GONE = {"name": "execute", "arguments": {"key": "t.gone", "arguments": {}}}
 
 
 @pytest.fixture(autouse=True)
@@ -96,3 +104,91 @@ def test_network_none_refuses_vsock_netlink_and_packet_sockets_and_keeps_unix(ki
     for family in ("unix", "inet", "inet6", "unix-pair"):
         assert none[family] == "created", (family, none)
     assert host["vsock"] == "created" and host["netlink-route"] == "created", host  # network: host keeps them
+
+
+# -- what a user sees -------------------------------------------------------------------------------------
+
+SEEN = """\
+group: t
+tools:
+  - name: escape
+    public: true
+    exec: echo planted > /usr/planted
+    sandbox: {writable: [out]}
+  - name: fails
+    public: true
+    exec: exit 3
+  - name: gone
+    public: true
+    exec: echo hi
+    sandbox: {writable: [gone]}
+  - name: fine
+    public: true
+    exec: echo fine
+    sandbox: true
+"""
+
+
+@pytest.mark.parametrize("kind", SERVER_USERS)
+def test_a_failed_sandboxed_call_names_its_profile_on_the_cli_and_in_a_header(kind: str) -> None:
+    user = server_user(kind)
+    with shared_dir(user) as base:
+        (base / "out").mkdir()
+        catalog = write_catalog(base, SEEN.replace("  - name: gone", "  - name: gone-later"))
+        catalog.chmod(0o644)
+        out = os.path.realpath(base / "out")
+        failed = cli(user, base, "call", "-c", str(catalog), "t.escape")
+        plain = cli(user, base, "call", "-c", str(catalog), "t.fails")
+        with UserServer(base, catalog, user).start() as server, httpx.Client(base_url=server.url, timeout=30) as c:
+            answer = c.post("/tools/t.escape", headers=JSON)
+            fine = c.post("/tools/t.fine", headers=JSON)
+            unboxed = c.post("/tools/t.fails", headers=JSON)
+    assert failed.returncode != 0 and "Read-only file system" in failed.stderr, failed.stderr
+    assert failed.stderr.rstrip().splitlines()[-1] == (
+        "note: t.escape ran in sandbox profile 'default', which withholds the network (no connection leaves the "
+        f"sandbox); every file outside /usr, /etc, {out} and a private /tmp; writing outside /tmp and {out}; the "
+        "host's processes; toolrun's own files"
+    )
+    assert plain.returncode == 3 and "sandbox" not in plain.stderr  # no sandbox, no note
+    assert answer.status_code == 200 and answer.headers["x-toolrun-exit-code"] != "0"
+    header = answer.headers["toolrun-sandbox"]
+    assert header.startswith("profile=default; withholds=the network") and f"writing outside /tmp and {out}" in header
+    assert fine.status_code == 200 and "toolrun-sandbox" not in fine.headers  # only a failed call carries it
+    assert "toolrun-sandbox" not in unboxed.headers
+
+
+@pytest.mark.parametrize("kind", SERVER_USERS)
+def test_a_profile_that_cannot_work_here_is_logged_fails_readyz_and_answers_503_without_paths(kind: str) -> None:
+    user = server_user(kind)
+    with shared_dir(user) as base:
+        (base / "out").mkdir()
+        catalog = write_catalog(base, SEEN)
+        catalog.chmod(0o644)
+        gone = os.path.realpath(base / "gone")
+        with UserServer(base, catalog, user).start() as server, httpx.Client(base_url=server.url, timeout=30) as c:
+            ready = c.get("/readyz")
+            text = c.post("/tools/t.gone", headers=JSON)
+            as_json = c.post("/tools/t.gone", headers={**JSON, "accept": "application/json"})
+            fine = c.post("/tools/t.fine", headers=JSON)
+            mcp = c.post(
+                "/mcp",
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": EXECUTE_GONE},
+                headers={**JSON, "accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"},
+            )
+            wait_until(lambda: "readiness check sandbox failed" in server.log(), 10, "the readiness line")
+            server.stop()
+            log = server.log()
+    assert f"1 sandboxed tool(s) cannot run on this host: t.gone: its sandbox binds {gone}, which does not exist" in log
+    assert ready.status_code == 503 and ready.json() == {"status": "degraded"}
+    assert text.status_code == 503, text.text
+    assert text.text == (
+        "SandboxUnavailable: tool t.gone runs in a sandbox that cannot be set up on this server; it was not run "
+        "(the server's log says why)"
+    )
+    assert "retry-after" not in text.headers
+    assert as_json.status_code == 503 and as_json.json()["type"] == "SandboxUnavailable"
+    for body in (text.text, as_json.text, mcp.text):
+        assert str(base) not in body and "/gone" not in body and "home" not in body, body
+    assert "cannot be set up on this server" in mcp.text, mcp.text
+    assert f"binds {gone}, which does not exist" in log.split("listening on", 1)[1]  # each call's reason: logged
+    assert fine.status_code == 200 and fine.text == "fine\n"  # the other sandboxed tools still run

@@ -14,15 +14,14 @@ import signal
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import httpx
 import pytest
 
 from support.catalogs import write_catalog
 from support.procs import gone, pids_matching, proc_stat
-from support.servers import ToolrunServer, wait_until
-from support.sysusers import SERVER_USERS, as_user, server_user, shared_dir
+from support.servers import wait_until
+from support.sysusers import SERVER_USERS, UserServer, server_user, shared_dir
 from toolrun.search import semantic
 
 SECRET = "helper-secret-" + uuid.uuid4().hex[:8]
@@ -53,19 +52,6 @@ def _extra() -> None:
         pytest.skip(message)
 
 
-class UserServer(ToolrunServer):
-    """`toolrun serve` as `user` (None: as we are)."""
-
-    def __init__(self, workdir: Path, catalog: Path, user: tuple[int, int] | None, settings: dict[str, str]) -> None:
-        super().__init__(workdir, catalog, settings)
-        self.user = user
-
-    def launch(self) -> ToolrunServer:
-        argv = [*as_user(self.user), sys.executable, "-m", "toolrun", "serve", "-c", str(self.catalog)]
-        self.spawn([*argv, "--host", "127.0.0.1", "--port", str(self.port)], self.env)
-        return self
-
-
 def descendants(root: int) -> set[int]:
     """Every live process below `root`."""
     parents = {int(e): s[1] for e in os.listdir("/proc") if e.isdigit() and (s := proc_stat(int(e))) is not None}
@@ -91,10 +77,7 @@ def test_a_tool_cannot_read_the_helpers_environment_and_the_helper_dies_with_the
         catalog = write_catalog(base, PEEK)
         catalog.chmod(0o644)
         settings = {"SVC_SEARCH_SEMANTIC": "true", "MY_SECRET": SECRET}
-        server = UserServer(base / "server", catalog, user, settings)
-        (base / "server").chmod(0o777)  # its log is written by the test, its home by the server's user
-        server.home = base / "home"
-        server.env["TOOLRUN_HOME"] = str(base / "home")
+        server = UserServer(base, catalog, user, settings)
         helpers: list[int] = []
         try:
             server.start()

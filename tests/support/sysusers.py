@@ -3,8 +3,9 @@
 `unprivileged()` is (uid, gid) of a user that is not root: ours when the tests run unprivileged, else the
 `toolrun-test` system user (created when missing; never a login). `as_user(uid, gid)` is the argv prefix that
 runs a command as that user (`setpriv`, groups cleared). `shared_dir()` is a folder that user can read
-(pytest's tmp dirs are root-only). `server_users()` parametrizes a test over the two kinds of server; the root
-kind is a skip when the tests run unprivileged, and a failure under CI=true.
+(pytest's tmp dirs are root-only), `UserServer` a `toolrun serve` as that user in it. `SERVER_USERS`
+parametrizes a test over the two kinds of server (`server_user(kind)`); the root kind is a skip when the
+tests run unprivileged, and a failure under CI=true.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from .binaries import require_binary
+from .servers import ToolrunServer
 
 SERVER_USERS = ("root", "unprivileged")
 
@@ -75,3 +78,19 @@ def shared_dir(user: tuple[int, int] | None, prefix: str = "toolrun-user-") -> I
         yield base
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+class UserServer(ToolrunServer):
+    """`toolrun serve` as `user` (None: as we are), its work dir and TOOLRUN_HOME in a `shared_dir` `base`."""
+
+    def __init__(
+        self, base: Path, catalog: Path, user: tuple[int, int] | None, settings: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(base / "server", catalog, settings, home=base / "home")
+        (base / "server").chmod(0o777)  # the test writes its log there, the server's user runs there
+        self.user = user
+
+    def launch(self) -> ToolrunServer:
+        argv = [*as_user(self.user), sys.executable, "-m", "toolrun", "serve", "-c", str(self.catalog)]
+        self.spawn([*argv, "--host", "127.0.0.1", "--port", str(self.port)], self.env)
+        return self
