@@ -12,13 +12,14 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote
 
+from ..errors import SandboxUnavailable
 from ..models import Sandbox
 from . import sandbox
+from .sandboxpaths import open_binds
 
 HEADER = b"toolrun-sandbox"
 
@@ -49,18 +50,37 @@ def header_value(box: Sandbox, cwd: str | None = None) -> bytes:
 
 
 def profile_problems(tools: Iterable[Any]) -> list[str]:
-    """`<tool key>: <why>` for each sandboxed tool whose profile cannot be set up here, whatever the call."""
+    """`<tool key>: <why>` for each sandboxed tool whose paths cannot be bound here, whatever the call (one that does
+    not exist, holds toolrun's own files or a catalog file, ...): each opened and checked as a call would
+    (sandboxpaths.open_binds), then closed. A missing `cwd` is no sandbox problem: the call says so itself."""
     private = sandbox.private_paths()
+    seen: dict[tuple[Any, ...], str | None] = {}
     found = []
     for tool in tools:
         box = getattr(tool, "sandbox", None)
         if box is None:
             continue
-        missing = [p for p in box.writable if not os.path.exists(p)]
-        if missing:
-            found.append(f"{tool.key}: its sandbox binds {', '.join(missing)}, which does not exist here")
-            continue
-        why = sandbox.clash(box, tool.cwd, private)
+        paths = (box.readable, box.writable, tool.cwd)
+        if paths not in seen:
+            seen[paths] = _why_unbound(box, tool.cwd, private)
+        why = seen[paths]
         if why is not None:
             found.append(f"{tool.key}: {why}")
     return found
+
+
+def _why_unbound(box: Sandbox, cwd: str | None, private: tuple[str, ...]) -> str | None:
+    for path in (*box.readable, *box.writable):
+        refused = sandbox.refused_path(path)
+        if refused is not None:
+            return f"its sandbox may not bind {refused}"
+    from .spawn import uses_posix_spawn
+
+    try:
+        binds = open_binds(box.readable, box.writable, cwd, private, uses_posix_spawn(), sandbox._HIDDEN_FILES)
+    except SandboxUnavailable as exc:
+        return str(exc)
+    except OSError:
+        return None
+    binds.close()
+    return None
