@@ -192,3 +192,74 @@ def test_a_profile_that_cannot_work_here_is_logged_fails_readyz_and_answers_503_
     assert "cannot be set up on this server" in mcp.text, mcp.text
     assert f"binds {gone}, which does not exist" in log.split("listening on", 1)[1]  # each call's reason: logged
     assert fine.status_code == 200 and fine.text == "fine\n"  # the other sandboxed tools still run
+
+
+# -- found attacking the above as a hostile tool (or caller) would ----------------------------------------------
+
+
+def test_a_job_of_a_sandboxed_tool_that_cannot_run_tells_its_reader_no_paths(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An async call's job record carried SandboxUnavailable's whole text (the server's paths) to GET /jobs/{id}."""
+    from starlette.testclient import TestClient
+
+    from toolrun.server.run import build_app
+    from toolrun.settings import Settings
+
+    catalog = write_catalog(
+        tmp_path,
+        "group: t\ntools:\n  - name: gone\n    public: true\n    async: true\n    exec: echo hi\n"
+        "    sandbox: {writable: [gone]}\n",
+    )
+    from support.keys import mint_key
+
+    key = mint_key(tmp_path / "home", "ann", ["users"])
+    settings = Settings.load(environ={"TOOLRUN_HOME": str(tmp_path / "home")})
+    headers = {**JSON, "x-api-key": key}
+    with caplog.at_level("WARNING"), TestClient(build_app(settings, [str(catalog)]), base_url="http://127.0.0.1") as c:
+        c.headers.update({"x-api-key": key})
+        started = c.post("/tools/t.gone", content=b"{}", headers=headers)
+        assert started.status_code == 202, started.text
+        job = started.json()["job"]
+        seen = wait_until(lambda: (r := c.get(f"/jobs/{job}")).json()["status"] == "failed" and r, 30, "the job")
+    body = seen.text
+    assert "cannot be set up on this server" in body, body
+    assert str(tmp_path) not in body and "/gone" not in body, body
+    assert f"binds {tmp_path}/gone, which does not exist" in caplog.text  # the operator still learns why
+
+
+_HIGH_BITS = """\
+import ctypes, errno, platform
+libc = ctypes.CDLL(None, use_errno=True)
+nr = {"x86_64": 41, "aarch64": 198}[platform.machine()]
+for name, family in (("vsock", 40), ("netlink", 16)):
+    fd = libc.syscall(ctypes.c_long(nr), ctypes.c_long((1 << 32) | family), ctypes.c_long(1), ctypes.c_long(0))
+    print(name, "created" if fd >= 0 else errno.errorcode.get(ctypes.get_errno()))
+"""
+
+
+def test_a_socket_family_with_high_bits_set_is_still_refused() -> None:
+    """The kernel reads the family as a 32-bit int: the filter checks those bits, whatever the upper half says."""
+    python = "/usr/bin/python3"
+    if not os.path.exists(python):
+        pytest.skip("no /usr/bin/python3 to make the system call with")
+    with shared_dir(None) as base:  # a root server's sandboxed tools run as nobody: a folder nobody can read
+        (base / "high.py").write_text(_HIGH_BITS)
+        catalog = write_catalog(
+            base,
+            f"group: t\ntools:\n  - name: plain\n    exec: {python} high.py\n    cwd: .\n"
+            f"  - name: none\n    exec: {python} high.py\n    cwd: .\n    sandbox: {{network: none}}\n",
+        )
+        plain = cli(None, base, "call", "-c", str(catalog), "t.plain")
+        boxed = cli(None, base, "call", "-c", str(catalog), "t.none")
+    assert "vsock created" in plain.stdout, plain.stdout + plain.stderr  # the kernel truncates: a real vsock
+    assert "vsock EAFNOSUPPORT" in boxed.stdout and "netlink EAFNOSUPPORT" in boxed.stdout, boxed.stdout + boxed.stderr
+
+
+def test_the_sandbox_header_cannot_be_split_by_a_path() -> None:
+    from toolrun.exec.sandboxview import header_value
+    from toolrun.models import Sandbox
+
+    value = header_value(Sandbox(profile="p", network="none", writable=("/srv/a\r\nSet-Cookie: x=1", "/srv/é")))
+    assert b"\r" not in value and b"\n" not in value and value.isascii()
+    assert b"/srv/a%0D%0ASet-Cookie: x%3D1" in value and b"/srv/%C3%A9" in value
