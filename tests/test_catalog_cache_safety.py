@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from support.catalogs import generate_catalog, write_catalog
+from support.sysusers import SERVER_USERS, as_user, server_user, shared_dir
 from toolrun.catalog import LoadOptions, load
 from toolrun.catalog import cache as catalog_cache
 
@@ -65,19 +66,27 @@ def test_a_pickle_written_over_an_entry_runs_nothing_and_is_a_logged_miss(
     assert third.tools == first.tools and not flag.exists()
 
 
-def test_the_cli_loading_a_poisoned_cache_runs_nothing(tmp_path: Path) -> None:
-    """The real door: `toolrun call` twice under one TOOLRUN_HOME, the cache poisoned in between."""
-    path = write_catalog(tmp_path, TEXT)
-    home = tmp_path / "home"
-    env = {**os.environ, "TOOLRUN_HOME": str(home)}
-    argv = [sys.executable, "-m", "toolrun", "call", "-c", str(path), "ops.a", "n=hi"]
-    first = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=False)
-    assert first.returncode == 0 and first.stdout == "hi\n", first.stderr
-    flag = tmp_path / "pwned"
-    _poison(home / "cache" / "catalog", flag)
-    second = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=False)
-    assert not flag.exists(), "toolrun call ran the code a tool wrote into the cache"
-    assert second.returncode == 0 and second.stdout == "hi\n", second.stderr
+@pytest.mark.parametrize("kind", SERVER_USERS)
+def test_the_cli_loading_a_poisoned_cache_runs_nothing(kind: str) -> None:
+    """The real door: `toolrun call` twice under one TOOLRUN_HOME, the cache poisoned in between, as root and as an
+    unprivileged user (whose own cache it is)."""
+    user = server_user(kind)
+    with shared_dir(user, "toolrun-cache-") as base:
+        path = write_catalog(base, TEXT)
+        path.chmod(0o644)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SVC_")}
+        env["TOOLRUN_HOME"] = str(base / "home")
+        argv = [*as_user(user), sys.executable, "-m", "toolrun", "call", "-c", str(path), "ops.a", "n=hi"]
+        first = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=False, cwd=base)
+        assert first.returncode == 0 and first.stdout == "hi\n", first.stderr
+        flag = base / "pwned"
+        (base).chmod(0o777)  # the payload may write its flag as either user
+        for entry in _poison(base / "home" / "cache" / "catalog", flag):
+            if user is not None:
+                os.chown(entry, *user)  # what the user's own tool would have written
+        second = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=False, cwd=base)
+        assert not flag.exists(), "toolrun call ran the code a tool wrote into the cache"
+        assert second.returncode == 0 and second.stdout == "hi\n", second.stderr
 
 
 def test_entries_are_0600_in_a_0700_folder(tmp_path: Path) -> None:
