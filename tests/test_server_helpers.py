@@ -21,7 +21,7 @@ import pytest
 from support.catalogs import write_catalog
 from support.procs import gone, pids_matching, proc_stat
 from support.servers import wait_until
-from support.sysusers import SERVER_USERS, UserServer, server_user, shared_dir
+from support.sysusers import SERVER_USERS, UserServer, as_user, server_user, shared_dir
 from toolrun.search import semantic
 
 SECRET = "helper-secret-" + uuid.uuid4().hex[:8]
@@ -134,3 +134,23 @@ def test_the_helper_environment_is_the_minimum_and_names_its_starter() -> None:
 
     env = procguard.helper_env({"PATH": "/usr/bin", "MY_SECRET": "x", "SVC_METRICS_TOKEN": "y", "LANG": "C"})
     assert env == {"PATH": "/usr/bin", "LANG": "C", procguard.HELPER_PARENT: str(os.getpid())}
+
+
+def test_the_watchdog_is_non_dumpable_so_a_tool_cannot_hold_its_pipe_open() -> None:
+    """A tool of an unprivileged server that opened /proc/<watchdog>/fd/<pipe> for writing would keep the pipe
+    alive past the server's death: the watchdog would never kill the server's tools. Its entries are root's now."""
+    user = server_user("unprivileged")
+    with shared_dir(user, "toolrun-watchdog-") as base:
+        catalog = write_catalog(base, PEEK)
+        catalog.chmod(0o644)
+        with UserServer(base, catalog, user, {"SVC_WORKERS": "1"}).start() as server:
+            found = wait_until(
+                lambda: sorted(set(pids_matching("TOOLRUN_CALL=")) & descendants(server.pid)), 20, "the watchdog"
+            )
+            watchdog = found[0]
+            assert os.stat(f"/proc/{watchdog}/fd").st_uid == 0, "the watchdog's descriptors are its user's"
+            script = f"import os\nfor n in os.listdir('/proc/{watchdog}/fd'):\n    print(n)\n"
+            peek = subprocess.run(
+                [*as_user(user), sys.executable, "-c", script], capture_output=True, text=True, timeout=30, check=False
+            )
+        assert peek.returncode != 0 and "Permission denied" in peek.stderr, peek.stdout + peek.stderr
