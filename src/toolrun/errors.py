@@ -17,7 +17,7 @@
     ├── ClientGone                HTTP 499: the client went away before the answer (the call was cancelled)
     └── ToolFailed                exit 1, HTTP 500: the tool itself raised (fn tools, render errors)
         ├── UndefinedVariable     exit 2, HTTP 500: the template used a variable that was not provided
-        └── SandboxUnavailable    exit 1, HTTP 500: a sandboxed tool cannot get its sandbox here: not run
+        └── SandboxUnavailable    exit 1, HTTP 503: a sandboxed tool cannot get its sandbox here: not run
 
 The doors (CLI, HTTP, MCP) map these in one place each, reading ``exit_code`` and
 ``http_status`` from the class; nothing else decides a status.
@@ -235,11 +235,24 @@ class UndefinedVariable(ToolFailed):
 
 
 class SandboxUnavailable(ToolFailed):
-    """A sandboxed tool cannot get its sandbox on this host (no bwrap, or the kernel refuses): it does not run.
+    """A sandboxed tool cannot get its sandbox on this host (no bwrap, the kernel refuses, a bound path is gone or
+    holds toolrun's own files): it does not run.
 
-    A sandbox never silently falls back to no sandbox; the message names the reason.
+    A sandbox never silently falls back to no sandbox; the message names the reason, paths included: the CLI
+    prints it, a server logs it and answers its caller with `public` only (HTTP 503): a caller learns that the
+    tool cannot run here, not where toolrun keeps its files.
     """
 
-    def __init__(self, message: str) -> None:
+    http_status = 503
+
+    def __init__(self, message: str, key: str = "") -> None:
         ToolrunError.__init__(self, message)
         self.original = self
+        self.key = key
+
+    @property
+    def public(self) -> str:
+        """What a server tells its caller: `SandboxUnavailable: <short message>`."""
+        who = f"tool {self.key}" if self.key else "this tool"
+        why = "it was not run (the server's log says why)"
+        return f"SandboxUnavailable: {who} runs in a sandbox that cannot be set up on this server; {why}"

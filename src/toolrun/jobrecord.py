@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import secrets
 from collections.abc import Mapping
 from typing import Any
 
 from . import formatting
-from .errors import ToolFailed, ToolrunError
+from .errors import SandboxUnavailable, ToolFailed, ToolrunError
 from .models import CallResult, Identity, ToolSpec
+
+log = logging.getLogger("toolrun.jobs")
 
 AWAITING = "awaiting_approval"
 RUNNING = "running"
@@ -110,7 +113,19 @@ def result_record(result: CallResult) -> dict[str, Any]:
 def error_record(exc: ToolrunError) -> dict[str, Any]:
     kind = type(exc.original).__name__ if isinstance(exc, ToolFailed) else type(exc).__name__
     message = str(exc.original) if isinstance(exc, ToolFailed) else str(exc)
-    return {"status": exc.http_status, "text": exc.summary, "json": {"error": message, "type": kind}, "exit_code": None}
+    text = caller_summary(exc)
+    if isinstance(exc, SandboxUnavailable):
+        message = text.split(": ", 1)[1]
+    return {"status": exc.http_status, "text": text, "json": {"error": message, "type": kind}, "exit_code": None}
+
+
+def caller_summary(exc: ToolrunError) -> str:
+    """An error's `Type: message` as a job's reader gets it: a SandboxUnavailable's short form (the reason, with
+    toolrun's paths, goes to the server's log), else the summary."""
+    if isinstance(exc, SandboxUnavailable):
+        log.warning("%s", exc.summary)
+        return exc.public
+    return exc.summary
 
 
 def sink_text(sink: Any) -> tuple[str, str, int]:

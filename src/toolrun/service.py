@@ -250,8 +250,18 @@ class ToolService:
         return {"search": search, "cache": cache, "loader": loader, "sandbox": sandboxes}
 
     def sandbox_problem(self) -> str | None:
-        """Why this catalog's sandboxed tools cannot run on this host (None: they can, or there are none)."""
-        return sandbox.load_problem(self.registry.tools.values())
+        """Why this catalog's sandboxed tools cannot run on this host (None: they can, or there are none): no
+        working bwrap, or a profile that cannot be set up here (a writable path missing, toolrun's own files)."""
+        problem = sandbox.load_problem(self.registry.tools.values())
+        if problem is not None:
+            return problem
+        from .exec.sandboxview import profile_problems
+
+        found = profile_problems(self.registry.tools.values())
+        if not found:
+            return None
+        shown = "; ".join(found[:5]) + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
+        return f"{len(found)} sandboxed tool(s) cannot run on this host: {shown}"
 
     # -- calling ---------------------------------------------------------------------------------
 
@@ -412,7 +422,7 @@ class ToolService:
                 sandbox=tool.sandbox,
             )
         except SandboxUnavailable as exc:  # the same words, naming the tool
-            raise SandboxUnavailable(str(exc).replace("this tool", f"tool {tool.key}", 1)) from None
+            raise SandboxUnavailable(str(exc).replace("this tool", f"tool {tool.key}", 1), tool.key) from None
         except (OSError, ValueError, KeyError) as exc:  # cwd missing, prlimit missing, user gone, ...
             raise ToolFailed(exc) from exc
         return CallResult(tool.key, result.value(), result, time.perf_counter() - started)

@@ -248,6 +248,19 @@ export interface CallResult {
   status: number;
   payload: CallPayload;
   millis: number;
+  /** A failed sandboxed call's `Toolrun-Sandbox` header: the profile it ran in and what that withholds. */
+  sandbox?: { profile: string; withholds: string };
+}
+
+/** `profile=<name>; withholds=<words>` (each percent-encoded), or undefined when absent or not of that form. */
+export function sandboxHeader(value: string | null): { profile: string; withholds: string } | undefined {
+  const found = /^profile=([^;]*); withholds=(.*)$/.exec(value ?? "");
+  if (!found) return undefined;
+  try {
+    return { profile: decodeURIComponent(found[1]), withholds: decodeURIComponent(found[2]) };
+  } catch {
+    return undefined;
+  }
 }
 
 /** A JSON error answer (`{error, type}`) as the plain-text answer words it: `Type: message`. */
@@ -303,7 +316,8 @@ export async function callTool(
   } catch {
     payload = { key, ok: true, text }; // not toolrun's JSON (a proxy's answer?): shown as text
   }
-  return { status: response.status, payload, millis: performance.now() - started };
+  const sandbox = sandboxHeader(response.headers.get("Toolrun-Sandbox"));
+  return { status: response.status, payload, millis: performance.now() - started, ...(sandbox ? { sandbox } : {}) };
 }
 
 // -- jobs (docs/jobs.md): calls that wait for approval or run in the background -------------------

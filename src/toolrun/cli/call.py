@@ -70,7 +70,30 @@ def call(
         fail(exc)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
-    _print_result(result, payload, as_json)
+    note = _sandbox_note(client, key) if not result.ok and result.exec is not None else ""
+    _print_result(result, payload, as_json, note)
+
+
+def _sandbox_note(client: Client, key: str) -> str:
+    """On stderr, for a failed sandboxed call: the profile it ran in and what that withholds (so that a "No such
+    file" or "Couldn't connect" reads as the sandbox's doing)."""
+    from ..exec.sandboxview import note
+    from ..models import Sandbox
+
+    try:
+        shown = client.entry(key).get("sandbox")
+        cwd = client.describe(key).cwd
+    except Exception:  # the note is a courtesy: never fail the call's own answer for it
+        return ""
+    if not isinstance(shown, dict):
+        return ""
+    box = Sandbox(
+        profile=str(shown.get("profile", "")),
+        network=str(shown.get("network", "none")),
+        readable=tuple(shown.get("readable") or ()),
+        writable=tuple(shown.get("writable") or ()),
+    )
+    return note(key, box, cwd)
 
 
 def _call(
@@ -97,18 +120,23 @@ def _call(
     return client.call(key, values)
 
 
-def _print_result(result: CallResult, payload: dict[str, Any], as_json: bool) -> None:
-    """The result verbatim (text) or its payload (--json); a failed command exits with its own code."""
+def _print_result(result: CallResult, payload: dict[str, Any], as_json: bool, note: str = "") -> None:
+    """The result verbatim (text) or its payload (--json); a failed command exits with its own code, `note`
+    (a failed sandboxed call's) last on stderr."""
     from ..formatting import result_text
 
     ex = result.exec
     if as_json:
         print_json(payload)
+        if note:
+            print_err(note)
         raise typer.Exit(0 if result.ok else exit_code(ex.returncode if ex else 1, bool(ex and ex.timed_out)))
     if ex is not None and not result.ok:
         sys.stdout.write(ex.stdout)
         sys.stdout.flush()
         sys.stderr.write(ex.stderr if ex.stderr.endswith("\n") or not ex.stderr else ex.stderr + "\n")
+        if note:
+            print_err(note)
         raise typer.Exit(exit_code(ex.returncode, ex.timed_out))
     text = result_text(result.value)
     sys.stdout.write(text)

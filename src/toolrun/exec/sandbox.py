@@ -287,6 +287,7 @@ class Launch:
         binds: Binds | None = None,
         owner: tuple[int, int] | None = None,
         prefix: tuple[str, ...] = (),
+        no_network: bool = False,
     ) -> None:
         self.binds = binds or Binds()
         try:
@@ -295,7 +296,7 @@ class Launch:
             self.binds.close()
             raise
         try:
-            os.write(filter_w, seccomp.program())  # a few hundred bytes: the pipe holds them
+            os.write(filter_w, seccomp.program(no_network=no_network))  # a few hundred bytes: the pipe holds them
             status_r, status_w = _pipe(self.binds.base)
         except BaseException:
             os.close(filter_r)
@@ -420,7 +421,8 @@ def prepare(box: Sandbox, cwd: str | None, user: str | None, argv: list[str], ke
         raise SandboxUnavailable(_refusal(key, str(exc))) from None
     prefix = tuple(_drop_argv(*drop)) if drop is not None and user is None else ()
     argv = [*argv[:2], verified(argv[2], binds), *argv[3:]]
-    return Launch(found.path, jail_args(box, cwd, binds), argv, renumbered, binds, drop, prefix)
+    no_network = box.network != "host"  # the filter refuses the socket families no network namespace covers
+    return Launch(found.path, jail_args(box, cwd, binds), argv, renumbered, binds, drop, prefix, no_network)
 
 
 def ids(user: str | None) -> tuple[int, int] | None:

@@ -38,7 +38,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from ..exec.procguard import die_with_parent
+from ..exec.procguard import protect_helper
 
 TOKENIZER = Path(__file__).with_name("minilm_tokenizer.json.gz")
 MAX_TOKENS = 128  # what all-MiniLM-L6-v2 was trained on; longer text is cut
@@ -328,7 +328,8 @@ def serve(name: str, model_dir: str) -> int:
     """The helper's main loop: bind the abstract socket `name` (exit 0 when another helper holds it: one model per
     server, however many workers start one), load the model, answer."""
     parent = os.getppid()
-    die_with_parent()
+    if not protect_helper():  # non-dumpable, dies with the thread that started it, which must still be there
+        return 0
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.bind("\0" + name)

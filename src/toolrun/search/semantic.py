@@ -11,7 +11,10 @@ Queries are embedded by one model session per server: a helper process (`python 
 abstract Unix socket named after the cache dir and the model. Every worker runs a keeper thread that starts the
 helper when nothing answers there; a second helper finds the name taken and exits, so a server holds one model
 (about 216 MB) whatever its worker count. The helper dies with the worker that started it (PR_SET_PDEATHSIG on
-the keeper thread, which lives as long as the worker), and another worker's keeper starts a new one. The helper
+the keeper thread, which lives as long as the worker; a helper whose starter is gone before it set that exits at
+once), and another worker's keeper starts a new one; a worker that is exiting starts none. The helper carries none
+of the server's environment but what Python needs, and is non-dumpable (procguard.protect_helper): a tool of the
+same user reads neither its environment nor its memory. The helper
 ranks too (`HelperSemantic`): a worker sends it the query, the catalog's vectors file and which rows the caller may
 see, and gets the two nearest lists back; the workers import no numpy and map no vectors (the helper maps each
 file once). With `search_embeddings_url` set, an OpenAI-compatible endpoint embeds instead, no helper runs, and
@@ -29,6 +32,7 @@ helper gone, a timeout), search is lexical, and a warning says why once.
 
 from __future__ import annotations
 
+import atexit
 import base64
 import fcntl
 import hashlib
@@ -50,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..exec.procguard import helper_env, this_python
 from . import embedder
 
 if TYPE_CHECKING:
@@ -541,6 +546,14 @@ class HelperSemantic(Semantic):
         return view
 
 
+# The helper's first statement makes it non-dumpable (before any import of toolrun's); procguard.protect_helper
+# then does it again with the rest. An exec makes a process dumpable again: this is as early as it gets.
+_HELPER_MAIN = (
+    "import ctypes, runpy; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); "
+    "runpy.run_module('toolrun.search.embedder', run_name='__main__', alter_sys=True)"
+)
+
+
 class Helper:
     """This worker's side of the one embedding helper of a server: asks it, and starts it when none answers."""
 
@@ -548,6 +561,8 @@ class Helper:
         self.name, self.model_dir = name, model_dir
         self.broken = ""
         self._keeper: threading.Thread | None = None
+        self.stopping = threading.Event()
+        atexit.register(self.stop)  # a helper started while the interpreter exits would outlive its server
 
     def embed(self, texts: list[str]) -> Any:
         if self.broken:
@@ -586,6 +601,18 @@ class Helper:
                 return False
         return True
 
+    def start(self) -> subprocess.Popen[bytes]:
+        """Start the helper: the model process, with none of this server's environment but what Python needs
+        (procguard.helper_env: no secret of the operator's), non-dumpable, dying with this thread."""
+        command = [sys.executable, "-c", _HELPER_MAIN, self.name, self.model_dir]
+        return subprocess.Popen(
+            command, executable=this_python(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=helper_env()
+        )
+
+    def stop(self) -> None:
+        """Start no helper any more (the server stops): the one running ends with this process."""
+        self.stopping.set()
+
     def _keep(self) -> None:
         """Start the helper whenever none answers; wait on the one this thread started (its death signal is tied
         to this thread, which must outlive it)."""
@@ -593,9 +620,14 @@ class Helper:
             if self._answers():
                 time.sleep(2.0)
                 continue
-            command = [sys.executable, "-m", "toolrun.search.embedder", self.name, self.model_dir]
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-            code = proc.wait()
+            if self.stopping.is_set():
+                return
+            try:
+                code = self.start().wait()
+            except OSError as exc:
+                self.broken = f"the embedding helper could not start: {exc}"
+                log.warning("semantic search is off: %s", self.broken)
+                return
             if code not in (0, -15):
                 self.broken = f"the embedding helper failed (exit status {code}): see the log above"
                 log.warning("semantic search is off: %s", self.broken)

@@ -11,6 +11,7 @@ from starlette.types import Receive, Scope, Send
 from .. import formatting
 from ..access.audit import CallOrigin, clean_request_id
 from ..errors import ToolFailed, ToolrunError, Unauthorized, UnsupportedMediaType
+from ..exec import sandboxview
 from ..models import CallResult
 from ..service import JobStarted
 from .disconnect import unless_gone
@@ -127,6 +128,10 @@ class ToolCall:
     def rendered(self, result: CallResult, as_json: bool, headers: Headers) -> str:
         if result.exec is not None:  # exec and curl tools: the exit code, so no client parses a tuple
             headers.append((EXIT_CODE_HEADER, str(result.exec.returncode).encode()))
+            if not result.ok:  # a failed sandboxed call: which profile it ran in, and what that withholds
+                tool = self.service.registry.tools.get(result.key)
+                if tool is not None and tool.sandbox is not None:
+                    headers.append((sandboxview.HEADER, sandboxview.header_value(tool.sandbox, tool.cwd)))
         if as_json:
             return json_text(formatting.call_payload(result))
         return formatting.result_text(result.value)

@@ -11,7 +11,7 @@ import { AlertIcon, CheckIcon, CopyIcon } from "./icons";
 
 export type Outcome =
   | { kind: "job"; view: JobView }
-  | { kind: "result"; status: number; shown: Shown; millis: number }
+  | { kind: "result"; status: number; shown: Shown; millis: number; sandbox?: { profile: string; withholds: string } }
   | { kind: "error"; status: number; title: string; detail: string; body: string; retryAfter: number | null };
 
 const STATUS_TEXT: Record<number, string> = {
@@ -135,7 +135,17 @@ function Stream({ name, label, text, wrap }: { name: string; label: string; text
   );
 }
 
-function Failed({ status, shown, millis }: { status: number; shown: Extract<Shown, { kind: "failed" }>; millis: number }) {
+function Failed({
+  status,
+  shown,
+  millis,
+  sandbox,
+}: {
+  status: number;
+  shown: Extract<Shown, { kind: "failed" }>;
+  millis: number;
+  sandbox?: { profile: string; withholds: string };
+}) {
   const [wrap, setWrap] = useWrap();
   const words = failureWords(shown.exitCode, shown.timedOut);
   return (
@@ -158,6 +168,11 @@ function Failed({ status, shown, millis }: { status: number; shown: Extract<Show
         HTTP {statusLine(status)} · {formatMillis(millis)} · the answer's <code>X-Toolrun-Exit-Code</code> header
         carries the exit code
       </p>
+      {sandbox && (
+        <p class="result-detail" data-testid="sandbox-note">
+          It ran in the sandbox profile <code>{sandbox.profile}</code>, which withholds {sandbox.withholds}.
+        </p>
+      )}
       <CutNote bytes={shown.cut} />
       <Stream name="stdout" label="Standard output" text={shown.stdout} wrap={wrap} />
       <Stream name="stderr" label="Standard error" text={shown.stderr} wrap={wrap} />
@@ -262,7 +277,7 @@ export function ResultPanel({ outcome }: { outcome: Outcome }) {
     return outcome.shown.kind === "ok" ? (
       <Done status={outcome.status} shown={outcome.shown} millis={outcome.millis} />
     ) : (
-      <Failed status={outcome.status} shown={outcome.shown} millis={outcome.millis} />
+      <Failed status={outcome.status} shown={outcome.shown} millis={outcome.millis} sandbox={outcome.sandbox} />
     );
   }
   return (

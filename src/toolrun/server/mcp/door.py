@@ -39,7 +39,7 @@ from mcp.shared.exceptions import MCPError
 
 from ... import __version__, telemetry
 from ...access.audit import CallOrigin, clean_request_id, new_request_id
-from ...errors import NotFound, ParamError, RateLimited, ToolFailed, ToolrunError
+from ...errors import NotFound, ParamError, RateLimited, SandboxUnavailable, ToolFailed, ToolrunError
 from ...formatting import (
     describe_text,
     direct_description,
@@ -55,6 +55,7 @@ from ...search.relevance import DEFAULT_MIN_SCORE
 from ...service import JobStarted, ToolService
 from ...words import plural, seconds
 from ..disconnect import unless_gone
+from ..httperrors import public_summary
 from .approvals import STATE_PREFIX, McpJobs
 from .meta import ANNOTATIONS, LIST_PAGE, LIST_TTL_MS, OUTPUT_SCHEMAS, page_start
 
@@ -201,6 +202,8 @@ def _error_result(exc: ToolrunError) -> types.CallToolResult:
         text = f"Invalid arguments: {exc}. Use `describe_tools` to see the parameters."
     elif isinstance(exc, RateLimited):
         text = f"Rate limited: retry after {seconds(exc.retry_after)}."
+    elif isinstance(exc, SandboxUnavailable):  # the caller gets the short form, the server's log the paths
+        text = f"The tool failed: {public_summary(exc)}"
     elif isinstance(exc, ToolFailed):
         text = f"The tool failed: {exc.summary}"
     else:
