@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import formatting
-from .errors import ToolFailed, ToolrunError
+from .errors import OutputInvalid, ToolFailed, ToolrunError
 from .models import CallResult, Identity, ToolSpec
 
 AWAITING = "awaiting_approval"
@@ -101,7 +101,7 @@ def result_record(result: CallResult) -> dict[str, Any]:
     """The answer the synchronous POST /tools/{key} would have given, in both of its forms."""
     return {
         "status": 200,
-        "text": formatting.result_text(result.value),
+        "text": formatting.answer_text(result),
         "json": formatting.call_payload(result),
         "exit_code": result.exec.returncode if result.exec is not None else None,
     }
@@ -110,7 +110,12 @@ def result_record(result: CallResult) -> dict[str, Any]:
 def error_record(exc: ToolrunError) -> dict[str, Any]:
     kind = type(exc.original).__name__ if isinstance(exc, ToolFailed) else type(exc).__name__
     message = str(exc.original) if isinstance(exc, ToolFailed) else str(exc)
-    return {"status": exc.http_status, "text": exc.summary, "json": {"error": message, "type": kind}, "exit_code": None}
+    body: dict[str, Any] = {"error": message, "type": kind}
+    text = exc.summary
+    if isinstance(exc, OutputInvalid):  # the text the tool printed stays available, as in the direct answer
+        body["output"] = exc.output
+        text = f"{text}\n\n{exc.output}"
+    return {"status": exc.http_status, "text": text, "json": body, "exit_code": None}
 
 
 def sink_text(sink: Any) -> tuple[str, str, int]:

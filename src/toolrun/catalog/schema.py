@@ -230,6 +230,20 @@ class ExampleDef(_Strict):
     )
 
 
+class OutputDef(_Strict):
+    """What an exec or curl tool prints, so that callers get data instead of text (docs/catalog.md, Typed output)."""
+
+    format: Literal["text", "json", "lines"] = Field(
+        "text", description="text: as printed; json: one JSON value, parsed (and checked); lines: a list of strings."
+    )
+    schema_: dict[str, Any] | str | None = Field(
+        None,
+        alias="schema",
+        description="format json: a JSON Schema (2020-12) the parsed value must match, inline or the path of a "
+        "JSON or YAML file (relative to the catalog file).",
+    )
+
+
 WarningCode = Literal[
     "unquoted-param",
     "nested-quotes",
@@ -242,6 +256,7 @@ WarningCode = Literal[
     "unguarded-param",
     "unused-param",
     "example-left-out",
+    "output-not-json",
 ]
 
 
@@ -314,6 +329,9 @@ class ToolDef(RuntimeOptions):
     )
     run_async: bool = Field(
         False, alias="async", description="Answer every call at once with a job to follow (long-running tools)."
+    )
+    output: OutputDef | None = Field(
+        None, description="exec and curl tools: what the command prints (text, json with a schema, lines)."
     )
 
 

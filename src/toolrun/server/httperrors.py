@@ -15,7 +15,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..errors import NotFound, RateLimited, ToolFailed, ToolrunError, Unauthorized
+from ..errors import NotFound, OutputInvalid, RateLimited, ToolFailed, ToolrunError, Unauthorized
 
 
 def json_error(exc: ToolrunError) -> JSONResponse:
@@ -33,6 +33,8 @@ def error_text(exc: ToolrunError, debug: bool) -> str:
     if debug:
         original = exc.original if isinstance(exc, ToolFailed) else exc
         return exc.redact("".join(traceback.format_exception(original)))
+    if isinstance(exc, OutputInvalid):  # the reason, then the text the tool printed
+        return f"{exc.summary}\n\n{exc.output}"
     return exc.summary
 
 
@@ -40,9 +42,13 @@ def error_object(exc: ToolrunError, text: str) -> dict[str, Any]:
     """A POST /tools/{key} error asked for as JSON: `{error, type}` (the plain text's two halves)."""
     kind = type(exc.original).__name__ if isinstance(exc, ToolFailed) else type(exc).__name__
     message = text if text != exc.summary else (str(exc.original) if isinstance(exc, ToolFailed) else str(exc))
+    if isinstance(exc, OutputInvalid) and not text.startswith("Traceback"):
+        message = str(exc)
     body: dict[str, Any] = {"error": message, "type": kind}
     if isinstance(exc, RateLimited):
         body["retry_after"] = exc.retry_after
+    if isinstance(exc, OutputInvalid):  # the text the tool printed stays the caller's
+        body["output"] = exc.output
     return body
 
 

@@ -39,11 +39,19 @@ from mcp.shared.exceptions import MCPError
 
 from ... import __version__, telemetry
 from ...access.audit import CallOrigin, clean_request_id, new_request_id
-from ...errors import NotFound, ParamError, RateLimited, ToolFailed, ToolrunError
-from ...formatting import describe_text, encodable, result_text, scrub_surrogates, search_text, structured_result
+from ...errors import NotFound, OutputInvalid, ParamError, RateLimited, ToolFailed, ToolrunError
+from ...formatting import (
+    answer_text,
+    describe_text,
+    encodable,
+    scrub_surrogates,
+    search_text,
+    structured_result,
+)
 from ...models import Identity, ToolSpec
 from ...paramtypes import request_schema
 from ...service import JobStarted, ToolService
+from ...typedoutput import mcp_output_schema, wrapped
 from ...words import plural, seconds
 from ..disconnect import unless_gone
 from .approvals import STATE_PREFIX, McpJobs
@@ -193,9 +201,26 @@ def _error_result(exc: ToolrunError) -> types.CallToolResult:
         text = f"Rate limited: retry after {seconds(exc.retry_after)}."
     elif isinstance(exc, ToolFailed):
         text = f"The tool failed: {exc.summary}"
+    elif isinstance(exc, OutputInvalid):  # the reason, and the text the tool printed (typedoutput.py)
+        structured = {"error": "OutputInvalid", "message": str(exc), "output": exc.output}
+        return _text_result(f"The tool failed: {exc}\nIts output was:\n{exc.output}", structured, error=True)
     else:
         text = exc.summary
     return _text_result(text, {"error": type(exc).__name__, "message": text}, error=True)
+
+
+def typed_answer(tool: ToolSpec, result: Any) -> types.CallToolResult:
+    """A direct-mode answer of a tool with a typed `output:`: its value as structured content matching the
+    tool's `outputSchema` (`{result: value}` unless the schema is an object's); a failed command is an error."""
+    output = tool.typed_output
+    assert output is not None
+    if not result.typed:
+        ex = result.exec
+        state = "timed out" if ex.timed_out else f"exited with code {ex.returncode}"
+        text = f"The command {state}.\nstdout:\n{ex.stdout}\nstderr:\n{ex.stderr}"
+        return _text_result(text, structured_result(result), error=True)
+    structured = {"result": result.value} if wrapped(output) else result.value
+    return _text_result(answer_text(result), structured)
 
 
 class McpDoor:
@@ -286,6 +311,7 @@ class McpDoor:
                     title=tool.key,
                     description=tool.description or tool.key,
                     input_schema=param_schema(tool),
+                    output_schema=mcp_output_schema(tool.typed_output) if tool.typed_output is not None else None,
                     annotations=mcp_annotations(tool),
                 )
             )
@@ -352,7 +378,7 @@ class McpDoor:
                 return self.whoami(identity)
             key = self._direct_keys.get(params.name) if self.direct else None
             if key is not None and self.service.visible(identity, key) is not None:
-                return await self.run(ctx, identity, key, args, self.session_id(ctx, identity))
+                return await self.run(ctx, identity, key, args, self.session_id(ctx, identity), direct=True)
             raise self.unknown_name(identity, params.name)
         except ToolrunError as exc:
             return _error_result(exc)
@@ -394,7 +420,13 @@ class McpDoor:
         return CallOrigin("mcp-http", clean_request_id(headers.get("x-request-id") if headers is not None else None))
 
     async def run(
-        self, ctx: Any, identity: Identity, key: str, arguments: dict[str, Any], session_id: str | None
+        self,
+        ctx: Any,
+        identity: Identity,
+        key: str,
+        arguments: dict[str, Any],
+        session_id: str | None,
+        direct: bool = False,
     ) -> types.CallToolResult:
         token = telemetry.join_baggage(getattr(ctx, "meta", None))  # None unless tracing is on
         try:
@@ -410,7 +442,10 @@ class McpDoor:
         if isinstance(outcome, JobStarted):  # a person decides first (approvals.py)
             return await self.jobs.follow(ctx, identity, outcome.job)  # type: ignore[no-any-return]
         result = outcome
-        text = result_text(result.value)
+        tool = self.service.lookup(key) if direct else None
+        if tool is not None and tool.typed_output is not None:
+            return typed_answer(tool, result)
+        text = answer_text(result)
         structured = structured_result(result)
         if not encodable(text):
             # A lone surrogate (an fn tool's text) cannot be sent as UTF-8: "?" takes its place, as in
