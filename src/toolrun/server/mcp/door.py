@@ -54,6 +54,7 @@ from ...service import JobStarted, ToolService
 from ...typedoutput import mcp_output_schema, wrapped
 from ...words import plural, seconds
 from ..disconnect import unless_gone
+from . import tasks
 from .approvals import STATE_PREFIX, McpJobs
 from .meta import ANNOTATIONS, LIST_PAGE, LIST_TTL_MS, OUTPUT_SCHEMAS, page_start
 
@@ -433,14 +434,23 @@ class McpDoor:
             # Over HTTP (the SDK's request or the fast path's), cancelled if the client goes away (disconnect.py);
             # `async: true` tools run to their end within the MCP call (background=False).
             scope = getattr(getattr(ctx, "request", None), "scope", None)
+            # A client that declared the Tasks extension gets a task for an `async: true` tool too (tasks.py).
             origin, watch = self.origin(ctx), functools.partial(unless_gone, scope)
             outcome = await self.service.start_or_call(
-                identity, key, arguments, origin=origin, session_id=session_id, background=False, watch=watch
+                identity,
+                key,
+                arguments,
+                origin=origin,
+                session_id=session_id,
+                background=tasks.declared(ctx),
+                watch=watch,
             )
         finally:
             telemetry.leave(token)
-        if isinstance(outcome, JobStarted):  # a person decides first (approvals.py)
-            return await self.jobs.follow(ctx, identity, outcome.job)  # type: ignore[no-any-return]
+        if isinstance(outcome, JobStarted):
+            if tasks.declared(ctx):  # a task to follow (tasks.py)
+                return tasks.created(outcome.job, self.service.jobs.retention)  # type: ignore[return-value]
+            return await self.jobs.follow(ctx, identity, outcome.job)  # type: ignore[no-any-return]  # approvals.py
         result = outcome
         tool = self.service.lookup(key) if direct else None
         if tool is not None and tool.typed_output is not None:
@@ -466,7 +476,10 @@ class McpDoor:
         body = {
             "query": query,
             "items": [
-                {"key": t.key, "groups": list(t.groups), "summary": t.summary, "example": t.example} for t in page.items
+                tasks.entry_flag(
+                    t, {"key": t.key, "groups": list(t.groups), "summary": t.summary, "example": t.example}
+                )
+                for t in page.items
             ],
             "total": page.total,
             "offset": page.offset,
@@ -487,8 +500,8 @@ class McpDoor:
                 tools.append(self.service.describe(identity, key))
             except NotFound:
                 missing.append(key)
-        body = {"tools": [t.entry() for t in tools], "not_found": missing}
-        parts = [describe_text(t) for t in tools]
+        body = {"tools": [tasks.entry(t) for t in tools], "not_found": missing}
+        parts = [describe_text(t) + tasks.words(t) for t in tools]
         if missing:
             parts.append(f"Not found: {', '.join(missing)}. Use `search` to find tools.")
         return _text_result("\n\n".join(parts), body)
@@ -520,6 +533,7 @@ def build_server(door: McpDoor, list_changed: bool = False, listen: Any = None) 
         on_call_tool=door.call_tool,
         on_subscriptions_listen=listen,
     )
+    tasks.McpTasks(door).register(server)  # io.modelcontextprotocol/tasks, from the job records
     if list_changed:
         # Announce `tools.listChanged` to handshake-era clients (stdio, and HTTP with its GET stream): a catalog
         # reload sends them notifications/tools/list_changed (the SDK's default options leave the flag off).
