@@ -241,6 +241,7 @@ def test_rest_answers_the_value_as_json_and_a_mismatch_as_a_502_with_the_raw_tex
         assert plain.json() == {"path": "/b", "used": 7}
         asked = client.post("/tools/sys.names", json={}, headers={"Accept": "application/json"})
         assert asked.json()["result"] == ["ada", "olga"] and asked.json()["stdout"] == "ada\nolga\n"
+        assert asked.json()["typed"] is True
         bad = client.post("/tools/sys.disk", json={"path": "/b", "used": '"x"'}, headers={"Accept": "application/json"})
         assert bad.status_code == 502
         assert bad.json() == {

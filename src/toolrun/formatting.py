@@ -112,10 +112,12 @@ def plain(text: str) -> str:
 
 def call_payload(result: CallResult) -> dict[str, Any]:
     """`toolrun call --json`, and `POST /tools/{key}` asked for JSON: the structured result plus
-    `result` for every kind, the wall time in `seconds`, and for fn tools `text`, the result as
-    the plain-text answer would give it."""
+    `result` for every kind (`typed: true` when it is a typed output's parsed value), the wall time in
+    `seconds`, and for fn tools `text`, the result as the plain-text answer would give it."""
     payload = {**structured_result(result), "seconds": round(result.seconds, 6)}
     payload.setdefault("result", result_json(result.value))
+    if result.typed:  # `result` is a typed output's parsed value (the tool's `output:`)
+        payload["typed"] = True
     ex = result.exec
     if ex is not None:
         payload.update(truncated=ex.truncated, bytes_kept=ex.bytes_kept, bytes_dropped=ex.bytes_dropped)

@@ -301,7 +301,7 @@ def result_from_payload(key: str, payload: dict[str, Any]) -> CallResult:
             timed_out=bool(payload.get("timed_out")),
             truncated=bool(payload.get("truncated")),
         )
-        if "result" in payload:  # a typed output's parsed value
+        if payload.get("typed") is True:  # `result` is a typed output's parsed value
             return CallResult(key, payload["result"], ex, seconds, typed=True)
         return CallResult(key, ex.value(), ex, seconds)
     value = payload["text"] if isinstance(payload.get("text"), str) else payload.get("result")

@@ -1,7 +1,7 @@
 """The MCP Tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663) served from job records (jobs.py).
 
-A client that declares the extension on its request (2026-07-28: `params._meta` clientCapabilities
-`extensions`; a handshake-era client: its `initialize` capabilities) gets a task (`resultType: "task"`)
+A 2026-07-28 client that declares the extension on its request (`params._meta` clientCapabilities
+`extensions`) gets a task (`resultType: "task"`)
 for a call that becomes a job: one that needs approval, or an `async: true` tool. Its id is the job's.
 
     job state            task status       what tasks/get carries
@@ -51,15 +51,13 @@ class TaskUpdateParams(types.RequestParams):
 
 
 def declared(ctx: Any) -> bool:
-    """Whether the client of this request declared the Tasks extension (never assumed)."""
-    if getattr(ctx, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
-        meta = getattr(ctx, "meta", None)
-        capabilities = meta.get(types.CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None
-        extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
-        return isinstance(extensions, dict) and isinstance(extensions.get(EXTENSION), dict)
-    session = getattr(ctx, "session", None)
-    capabilities = getattr(session, "client_capabilities", None)
-    extensions = getattr(capabilities, "extensions", None)
+    """Whether the client of this request declared the Tasks extension (never assumed). Only 2026-07-28 requests
+    carry per-request capabilities; a handshake-era wire cannot carry a task result (the SDK sieves it)."""
+    if getattr(ctx, "protocol_version", None) not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    meta = getattr(ctx, "meta", None)
+    capabilities = meta.get(types.CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None
+    extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
     return isinstance(extensions, dict) and isinstance(extensions.get(EXTENSION), dict)
 
 
