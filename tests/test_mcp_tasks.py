@@ -191,6 +191,33 @@ def test_a_client_without_the_extension_keeps_the_round_trip(world: tuple[Toolru
     assert listed["result"]["structuredContent"]["tools"][0]["task"] is True
 
 
+def test_routing_headers_are_stripped_of_surrounding_whitespace_not_refused(
+    world: tuple[ToolrunServer, JobUsers],
+) -> None:
+    """RFC 9110 5.5: `Mcp-Name:  execute\t` names `execute` (h11 clients cannot send it: a raw request)."""
+    import asyncio
+
+    from support.http import raw_call
+
+    server, users = world
+    params = {"name": "execute", "arguments": {"key": "ops.wipe", "arguments": {"target": "w"}}, "_meta": envelope()}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
+    headers = {
+        "X-API-Key": users.keys["alice"],
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": " tools/call",
+        "Mcp-Name": "  execute\t",
+    }
+    status, _, content, _ = asyncio.run(raw_call(server.port, "POST", "/mcp", body, headers))
+    assert status == 200, content
+    assert json.loads(content)["result"]["resultType"] == "task"
+    headers["Mcp-Name"] = " other "
+    status, _, content, _ = asyncio.run(raw_call(server.port, "POST", "/mcp", body, headers))
+    assert status == 400 and json.loads(content)["error"]["code"] == -32020
+
+
 class Stdio:
     """Raw 2026-07-28 JSON-RPC lines to `toolrun serve --stdio`."""
 

@@ -195,6 +195,7 @@ class ToolSpec:
     approval_timeout: float | None = None  # seconds a call waits for its decision (None: the setting)
     run_async: bool = False
     output: Output | None = None  # exec and curl tools: a typed output (None: text)
+    mcp_name: str = ""  # MCP direct mode: the name the catalog chose ("" : derived from the key)
 
     def entry(self) -> dict[str, Any]:
         """The tool entry: key, groups, params, return_type, description, example; then

@@ -232,6 +232,7 @@ def _spec(
         approval_timeout=tool.approval_timeout,
         run_async=tool.run_async,
         output=setup.output,
+        mcp_name=tool.mcp_name or "",
     )
 
 

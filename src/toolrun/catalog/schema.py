@@ -330,6 +330,11 @@ class ToolDef(RuntimeOptions):
     run_async: bool = Field(
         False, alias="async", description="Answer every call at once with a job to follow (long-running tools)."
     )
+    mcp_name: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+        description="MCP direct mode: the tool's name there (default: its key, each `.` as `__`).",
+    )
     output: OutputDef | None = Field(
         None, description="exec and curl tools: what the command prints (text, json with a schema, lines)."
     )

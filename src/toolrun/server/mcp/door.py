@@ -147,11 +147,20 @@ def direct_name(key: str, digits: int = 8) -> str:
     return f"{name[: 63 - digits]}_{digest}"
 
 
-def direct_names(keys: Iterable[str]) -> dict[str, str]:
+def direct_names(keys: Iterable[str], chosen: Mapping[str, str] | None = None) -> dict[str, str]:
     """Direct name -> key for every key, all distinct: a name taken twice (only two hashed names
-    sharing their digest, never by accident) gets more digits until none is."""
+    sharing their digest, never by accident) gets more digits until none is.
+
+    `chosen`: key -> the name its tool's `mcp_name` asks for. A chosen name that a meta-tool or an earlier
+    chosen name holds is not given (the tool gets its derived name, with a warning in the log)."""
     names: dict[str, str] = {}
-    for key in sorted(keys):
+    for key, name in sorted((chosen or {}).items()):
+        if name in META_TOOLS or name in names:
+            log.warning("MCP name %s of %s is taken: it gets the name derived from its key", name, key)
+            continue
+        names[name] = key
+    given = set(names.values())
+    for key in sorted(k for k in keys if k not in given):
         digits = 8
         name = direct_name(key, digits)
         while name in names and digits < 40:
@@ -247,7 +256,9 @@ class McpDoor:
         self._sessions: OrderedDict[str, Any] = OrderedDict()
 
     def _index_direct_names(self) -> None:
-        self._direct_keys = direct_names(self.service.tool_keys()) if self.direct else {}
+        tools = (self.service.lookup(key) for key in self.service.tool_keys())
+        chosen = {tool.key: tool.mcp_name for tool in tools if tool is not None and tool.mcp_name}
+        self._direct_keys = direct_names(self.service.tool_keys(), chosen) if self.direct else {}
         self._direct_names = {key: name for name, key in self._direct_keys.items()}
 
     def remember(self, ctx: Any) -> None:
@@ -449,7 +460,8 @@ class McpDoor:
             telemetry.leave(token)
         if isinstance(outcome, JobStarted):
             if tasks.declared(ctx):  # a task to follow (tasks.py)
-                return tasks.created(outcome.job, self.service.jobs.retention)  # type: ignore[return-value]
+                task = tasks.created(outcome.job, self.service.jobs.retention)
+                return task if tasks.modern(ctx) else tasks.carried(task)  # type: ignore[return-value]
             return await self.jobs.follow(ctx, identity, outcome.job)  # type: ignore[no-any-return]  # approvals.py
         result = outcome
         tool = self.service.lookup(key) if direct else None

@@ -42,23 +42,61 @@ UNKNOWN = "Unknown task"  # the one answer for an id that does not exist and for
 
 
 class TaskIdParams(types.RequestParams):
-    task_id: str
+    task_id: Any = None  # checked by the handler, after the capability (a client without it hears that first)
 
 
-class TaskUpdateParams(types.RequestParams):
-    task_id: str
-    input_responses: dict[str, Any] | None = None
+class TaskUpdateParams(TaskIdParams):
+    input_responses: Any = None
+
+
+def _declares(extensions: Any) -> bool:
+    return isinstance(extensions, dict) and isinstance(extensions.get(EXTENSION), dict)
 
 
 def declared(ctx: Any) -> bool:
-    """Whether the client of this request declared the Tasks extension (never assumed). Only 2026-07-28 requests
-    carry per-request capabilities; a handshake-era wire cannot carry a task result (the SDK sieves it)."""
-    if getattr(ctx, "protocol_version", None) not in MODERN_PROTOCOL_VERSIONS:
-        return False
+    """Whether the client of this request declared the Tasks extension (never assumed): in the request's
+    per-request capabilities (`params._meta`), or, for a handshake-era client, in its `initialize` capabilities."""
     meta = getattr(ctx, "meta", None)
     capabilities = meta.get(types.CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None
-    extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
-    return isinstance(extensions, dict) and isinstance(extensions.get(EXTENSION), dict)
+    if isinstance(capabilities, dict) and _declares(capabilities.get("extensions")):
+        return True
+    if getattr(ctx, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
+        return False
+    session = getattr(ctx, "session", None)
+    return _declares(getattr(getattr(session, "client_capabilities", None), "extensions", None))
+
+
+def modern(ctx: Any) -> bool:
+    return getattr(ctx, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS
+
+
+# A handshake-era `tools/call` result is checked against CallToolResult by the SDK before it is sent, which a
+# task is not: the door hands over a CallToolResult carrying the task under this `_meta` key, and
+# `TaskMiddleware` (or the fast path, fast.py) answers the task itself in its place.
+CARRIED = "io.toolrun/task"
+
+
+def carried(task: dict[str, Any]) -> types.CallToolResult:
+    text = types.TextContent(type="text", text=f"task {task['taskId']}: {task['status']}")
+    return types.CallToolResult(content=[text], _meta={CARRIED: task})
+
+
+def unwrap(result: dict[str, Any]) -> dict[str, Any]:
+    """The task a serialised `tools/call` result carries (`carried`), else the result as it is."""
+    meta = result.get("_meta")
+    if isinstance(meta, dict) and isinstance(meta.get(CARRIED), dict):
+        return dict(meta[CARRIED])
+    return result
+
+
+class TaskMiddleware:
+    """The SDK server middleware that puts a carried task in place of its `tools/call` result."""
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        result = await call_next(ctx)
+        if getattr(ctx, "method", None) == "tools/call" and isinstance(result, dict):
+            return unwrap(result)
+        return result
 
 
 def _iso(moment: float | None) -> str:
@@ -134,6 +172,16 @@ def words(tool: ToolSpec) -> str:
     return f"\nmay answer with a task ({EXTENSION}) when your client declares it: {why}; follow it with tasks/get"
 
 
+def _check_name_header(ctx: Any, task_id: str) -> None:
+    """SEP-2663 over HTTP: a 2026-07-28 request for a task names it in `Mcp-Name` (routers route by it); one that
+    names another task, or none, is refused as the SDK refuses a mismatched `tools/call` (-32020)."""
+    headers = getattr(getattr(ctx, "request", None), "headers", None)
+    if headers is None or not modern(ctx):
+        return
+    if headers.get("mcp-name") != task_id:
+        raise MCPError(types.HEADER_MISMATCH, "mcp-name header does not match the request body's 'taskId' parameter")
+
+
 class McpTasks:
     """tasks/get, tasks/update, tasks/cancel for one door (its service's jobs, its way of telling who calls)."""
 
@@ -146,11 +194,18 @@ class McpTasks:
 
     def register(self, server: Any) -> None:
         server.extensions[EXTENSION] = {}
+        server.middleware.append(TaskMiddleware())
         server.add_request_handler("tasks/get", TaskIdParams, self.get)
         server.add_request_handler("tasks/update", TaskUpdateParams, self.update)
         server.add_request_handler("tasks/cancel", TaskIdParams, self.cancel)
 
     async def _job(self, ctx: Any, task_id: str) -> tuple[Identity, dict[str, Any]]:
+        if not declared(ctx):  # SEP-2575: the capability this method needs is missing
+            data: dict[str, Any] = {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}
+            raise MCPError(types.MISSING_REQUIRED_CLIENT_CAPABILITY, "Missing required client capability", data)
+        if not isinstance(task_id, str) or not task_id:
+            raise MCPError(types.INVALID_PARAMS, "`taskId` (a string) is required")
+        _check_name_header(ctx, task_id)
         try:
             identity = self.door.identify(ctx)
             return identity, await self.jobs.get(identity, task_id)
@@ -165,7 +220,8 @@ class McpTasks:
 
     async def update(self, ctx: Any, params: TaskUpdateParams) -> dict[str, Any]:
         identity, job = await self._job(ctx, params.task_id)
-        answer = (params.input_responses or {}).get(approval_key(job))
+        responses = params.input_responses if isinstance(params.input_responses, dict) else {}
+        answer = responses.get(approval_key(job))
         action = answer.get("action") if isinstance(answer, dict) else getattr(answer, "action", None)
         if job["state"] == AWAITING and action in ("decline", "cancel"):
             try:
