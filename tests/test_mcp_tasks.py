@@ -219,21 +219,62 @@ def test_routing_headers_are_stripped_of_surrounding_whitespace_not_refused(
 
 
 class Stdio:
-    """Raw 2026-07-28 JSON-RPC lines to `toolrun serve --stdio`."""
+    """Raw JSON-RPC lines to `toolrun serve --stdio` (2026-07-28, or a handshake after `initialize`)."""
 
     def __init__(self, proc: subprocess.Popen[str]) -> None:
         self.proc, self.next_id = proc, 0
 
-    def send(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self.next_id += 1
-        body = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": {**params, "_meta": envelope()}}
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps(body) + "\n")
+    def write(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message) + "\n")
         self.proc.stdin.flush()
+
+    def send(self, method: str, params: dict[str, Any], meta: bool = True) -> dict[str, Any]:
+        self.next_id += 1
+        body = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
+        if meta:
+            body["params"] = {**params, "_meta": envelope()}
+        self.write(body)
+        assert self.proc.stdout is not None
         while True:
             message = json.loads(self.proc.stdout.readline())
             if message.get("id") == self.next_id:
                 return dict(message)
+
+
+def stdio_server(server: ToolrunServer, key: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [TOOLRUN, "serve", "--stdio", "-c", str(server.catalog)],
+        env={**server.env, "TOOLRUN_API_KEY": key},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_stdio_handshake_client_that_declared_the_extension_gets_a_task(world: tuple[ToolrunServer, JobUsers]) -> None:
+    server, users = world
+    with stdio_server(server, users.keys["alice"]) as proc:
+        try:
+            client = Stdio(proc)
+            capabilities = {"extensions": {EXT: {}}}
+            hello = {
+                "protocolVersion": "2025-11-25",
+                "capabilities": capabilities,
+                "clientInfo": {"name": "t", "version": "1"},
+            }
+            assert client.send("initialize", hello, meta=False)["result"]["protocolVersion"] == "2025-11-25"
+            client.write({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            call = {"name": "execute", "arguments": {"key": "ops.wipe", "arguments": {"target": "h1"}}}
+            created = check(client.send("tools/call", call, meta=False)["result"], CREATE_TASK_RESULT)
+            view = client.send("tasks/get", {"taskId": created["taskId"]}, meta=False)["result"]
+            assert view["status"] == "input_required"
+            assert client.send("tasks/cancel", {"taskId": created["taskId"]}, meta=False)["result"] == {}
+            assert (
+                client.send("tasks/get", {"taskId": created["taskId"]}, meta=False)["result"]["status"] == "cancelled"
+            )
+        finally:
+            proc.terminate()
 
 
 def test_stdio_task_completes_after_the_operator_approves(world: tuple[ToolrunServer, JobUsers]) -> None:

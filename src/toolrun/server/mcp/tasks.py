@@ -216,7 +216,7 @@ class McpTasks:
 
     async def get(self, ctx: Any, params: TaskIdParams) -> dict[str, Any]:
         _, job = await self._job(ctx, params.task_id)
-        return {"resultType": "complete", **task_fields(job, self.jobs.retention)}
+        return task_fields(job, self.jobs.retention)  # the SDK adds `resultType: complete` on 2026-07-28
 
     async def update(self, ctx: Any, params: TaskUpdateParams) -> dict[str, Any]:
         identity, job = await self._job(ctx, params.task_id)
@@ -228,7 +228,7 @@ class McpTasks:
                 await self.jobs.cancel(identity, job["id"], "withdrawn by the requester")
             except Conflict:  # decided meanwhile: the answer no longer applies
                 pass
-        return {"resultType": "complete"}
+        return {}  # an empty acknowledgement (`resultType: complete` on 2026-07-28, added by the SDK)
 
     async def cancel(self, ctx: Any, params: TaskIdParams) -> dict[str, Any]:
         identity, job = await self._job(ctx, params.task_id)
@@ -236,4 +236,4 @@ class McpTasks:
             await self.jobs.cancel(identity, job["id"], "cancelled by the client (tasks/cancel)")
         except Conflict:  # it already ended: acknowledged all the same
             pass
-        return {"resultType": "complete"}
+        return {}  # an empty acknowledgement (`resultType: complete` on 2026-07-28, added by the SDK)
