@@ -73,6 +73,13 @@ tools:
     description: Names, one a line.
     exec: printf 'ada\\nolga\\n'
     output: {format: lines}
+  - name: disk-approved
+    description: The same, after an approval.
+    exec: |
+      printf '{"path": "/ok", "used": 1}'
+    output: {format: json, schema: DISK_SCHEMA}
+    approval: required
+    approvers: [oncall]
   - name: broken
     public: true
     description: Fails before printing JSON.
@@ -318,6 +325,30 @@ def test_a_jobs_result_keeps_the_value(service: ToolService) -> None:
     assert job["state"] == "succeeded"
     assert job["result"]["json"]["result"] == {"path": "/j", "used": 9}
     assert json.loads(job["result"]["text"]) == {"path": "/j", "used": 9}
+
+
+def test_an_approved_typed_call_in_direct_mode_answers_the_declared_structure(service: ToolService) -> None:
+    import mcp_types as types
+
+    alice = Identity("alice", groups=frozenset({"sys"}), anonymous=False)
+    bob = Identity("bob", groups=frozenset({"oncall"}), anonymous=False)
+    door = McpDoor(service, lambda ctx: alice, direct=True)
+
+    async def approve(context: Any, params: Any) -> Any:
+        job = params.message.split("(job ", 1)[1].split(")", 1)[0]
+        await service.jobs.approve(bob, job)
+        return types.ElicitResult(action="accept")
+
+    async def main() -> Any:
+        async with Client(build_server(door), mode="2026-07-28", elicitation_callback=approve) as client:
+            listed = {t.title: t for t in (await client.list_tools()).tools}
+            tool = listed["sys.disk-approved"]
+            return tool, await client.call_tool(tool.name, {})
+
+    tool, answer = anyio.run(main)
+    assert not answer.is_error, answer
+    assert answer.structured_content == {"path": "/ok", "used": 1}
+    jsonschema.validate(answer.structured_content, tool.output_schema)
 
 
 # -- curl -----------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from __future__ import annotations
 import difflib
 import functools
 import hashlib
+import json
 import logging
 import re
 import secrets
@@ -233,6 +234,22 @@ def typed_answer(tool: ToolSpec, result: Any) -> types.CallToolResult:
     return _text_result(answer_text(result), structured)
 
 
+def typed_job_answer(tool: ToolSpec | None, answer: Any) -> Any:
+    """A job's final answer (approvals.py) as a direct-mode call of a typed tool gives it (`typed_answer`): its
+    structured content then matches the tool's `outputSchema`. Any other answer is passed on as it is."""
+    if tool is None or tool.typed_output is None or not isinstance(answer, types.CallToolResult):
+        return answer
+    payload = answer.structured_content
+    if answer.is_error or not isinstance(payload, dict) or "returncode" not in payload:
+        return answer
+    if payload.get("typed") is not True:
+        text = f"The command exited with code {payload['returncode']}.\nstdout:\n{payload.get('stdout', '')}"
+        return _text_result(text + f"\nstderr:\n{payload.get('stderr', '')}", answer.structured_content, error=True)
+    value = payload.get("result")
+    structured = {"result": value} if wrapped(tool.typed_output) else value
+    return _text_result(json.dumps(value, ensure_ascii=False), structured)
+
+
 class McpDoor:
     """Handlers for one MCP server; `identify(ctx)` tells who is calling."""
 
@@ -379,7 +396,9 @@ class McpDoor:
             identity = self.identify(ctx)
             state = getattr(params, "request_state", None)
             if isinstance(state, str) and state.startswith(STATE_PREFIX):  # an answer about a job (approvals.py)
-                return await self.jobs.resume(ctx, identity, params)  # type: ignore[no-any-return]
+                answer = await self.jobs.resume(ctx, identity, params)
+                key = self._direct_keys.get(params.name) if self.direct else None
+                return typed_job_answer(self.service.lookup(key) if key else None, answer)  # type: ignore[no-any-return]
             if params.name == "execute":
                 return await self.execute(ctx, identity, args)
             if params.name == "search":
@@ -462,7 +481,8 @@ class McpDoor:
             if tasks.declared(ctx):  # a task to follow (tasks.py)
                 task = tasks.created(outcome.job, self.service.jobs.retention)
                 return task if tasks.modern(ctx) else tasks.carried(task)  # type: ignore[return-value]
-            return await self.jobs.follow(ctx, identity, outcome.job)  # type: ignore[no-any-return]  # approvals.py
+            answer = await self.jobs.follow(ctx, identity, outcome.job)  # approvals.py
+            return typed_job_answer(self.service.lookup(key) if direct else None, answer)  # type: ignore[no-any-return]
         result = outcome
         tool = self.service.lookup(key) if direct else None
         if tool is not None and tool.typed_output is not None:
