@@ -10,7 +10,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import jsonschema
@@ -303,3 +303,84 @@ def test_stdio_task_completes_after_the_operator_approves(world: tuple[ToolrunSe
             assert client.send("tasks/get", {"taskId": "nope"})["error"]["message"] == "Unknown task"
         finally:
             proc.terminate()
+
+
+# -- the SDK's client, with a Tasks extension of its own (the SDK offers the hooks, not the extension) ---------
+
+
+class _CreateTask(types.Result):
+    model_config = types.Result.model_config | {"extra": "allow"}
+    result_type: Literal["task"]
+    task_id: str
+    status: str
+
+
+class _TaskGetParams(types.RequestParams):
+    task_id: str
+
+
+class _TaskGet(types.Request[_TaskGetParams, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    params: _TaskGetParams
+
+
+class _Detailed(types.Result):
+    model_config = types.Result.model_config | {"extra": "allow"}
+    status: str
+    result: dict[str, Any] | None = None
+
+
+def sdk_tasks(seen: list[str], on_waiting: Any) -> Any:
+    """A ClientExtension that declares the Tasks extension and finishes a task by polling `tasks/get`."""
+    from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+
+    async def resolve(task: _CreateTask, ctx: ClaimContext) -> types.CallToolResult:
+        import anyio
+
+        while True:
+            view = await ctx.session.send_request(_TaskGet(params=_TaskGetParams(task_id=task.task_id)), _Detailed)
+            seen.append(view.status)
+            if view.status == "input_required" and seen.count("input_required") == 1:
+                await anyio.to_thread.run_sync(on_waiting, task.task_id)
+            if view.status in ("completed", "cancelled", "failed"):
+                assert view.result is not None, view
+                return types.CallToolResult.model_validate(view.result)
+            await anyio.sleep(0.2)
+
+    class Tasks(ClientExtension):
+        identifier = EXT
+
+        def claims(self) -> Any:
+            return (ResultClaim(result_type="task", model=_CreateTask, resolve=resolve),)
+
+    return Tasks()
+
+
+def test_the_sdk_client_with_a_tasks_extension_follows_an_approval_to_its_result(
+    world: tuple[ToolrunServer, JobUsers],
+) -> None:
+    import anyio
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    server, users = world
+    seen: list[str] = []
+
+    def approve(task_id: str) -> None:
+        assert users.approve("bob", task_id).status_code == 200
+
+    async def main() -> Any:
+        async with (
+            httpx2.AsyncClient(headers={"X-API-Key": users.keys["alice"]}, timeout=60) as http,
+            Client(
+                streamable_http_client(server.url + "/mcp", http_client=http),
+                mode="2026-07-28",
+                extensions=[sdk_tasks(seen, approve)],
+            ) as client,
+        ):
+            return await client.call_tool("execute", {"key": "ops.wipe", "arguments": {"target": "sdk"}})
+
+    result = anyio.run(main)
+    assert not result.is_error and result.content[0].text == "wiped sdk\n"
+    assert seen[0] == "input_required" and seen[-1] == "completed"

@@ -464,7 +464,8 @@ class McpDoor:
             # Over HTTP (the SDK's request or the fast path's), cancelled if the client goes away (disconnect.py);
             # `async: true` tools run to their end within the MCP call (background=False).
             scope = getattr(getattr(ctx, "request", None), "scope", None)
-            # A client that declared the Tasks extension gets a task for an `async: true` tool too (tasks.py).
+            # A client that declared the Tasks extension gets a task for an `async: true` tool too (tasks.py);
+            # an anonymous one cannot own a job: its call runs to its end, as for any client without the extension.
             origin, watch = self.origin(ctx), functools.partial(unless_gone, scope)
             outcome = await self.service.start_or_call(
                 identity,
@@ -472,7 +473,7 @@ class McpDoor:
                 arguments,
                 origin=origin,
                 session_id=session_id,
-                background=tasks.declared(ctx),
+                background=tasks.declared(ctx) and not identity.anonymous,  # a job needs a key
                 watch=watch,
             )
         finally:

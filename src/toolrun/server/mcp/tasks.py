@@ -174,11 +174,13 @@ def words(tool: ToolSpec) -> str:
 
 def _check_name_header(ctx: Any, task_id: str) -> None:
     """SEP-2663 over HTTP: a 2026-07-28 request for a task names it in `Mcp-Name` (routers route by it); one that
-    names another task, or none, is refused as the SDK refuses a mismatched `tools/call` (-32020)."""
+    names another task is refused as the SDK refuses a mismatched `tools/call` (-32020). One without the header
+    is served (the mcp 2.3 SDK's client sends none for extension methods): nothing here routes by it."""
     headers = getattr(getattr(ctx, "request", None), "headers", None)
     if headers is None or not modern(ctx):
         return
-    if headers.get("mcp-name") != task_id:
+    name = headers.get("mcp-name")
+    if name is not None and name != task_id:
         raise MCPError(types.HEADER_MISMATCH, "mcp-name header does not match the request body's 'taskId' parameter")
 
 
