@@ -15,6 +15,7 @@
     ├── Overloaded                exit 75, HTTP 503: too many tool processes already running
     ├── BackendUnavailable        exit 69, HTTP 503: a shared backend (Redis) does not answer
     ├── ClientGone                HTTP 499: the client went away before the answer (the call was cancelled)
+    ├── OutputInvalid             exit 1, HTTP 502: a typed tool printed output that is not what its `output:` says
     └── ToolFailed                exit 1, HTTP 500: the tool itself raised (fn tools, render errors)
         ├── UndefinedVariable     exit 2, HTTP 500: the template used a variable that was not provided
         └── SandboxUnavailable    exit 1, HTTP 503: a sandboxed tool cannot get its sandbox here: not run
@@ -88,6 +89,7 @@ WARNING_CODES: dict[str, str] = {
     "unguarded-param": "an optional param without a default rendered outside a guard",
     "unused-param": "a declared param the command never uses",
     "example-left-out": "a param whose generated example toolrun cannot make (declare `example:`)",
+    "output-not-json": "a `format: json` tool whose command obviously prints something else",
 }
 
 
@@ -210,6 +212,19 @@ class ClientGone(ToolrunError):
 
     def __init__(self, message: str = "the client closed the connection; the call was cancelled") -> None:
         super().__init__(message)
+
+
+class OutputInvalid(ToolrunError):
+    """An exec or curl tool with a typed `output:` printed something that does not parse, or does not match its
+    schema (typedoutput.py). The call failed; `output` keeps the text it printed, which every door shows.
+
+    502 over HTTP: the tool behind toolrun answered badly, not the caller and not toolrun."""
+
+    http_status = 502
+
+    def __init__(self, message: str, output: str) -> None:
+        super().__init__(message)
+        self.output = output
 
 
 class ToolFailed(ToolrunError):

@@ -26,6 +26,13 @@ def result_text(value: Any) -> str:
     return str(value)
 
 
+def answer_text(result: CallResult) -> str:
+    """A call's answer as text: a typed output's value as JSON (a JSON string stays quoted), else `result_text`."""
+    if result.typed:
+        return json.dumps(result.value, ensure_ascii=False)
+    return result_text(result.value)
+
+
 def encodable(text: str) -> bool:
     """Whether `text` can be sent as UTF-8 (it holds no lone surrogate, which an fn tool's text may)."""
     if text.isascii():
@@ -69,8 +76,8 @@ def structured_result(result: CallResult) -> dict[str, Any]:
     """A call result as one JSON object (MCP structured content, `toolrun call --json`).
 
     fn tools: `{key, ok, result}`; exec and curl tools: `{key, ok, returncode, stdout, stderr,
-    timed_out}`, plus `truncated: true`, `bytes_kept` and `bytes_dropped` (stdout and stderr
-    together) when output was capped.
+    timed_out}` (and `result`, the parsed value, for a typed `output:`), plus `truncated: true`,
+    `bytes_kept` and `bytes_dropped` (stdout and stderr together) when output was capped.
     """
     payload: dict[str, Any] = {"key": result.key, "ok": result.ok}
     ex = result.exec
@@ -78,6 +85,8 @@ def structured_result(result: CallResult) -> dict[str, Any]:
         payload["result"] = result_json(result.value)
         return payload
     payload.update(returncode=ex.returncode, stdout=ex.stdout, stderr=ex.stderr, timed_out=ex.timed_out)
+    if result.typed:  # the parsed output of a tool with a typed `output:` (typedoutput.py)
+        payload["result"] = result.value
     if ex.truncated:
         payload.update(truncated=True, bytes_kept=ex.bytes_kept, bytes_dropped=ex.bytes_dropped)
     return payload
@@ -103,10 +112,12 @@ def plain(text: str) -> str:
 
 def call_payload(result: CallResult) -> dict[str, Any]:
     """`toolrun call --json`, and `POST /tools/{key}` asked for JSON: the structured result plus
-    `result` for every kind, the wall time in `seconds`, and for fn tools `text`, the result as
-    the plain-text answer would give it."""
+    `result` for every kind (`typed: true` when it is a typed output's parsed value), the wall time in
+    `seconds`, and for fn tools `text`, the result as the plain-text answer would give it."""
     payload = {**structured_result(result), "seconds": round(result.seconds, 6)}
     payload.setdefault("result", result_json(result.value))
+    if result.typed:  # `result` is a typed output's parsed value (the tool's `output:`)
+        payload["typed"] = True
     ex = result.exec
     if ex is not None:
         payload.update(truncated=ex.truncated, bytes_kept=ex.bytes_kept, bytes_dropped=ex.bytes_dropped)
@@ -265,6 +276,8 @@ def describe_text(tool: ToolSpec) -> str:
     if runs:
         lines.append(f"runs: {runs}")
     lines.append(f"returns: {tool.return_type}")
+    if tool.typed_output is not None:
+        lines.append(f"  ({return_words(tool.return_type, tool.typed_output)})")
     lines.append(f"example: {tool.example}")
     return "\n".join(lines)
 
@@ -288,10 +301,15 @@ def direct_description(tool: ToolSpec) -> str:
     return f"{text.rstrip()}\n\nRuns: {runs}." if runs else text
 
 
-def return_words(return_type: str) -> str:
-    """What a return type means, in words ('' when the type says it all). The UI's ToolDetail says the same."""
+def return_words(return_type: str, output: Any = None) -> str:
+    """What a return type means, in words ('' when the type says it all). The UI's ToolDetail says the same.
+    `output`: the tool's typed output (typedoutput.py), when it has one."""
     from .models import EXEC_RETURN_TYPE
 
+    if output is not None and output.typed:
+        from .typedoutput import words
+
+        return words(output)
     if return_type == EXEC_RETURN_TYPE:
         return (
             "the command's standard output when it exits with code 0; otherwise the tuple "

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import formatting
-from .errors import SandboxUnavailable, ToolFailed, ToolrunError
+from .errors import OutputInvalid, SandboxUnavailable, ToolFailed, ToolrunError
 from .models import CallResult, Identity, ToolSpec
 
 log = logging.getLogger("toolrun.jobs")
@@ -104,7 +104,7 @@ def result_record(result: CallResult) -> dict[str, Any]:
     """The answer the synchronous POST /tools/{key} would have given, in both of its forms."""
     return {
         "status": 200,
-        "text": formatting.result_text(result.value),
+        "text": formatting.answer_text(result),
         "json": formatting.call_payload(result),
         "exit_code": result.exec.returncode if result.exec is not None else None,
     }
@@ -116,7 +116,11 @@ def error_record(exc: ToolrunError) -> dict[str, Any]:
     text = caller_summary(exc)
     if isinstance(exc, SandboxUnavailable):
         message = text.split(": ", 1)[1]
-    return {"status": exc.http_status, "text": text, "json": {"error": message, "type": kind}, "exit_code": None}
+    body: dict[str, Any] = {"error": message, "type": kind}
+    if isinstance(exc, OutputInvalid):  # the text the tool printed stays available, as in the direct answer
+        body["output"] = exc.output
+        text = f"{text}\n\n{exc.output}"
+    return {"status": exc.http_status, "text": text, "json": body, "exit_code": None}
 
 
 def caller_summary(exc: ToolrunError) -> str:

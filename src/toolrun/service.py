@@ -27,7 +27,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 from . import context, params, telemetry
 from .access.audit import AuditLog, CallOrigin, call_record
 from .catalog import Catalog, LoadOptions, child_env, load, resolve_fn
-from .errors import Overloaded, ParamError, Problem, RateLimited, SandboxUnavailable, ToolFailed, ToolrunError
+from .errors import (
+    OutputInvalid,
+    Overloaded,
+    ParamError,
+    Problem,
+    RateLimited,
+    SandboxUnavailable,
+    ToolFailed,
+    ToolrunError,
+)
 from .exec import executor, render, sandbox
 from .exec.fnthreads import FN_THREADS
 from .models import CallResult, Identity, ToolSpec
@@ -359,6 +368,8 @@ class ToolService:
             return result
         except BaseException as exc:
             error = type(exc.original) if isinstance(exc, ToolFailed) else type(exc)
+            if isinstance(exc, OutputInvalid):
+                outcome = "error"  # the command ran, and printed what its `output:` does not allow
             if isinstance(exc, asyncio.CancelledError):
                 outcome = "cancelled"  # its client went away, or the server is stopping: its processes are killed
             if isinstance(exc, ToolrunError) and tool.has_secrets:
@@ -425,6 +436,12 @@ class ToolService:
             raise SandboxUnavailable(str(exc).replace("this tool", f"tool {tool.key}", 1), tool.key) from None
         except (OSError, ValueError, KeyError) as exc:  # cwd missing, prlimit missing, user gone, ...
             raise ToolFailed(exc) from exc
+        output = tool.typed_output
+        if output is not None and result.returncode == 0 and not result.timed_out:  # typed output (typedoutput.py)
+            from .typedoutput import parse
+
+            value = parse(output, result.stdout, tool.key, result.truncated)
+            return CallResult(tool.key, value, result, time.perf_counter() - started, typed=True)
         return CallResult(tool.key, result.value(), result, time.perf_counter() - started)
 
     async def _call_fn(

@@ -58,6 +58,8 @@ export interface Tool {
   async?: boolean;
   /** GET /search only: how well the tool matches the query, 0 to 1 (docs/mcp.md). */
   score?: number;
+  /** A typed output (`output:` of an exec or curl tool): the value it answers, and its JSON Schema. */
+  output?: { format: "json" | "lines"; schema?: Record<string, unknown> };
 }
 
 export interface Identity {
@@ -242,6 +244,8 @@ export interface CallPayload {
   result?: unknown;
   text?: string;
   seconds?: number;
+  /** `result` is a typed output's parsed value (the tool's `output:`). */
+  typed?: boolean;
 }
 
 export interface CallResult {
@@ -272,10 +276,12 @@ export function errorText(body: string): string {
     return body;
   }
   if (typeof parsed !== "object" || parsed === null) return body;
-  const { error, type } = parsed as { error?: unknown; type?: unknown };
+  const { error, type, output } = parsed as { error?: unknown; type?: unknown; output?: unknown };
   if (typeof error !== "string") return body;
   // With DEBUG on, `error` is the whole traceback, which already names the type.
-  return typeof type === "string" && !error.includes("\n") ? `${type}: ${error}` : error;
+  const text = typeof type === "string" && !error.includes("\n") ? `${type}: ${error}` : error;
+  // A typed output that did not parse or match (OutputInvalid): the text the tool printed follows.
+  return typeof output === "string" ? `${text}\n\n${output}` : text;
 }
 
 /**

@@ -28,7 +28,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import Problem
-from ..models import Example, Expect, Param, ResourceLimits, Sandbox, ToolSpec
+from ..models import Example, Expect, Output, Param, ResourceLimits, Sandbox, ToolSpec
 from .loadcontext import Declared
 from .loader import load_file
 from .options import LoadOptions
@@ -40,7 +40,17 @@ log = logging.getLogger("toolrun.catalog.cache")
 # entry written by code whose classes had other fields would load with its values shifted into
 # the wrong fields: the key covers each class's field names and types (and the version), and such
 # an entry is never found. A record class added to ToolSpec or Problem belongs here (a test checks).
-CACHED_RECORDS: tuple[type[Any], ...] = (ToolSpec, Param, ResourceLimits, Example, Expect, Problem, Sandbox, Declared)
+CACHED_RECORDS: tuple[type[Any], ...] = (
+    ToolSpec,
+    Param,
+    ResourceLimits,
+    Example,
+    Expect,
+    Problem,
+    Sandbox,
+    Declared,
+    Output,
+)
 FORMAT = "toolrun-catalog-cache"
 SUFFIX = ".json"
 

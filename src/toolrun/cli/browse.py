@@ -173,7 +173,7 @@ def _print_tool(tool: ToolSpec, sandbox: dict[str, Any] | None = None) -> None:
     if runs:
         console.print(f"runs: {escape(runs)}", soft_wrap=True, highlight=False)
     console.print(f"returns: {escape(tool.return_type)}", soft_wrap=True)
-    words = return_words(tool.return_type)
+    words = return_words(tool.return_type, tool.typed_output)
     if words:
         for line in textwrap.wrap(words, 96):
             console.print(f"  {escape(line)}", soft_wrap=True, highlight=False)

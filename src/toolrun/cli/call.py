@@ -54,7 +54,7 @@ def call(
     ] = False,
 ) -> None:
     """Call a tool. The result goes to stdout verbatim; a failed command exits with its own code."""
-    from ..errors import ToolrunError
+    from ..errors import OutputInvalid, ToolrunError
 
     client = open_client(catalog, audit=audit)
     try:
@@ -67,6 +67,9 @@ def call(
     except ToolrunError as exc:
         if as_json:
             print_json(error_object(key, exc))
+        elif isinstance(exc, OutputInvalid):  # the raw text stays the caller's: on stdout, the reason on stderr
+            sys.stdout.write(exc.output)
+            sys.stdout.flush()
         fail(exc)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
@@ -138,7 +141,8 @@ def _print_result(result: CallResult, payload: dict[str, Any], as_json: bool, no
         if note:
             print_err(note)
         raise typer.Exit(exit_code(ex.returncode, ex.timed_out))
-    text = result_text(result.value)
+    # A typed output (json, lines) is printed as indented JSON; anything else as the tool gave it.
+    text = json.dumps(result.value, indent=2, ensure_ascii=False) + "\n" if result.typed else result_text(result.value)
     sys.stdout.write(text)
     if ex is None and text and not text.endswith("\n"):
         sys.stdout.write("\n")
@@ -215,13 +219,15 @@ def _job(client: Client, payload: dict[str, Any], no_wait: bool, as_json: bool) 
 def error_object(key: str, exc: BaseException) -> dict[str, Any]:
     """`toolrun call --json` when the call fails before or instead of running: one JSON shape,
     `{key, ok: false, error, type}` (plus `problems` for a catalog that does not load)."""
-    from ..errors import CatalogError, ToolFailed
+    from ..errors import CatalogError, OutputInvalid, ToolFailed
 
     kind = type(exc.original).__name__ if isinstance(exc, ToolFailed) else type(exc).__name__
     message = str(exc.original) if isinstance(exc, ToolFailed) else str(exc)
     body: dict[str, Any] = {"key": key, "ok": False, "error": message, "type": kind}
     if isinstance(exc, CatalogError):
         body["problems"] = [str(p) for p in exc.problems]
+    if isinstance(exc, OutputInvalid):
+        body["output"] = exc.output
     return body
 
 

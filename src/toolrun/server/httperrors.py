@@ -16,7 +16,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..errors import NotFound, RateLimited, SandboxUnavailable, ToolFailed, ToolrunError, Unauthorized
+from ..errors import NotFound, OutputInvalid, RateLimited, SandboxUnavailable, ToolFailed, ToolrunError, Unauthorized
 
 log = logging.getLogger("toolrun.server")
 
@@ -47,6 +47,8 @@ def error_text(exc: ToolrunError, debug: bool) -> str:
     if debug:
         original = exc.original if isinstance(exc, ToolFailed) else exc
         return exc.redact("".join(traceback.format_exception(original)))
+    if isinstance(exc, OutputInvalid):  # the reason, then the text the tool printed
+        return f"{exc.summary}\n\n{exc.output}"
     return exc.summary
 
 
@@ -56,9 +58,13 @@ def error_object(exc: ToolrunError, text: str) -> dict[str, Any]:
     if isinstance(exc, SandboxUnavailable):
         return {"error": text.split(": ", 1)[1], "type": kind}
     message = text if text != exc.summary else (str(exc.original) if isinstance(exc, ToolFailed) else str(exc))
+    if isinstance(exc, OutputInvalid) and not text.startswith("Traceback"):
+        message = str(exc)
     body: dict[str, Any] = {"error": message, "type": kind}
     if isinstance(exc, RateLimited):
         body["retry_after"] = exc.retry_after
+    if isinstance(exc, OutputInvalid):  # the text the tool printed stays the caller's
+        body["output"] = exc.output
     return body
 
 

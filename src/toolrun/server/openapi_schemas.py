@@ -56,6 +56,12 @@ _TOOL = {
         "example": {"type": "string"},
         "annotations": {"$ref": "#/components/schemas/Annotations"},
         "keywords": {"type": "array", "items": {"type": "string"}},
+        "output": {
+            "type": "object",
+            "description": "An exec or curl tool's typed output: `json` (with its JSON Schema) or `lines`.",
+            "required": ["format"],
+            "properties": {"format": {"type": "string", "enum": ["json", "lines"]}, "schema": {"type": "object"}},
+        },
         "sandbox": {
             "type": "object",
             "description": "The sandbox the tool runs in (when it has one), and whether this host can enforce it.",
@@ -189,6 +195,7 @@ CALL_RESULT = {
         "timed_out": {"type": "boolean"},
         "truncated": {"type": "boolean"},
         "result": {},
+        "typed": {"type": "boolean", "description": "`result` is the tool's typed output, parsed and checked."},
         "text": {"type": "string"},
         "seconds": {"type": "number"},
     },

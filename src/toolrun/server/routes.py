@@ -200,6 +200,10 @@ ROUTES: tuple[RouteDef, ...] = (
                 ),
                 "429": text_or_json("Rate limited; Retry-After gives the seconds"),
                 "500": text_or_json("The tool raised"),
+                "502": text_or_json(
+                    "A typed output (`output:`) did not parse or match its schema: the message names the first "
+                    "mismatch; the JSON form carries the raw text in `output`"
+                ),
                 "503": text_or_json("Too many calls running"),
             },
         },

@@ -7,6 +7,7 @@ import { useEffect, useState } from "preact/hooks";
 import type { JobView } from "../api";
 import { copyText } from "../clipboard";
 import { failureWords, type Shown } from "../format";
+import { DataView } from "./DataView";
 import { AlertIcon, CheckIcon, CopyIcon } from "./icons";
 
 export type Outcome =
@@ -188,14 +189,24 @@ function Done({ status, shown, millis }: { status: number; shown: Extract<Shown,
         <span class="pill pill-ok" data-testid="result-status">
           {statusLine(status)}
         </span>
-        <span class="result-kind">{shown.json ? "JSON, pretty-printed" : "Text, verbatim"}</span>
+        <span class="result-kind">
+          {shown.data !== undefined ? "Typed output" : shown.json ? "JSON, pretty-printed" : "Text, verbatim"}
+        </span>
         <span class="result-time">{formatMillis(millis)}</span>
         <span class="spacer" />
         {shown.text !== "" && <WrapToggle wrap={wrap} onChange={setWrap} />}
         <CopyButton text={shown.text} />
       </div>
       <CutNote bytes={shown.cut} />
-      {shown.text === "" ? (
+      {shown.data !== undefined && <DataView value={shown.data} />}
+      {shown.data !== undefined ? (
+        <details class="data-json">
+          <summary>As JSON</summary>
+          <pre class={`output${wrap ? " output-wrap" : ""}`} tabIndex={0} aria-label="Result text" data-testid="result-text">
+            {shown.text}
+          </pre>
+        </details>
+      ) : shown.text === "" ? (
         <p class="result-empty">The tool returned an empty result.</p>
       ) : (
         <pre class={`output${wrap ? " output-wrap" : ""}`} tabIndex={0} aria-label="Result text" data-testid="result-text">

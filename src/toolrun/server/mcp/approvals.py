@@ -25,10 +25,10 @@ from ...models import Identity
 STATE_PREFIX = "toolrun-job:"
 WAIT = 20.0  # seconds one round waits for the decision before asking again
 ROUNDS = 30  # questions asked on one handshake-era call before it ends with the fallback answer
-_EMPTY_FORM: dict[str, Any] = {"type": "object", "properties": {}}
+EMPTY_FORM: dict[str, Any] = {"type": "object", "properties": {}}
 
 
-def _question(job: dict[str, Any]) -> str:
+def question(job: dict[str, Any]) -> str:
     approvers = ", ".join(job["approvers"])
     return (
         f"{job['tool']} needs approval by a member of {approvers} (job {job['id']}). "
@@ -112,7 +112,7 @@ class McpJobs:
     async def _ask(self, ctx: Any, identity: Identity, job: dict[str, Any]) -> Any:
         """Ask the requester to wait (or withdraw) the way its client can; the job as it stands after."""
         if getattr(ctx, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
-            form = types.ElicitRequestFormParams(message=_question(job), requested_schema=_EMPTY_FORM)
+            form = types.ElicitRequestFormParams(message=question(job), requested_schema=EMPTY_FORM)
             return types.InputRequiredResult(
                 input_requests={"approval": types.ElicitRequest(params=form)},
                 request_state=STATE_PREFIX + job["id"],
@@ -123,7 +123,7 @@ class McpJobs:
             return job
         jobs = self.service.jobs
         for _ in range(ROUNDS):
-            answer = await session.elicit_form(_question(job), _EMPTY_FORM)
+            answer = await session.elicit_form(question(job), EMPTY_FORM)
             if answer.action != "accept":
                 return await jobs.cancel(identity, job["id"], "withdrawn by the requester")
             job = await jobs.wait(identity, job["id"], WAIT)

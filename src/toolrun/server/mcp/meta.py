@@ -28,7 +28,7 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
         "properties": {
             "key": {"type": "string"},
             "ok": {"type": "boolean"},
-            "result": {"description": "An fn tool's return value."},
+            "result": {"description": "An fn tool's return value, or a typed `output:` parsed."},
             "returncode": {"type": "integer"},
             "stdout": {"type": "string"},
             "stderr": {"type": "string"},
