@@ -209,8 +209,8 @@ def _finish(resolver: _Resolver, tool: ToolSpec, wanted: Sandbox) -> Sandbox | N
     done = combine(base, wanted)
     if not done.network:
         done = replace(done, network="host" if tool.kind == "curl" else "none")
-    for path in (*done.readable, *done.writable):
-        why = refused_path(path)
+    for path in (*done.readable, *done.writable, *((tool.cwd,) if tool.cwd else ())):
+        why = refused_path(path, cwd=path == tool.cwd)
         if why is not None:
             message = f"its sandbox may not bind {why}"
             resolver.problems.append(Problem(tool.file, tool.line, tool.col, tool.key, message))

@@ -202,11 +202,17 @@ def _inside(path: str, roots: Iterable[str]) -> bool:
     return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
 
 
-def refused_path(path: str) -> str | None:
+def refused_path(path: str, cwd: bool = False) -> str | None:
     """Why a profile may not bind `path` at all ('' -> None): `/` or a parent of the jail's own /proc, /tmp and
-    /dev would lay the host's over them, and the host's /proc holds every host process."""
+    /dev would lay the host's over them, and the host's /proc holds every host process. `cwd`: `path` is the
+    tool's working directory (bound read-only like a readable path)."""
     clean = os.path.normpath(path)
     if clean in ("/", "/tmp", "/dev") or _inside(clean, ["/proc"]):
+        if cwd:
+            return (
+                f"its working directory {path}: it would lay the host's {clean} over the sandbox's own /proc, /tmp "
+                "or /dev (leave `cwd:` out: a sandboxed tool starts in its private /tmp)"
+            )
         return f"{path} would lay the host's {clean} over the sandbox's own /proc, /tmp or /dev"
     return None
 
@@ -406,8 +412,8 @@ def prepare(box: Sandbox, cwd: str | None, user: str | None, argv: list[str], ke
         seccomp.program()
     except ValueError as exc:
         raise SandboxUnavailable(_refusal(key, str(exc))) from None
-    for path in (*box.readable, *box.writable):
-        why = refused_path(path)
+    for path in (*box.readable, *box.writable, *((cwd,) if cwd else ())):
+        why = refused_path(path, cwd=path == cwd)
         if why is not None:
             raise SandboxUnavailable(_refusal(key, f"its sandbox may not bind {why}"))
     drop = ids(user)

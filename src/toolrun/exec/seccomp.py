@@ -14,6 +14,8 @@ the system calls that serve to escape or attack a sandbox, and allows everything
 - clone with any CLONE_NEW* flag (a new namespace) is refused with EPERM, and clone3, whose flags
   a filter cannot read, answers ENOSYS, so the C library falls back to clone (as Docker's filter does);
 - ioctl TIOCSTI and TIOCLINUX (typing into a terminal) are refused;
+- prctl PR_SET_PDEATHSIG is refused: the tool's shell is its PID namespace's first process and dies with bwrap
+  (so with the server) through that signal alone; cleared or changed, it outlived a killed server;
 - a system call of another architecture than the host's (a 32-bit program on x86_64, or the x32 ABI)
   kills the process: the numbers above would mean other calls there.
 """
@@ -42,7 +44,7 @@ swapon 167 224          swapoff 168 225            acct 163 89                 q
 syslog 103 116          vhangup 153 58             lookup_dcookie 212 18       open_by_handle_at 304 265
 name_to_handle_at 303 264  io_uring_setup 425 425  io_uring_enter 426 426      io_uring_register 427 427
 uselib 134 -            iopl 172 -                 ioperm 173 -
-clone 56 220            clone3 435 435             ioctl 16 29
+clone 56 220            clone3 435 435             ioctl 16 29                 prctl 157 167
 """
 _WORDS = _TABLE.split()
 _ROWS = [_WORDS[i : i + 3] for i in range(0, len(_WORDS), 3)]
@@ -50,11 +52,12 @@ SYSCALLS: dict[str, dict[str, int | None]] = {
     machine: {row[0]: None if row[column] == "-" else int(row[column]) for row in _ROWS}
     for machine, column in (("x86_64", 1), ("aarch64", 2))
 }
-_REFUSED_NAMES = [row[0] for row in _ROWS if row[0] not in ("clone", "clone3", "ioctl")]
+_REFUSED_NAMES = [row[0] for row in _ROWS if row[0] not in ("clone", "clone3", "ioctl", "prctl")]
 
 # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET, and CLONE_NEWTIME.
 CLONE_NEW_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x80
 TIOCSTI, TIOCLINUX = 0x5412, 0x541C
+PR_SET_PDEATHSIG = 1
 EPERM, ENOSYS = 1, 38
 
 # Classic BPF (linux/filter.h, linux/seccomp.h).
@@ -110,6 +113,7 @@ def program(machine: str | None = None) -> bytes:
         (_JEQ, "clone", None, numbers["clone"] or 0),
         (_JEQ, "enosys", None, numbers["clone3"] or 0),
         (_JEQ, "ioctl", None, numbers["ioctl"] or 0),
+        (_JEQ, "prctl", None, numbers["prctl"] or 0),
         (_RET, None, None, RET_ALLOW),
         "clone",
         (_LD_W_ABS, None, None, _ARG0_LOW),
@@ -119,6 +123,10 @@ def program(machine: str | None = None) -> bytes:
         (_LD_W_ABS, None, None, _ARG1_LOW),
         (_JEQ, "deny", None, TIOCSTI),
         (_JEQ, "deny", None, TIOCLINUX),
+        (_RET, None, None, RET_ALLOW),
+        "prctl",
+        (_LD_W_ABS, None, None, _ARG0_LOW),
+        (_JEQ, "deny", None, PR_SET_PDEATHSIG),
         (_RET, None, None, RET_ALLOW),
         "deny",
         (_RET, None, None, RET_ERRNO | EPERM),

@@ -1,0 +1,119 @@
+"""A second red team on the sandbox's walls (issue 34): attacks a hostile tool or catalog author tried after the walls
+were merged, each driven as a tool would, with a real bwrap, through the real `toolrun` command, once with the server
+as root and once as a user that is not root. Each test failed on the code before its fix.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.binaries import require_binary
+from support.jails import need_root, open_folder, unprivileged
+from test_sandbox_walls import Jail, said
+
+
+@pytest.fixture(params=["root", "user"])
+def server(request: pytest.FixtureRequest) -> str:
+    require_binary("bwrap")
+    if request.param == "root":
+        need_root()
+    return str(request.param)
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    yield from open_folder()
+
+
+@pytest.fixture
+def jail(base: Path, server: str) -> Jail:
+    return Jail(base, server)
+
+
+def _pids_with(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if marker.encode() in f.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def _start_call(jail: Jail, key: str) -> subprocess.Popen[bytes]:
+    """`toolrun call KEY` as the jail's server user, left running (jails.toolrun_as, without waiting)."""
+    from support.servers import clean_env
+
+    argv = [sys.executable, "-m", "toolrun", "call", "-c", str(jail.catalog), key]
+    if jail.server == "user" and os.geteuid() == 0:
+        uid, gid = unprivileged()
+        jail.home.mkdir(parents=True, exist_ok=True)
+        os.chown(jail.home, uid, gid)
+        argv = [require_binary("setpriv"), f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--", *argv]
+    environ = clean_env(jail.home) | {"HOME": str(jail.home)}
+    return subprocess.Popen(argv, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def test_the_jails_first_process_cannot_outlive_the_server_by_clearing_its_death_signal(jail: Jail) -> None:
+    """The tool's shell is the PID namespace's init, and dies with bwrap (--die-with-parent) only through its
+    parent-death signal: a tool that clears it (prctl PR_SET_PDEATHSIG 0), with its environment cleared (no call
+    token), lived on after the server was killed, reparented to the host's init."""
+    marker = f"{uuid.uuid4().int % 10**9}.5"
+    script = (
+        "import ctypes, time; ctypes.CDLL(None).prctl(1, 0, 0, 0, 0); ctypes.CDLL(None).prctl(1, 17, 0, 0, 0); "
+        f"time.sleep({marker})"
+    )
+    jail.write(
+        f"group: t\ntools:\n  - name: stay\n    exec: exec /usr/bin/env -i /usr/bin/python3 -c {script!r}\n"
+        "    sandbox: true\n    timeout: 60\n"
+    )
+    call = _start_call(jail, "t.stay")
+    try:
+        deadline = time.monotonic() + 20
+        while not _pids_with(f"time.sleep({marker})") and time.monotonic() < deadline:
+            assert call.poll() is None, "the call ended before its tool started"
+            time.sleep(0.05)
+        assert _pids_with(f"time.sleep({marker})"), "the tool never started"
+        time.sleep(0.3)  # the prctl calls are made
+        call.send_signal(signal.SIGKILL)  # the server dies, however it dies
+        call.wait(10)
+        deadline = time.monotonic() + 5
+        while _pids_with(f"time.sleep({marker})") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _pids_with(f"time.sleep({marker})") == [], "a sandboxed process outlived its server"
+    finally:
+        if call.poll() is None:
+            call.kill()
+            call.wait(10)
+        for pid in _pids_with(f"time.sleep({marker})"):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("cwd", ["/", "/proc", "/tmp", "/proc/self"])
+def test_a_cwd_that_would_lay_the_hosts_proc_or_tmp_over_the_jails_is_refused(jail: Jail, cwd: str) -> None:
+    """A catalog's `cwd: /` (or /proc, /tmp) was bound over the jail's own: the tool listed every host process, the
+    host's /tmp and its boot arguments (`readable:` had the same paths refused, not `cwd:`)."""
+    jail.write(
+        "group: t\ntools:\n  - name: wide\n    exec: ls /proc | wc -l; ls /tmp; cat /proc/cmdline\n"
+        f"    cwd: {cwd}\n    sandbox: true\n"
+    )
+    done = jail.validate()
+    assert done.returncode != 0, said(done)
+    assert "its sandbox may not bind" in said(done) and "working directory" in said(done), said(done)
+    called = jail.call("t.wide")
+    assert called.returncode != 0
+    assert "BOOT_IMAGE" not in said(called) and "console=" not in said(called)
+    assert not called.stdout.strip() or int(called.stdout.split()[0]) < 20  # the jail's own /proc only
