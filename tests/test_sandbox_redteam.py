@@ -208,3 +208,40 @@ def test_a_jailed_tool_cannot_use_the_semantic_helper(jail: Jail) -> None:
     finally:
         helper.kill()
         helper.wait(10)
+
+
+def _user_in_roots_group() -> str:
+    """`toolrun-gid0`: a user that is not root but whose primary group is root's (group 0), created when missing."""
+    import pwd
+
+    try:
+        pwd.getpwnam("toolrun-gid0")
+    except KeyError:
+        useradd = require_binary("useradd")
+        subprocess.run(
+            [useradd, "--system", "--no-create-home", "--gid", "0", "--shell", "/usr/sbin/nologin", "toolrun-gid0"],
+            check=True,
+            capture_output=True,
+        )
+    return "toolrun-gid0"
+
+
+def test_a_sandboxed_user_in_roots_group_is_refused(base: Path) -> None:
+    """`user:` was refused for uid 0 only: a user whose group is root's read a root:root 0640 file in a bound path
+    (and every file of root's group the jail shows), though a sandbox never holds root."""
+    require_binary("bwrap")
+    need_root()
+    jail = Jail(base, "root")
+    secret = base / "ro" / "secret"
+    secret.parent.mkdir()
+    secret.write_text("root group only\n")
+    os.chmod(secret, 0o640)
+    user = _user_in_roots_group()
+    jail.write(
+        f"group: t\ntools:\n  - name: grp\n    exec: cat {secret}; id\n    user: {user}\n"
+        f"    sandbox: {{readable: [{secret.parent}]}}\n"
+    )
+    done = jail.validate()
+    assert done.returncode != 0 and "a sandbox never holds root" in said(done), said(done)
+    called = jail.call("t.grp")
+    assert "root group only" not in said(called), said(called)

@@ -442,11 +442,33 @@ def ids(user: str | None) -> tuple[int, int] | None:
         if user is not None:
             raise
         return (65534, 65534)  # no `nobody` in this passwd: its customary ids
-    if entry.pw_uid == 0:
+    why = holds_root(user or SANDBOX_USER)
+    if why is not None:
         raise SandboxUnavailable(
-            _refusal("", f"it names user {user} (uid 0): a sandbox never holds root; remove `user:` or the sandbox")
+            _refusal("", f"it names user {user} ({why}): a sandbox never holds root; remove `user:` or the sandbox")
         )
     return (entry.pw_uid, entry.pw_gid)
+
+
+def holds_root(user: str) -> str | None:
+    """Why `user` would hold root in a sandbox: uid 0, or root's group (group 0) as its own or among its groups
+    (the call takes them all); None when it would not, or no such user exists here."""
+    import grp
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        return None
+    if entry.pw_uid == 0:
+        return "uid 0"
+    try:
+        members = grp.getgrgid(0).gr_mem
+    except KeyError:
+        members = []
+    if entry.pw_gid == 0 or user in members:
+        return "in group 0, root's group"
+    return None
 
 
 def _drop_argv(uid: int, gid: int) -> list[str]:
