@@ -245,3 +245,20 @@ def test_a_sandboxed_user_in_roots_group_is_refused(base: Path) -> None:
     assert done.returncode != 0 and "a sandbox never holds root" in said(done), said(done)
     called = jail.call("t.grp")
     assert "root group only" not in said(called), said(called)
+
+
+def test_a_path_longer_than_the_system_allows_is_a_clear_error_not_a_traceback(jail: Jail) -> None:
+    """A hostile catalog's very long `cwd` (over PATH_MAX) was a traceback in validate-catalog (ENAMETOOLONG from
+    the cwd check); its call, and a long `readable` path, fail with the sandbox's own words."""
+    long = str(jail.base / "/".join(["a" * 200] * 25))
+    jail.write(
+        f"group: t\ntools:\n  - name: long\n    exec: echo hi\n    sandbox: {{readable: [{long}]}}\n"
+        f"  - name: longc\n    exec: echo hi\n    cwd: {long}\n    sandbox: true\n"
+    )
+    done = jail.validate()
+    assert "Traceback" not in said(done), said(done)[-600:]
+    assert "cwd" in said(done) and "is not a directory here" in said(done), said(done)[-600:]
+    for key in ("t.long", "t.longc"):
+        called = jail.call(key)
+        assert called.returncode != 0 and "Traceback" not in said(called)
+        assert "runs in a sandbox" in called.stderr and "hi" not in called.stdout, said(called)[-600:]
