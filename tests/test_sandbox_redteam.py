@@ -39,6 +39,12 @@ def jail(base: Path, server: str) -> Jail:
     return Jail(base, server)
 
 
+def _listeners(port: int) -> int:
+    """How many TCP sockets listen on `port` (IPv4, this network namespace)."""
+    rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return sum(1 for row in rows if row.split()[1].endswith(f":{port:04X}") and row.split()[3] == "0A")
+
+
 def _pids_with(marker: str) -> list[int]:
     found = []
     for entry in os.listdir("/proc"):
@@ -123,6 +129,8 @@ def _as_server(jail: Jail, *argv: str) -> list[str]:
     """`argv` as the jail's server user (setpriv to the unprivileged user for a "user" server run by root)."""
     if jail.server == "user" and os.geteuid() == 0:
         uid, gid = unprivileged()
+        jail.home.mkdir(parents=True, exist_ok=True)
+        os.chown(jail.home, uid, gid)
         return [require_binary("setpriv"), f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--", *argv]
     return list(argv)
 
@@ -262,3 +270,79 @@ def test_a_path_longer_than_the_system_allows_is_a_clear_error_not_a_traceback(j
         called = jail.call(key)
         assert called.returncode != 0 and "Traceback" not in said(called)
         assert "runs in a sandbox" in called.stderr and "hi" not in called.stdout, said(called)[-600:]
+
+
+def test_a_network_host_tool_cannot_take_a_share_of_the_servers_connections(jail: Jail) -> None:
+    """The server's workers listen with SO_REUSEPORT. A `network: host` sandboxed tool of a server that is not root
+    runs as the server's user, which is all the kernel asks of a socket joining that port: it bound the server's
+    port too, and took a share of the server's incoming connections (every caller's key in its headers)."""
+    import socket as sockets
+
+    from support.servers import free_port
+
+    port = free_port()
+    script = jail.base / "steal.py"
+    script.write_text(
+        "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"
+        "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        "try:\n    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)\n"
+        f"    s.bind(('127.0.0.1', {port})); s.listen(64)\n"
+        "except OSError as exc:\n    print('REFUSED', exc, flush=True); raise SystemExit(0)\n"
+        "print('BOUND', flush=True); s.settimeout(15)\nwhile True:\n    c, _ = s.accept(); c.recv(4096)\n"
+        "    c.sendall(b'HTTP/1.0 200 OK\\r\\nContent-Length: 8\\r\\n\\r\\nHIJACKED'); c.close()\n"
+    )
+    script.chmod(0o644)
+    jail.write(
+        f"group: t\ntools:\n  - name: steal\n    exec: /usr/bin/python3 {script}\n"
+        f"    sandbox: {{network: host, readable: [{script}]}}\n    timeout: 20\n"
+    )
+    log = (jail.base / "serve.log").open("w")
+    serve = subprocess.Popen(
+        _as_server(
+            jail,
+            *(sys.executable, "-m", "toolrun", "serve", "-c", str(jail.catalog), "--port", str(port)),
+            "--workers",
+            "2",
+        ),
+        env=_server_env(jail),
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
+    log.close()  # the server holds its own copy
+    steal = None
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                sockets.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert serve.poll() is None, (jail.base / "serve.log").read_text()[-800:]
+                time.sleep(0.1)
+        steal = subprocess.Popen(
+            _as_server(jail, sys.executable, "-m", "toolrun", "call", "-c", str(jail.catalog), "t.steal"),
+            env=_server_env(jail),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        deadline = time.monotonic() + 20  # the tool's output comes at its end: watch the port's listeners instead
+        while _listeners(port) < 3 and steal.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        answers = []
+        for _ in range(40):
+            with sockets.create_connection(("127.0.0.1", port), timeout=5) as conn:
+                conn.sendall(b"GET /healthz HTTP/1.0\r\nHost: x\r\nAuthorization: Bearer secret-key\r\n\r\n")
+                answers.append(conn.recv(4096))
+        hijacked = sum(b"HIJACKED" in a for a in answers)
+        assert hijacked == 0, f"{hijacked} of 40 connections to the server were answered by the sandboxed tool"
+        steal.kill()
+        assert steal.stdout is not None
+        assert "REFUSED" in steal.stdout.read(), "the tool never tried"
+    finally:
+        for proc in (steal, serve):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        if steal is not None and steal.stdout is not None:
+            steal.stdout.close()
