@@ -6,9 +6,9 @@ makes the ToolSpec when none of them found an error.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ..models import EXEC_RETURN_TYPE, Output, Param, ResourceLimits, Sandbox, ToolSpec
@@ -141,7 +141,7 @@ def _process(
     cwd = None
     if opts.cwd:
         cwd = str((ctx.path.parent / opts.cwd).resolve())
-        if ctx.options.check and kind != "fn" and not Path(cwd).is_dir():
+        if ctx.options.check and kind != "fn" and not os.path.isdir(cwd):  # False, not OSError, for a long name
             ctx.problem((*loc, "cwd"), key, f"cwd {opts.cwd!r} is not a directory here", "warning")
     limits = _limits(ctx, opts)
     if opts.user is not None:
