@@ -45,6 +45,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import search_eval_dev2 as dev2
 import search_eval_heldout as heldout
+import search_eval_mcp as mcp
 from search_eval_data import EXTRA, INTENTS, KEYWORDS, MORE
 
 KINDS = ("keyword", "task", "typo", "param", "paraphrase", "mixed")
@@ -325,19 +326,95 @@ def dev2_queries() -> list[tuple[str, str, set[str]]]:
     return intent_queries("dev-2", dev2.INTENTS, dev2_overlaps(), dev2.typo)
 
 
+def mcp_catalog_text() -> str:
+    """The third held-out set's catalog: each real MCP tool as `<server>.<name>` (bench/search_eval_mcp.py), written
+    as JSON (YAML reads it; the upstream descriptions hold every kind of quote)."""
+    import json
+
+    tools = []
+    for tool in mcp.tools():
+        params = [
+            {"name": p["name"], "type": _mcp_type(p["type"]), "required": False, "description": p["description"]}
+            for p in tool["params"]
+        ]
+        tools.append(
+            {
+                "name": tool["name"],
+                "group": tool["server"],
+                "description": tool["description"],
+                "exec": f"echo {tool['server']}.{tool['name']}",
+                **({"params": params} if params else {}),
+            }
+        )
+    return json.dumps({"version": 1, "tools": tools}, ensure_ascii=False)
+
+
+def _mcp_type(kind: str) -> str:
+    kind = kind.split(",")[0].split("|")[0].strip().lower()
+    if kind.endswith("[]") or kind == "array":
+        return "list"
+    return {"integer": "int", "number": "float", "boolean": "bool", "object": "dict"}.get(kind, "str")
+
+
+def mcp_overlaps() -> list[str]:
+    """Each paraphrase of the third held-out set that shares a content stem with its tool."""
+    found = {(t["server"], t["name"]): t for t in mcp.tools()}
+    items = []
+    for server, name, asked, _ in mcp.INTENTS:
+        tool = found[(server, name)]
+        params = [(p["name"], p["type"], p["description"]) for p in tool["params"]]
+        items.append((server, name, tool["description"], params, asked["paraphrase"]))
+    return overlaps(items)
+
+
+def mcp_queries() -> list[tuple[str, str, set[str]]]:
+    """(kind, query, acceptable keys) of the third held-out set (no param query where upstream lists no params)."""
+    if bad := mcp_overlaps():
+        raise SystemExit("mcp paraphrases share words with their tools: " + "; ".join(bad))
+    out = []
+    for server, name, asked, also in mcp.INTENTS:
+        ok = {f"{server}.{name}", *also}
+        for kind in KINDS[:5]:
+            text = heldout.typo(asked["keyword"]) if kind == "typo" else asked[kind]
+            if text:
+                out.append((kind, text, ok))
+    return out
+
+
 SETS = ("dev", "held-out")
-SETS_ORDER = ("dev", "dev-extra", "dev-2", "held-out")
+SETS_ORDER = ("dev", "dev-extra", "dev-2", "held-out", "mcp")
+HELD_OUT = ("held-out", "mcp")  # only reported: nothing is chosen on these
 Row = tuple[float, float, float, float, float]  # R@1, R@3, R@10, reciprocal rank, ms
 
 
-def score(registry: Any, admin: Any, asked: list[tuple[str, str, set[str]]]) -> dict[str, dict[str, float]]:
-    """R@1, R@3, R@10, MRR and ms per query, per kind and for all kinds."""
+def semantic_keys(registry: Any, admin: Any, text: str) -> list[str]:
+    """The semantic part alone: the nearest tools by document, in their own (diversified) order."""
+    index = registry.index(admin)
+    found = registry.semantic.near(registry.vectors, index, text)
+    return [index.tools[d].key for d in found[0][:10]] if found else []
+
+
+def search_page(registry: Any, admin: Any, text: str) -> Any:
+    """The first 10 results with no floor (a toolrun before issue 38 has none: PYTHONPATH=old/src for a before)."""
+    try:
+        return registry.search(admin, text, 0, 10, min_score=0.0)
+    except TypeError:
+        return registry.search(admin, text, 0, 10)
+
+
+def score(
+    registry: Any, admin: Any, asked: list[tuple[str, str, set[str]]], part: str = "search"
+) -> dict[str, dict[str, float]]:
+    """R@1, R@3, R@10, MRR and ms per query, per kind and for all kinds (`part`: "search", as a caller gets it with
+    no floor; "semantic": the semantic part alone)."""
     rows: dict[str, list[Row]] = {k: [] for k in KINDS}
     for kind, text, ok in asked:
         started = time.perf_counter()
-        page = registry.search(admin, text, 0, 10)
+        if part == "semantic":
+            keys = semantic_keys(registry, admin, text)
+        else:
+            keys = [t.key for t in search_page(registry, admin, text).items]
         ms = (time.perf_counter() - started) * 1000
-        keys = [t.key for t in page.items]
         rank = next((i for i, k in enumerate(keys) if k in ok), None)
         hit = rank is not None
         rows[kind].append(
@@ -372,6 +449,30 @@ def timing(
             times.append(time.perf_counter() - started)
     times.sort()
     return {"p50": times[len(times) // 2] * 1000, "p95": times[int(len(times) * 0.95)] * 1000, "max": times[-1] * 1000}
+
+
+def parts_table(registry: Any, admin: Any, asked: list[tuple[str, str, set[str]]]) -> list[bool]:
+    """Issue 38's rule on each kind of a set: lexical, semantic and fused R@1 / R@3 / MRR, and whether the fused R@3
+    is at least the better part's less 0.03. Returns the verdict of each kind."""
+    ranker = registry.semantic
+    registry.semantic = None
+    lexical = score(registry, admin, asked)
+    registry.semantic = ranker
+    semantic, fused = score(registry, admin, asked, "semantic"), score(registry, admin, asked)
+    print(f"  {'kind':<11} {'n':>3}  {'lexical R@1/R@3/MRR':>19}  {'semantic':>16}  {'fused':>16}  max-0.03  rule")
+    verdicts = []
+    for kind in (*KINDS, "all"):
+        if not fused[kind]["n"]:
+            continue
+        cells = ["/".join(f"{t[kind][m]:.2f}" for m in ("r1", "r3", "mrr")) for t in (lexical, semantic, fused)]
+        floor = max(lexical[kind]["r3"], semantic[kind]["r3"]) - 0.03
+        ok = fused[kind]["r3"] >= floor - 1e-9
+        verdicts.append(ok)
+        print(
+            f"  {kind:<11} {fused[kind]['n']:>3.0f}  {cells[0]:>19}  {cells[1]:>16}  {cells[2]:>16}  {floor:>8.2f}  "
+            f"{'pass' if ok else 'FAIL'}"
+        )
+    return verdicts
 
 
 def print_table(name: str, registry: Any, table: dict[str, dict[str, float]]) -> None:
@@ -428,7 +529,12 @@ def main() -> None:
     parser.add_argument(
         "--keywords", action="store_true", help="the dev intents' tools declare keywords (search_eval_data.KEYWORDS)"
     )
-    parser.add_argument("--sets", nargs="*", choices=SETS_ORDER, help="only these sets (default: all four)")
+    parser.add_argument("--sets", nargs="*", choices=SETS_ORDER, help="only these sets (default: all five)")
+    parser.add_argument(
+        "--parts",
+        action="store_true",
+        help="with --semantic: lexical, semantic alone and fused per kind (issue 38's rule)",
+    )
     args = parser.parse_args()
     if args.write_catalog or args.write_heldout:
         if args.write_catalog:
@@ -448,7 +554,9 @@ def main() -> None:
             "dev-extra": lambda: (catalog_text(keywords=args.keywords), extra_queries()),
             "dev-2": lambda: (dev2_catalog_text(), dev2_queries()),
             "held-out": lambda: (heldout_catalog_text(), heldout_queries()),
+            "mcp": lambda: (mcp_catalog_text(), mcp_queries()),
         }
+        verdicts: dict[str, list[bool]] = {}
         for name in SETS_ORDER if args.sets is None else args.sets:
             text, asked = sets[name]()
             workdir = Path(tmp) / name
@@ -456,13 +564,25 @@ def main() -> None:
             registry, admin, build = load_registry(text, workdir, args.semantic)
             table = score(registry, admin, asked)
             print_table(f"{name} ({len(asked)} queries, index {build:.2f} s)", registry, table)
-            if name != "dev-extra":
+            if args.parts and args.semantic:
+                verdicts[name] = parts_table(registry, admin, asked)
+            if name == "mcp":
+                print(f"  {len(mcp.INTENTS)} intents over the tools of {len(mcp.sources())} servers")
+            elif name != "dev-extra":
                 intents = {"dev": INTENTS, "dev-2": dev2.INTENTS}.get(name, heldout.INTENTS)
                 print(f"  queries sharing a word with their tool: {shared_words(intents)}")
             if name == "dev":  # the first 200 queries, and the second round (MORE), apart
                 for part, sub in (("first 200", asked[:200]), ("second round", asked[200:])):
                     t = score(registry, admin, sub)["all"]
                     print(f"  {part:<13} {t['n']:>3.0f} " + " ".join(f"{t[m]:>5.2f}" for m in METRICS))
+        if verdicts:
+            print(
+                "issue 38's rule (fused R@3 >= the better part's - 0.03), kinds passing per set: "
+                + ", ".join(
+                    f"{name} {sum(v)}/{len(v)}{' (held out)' if name in HELD_OUT else ''}"
+                    for name, v in verdicts.items()
+                )
+            )
         if args.scale:
             copies = max(1, round(args.scale / 1472))
             workdir = Path(tmp) / "scale"

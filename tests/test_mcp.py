@@ -105,7 +105,7 @@ def test_tools_list_offers_the_four_meta_tools_each_with_a_description_and_an_ob
     assert tools["execute"].input_schema["required"] == ["key"]
     assert set(tools["execute"].input_schema["properties"]) == {"key", "arguments", "session"}
     assert tools["execute"].input_schema["properties"]["arguments"]["type"] == "object"
-    assert set(tools["search"].input_schema["properties"]) == {"query", "offset", "limit"}
+    assert set(tools["search"].input_schema["properties"]) == {"query", "offset", "limit", "min_score"}
     assert tools["describe_tools"].input_schema["required"] == ["keys"]
     assert tools["describe_tools"].input_schema["properties"]["keys"]["type"] == "array"
     assert tools["whoami"].input_schema["properties"] == {}
@@ -185,10 +185,10 @@ def test_search_ranks_a_key_match_above_a_description_match(service: ToolService
     result = call(service, ANON, "search", {"query": "echo"})
     assert result.is_error is False
     body = result.structured_content
-    # The text is one line per tool, `key(param: type ...) - summary`, then where the page is.
+    # The text is one line per tool, `score key(param: type ...) - summary`, then where the page is.
     assert text_of(result) == (
-        "pub.echo(msg: str) - Print a message back.\n"
-        "pub.count(n: int [0..100]) - Echo an integer between 0 and 100.\n"
+        "1.0 pub.echo(msg: str) - Print a message back.\n"
+        "1.0 pub.count(n: int [0..100]) - Echo an integer between 0 and 100.\n"
         "[1-2 of 2]"
     )
     assert [item["key"] for item in body["items"]] == ["pub.echo", "pub.count"]
@@ -197,13 +197,16 @@ def test_search_ranks_a_key_match_above_a_description_match(service: ToolService
         "groups": ["pub", "public"],
         "summary": "Echo an integer between 0 and 100.",
         "example": "pub.count(n=0)",
+        "score": 1.0,
     }
 
 
 def test_search_finds_a_tool_by_words_of_its_description(service: ToolService) -> None:
     items = call(service, OLGA, "search", {"query": "restart service"}).structured_content["items"]
-    # first; a tool whose description says `server` (a word related to `service`) comes after it
-    assert [i["key"] for i in items] == ["ops.restart", "pub.noisy"]
+    assert [i["key"] for i in items] == ["ops.restart"]
+    # a tool whose description says `server` (a word related to `service`) comes after it, under the default floor
+    loose = call(service, OLGA, "search", {"query": "restart service", "min_score": 0}).structured_content["items"]
+    assert [i["key"] for i in loose] == ["ops.restart", "pub.noisy"] and loose[1]["score"] < 0.2
     assert items[0]["summary"] == "Restart a service (ops only)."
     assert items[0]["example"].startswith("ops.restart(service=")
 

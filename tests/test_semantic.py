@@ -94,7 +94,7 @@ def test_a_query_sharing_no_word_with_its_tool_finds_it(tmp_path: Path, model: L
     lexical = reg.search(ADMIN, PARAPHRASE)
     assert "proc.kill" not in [t.key for t in lexical.items]
     Semantic(model.embed, "test", tmp_path / "cache").prepare(reg, wait=True)
-    page = reg.search(ADMIN, PARAPHRASE)
+    page = reg.search(ADMIN, PARAPHRASE, min_score=0.0)  # a weak match (similarity 0.28): under the default floor
     assert page.items[0].key == "proc.kill"
     assert reg.search(ADMIN, "make a video smaller for phones").items[0].key == "media.transcode"
     assert reg.search(ADMIN, "invoice").items[0].key == "billing.create_invoice"  # a plain keyword still leads
@@ -107,9 +107,10 @@ def test_a_tool_the_caller_cannot_see_changes_nothing_in_their_results(tmp_path:
     with_hidden = registry(tmp_path / "b", CATALOG + HIDDEN)
     for reg, where in ((without, "a"), (with_hidden, "b")):
         Semantic(model.embed, "test", tmp_path / where / "cache").prepare(reg, wait=True)
-    assert with_hidden.search(ADMIN, PARAPHRASE).items[0].key == "secret.stop_program"  # the admin sees it first
+    admin_first = with_hidden.search(ADMIN, PARAPHRASE, min_score=0.0).items[0].key
+    assert admin_first == "secret.stop_program"  # the admin sees it first
     for query in (PARAPHRASE, "application", "disk space", "send"):
-        mine, theirs = without.search(OPS, query, 0, 20), with_hidden.search(OPS, query, 0, 20)
+        mine, theirs = without.search(OPS, query, 0, 20, 0.0), with_hidden.search(OPS, query, 0, 20, 0.0)
         assert [t.key for t in mine.items] == [t.key for t in theirs.items], query
         assert mine.total == theirs.total
 
@@ -181,7 +182,7 @@ def test_an_openai_compatible_endpoint_embeds_instead(tmp_path: Path, endpoint: 
     remote = RemoteModel(url, "minilm", "s3cret")
     reg = registry(tmp_path, CATALOG)
     Semantic(remote.embed, "remote", tmp_path / "cache").prepare(reg, wait=True)
-    assert reg.search(ADMIN, PARAPHRASE).items[0].key == "proc.kill"
+    assert reg.search(ADMIN, PARAPHRASE, min_score=0.0).items[0].key == "proc.kill"
     assert seen[0]["model"] == "minilm" and seen[0]["auth"] == "Bearer s3cret"
 
 
@@ -201,7 +202,7 @@ def helpers_of(server: ToolrunServer) -> list[int]:
 
 def kills_first(server: ToolrunServer, key: str = "proc.kill") -> bool:
     with httpx.Client(timeout=5.0) as client:  # a new connection each time: the kernel spreads them over workers
-        found = client.get(server.url + "/search", params={"q": PARAPHRASE}).json()["items"]
+        found = client.get(server.url + "/search", params={"q": PARAPHRASE, "min_score": "0"}).json()["items"]
     return bool(found) and found[0]["key"] == key
 
 
@@ -432,10 +433,10 @@ def test_a_hidden_tools_params_change_nothing_in_the_callers_results(tmp_path: P
     with_hidden = registry(tmp_path / "b", CATALOG + ACCOUNTS + HIDDEN_PARAMS)
     for reg, where in ((without, "a"), (with_hidden, "b")):
         Semantic(model.embed, "test", tmp_path / where / "cache").prepare(reg, wait=True)
-    admin = [t.key for t in with_hidden.search(ADMIN, PARAPHRASE).items[:3]]
+    admin = [t.key for t in with_hidden.search(ADMIN, PARAPHRASE, min_score=0.0).items[:3]]
     assert "secret.reaper" in admin  # its params bring it near for whoever may see it
     for query in (PARAPHRASE, "end the application with pid 4242", "login", "frozen"):
-        mine, theirs = without.search(OPS, query, 0, 20), with_hidden.search(OPS, query, 0, 20)
+        mine, theirs = without.search(OPS, query, 0, 20, 0.0), with_hidden.search(OPS, query, 0, 20, 0.0)
         assert [t.key for t in mine.items] == [t.key for t in theirs.items], query
         assert mine.total == theirs.total
 
@@ -534,15 +535,15 @@ def test_the_helper_ranks_a_scoped_view_exactly_as_this_process_would(
             for query in (PARAPHRASE, "rotate the logs", "which queue is stuck", "copy user@example.com's mail"):
                 vector = embedder.ask(name, [query_text(query)], 30.0)[0]
                 want = (nearest(matrix[:n], rows, vector), nearest(matrix[n:], rows, vector))
-                assert semantic.near(vectors, index, query) == want, (identity.username, query)
+                assert semantic.near(vectors, index, query)[:2] == want, (identity.username, query)
                 assert len(want[0]) == 50
-        assert reg.search(OPS, PARAPHRASE).items[0].key == "proc.kill"
-        assert reg.search(ADMIN, PARAPHRASE).items[0].key == "secret.stop_program"
+        assert reg.search(OPS, PARAPHRASE, min_score=0.0).items[0].key == "proc.kill"
+        assert reg.search(ADMIN, PARAPHRASE, min_score=0.0).items[0].key == "secret.stop_program"
         proc.terminate()
         proc.wait(10)
         # the helper gone: search is lexical, and the log says why
         assert reg.search(OPS, "customer line items").items[0].key == "billing.create_invoice"
-        assert "proc.kill" not in [t.key for t in reg.search(OPS, PARAPHRASE).items]
+        assert "proc.kill" not in [t.key for t in reg.search(OPS, PARAPHRASE, min_score=0.0).items]
         assert "semantic search: cannot rank a query" in caplog.text
     finally:
         proc.terminate()

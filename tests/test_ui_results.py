@@ -62,6 +62,25 @@ tools:
     public: true
     description: An fn tool that returns a dict.
     fn: ui_outcome_fns:settings
+  - name: hosts
+    public: true
+    description: Hosts as typed JSON rows.
+    exec: |
+      printf '[{"host": "a1", "up": true}, {"host": "b2", "up": false}]'
+    output:
+      format: json
+      schema: {type: array, items: {type: object, properties: {host: {type: string}, up: {type: boolean}}}}
+  - name: nested
+    public: true
+    description: A nested typed JSON value.
+    exec: |
+      printf '{"disk": {"used": 12, "mounts": ["/", "/srv"]}}'
+    output: {format: json}
+  - name: badjson
+    public: true
+    description: Declares JSON, prints text.
+    exec: printf 'total 12'
+    output: {format: json}
   - name: constrained
     public: true
     read_only: true
@@ -145,6 +164,25 @@ def test_a_failed_command_is_marked_failed_with_its_exit_code_stdout_and_stderr_
     page.get_by_test_id("result-stderr").get_by_role("button", name="Copy stderr").click()
     expect(page.get_by_role("button", name="Copied stderr")).to_be_visible()
     assert page.evaluate("navigator.clipboard.readText()") == "boom"
+
+
+def test_a_typed_output_shows_as_a_table_or_a_tree_and_a_mismatch_keeps_the_raw_text(app: App) -> None:
+    run_tool(app, "out.hosts")
+    table = app.page.get_by_test_id("result-table")
+    expect(table.locator("thead th")).to_have_text(["#", "host", "up"])
+    expect(table.locator("tbody tr").nth(1).locator("td")).to_have_text(["1", "b2", "false"])
+    expect(app.page.get_by_test_id("result")).to_contain_text("Typed output")
+    expect(app.page.get_by_test_id("return-words")).to_contain_text("checked against the tool's output schema")
+    run_tool(app, "out.nested")
+    tree = app.page.get_by_test_id("result-tree")
+    expect(tree).to_contain_text("disk: object of 2")
+    expect(tree).to_contain_text("mounts: list of 2")
+    expect(tree.locator(".data-number")).to_have_text("12")
+    run_tool(app, "out.badjson")
+    error = app.page.get_by_test_id("error")
+    expect(error).to_contain_text("502 Bad Gateway")
+    expect(app.page.get_by_test_id("error-text")).to_contain_text("declares JSON output, but it is not JSON")
+    expect(app.page.get_by_test_id("error-text")).to_contain_text("total 12")
 
 
 def test_a_timeout_is_named_as_one(app: App) -> None:

@@ -31,6 +31,11 @@ tools:
     description: Builds in a sandbox.
     exec: echo built
     sandbox: {writable: [out], network: none}
+  - name: escape
+    public: true
+    description: Tries to write outside its sandbox.
+    exec: echo planted > /usr/planted
+    sandbox: {writable: [out], network: none}
 """
 
 
@@ -57,5 +62,21 @@ def test_the_tool_detail_shows_the_sandbox_and_a_call_runs_in_it(sandbox_server:
         expect(page.get_by_test_id("sandbox")).to_have_text(f"default: no network; writes {out}")
         page.get_by_role("button", name="Run", exact=True).click()
         expect(page.get_by_test_id("result-text")).to_contain_text("built")
+    finally:
+        page.close()
+
+
+def test_a_failed_sandboxed_call_says_which_profile_it_ran_in_and_what_that_withholds(
+    sandbox_server: Server, browser: object
+) -> None:
+    page = browser.new_page()  # type: ignore[attr-defined]
+    try:
+        page.goto(sandbox_server.url + "/ui/tools/box.escape")
+        expect(page.locator("#detail-heading")).to_have_text("box.escape")
+        page.get_by_role("button", name="Run", exact=True).click()
+        expect(page.get_by_test_id("result")).to_have_attribute("data-outcome", "failed")
+        note = page.get_by_test_id("sandbox-note")
+        expect(note).to_contain_text("It ran in the sandbox profile default, which withholds the network")
+        expect(note).to_contain_text("writing outside /tmp and " + os.path.realpath(sandbox_server.home.parent / "out"))
     finally:
         page.close()

@@ -16,9 +16,10 @@
     ├── Overloaded                exit 75, HTTP 503: too many tool processes already running
     ├── BackendUnavailable        exit 69, HTTP 503: a shared backend (Redis) does not answer
     ├── ClientGone                HTTP 499: the client went away before the answer (the call was cancelled)
+    ├── OutputInvalid             exit 1, HTTP 502: a typed tool printed output that is not what its `output:` says
     └── ToolFailed                exit 1, HTTP 500: the tool itself raised (fn tools, render errors)
         ├── UndefinedVariable     exit 2, HTTP 500: the template used a variable that was not provided
-        └── SandboxUnavailable    exit 1, HTTP 500: a sandboxed tool cannot get its sandbox here: not run
+        └── SandboxUnavailable    exit 1, HTTP 503: a sandboxed tool cannot get its sandbox here: not run
 
 The doors (CLI, HTTP, MCP) map these in one place each, reading ``exit_code`` and
 ``http_status`` from the class; nothing else decides a status.
@@ -89,6 +90,7 @@ WARNING_CODES: dict[str, str] = {
     "unguarded-param": "an optional param without a default rendered outside a guard",
     "unused-param": "a declared param the command never uses",
     "example-left-out": "a param whose generated example toolrun cannot make (declare `example:`)",
+    "output-not-json": "a `format: json` tool whose command obviously prints something else",
 }
 
 
@@ -222,6 +224,19 @@ class ClientGone(ToolrunError):
         super().__init__(message)
 
 
+class OutputInvalid(ToolrunError):
+    """An exec or curl tool with a typed `output:` printed something that does not parse, or does not match its
+    schema (typedoutput.py). The call failed; `output` keeps the text it printed, which every door shows.
+
+    502 over HTTP: the tool behind toolrun answered badly, not the caller and not toolrun."""
+
+    http_status = 502
+
+    def __init__(self, message: str, output: str) -> None:
+        super().__init__(message)
+        self.output = output
+
+
 class ToolFailed(ToolrunError):
     """The tool raised while running; wraps the original exception."""
 
@@ -245,11 +260,24 @@ class UndefinedVariable(ToolFailed):
 
 
 class SandboxUnavailable(ToolFailed):
-    """A sandboxed tool cannot get its sandbox on this host (no bwrap, or the kernel refuses): it does not run.
+    """A sandboxed tool cannot get its sandbox on this host (no bwrap, the kernel refuses, a bound path is gone or
+    holds toolrun's own files): it does not run.
 
-    A sandbox never silently falls back to no sandbox; the message names the reason.
+    A sandbox never silently falls back to no sandbox; the message names the reason, paths included: the CLI
+    prints it, a server logs it and answers its caller with `public` only (HTTP 503): a caller learns that the
+    tool cannot run here, not where toolrun keeps its files.
     """
 
-    def __init__(self, message: str) -> None:
+    http_status = 503
+
+    def __init__(self, message: str, key: str = "") -> None:
         ToolrunError.__init__(self, message)
         self.original = self
+        self.key = key
+
+    @property
+    def public(self) -> str:
+        """What a server tells its caller: `SandboxUnavailable: <short message>`."""
+        who = f"tool {self.key}" if self.key else "this tool"
+        why = "it was not run (the server's log says why)"
+        return f"SandboxUnavailable: {who} runs in a sandbox that cannot be set up on this server; {why}"

@@ -26,6 +26,13 @@ def result_text(value: Any) -> str:
     return str(value)
 
 
+def answer_text(result: CallResult) -> str:
+    """A call's answer as text: a typed output's value as JSON (a JSON string stays quoted), else `result_text`."""
+    if result.typed:
+        return json.dumps(result.value, ensure_ascii=False)
+    return result_text(result.value)
+
+
 def encodable(text: str) -> bool:
     """Whether `text` can be sent as UTF-8 (it holds no lone surrogate, which an fn tool's text may)."""
     if text.isascii():
@@ -69,8 +76,8 @@ def structured_result(result: CallResult) -> dict[str, Any]:
     """A call result as one JSON object (MCP structured content, `toolrun call --json`).
 
     fn tools: `{key, ok, result}`; exec and curl tools: `{key, ok, returncode, stdout, stderr,
-    timed_out}`, plus `truncated: true`, `bytes_kept` and `bytes_dropped` (stdout and stderr
-    together) when output was capped.
+    timed_out}` (and `result`, the parsed value, for a typed `output:`), plus `truncated: true`,
+    `bytes_kept` and `bytes_dropped` (stdout and stderr together) when output was capped.
     """
     payload: dict[str, Any] = {"key": result.key, "ok": result.ok}
     ex = result.exec
@@ -78,6 +85,8 @@ def structured_result(result: CallResult) -> dict[str, Any]:
         payload["result"] = result_json(result.value)
         return payload
     payload.update(returncode=ex.returncode, stdout=ex.stdout, stderr=ex.stderr, timed_out=ex.timed_out)
+    if result.typed:  # the parsed output of a tool with a typed `output:` (typedoutput.py)
+        payload["result"] = result.value
     if ex.truncated:
         payload.update(truncated=True, bytes_kept=ex.bytes_kept, bytes_dropped=ex.bytes_dropped)
     return payload
@@ -103,10 +112,12 @@ def plain(text: str) -> str:
 
 def call_payload(result: CallResult) -> dict[str, Any]:
     """`toolrun call --json`, and `POST /tools/{key}` asked for JSON: the structured result plus
-    `result` for every kind, the wall time in `seconds`, and for fn tools `text`, the result as
-    the plain-text answer would give it."""
+    `result` for every kind (`typed: true` when it is a typed output's parsed value), the wall time in
+    `seconds`, and for fn tools `text`, the result as the plain-text answer would give it."""
     payload = {**structured_result(result), "seconds": round(result.seconds, 6)}
     payload.setdefault("result", result_json(result.value))
+    if result.typed:  # `result` is a typed output's parsed value (the tool's `output:`)
+        payload["typed"] = True
     ex = result.exec
     if ex is not None:
         payload.update(truncated=ex.truncated, bytes_kept=ex.bytes_kept, bytes_dropped=ex.bytes_dropped)
@@ -198,12 +209,28 @@ def gh_escape(text: str, prop: bool = False) -> str:
 # -- compact text for agents (MCP text content): every token counts --------------------------------
 
 
-def search_text(items: list[ToolSpec], total: int, offset: int, next_offset: int | None) -> str:
-    """One line per tool, `key(param: type = default, ...) - summary`, then where the page is."""
+def search_text(
+    items: list[ToolSpec],
+    total: int,
+    offset: int,
+    next_offset: int | None,
+    scores: list[float] | None = None,
+    min_score: float = 0.0,
+) -> str:
+    """One line per tool, `.92 key(param: type = default, ...) - summary` (its score, two places, when the query
+    was not blank), then where the page is."""
     from .paramtypes import signature
 
-    lines = [search_line(signature(t), t.summary) for t in items]
-    if not items:
+    if scores is None:
+        lines = [search_line(signature(t), t.summary) for t in items]
+    else:
+        width = SEARCH_LINE - 4  # the score and a space: a line, and so a page, takes no more than before
+        lines = [
+            f"{_score(sc)} {search_line(signature(t), t.summary, width)}" for t, sc in zip(items, scores, strict=True)
+        ]
+    if not items and total == 0 and scores is not None and min_score > 0:
+        lines.append(f"No good match: no tool scores {min_score:g} or more. Try other words, or min_score=0.")
+    elif not items:
         lines.append("No tools match." if total == 0 else f"No tools at offset {offset} (total {total}).")
     else:
         tail = f"{offset + 1}-{offset + len(items)} of {total}"
@@ -215,15 +242,20 @@ SEARCH_LINE = 112  # characters a search result line takes at most: a page of 10
 SEARCH_SIGNATURE = 72  # of which the signature (its later params elided)
 
 
-def search_line(sig: str, summary: str) -> str:
-    """`key(params) - summary` in at most SEARCH_LINE characters: later params become `…`, the summary is cut at a
+def _score(score: float) -> str:
+    """A score in three characters: `.92`, `1.0`."""
+    return "1.0" if score >= 0.995 else f"{score:.2f}"[1:]
+
+
+def search_line(sig: str, summary: str, width: int = SEARCH_LINE) -> str:
+    """`key(params) - summary` in at most `width` characters: later params become `…`, the summary is cut at a
     word (describe_tools has it all)."""
     if len(sig) > SEARCH_SIGNATURE:
         cut = sig.rfind(", ", 0, SEARCH_SIGNATURE - 3)
         sig = (sig[:cut] if cut > sig.find("(") else sig[: SEARCH_SIGNATURE - 3].rstrip(", ")) + ", …)"
     if not summary:
         return sig
-    room = SEARCH_LINE - len(sig) - 3
+    room = width - len(sig) - 3
     if len(summary) > room:
         summary = summary[: max(room - 1, 0)].rsplit(" ", 1)[0].rstrip(" ,;:.") + "…"
     return f"{sig} - {summary}"
@@ -244,6 +276,8 @@ def describe_text(tool: ToolSpec) -> str:
     if runs:
         lines.append(f"runs: {runs}")
     lines.append(f"returns: {tool.return_type}")
+    if tool.typed_output is not None:
+        lines.append(f"  ({return_words(tool.return_type, tool.typed_output)})")
     lines.append(f"example: {tool.example}")
     return "\n".join(lines)
 
@@ -267,10 +301,15 @@ def direct_description(tool: ToolSpec) -> str:
     return f"{text.rstrip()}\n\nRuns: {runs}." if runs else text
 
 
-def return_words(return_type: str) -> str:
-    """What a return type means, in words ('' when the type says it all). The UI's ToolDetail says the same."""
+def return_words(return_type: str, output: Any = None) -> str:
+    """What a return type means, in words ('' when the type says it all). The UI's ToolDetail says the same.
+    `output`: the tool's typed output (typedoutput.py), when it has one."""
     from .models import EXEC_RETURN_TYPE
 
+    if output is not None and output.typed:
+        from .typedoutput import words
+
+        return words(output)
     if return_type == EXEC_RETURN_TYPE:
         return (
             "the command's standard output when it exits with code 0; otherwise the tuple "

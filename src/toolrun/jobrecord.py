@@ -7,14 +7,17 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import secrets
 from collections.abc import Mapping
 from typing import Any
 
 from . import formatting
-from .errors import ToolFailed, ToolrunError, UsageError
+from .errors import OutputInvalid, SandboxUnavailable, ToolFailed, ToolrunError, UsageError
 from .models import CallResult, Identity, ToolSpec
+
+log = logging.getLogger("toolrun.jobs")
 
 AWAITING = "awaiting_approval"
 RUNNING = "running"
@@ -245,7 +248,9 @@ def result_record(result: CallResult) -> dict[str, Any]:
     """The answer the synchronous POST /tools/{key} would have given, kept once: the JSON payload only (its text
     and the copies of stdout in it are rebuilt when shown, `result_answer`), each output cut at OUTPUT_MAX bytes."""
     payload = formatting.call_payload(result)
-    if result.exec is not None:
+    if payload.get("typed"):
+        pass  # a typed output's parsed value is the answer: kept, its text is rebuilt from it
+    elif result.exec is not None:
         payload.pop("result", None)  # stdout again, or {returncode, stdout, stderr}
     elif isinstance(payload.get("result"), str) and payload.get("text") == payload["result"]:
         payload.pop("text")
@@ -290,6 +295,8 @@ def result_answer(record: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     payload = dict(record["json"])
     if "text" in record:  # an error, or a record kept before results were kept once
         return str(record["text"]), payload
+    if payload.get("typed"):
+        return json.dumps(payload.get("result"), ensure_ascii=False), payload
     if "returncode" in payload:
         ok = payload["returncode"] == 0 and not payload.get("timed_out")
         value: Any = payload["stdout"] if ok else (payload["returncode"], payload["stdout"], payload["stderr"])
@@ -307,7 +314,23 @@ def result_answer(record: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
 def error_record(exc: ToolrunError) -> dict[str, Any]:
     kind = type(exc.original).__name__ if isinstance(exc, ToolFailed) else type(exc).__name__
     message = str(exc.original) if isinstance(exc, ToolFailed) else str(exc)
-    return {"status": exc.http_status, "text": exc.summary, "json": {"error": message, "type": kind}, "exit_code": None}
+    text = caller_summary(exc)
+    if isinstance(exc, SandboxUnavailable):
+        message = text.split(": ", 1)[1]
+    body: dict[str, Any] = {"error": message, "type": kind}
+    if isinstance(exc, OutputInvalid):  # the text the tool printed stays available, as in the direct answer
+        body["output"] = exc.output
+        text = f"{text}\n\n{exc.output}"
+    return {"status": exc.http_status, "text": text, "json": body, "exit_code": None}
+
+
+def caller_summary(exc: ToolrunError) -> str:
+    """An error's `Type: message` as a job's reader gets it: a SandboxUnavailable's short form (the reason, with
+    toolrun's paths, goes to the server's log), else the summary."""
+    if isinstance(exc, SandboxUnavailable):
+        log.warning("%s", exc.summary)
+        return exc.public
+    return exc.summary
 
 
 def sink_text(sink: Any) -> tuple[str, str, int]:

@@ -731,7 +731,8 @@ class Jobs:
             return {"state": "cancelled", "error": "cancelled while it ran; its processes were killed"}
         exc = call.exception()
         if isinstance(exc, ToolrunError):
-            return {"state": "failed", "error": exc.summary, "result": error_record(exc)}
+            record = error_record(exc)
+            return {"state": "failed", "error": record["text"], "result": record}
         if exc is not None:
             failed = ToolFailed(exc)
             return {"state": "failed", "error": failed.summary, "result": error_record(failed)}

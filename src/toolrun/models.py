@@ -133,6 +133,28 @@ class Sandbox:
 
 
 @dataclass(frozen=True, slots=True)
+class Output:
+    """What an exec or curl tool prints (its `output:`; typedoutput.py parses and checks it).
+
+    `format`: "text" (as is), "json" (parsed, and checked against `schema` when one is declared) or
+    "lines" (a list of strings). `schema_file`: where a schema read from a file came from (shown only)."""
+
+    format: str = "text"
+    schema: dict[str, Any] | None = None
+    schema_file: str = ""
+
+    @property
+    def typed(self) -> bool:
+        return self.format != "text"
+
+    def entry(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {"format": self.format}
+        if self.schema is not None:
+            entry["schema"] = self.schema
+        return entry
+
+
+@dataclass(frozen=True, slots=True)
 class ToolSpec:
     """A loaded tool: everything a call needs, resolved once at load time."""
 
@@ -174,6 +196,8 @@ class ToolSpec:
     approval_timeout: float | None = None  # seconds a call waits for its decision (None: the setting)
     run_async: bool = False
     notify: tuple[str, ...] = ()  # webhooks told of this tool's approval requests (telemetry/notify.py)
+    output: Output | None = None  # exec and curl tools: a typed output (None: text)
+    mcp_name: str = ""  # MCP direct mode: the name the catalog chose ("" : derived from the key)
 
     def entry(self) -> dict[str, Any]:
         """The tool entry: key, groups, params, return_type, description, example; then
@@ -198,7 +222,14 @@ class ToolSpec:
             entry["approval"] = {"required": True, "approvers": list(self.approvers)}
         if self.run_async:
             entry["async"] = True
+        if self.output is not None and self.output.typed:
+            entry["output"] = self.output.entry()
         return entry
+
+    @property
+    def typed_output(self) -> Output | None:
+        """The tool's output format when it is not plain text (json, lines), else None."""
+        return self.output if self.output is not None and self.output.typed else None
 
     @property
     def has_secrets(self) -> bool:
@@ -285,6 +316,7 @@ class CallResult:
     value: Any
     exec: ExecResult | None = None
     seconds: float = 0.0
+    typed: bool = False  # `value` is the parsed output of an exec or curl tool with a typed `output:`
 
     @property
     def ok(self) -> bool:

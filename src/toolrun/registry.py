@@ -15,16 +15,18 @@ import json
 import threading
 from array import array
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import NotFound
 from .models import Identity, ToolSpec
+from .search.relevance import DEFAULT_MIN_SCORE, Relevance, semantic_score
 from .search.textsearch import Analyzed, Index, analyze, query_words, words
 
 if TYPE_CHECKING:
-    from .search.semantic import Semantic
+    from .search.semantic import Fused, Semantic
+
 
 MAX_VIEWS = 32  # search indexes kept at once (least recently used first out)
 tokens = words  # older name, kept for callers
@@ -39,6 +41,8 @@ class Page:
     total: int
     offset: int
     limit: int
+    scores: list[float] | None = None  # each item's relevance, 0 to 1 (search/relevance.py); None: a blank query
+    explain: list[dict[str, Any]] | None = None  # why each item ranked where it did (asked for with `explain`)
 
     @property
     def has_more(self) -> bool:
@@ -47,6 +51,26 @@ class Page:
     @property
     def next_offset(self) -> int | None:
         return self.offset + len(self.items) if self.has_more else None
+
+
+def floored(ranked: Iterable[int], score: Callable[[int], float], floor: float, need: int) -> list[tuple[int, float]]:
+    """The first `need` documents of a ranking that score `floor` or more, with their scores."""
+    kept: list[tuple[int, float]] = []
+    for doc in ranked:
+        if (got := score(doc)) >= floor:
+            kept.append((doc, got))
+            if len(kept) >= need:
+                break
+    return kept
+
+
+def exact_name_first(rel: Relevance, ranked: list[int]) -> list[int]:
+    """The lexical ranking with the tool whose key or name holds every query word as itself (among the first few:
+    `Relevance.strong`) first: `restart nginx` finds nginx.restart before nginx.reload (a rarer synonym)."""
+    strong = rel.strong(ranked)
+    if strong is None or strong == ranked[0] or rel.in_name(strong) < 1.0 or not all(t.known for t in rel.terms):
+        return ranked
+    return [strong, *(d for d in ranked if d != strong)]
 
 
 class Registry:
@@ -139,18 +163,61 @@ class Registry:
                 self._indexes.popitem(last=False)
             return index
 
-    def search(self, identity: Identity, query: str, offset: int = 0, limit: int = 10) -> Page:
-        """A page of the caller's tools ranked for `query` (all of them, by key, when it is blank)."""
+    def search(
+        self,
+        identity: Identity,
+        query: str,
+        offset: int = 0,
+        limit: int = 10,
+        min_score: float = DEFAULT_MIN_SCORE,
+        explain: bool = False,
+    ) -> Page:
+        """A page of the caller's tools ranked for `query` (all of them, by key, when it is blank): only the tools
+        scoring `min_score` or more (search/relevance.py), and `total` counts those."""
         offset, limit = max(0, offset), max(1, limit)
         terms = query_words(query)
         if not terms:
             tools = self.visible(identity)
             return Page(tools[offset : offset + limit], len(tools), offset, limit)
         index = self.index(identity)
+        rel = Relevance.of(index, index.split_compounds(tuple(terms)))
+        fused = None
         if self.semantic is not None and self.vectors is not None:
-            fused = self.semantic.rank(self, index, query, terms, offset + limit)
-            if fused is not None:
-                ranked, total = fused
-                return Page([index.tools[d] for d in ranked[offset : offset + limit]], total, offset, limit)
-        items, total = index.top(terms, offset, limit)
-        return Page(items, total, offset, limit)
+            fused = self.semantic.rank(self, index, query, terms, offset + limit, rel)
+        sims = fused.sims if fused is not None else {}
+
+        def score(doc: int) -> float:
+            lexical = rel.lexical(doc)
+            return max(lexical, semantic_score(sims[doc])) if doc in sims else lexical
+
+        need = offset + limit
+        if fused is not None:
+            kept = floored(fused.ranked, score, min_score, need)
+        else:
+            ask = need
+            while True:
+                ranked, matched = index.rank(terms, ask)
+                kept = floored(exact_name_first(rel, ranked), score, min_score, need)
+                if len(kept) >= need or len(ranked) >= matched:
+                    break
+                ask *= 4
+        total = rel.count(min_score, [d for d, c in sims.items() if semantic_score(c) >= min_score])
+        total = max(total, len(kept))
+        page = kept[offset:need]
+        items = [index.tools[d] for d, _ in page]
+        why = [self._why(rel, fused, d, sc) for d, sc in page] if explain else None
+        return Page(items, total, offset, limit, [round(sc, 3) for _, sc in page], why)
+
+    @staticmethod
+    def _why(rel: Relevance, fused: Fused | None, doc: int, score: float) -> dict[str, Any]:
+        """Why a tool ranked where it did: the words it matched (and how), its semantic similarity, its scores."""
+        out: dict[str, Any] = {"matched": rel.matched(doc), "lexical": round(rel.lexical(doc), 3)}
+        if fused is not None:
+            similarity = fused.sims.get(doc)
+            out["similarity"] = similarity
+            out["semantic"] = round(semantic_score(similarity), 3) if similarity is not None else None
+            out["semantic_weight"] = round(fused.weight, 3) if fused.weight != float("inf") else None
+            out["fusion"] = fused.how
+            out["rank"] = {"fused": fused.ranked.index(doc) + 1}
+        out["score"] = round(score, 3)
+        return out

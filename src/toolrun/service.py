@@ -27,12 +27,23 @@ from typing import TYPE_CHECKING, Any, Protocol
 from . import context, params, telemetry
 from .access.audit import AuditLog, CallOrigin, call_record
 from .catalog import Catalog, LoadOptions, child_env, load, resolve_fn
-from .errors import Conflict, Overloaded, ParamError, Problem, RateLimited, SandboxUnavailable, ToolFailed, ToolrunError
+from .errors import (
+    Conflict,
+    OutputInvalid,
+    Overloaded,
+    ParamError,
+    Problem,
+    RateLimited,
+    SandboxUnavailable,
+    ToolFailed,
+    ToolrunError,
+)
 from .exec import executor, render, sandbox
 from .exec.fnthreads import FN_THREADS
 from .jobrecord import digest
 from .models import CallResult, Identity, ToolSpec
 from .registry import Page, Registry
+from .search.relevance import DEFAULT_MIN_SCORE
 from .state.kinds import Limiter, SessionStore, Slots
 from .state.memory import MemorySlots
 
@@ -192,8 +203,17 @@ class ToolService:
         """The tool entry in compact JSON (encoded once per loaded catalog): a listing joins these."""
         return self.registry.entry_json(tool)
 
-    def search(self, identity: Identity, query: str, offset: int = 0, limit: int = 10) -> Page:
-        return self.registry.search(identity, query, offset, limit)
+    def search(
+        self,
+        identity: Identity,
+        query: str,
+        offset: int = 0,
+        limit: int = 10,
+        min_score: float = DEFAULT_MIN_SCORE,
+        explain: bool = False,
+    ) -> Page:
+        """A page of the caller's tools for `query`: those scoring `min_score` or more (search/relevance.py)."""
+        return self.registry.search(identity, query, offset, limit, min_score, explain)
 
     def visible(self, identity: Identity, key: str) -> ToolSpec | None:
         """The tool `key` if this caller may see it, else None (unknown and hidden look alike)."""
@@ -241,8 +261,18 @@ class ToolService:
         return {"search": search, "cache": cache, "loader": loader, "sandbox": sandboxes}
 
     def sandbox_problem(self) -> str | None:
-        """Why this catalog's sandboxed tools cannot run on this host (None: they can, or there are none)."""
-        return sandbox.load_problem(self.registry.tools.values())
+        """Why this catalog's sandboxed tools cannot run on this host (None: they can, or there are none): no
+        working bwrap, or a profile that cannot be set up here (a writable path missing, toolrun's own files)."""
+        problem = sandbox.load_problem(self.registry.tools.values())
+        if problem is not None:
+            return problem
+        from .exec.sandboxview import profile_problems
+
+        found = profile_problems(self.registry.tools.values())
+        if not found:
+            return None
+        shown = "; ".join(found[:5]) + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
+        return f"{len(found)} sandboxed tool(s) cannot run on this host: {shown}"
 
     # -- calling ---------------------------------------------------------------------------------
 
@@ -345,12 +375,9 @@ class ToolService:
             return result
         except BaseException as exc:
             error = type(exc.original) if isinstance(exc, ToolFailed) else type(exc)
-            if isinstance(exc, asyncio.CancelledError):
-                outcome = "cancelled"  # its client went away, or the server is stopping: its processes are killed
+            outcome = _failed_outcome(exc, outcome)
             if isinstance(exc, ToolrunError) and tool.has_secrets:
-                given = args or {}
-                hidden = [v for p in tool.params if p.secret and isinstance(v := given.get(p.name), str)]
-                exc.hide(hidden + [tool.env[name] for name in tool.secret_env if name in tool.env])
+                _hide_secrets(exc, tool, args or {})
             raise
         finally:
             seconds = time.perf_counter() - started
@@ -408,9 +435,15 @@ class ToolService:
                 sandbox=tool.sandbox,
             )
         except SandboxUnavailable as exc:  # the same words, naming the tool
-            raise SandboxUnavailable(str(exc).replace("this tool", f"tool {tool.key}", 1)) from None
+            raise SandboxUnavailable(str(exc).replace("this tool", f"tool {tool.key}", 1), tool.key) from None
         except (OSError, ValueError, KeyError) as exc:  # cwd missing, prlimit missing, user gone, ...
             raise ToolFailed(exc) from exc
+        output = tool.typed_output
+        if output is not None and result.returncode == 0 and not result.timed_out:  # typed output (typedoutput.py)
+            from .typedoutput import parse
+
+            value = parse(output, result.stdout, tool.key, result.truncated)
+            return CallResult(tool.key, value, result, time.perf_counter() - started, typed=True)
         return CallResult(tool.key, result.value(), result, time.perf_counter() - started)
 
     async def _call_fn(
@@ -459,3 +492,18 @@ def _call_in_context(ctx: context.CallContext, fn: Any, values: dict[str, Any]) 
         return fn(**values)
     finally:
         context.deactivate(token)
+
+
+def _failed_outcome(exc: BaseException, outcome: str) -> str:
+    """The audit outcome of a call that raised `exc` (`outcome`: what was known before)."""
+    if isinstance(exc, OutputInvalid):
+        return "error"  # the command ran, and printed what its `output:` does not allow
+    if isinstance(exc, asyncio.CancelledError):
+        return "cancelled"  # its client went away, or the server is stopping: its processes are killed
+    return outcome
+
+
+def _hide_secrets(exc: ToolrunError, tool: ToolSpec, given: Mapping[str, Any]) -> None:
+    """Keep a secret param's value and a secret env value out of an error's message."""
+    hidden = [v for p in tool.params if p.secret and isinstance(v := given.get(p.name), str)]
+    exc.hide(hidden + [tool.env[name] for name in tool.secret_env if name in tool.env])

@@ -56,6 +56,10 @@ export interface Tool {
   sandbox?: ToolSandbox;
   approval?: { required: boolean; approvers: string[] };
   async?: boolean;
+  /** GET /search only: how well the tool matches the query, 0 to 1 (docs/mcp.md). */
+  score?: number;
+  /** A typed output (`output:` of an exec or curl tool): the value it answers, and its JSON Schema. */
+  output?: { format: "json" | "lines"; schema?: Record<string, unknown> };
 }
 
 export interface Identity {
@@ -240,12 +244,27 @@ export interface CallPayload {
   result?: unknown;
   text?: string;
   seconds?: number;
+  /** `result` is a typed output's parsed value (the tool's `output:`). */
+  typed?: boolean;
 }
 
 export interface CallResult {
   status: number;
   payload: CallPayload;
   millis: number;
+  /** A failed sandboxed call's `Toolrun-Sandbox` header: the profile it ran in and what that withholds. */
+  sandbox?: { profile: string; withholds: string };
+}
+
+/** `profile=<name>; withholds=<words>` (each percent-encoded), or undefined when absent or not of that form. */
+export function sandboxHeader(value: string | null): { profile: string; withholds: string } | undefined {
+  const found = /^profile=([^;]*); withholds=(.*)$/.exec(value ?? "");
+  if (!found) return undefined;
+  try {
+    return { profile: decodeURIComponent(found[1]), withholds: decodeURIComponent(found[2]) };
+  } catch {
+    return undefined;
+  }
 }
 
 /** A JSON error answer (`{error, type}`) as the plain-text answer words it: `Type: message`. */
@@ -257,10 +276,12 @@ export function errorText(body: string): string {
     return body;
   }
   if (typeof parsed !== "object" || parsed === null) return body;
-  const { error, type } = parsed as { error?: unknown; type?: unknown };
+  const { error, type, output } = parsed as { error?: unknown; type?: unknown; output?: unknown };
   if (typeof error !== "string") return body;
   // With DEBUG on, `error` is the whole traceback, which already names the type.
-  return typeof type === "string" && !error.includes("\n") ? `${type}: ${error}` : error;
+  const text = typeof type === "string" && !error.includes("\n") ? `${type}: ${error}` : error;
+  // A typed output that did not parse or match (OutputInvalid): the text the tool printed follows.
+  return typeof output === "string" ? `${text}\n\n${output}` : text;
 }
 
 /**
@@ -301,7 +322,8 @@ export async function callTool(
   } catch {
     payload = { key, ok: true, text }; // not toolrun's JSON (a proxy's answer?): shown as text
   }
-  return { status: response.status, payload, millis: performance.now() - started };
+  const sandbox = sandboxHeader(response.headers.get("Toolrun-Sandbox"));
+  return { status: response.status, payload, millis: performance.now() - started, ...(sandbox ? { sandbox } : {}) };
 }
 
 // -- jobs (docs/jobs.md): calls that wait for approval or run in the background -------------------

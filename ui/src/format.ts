@@ -92,7 +92,7 @@ export function scalarText(value: unknown): string {
 
 /** What a call's structured answer shows: a result, or a command that failed or timed out. */
 export type Shown =
-  | { kind: "ok"; text: string; json: boolean; cut: number }
+  | { kind: "ok"; text: string; json: boolean; cut: number; data?: unknown }
   | { kind: "failed"; exitCode: number; timedOut: boolean; stdout: string; stderr: string; cut: number };
 
 /**
@@ -110,6 +110,7 @@ export function shownResult(payload: {
   bytes_dropped?: number;
   result?: unknown;
   text?: string;
+  typed?: boolean;
 }): Shown {
   const cut = payload.truncated ? (payload.bytes_dropped ?? 0) : 0;
   if (typeof payload.returncode === "number" && !payload.ok) {
@@ -121,6 +122,11 @@ export function shownResult(payload: {
       stderr: payload.stderr ?? "",
       cut,
     };
+  }
+  if (payload.typed === true) {
+    // A typed output (`output:` json or lines): the parsed value, shown as a table or a tree.
+    const pretty = JSON.stringify(payload.result, null, 2) ?? "";
+    return { kind: "ok", text: pretty, json: true, cut, data: payload.result };
   }
   const text =
     typeof payload.stdout === "string"

@@ -6,16 +6,18 @@ makes the ToolSpec when none of them found an error.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from ..models import EXEC_RETURN_TYPE, Param, ResourceLimits, Sandbox, ToolSpec
+from ..models import EXEC_RETURN_TYPE, Output, Param, ResourceLimits, Sandbox, ToolSpec
+from ..typedoutput import return_type
 from .envfiles import build_env
 from .exampledefs import build_examples
 from .examplevalue import example_value
 from .fn import inspect_fn
+from .outputs import output_of
 from .paramdefs import build_params
 from .sandboxes import sandbox_of
 from .templates import check_template
@@ -47,6 +49,7 @@ class _Setup(NamedTuple):
     cwd: str | None
     limits: ResourceLimits
     sandbox: Sandbox | None
+    output: Output | None = None
 
 
 def build(ctx: LoadContext, tool: ToolDef, head: CatalogFile, loc: tuple[Any, ...]) -> ToolSpec | None:
@@ -65,9 +68,12 @@ def build(ctx: LoadContext, tool: ToolDef, head: CatalogFile, loc: tuple[Any, ..
     check_example_values(ctx, run.params, key, loc, kind, before)
     sandbox = sandbox_of(ctx, tool.sandbox if kind == "fn" else opts.sandbox, kind, key, loc)
     _hint_warnings(ctx, tool, key, loc)
+    output = output_of(ctx, tool, kind, key, loc)
     if ctx.errors() > before:
         return None
-    spec = _spec(ctx, tool, opts, named, loc, run, _Setup(env, cwd, limits, sandbox))
+    if output is not None:
+        run = run._replace(return_type=return_type(output))
+    spec = _spec(ctx, tool, opts, named, loc, run, _Setup(env, cwd, limits, sandbox, output))
     return build_examples(ctx, spec, tool, loc) if tool.examples else spec
 
 
@@ -135,7 +141,7 @@ def _process(
     cwd = None
     if opts.cwd:
         cwd = str((ctx.path.parent / opts.cwd).resolve())
-        if ctx.options.check and kind != "fn" and not Path(cwd).is_dir():
+        if ctx.options.check and kind != "fn" and not os.path.isdir(cwd):  # False, not OSError, for a long name
             ctx.problem((*loc, "cwd"), key, f"cwd {opts.cwd!r} is not a directory here", "warning")
     limits = _limits(ctx, opts)
     if opts.user is not None:
@@ -227,6 +233,8 @@ def _spec(
         approval_timeout=tool.approval_timeout,
         run_async=tool.run_async,
         notify=tuple(dict.fromkeys(tool.notify or ())) if approval else (),
+        output=setup.output,
+        mcp_name=tool.mcp_name or "",
     )
 
 

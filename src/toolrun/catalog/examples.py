@@ -181,7 +181,7 @@ def judge(example: Example, result: CallResult) -> list[str]:
         if not re.search(expect.stderr_matches, err, re.MULTILINE):
             failures.append(f"stderr does not match /{expect.stderr_matches}/: {_show(err)}")
     if expect.json is not None:
-        if result.exec is None and not isinstance(result.value, str):
+        if result.typed or (result.exec is None and not isinstance(result.value, str)):
             data: Any = result.value
         else:
             try:

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Problem
-from ..exec.sandbox import SANDBOX_USER, engine, hide, refused_path, resolve_path
+from ..exec.sandbox import SANDBOX_USER, engine, hide, holds_root, refused_path, resolve_path
 from ..models import Sandbox, ToolSpec
 from .loadcontext import Declared, LoadContext
 
@@ -209,26 +209,18 @@ def _finish(resolver: _Resolver, tool: ToolSpec, wanted: Sandbox) -> Sandbox | N
     done = combine(base, wanted)
     if not done.network:
         done = replace(done, network="host" if tool.kind == "curl" else "none")
-    for path in (*done.readable, *done.writable):
-        why = refused_path(path)
+    for path in (*done.readable, *done.writable, *((tool.cwd,) if tool.cwd else ())):
+        why = refused_path(path, cwd=path == tool.cwd)
         if why is not None:
             message = f"its sandbox may not bind {why}"
             resolver.problems.append(Problem(tool.file, tool.line, tool.col, tool.key, message))
             return None
-    if tool.user is not None and _uid(tool.user) == 0:
+    why = holds_root(tool.user) if tool.user is not None else None
+    if why is not None:
         message = (
-            f"it is sandboxed and runs as user {tool.user} (uid 0): a sandbox never holds root; remove `user:` "
+            f"it is sandboxed and runs as user {tool.user} ({why}): a sandbox never holds root; remove `user:` "
             f"(a root server's sandboxed tools run as {SANDBOX_USER}) or the sandbox"
         )
         resolver.problems.append(Problem(tool.file, tool.line, tool.col, tool.key, message))
         return None
     return done
-
-
-def _uid(user: str) -> int | None:
-    import pwd
-
-    try:
-        return pwd.getpwnam(user).pw_uid
-    except KeyError:
-        return None

@@ -228,6 +228,20 @@ class ExampleDef(_Strict):
     )
 
 
+class OutputDef(_Strict):
+    """What an exec or curl tool prints, so that callers get data instead of text (docs/catalog.md, Typed output)."""
+
+    format: Literal["text", "json", "lines"] = Field(
+        "text", description="text: as printed; json: one JSON value, parsed (and checked); lines: a list of strings."
+    )
+    schema_: dict[str, Any] | str | None = Field(
+        None,
+        alias="schema",
+        description="format json: a JSON Schema (2020-12) the parsed value must match, inline or the path of a "
+        "JSON or YAML file (relative to the catalog file).",
+    )
+
+
 WarningCode = Literal[
     "unquoted-param",
     "nested-quotes",
@@ -240,6 +254,7 @@ WarningCode = Literal[
     "unguarded-param",
     "unused-param",
     "example-left-out",
+    "output-not-json",
 ]
 
 
@@ -318,6 +333,14 @@ class ToolDef(RuntimeOptions):
         min_length=1,
         description="Webhook URLs (http or https; `${VAR}` keeps a secret URL out of the file) told when a call "
         "of this tool asks for approval, is decided, withdrawn or expires, beside the notify_url setting's.",
+    )
+    mcp_name: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+        description="MCP direct mode: the tool's name there (default: its key, each `.` as `__`).",
+    )
+    output: OutputDef | None = Field(
+        None, description="exec and curl tools: what the command prints (text, json with a schema, lines)."
     )
 
 

@@ -48,8 +48,8 @@ def _answer(ask: Callable[[], T]) -> T:
         fail(exc)
 
 
-def _print_table(tools: list[ToolSpec]) -> None:
-    """key, groups and the plain-text summary of each tool, one row each."""
+def _print_table(tools: list[ToolSpec], scores: list[Any] | None = None) -> None:
+    """key, groups and the plain-text summary of each tool, one row each (and its score first, when given)."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -59,13 +59,32 @@ def _print_table(tools: list[ToolSpec]) -> None:
     # Keys and groups are never cut; only the description gives way on a narrow terminal, and a
     # pipe gets whole lines (rich would otherwise assume 80 columns).
     table = Table(box=None, pad_edge=False, header_style="bold")
+    if scores is not None:
+        table.add_column("score", no_wrap=True, justify="right")
     table.add_column("key", style="cyan", no_wrap=True, min_width=max((len(t.key) for t in tools), default=3))
     groups = [", ".join(t.groups) for t in tools]
     table.add_column("groups", no_wrap=True, min_width=max((len(g) for g in groups), default=6))
     table.add_column("description", no_wrap=True, overflow="ellipsis")
-    for tool, tags in zip(tools, groups, strict=True):
-        table.add_row(escape(tool.key), escape(tags), escape(_mark(tool) + plain(tool.summary)))
+    for i, (tool, tags) in enumerate(zip(tools, groups, strict=True)):
+        row = [escape(tool.key), escape(tags), escape(_mark(tool) + plain(tool.summary))]
+        table.add_row(*([f"{scores[i]:.2f}"] if scores is not None else []), *row)
     Console(width=None if sys.stdout.isatty() else 100_000).print(table)
+
+
+def explain_line(why: dict[str, Any]) -> str:
+    """One line of `search --explain`: the words matched (and how), the semantic similarity, the scores."""
+    words = ", ".join(
+        m["word"] if m["how"] == "itself" else f"{m['word']}->{m['matched']} ({m['how']})"
+        for m in why.get("matched", [])
+    )
+    parts = [f"words: {words or 'none'}", f"lexical {why.get('lexical', 0):.2f}"]
+    if "similarity" in why:
+        similarity = why["similarity"]
+        parts.append("similarity " + (f"{similarity:.3f}" if similarity is not None else "- (not among the nearest)"))
+        weight = why.get("semantic_weight")
+        parts.append(f"fusion: {why.get('fusion')}" + (f", semantic weight {weight:g}" if weight is not None else ""))
+    parts.append(f"score {why.get('score', 0):.2f}")
+    return "; ".join(parts)
 
 
 def _mark(tool: ToolSpec) -> str:
@@ -81,22 +100,37 @@ def search(
     catalog: CatalogOpt = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="Results per page (1-100).")] = 10,
     offset: Annotated[int, typer.Option("--offset", help="Skip this many results (the next page).")] = 0,
+    min_score: Annotated[
+        float | None,
+        typer.Option("--min-score", help="Only hits scoring this much or more, 0 to 1 (default 0.25; 0: every match)."),
+    ] = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show why each tool ranked where it did: words, similarity, scores.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search the tools (ranked, as GET /search): one row per match, best first."""
+    """Search the tools (ranked, as GET /search): one row per match, best first, with its score (0 to 1)."""
     from ..errors import UsageError
 
     text = " ".join(query)
     if not 1 <= limit <= 100 or offset < 0:
         fail(UsageError("--limit must be between 1 and 100, and --offset 0 or more"))
+    if min_score is not None and not 0 <= min_score <= 1:
+        fail(UsageError(f"--min-score must be a number from 0 to 1, not {min_score:g}"))
     client = open_client(catalog)
-    page = _answer(lambda: client.search(text, offset, limit))
+    page = _answer(lambda: client.search(text, offset, limit, min_score, explain))
     tools = page.pop("tools")
     if as_json:
         print_json(page)
         return
-    _print_table(tools)
-    shown = f"{page['offset'] + 1}-{page['offset'] + len(tools)} of {page['total']}" if tools else "no matches"
+    items = page.get("items") or []
+    scores = [item.get("score") for item in items] if items and "score" in items[0] else None
+    _print_table(tools, scores)
+    if explain:
+        for item in items:
+            print(f"{item['key']}: {explain_line(item.get('explain') or {})}")
+    none = f"no good match (no tool scores {page.get('min_score', 0):g} or more)" if page.get("min_score") else ""
+    shown = f"{page['offset'] + 1}-{page['offset'] + len(tools)} of {page['total']}" if tools else none or "no matches"
     more = f"; next page: --offset {page['next_offset']}" if page.get("has_more") else ""
     print_err(f"{shown} for {text!r}{more}")
 
@@ -139,7 +173,7 @@ def _print_tool(tool: ToolSpec, sandbox: dict[str, Any] | None = None) -> None:
     if runs:
         console.print(f"runs: {escape(runs)}", soft_wrap=True, highlight=False)
     console.print(f"returns: {escape(tool.return_type)}", soft_wrap=True)
-    words = return_words(tool.return_type)
+    words = return_words(tool.return_type, tool.typed_output)
     if words:
         for line in textwrap.wrap(words, 96):
             console.print(f"  {escape(line)}", soft_wrap=True, highlight=False)

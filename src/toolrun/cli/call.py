@@ -54,7 +54,7 @@ def call(
     ] = False,
 ) -> None:
     """Call a tool. The result goes to stdout verbatim; a failed command exits with its own code."""
-    from ..errors import ToolrunError
+    from ..errors import OutputInvalid, ToolrunError
 
     client = open_client(catalog, audit=audit)
     try:
@@ -67,10 +67,36 @@ def call(
     except ToolrunError as exc:
         if as_json:
             print_json(error_object(key, exc))
+        elif isinstance(exc, OutputInvalid):  # the raw text stays the caller's: on stdout, the reason on stderr
+            sys.stdout.write(exc.output)
+            sys.stdout.flush()
         fail(exc)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
-    _print_result(result, payload, as_json)
+    note = _sandbox_note(client, key) if not result.ok and result.exec is not None else ""
+    _print_result(result, payload, as_json, note)
+
+
+def _sandbox_note(client: Client, key: str) -> str:
+    """On stderr, for a failed sandboxed call: the profile it ran in and what that withholds (so that a "No such
+    file" or "Couldn't connect" reads as the sandbox's doing)."""
+    from ..exec.sandboxview import note
+    from ..models import Sandbox
+
+    try:
+        shown = client.entry(key).get("sandbox")
+        cwd = client.describe(key).cwd
+    except Exception:  # the note is a courtesy: never fail the call's own answer for it
+        return ""
+    if not isinstance(shown, dict):
+        return ""
+    box = Sandbox(
+        profile=str(shown.get("profile", "")),
+        network=str(shown.get("network", "none")),
+        readable=tuple(shown.get("readable") or ()),
+        writable=tuple(shown.get("writable") or ()),
+    )
+    return note(key, box, cwd)
 
 
 def _call(
@@ -97,20 +123,26 @@ def _call(
     return client.call(key, values)
 
 
-def _print_result(result: CallResult, payload: dict[str, Any], as_json: bool) -> None:
-    """The result verbatim (text) or its payload (--json); a failed command exits with its own code."""
+def _print_result(result: CallResult, payload: dict[str, Any], as_json: bool, note: str = "") -> None:
+    """The result verbatim (text) or its payload (--json); a failed command exits with its own code, `note`
+    (a failed sandboxed call's) last on stderr."""
     from ..formatting import result_text
 
     ex = result.exec
     if as_json:
         print_json(payload)
+        if note:
+            print_err(note)
         raise typer.Exit(0 if result.ok else exit_code(ex.returncode if ex else 1, bool(ex and ex.timed_out)))
     if ex is not None and not result.ok:
         sys.stdout.write(ex.stdout)
         sys.stdout.flush()
         sys.stderr.write(ex.stderr if ex.stderr.endswith("\n") or not ex.stderr else ex.stderr + "\n")
+        if note:
+            print_err(note)
         raise typer.Exit(exit_code(ex.returncode, ex.timed_out))
-    text = result_text(result.value)
+    # A typed output (json, lines) is printed as indented JSON; anything else as the tool gave it.
+    text = json.dumps(result.value, indent=2, ensure_ascii=False) + "\n" if result.typed else result_text(result.value)
     sys.stdout.write(text)
     if ex is None and text and not text.endswith("\n"):
         sys.stdout.write("\n")
@@ -224,13 +256,15 @@ def waiting(client: Client, job_id: str) -> dict[str, Any]:
 def error_object(key: str, exc: BaseException) -> dict[str, Any]:
     """`toolrun call --json` when the call fails before or instead of running: one JSON shape,
     `{key, ok: false, error, type}` (plus `problems` for a catalog that does not load)."""
-    from ..errors import CatalogError, ToolFailed
+    from ..errors import CatalogError, OutputInvalid, ToolFailed
 
     kind = type(exc.original).__name__ if isinstance(exc, ToolFailed) else type(exc).__name__
     message = str(exc.original) if isinstance(exc, ToolFailed) else str(exc)
     body: dict[str, Any] = {"key": key, "ok": False, "error": message, "type": kind}
     if isinstance(exc, CatalogError):
         body["problems"] = [str(p) for p in exc.problems]
+    if isinstance(exc, OutputInvalid):
+        body["output"] = exc.output
     return body
 
 

@@ -41,8 +41,10 @@ class Client(Protocol):
     def warnings(self, key: str) -> builtins.list[str]:
         """What the catalog check found about this tool, to show before a call (a server keeps its own)."""
 
-    def search(self, query: str, offset: int = 0, limit: int = 10) -> dict[str, Any]:
-        """A page as GET /search answers it, plus `tools`: the page's ToolSpecs."""
+    def search(
+        self, query: str, offset: int = 0, limit: int = 10, min_score: float | None = None, explain: bool = False
+    ) -> dict[str, Any]:
+        """A page as GET /search answers it, plus `tools`: the page's ToolSpecs (`min_score` None: the default)."""
 
     def plan(self, key: str, args: dict[str, Any]) -> dict[str, Any]:
         """What the call would run (`--dry-run`), running nothing."""

@@ -78,11 +78,23 @@ class LocalClient:
     def warnings(self, key: str) -> builtins.list[str]:
         return [str(problem) for problem in self.service.catalog_warnings(key)]
 
-    def search(self, query: str, offset: int = 0, limit: int = 10) -> dict[str, Any]:
-        found = self.service.search(self.identity, query, offset, limit)
+    def search(
+        self, query: str, offset: int = 0, limit: int = 10, min_score: float | None = None, explain: bool = False
+    ) -> dict[str, Any]:
+        from ..search.relevance import DEFAULT_MIN_SCORE
+
+        floor = DEFAULT_MIN_SCORE if min_score is None else min_score
+        found = self.service.search(self.identity, query, offset, limit, floor, explain)
+        items = [t.entry() for t in found.items]
+        for i, item in enumerate(items):  # as GET /search answers
+            if found.scores is not None:
+                item["score"] = found.scores[i]
+            if found.explain is not None:
+                item["explain"] = found.explain[i]
         return {
             "query": query,
-            "items": [t.entry() for t in found.items],
+            "items": items,
+            "min_score": floor,
             "total": found.total,
             "offset": found.offset,
             "limit": found.limit,

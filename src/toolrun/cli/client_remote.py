@@ -33,7 +33,7 @@ from ..errors import (
     Unauthorized,
     UsageError,
 )
-from ..models import EXEC_RETURN_TYPE, CallResult, ExecResult, Param, ToolSpec
+from ..models import EXEC_RETURN_TYPE, CallResult, ExecResult, Output, Param, ToolSpec
 
 if TYPE_CHECKING:
     from urllib.error import HTTPError
@@ -76,10 +76,15 @@ def tool_from_entry(entry: dict[str, Any]) -> ToolSpec:
     groups = tuple(str(g) for g in entry.get("groups") or [])
     return_type = str(entry.get("return_type", "unknown"))
     approval: dict[str, Any] = entry["approval"] if isinstance(entry.get("approval"), dict) else {}
+    given = entry.get("output")
+    output = None
+    if isinstance(given, dict) and given.get("format") in ("json", "lines"):
+        schema = given.get("schema")
+        output = Output(str(given["format"]), schema if isinstance(schema, dict) else None)
     return ToolSpec(
         key=key,
         name=key.rsplit(".", 1)[-1],
-        kind="exec" if return_type == EXEC_RETURN_TYPE else "fn",
+        kind="exec" if return_type == EXEC_RETURN_TYPE or output is not None else "fn",
         groups=groups,
         public="public" in groups,
         description=str(entry.get("description") or ""),
@@ -91,6 +96,7 @@ def tool_from_entry(entry: dict[str, Any]) -> ToolSpec:
         approval=bool(approval),
         approvers=tuple(str(g) for g in approval.get("approvers") or ()),
         run_async=entry.get("async") is True,
+        output=output,
     )
 
 
@@ -221,8 +227,15 @@ class Remote:
         """None: the server checked its catalog when it loaded it, and logs what it found."""
         return []
 
-    def search(self, query: str, offset: int = 0, limit: int = 10) -> dict[str, Any]:
-        page = self.request("GET", "/search?" + urlencode({"q": query, "offset": offset, "limit": limit}))
+    def search(
+        self, query: str, offset: int = 0, limit: int = 10, min_score: float | None = None, explain: bool = False
+    ) -> dict[str, Any]:
+        asked: dict[str, Any] = {"q": query, "offset": offset, "limit": limit}
+        if min_score is not None:
+            asked["min_score"] = f"{min_score:.6f}".rstrip("0").rstrip(".") or "0"
+        if explain:
+            asked["explain"] = "1"
+        page = self.request("GET", "/search?" + urlencode(asked))
         if not isinstance(page, dict):
             raise RemoteError(f"{self.url}/search did not answer a page")
         page["tools"] = [tool_from_entry(e) for e in page.get("items") or [] if isinstance(e, dict)]
@@ -313,6 +326,8 @@ def result_from_payload(key: str, payload: dict[str, Any]) -> CallResult:
             timed_out=bool(payload.get("timed_out")),
             truncated=bool(payload.get("truncated")),
         )
+        if payload.get("typed") is True:  # `result` is a typed output's parsed value
+            return CallResult(key, payload["result"], ex, seconds, typed=True)
         return CallResult(key, ex.value(), ex, seconds)
     value = payload["text"] if isinstance(payload.get("text"), str) else payload.get("result")
     return CallResult(key, value, None, seconds)

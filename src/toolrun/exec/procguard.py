@@ -78,6 +78,38 @@ def die_with_parent(sig: int = signal.SIGTERM) -> bool:
     return _prctl(PR_SET_PDEATHSIG, sig)
 
 
+# What a helper process the server starts (the embedding model, the watchdog) may carry of the server's
+# environment: how to find programs and Python, the locale and the time zone; never the operator's secrets.
+HELPER_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "PYTHONPATH", "PYTHONHOME")
+HELPER_PARENT = "TOOLRUN_HELPER_PARENT"  # the pid that started the helper: it exits when its parent is another
+
+
+def this_python() -> str | None:
+    """The running interpreter's file, to start a Python helper with (Popen's `executable`): /proc/self/exe
+    reaches it even where the server's user may not search a folder above `sys.executable` (a venv built on
+    an interpreter under /root). None where there is no /proc."""
+    return "/proc/self/exe" if os.path.exists("/proc/self/exe") else None
+
+
+def helper_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a helper the server starts: HELPER_ENV only, and HELPER_PARENT (this process)."""
+    environ = dict(os.environ) if environ is None else environ
+    env = {name: environ[name] for name in HELPER_ENV if name in environ}
+    env[HELPER_PARENT] = str(os.getpid())
+    return env
+
+
+def protect_helper(sig: int = signal.SIGTERM) -> bool:
+    """At the start of a helper process: non-dumpable (its /proc entries root-owned: no tool of the same user
+    reads its environment, opens its descriptors or traces it), `sig` when the thread that started it ends,
+    and whether it may go on: False when the process that started it (HELPER_PARENT) is already gone, so the
+    death signal would never come (a helper started while its server stops)."""
+    _prctl(PR_SET_DUMPABLE, 0)
+    die_with_parent(sig)
+    expected = os.environ.get(HELPER_PARENT, "")
+    return not expected.isdigit() or os.getppid() == int(expected)
+
+
 def protect_server(log: logging.Logger) -> None:
     """Non-dumpable, the descriptor limit raised, and a warning when serving as root."""
     if not _prctl(PR_SET_DUMPABLE, 0) and sys.platform.startswith("linux"):  # pragma: no cover
@@ -182,7 +214,8 @@ def kill_call(pid: int, token: str, rounds: int = 3) -> int:
 # -- the watchdog --------------------------------------------------------------------------------------
 
 _WATCHDOG = """
-import os, signal, sys
+import ctypes, os, signal, sys
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # non-dumpable: no tool of this user opens its pipe to hold it open
 fd, needle = int(sys.argv[1]), sys.argv[2].encode()
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -226,6 +259,7 @@ def start_watchdog(log: logging.Logger | None = None) -> int | None:
     try:
         helper = subprocess.Popen(
             [sys.executable, "-I", "-S", "-c", _WATCHDOG, str(read_end), f"{CALL_ENV}={_TOKEN}."],
+            executable=this_python(),
             pass_fds=(read_end,),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

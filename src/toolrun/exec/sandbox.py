@@ -202,11 +202,17 @@ def _inside(path: str, roots: Iterable[str]) -> bool:
     return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
 
 
-def refused_path(path: str) -> str | None:
+def refused_path(path: str, cwd: bool = False) -> str | None:
     """Why a profile may not bind `path` at all ('' -> None): `/` or a parent of the jail's own /proc, /tmp and
-    /dev would lay the host's over them, and the host's /proc holds every host process."""
+    /dev would lay the host's over them, and the host's /proc holds every host process. `cwd`: `path` is the
+    tool's working directory (bound read-only like a readable path)."""
     clean = os.path.normpath(path)
     if clean in ("/", "/tmp", "/dev") or _inside(clean, ["/proc"]):
+        if cwd:
+            return (
+                f"its working directory {path}: it would lay the host's {clean} over the sandbox's own /proc, /tmp "
+                "or /dev (leave `cwd:` out: a sandboxed tool starts in its private /tmp)"
+            )
         return f"{path} would lay the host's {clean} over the sandbox's own /proc, /tmp or /dev"
     return None
 
@@ -287,6 +293,7 @@ class Launch:
         binds: Binds | None = None,
         owner: tuple[int, int] | None = None,
         prefix: tuple[str, ...] = (),
+        no_network: bool = False,
     ) -> None:
         self.binds = binds or Binds()
         try:
@@ -295,7 +302,7 @@ class Launch:
             self.binds.close()
             raise
         try:
-            os.write(filter_w, seccomp.program())  # a few hundred bytes: the pipe holds them
+            os.write(filter_w, seccomp.program(no_network=no_network))  # a few hundred bytes: the pipe holds them
             status_r, status_w = _pipe(self.binds.base)
         except BaseException:
             os.close(filter_r)
@@ -406,8 +413,8 @@ def prepare(box: Sandbox, cwd: str | None, user: str | None, argv: list[str], ke
         seccomp.program()
     except ValueError as exc:
         raise SandboxUnavailable(_refusal(key, str(exc))) from None
-    for path in (*box.readable, *box.writable):
-        why = refused_path(path)
+    for path in (*box.readable, *box.writable, *((cwd,) if cwd else ())):
+        why = refused_path(path, cwd=path == cwd)
         if why is not None:
             raise SandboxUnavailable(_refusal(key, f"its sandbox may not bind {why}"))
     drop = ids(user)
@@ -420,7 +427,8 @@ def prepare(box: Sandbox, cwd: str | None, user: str | None, argv: list[str], ke
         raise SandboxUnavailable(_refusal(key, str(exc))) from None
     prefix = tuple(_drop_argv(*drop)) if drop is not None and user is None else ()
     argv = [*argv[:2], verified(argv[2], binds), *argv[3:]]
-    return Launch(found.path, jail_args(box, cwd, binds), argv, renumbered, binds, drop, prefix)
+    no_network = box.network != "host"  # the filter refuses the socket families no network namespace covers
+    return Launch(found.path, jail_args(box, cwd, binds), argv, renumbered, binds, drop, prefix, no_network)
 
 
 def ids(user: str | None) -> tuple[int, int] | None:
@@ -436,11 +444,33 @@ def ids(user: str | None) -> tuple[int, int] | None:
         if user is not None:
             raise
         return (65534, 65534)  # no `nobody` in this passwd: its customary ids
-    if entry.pw_uid == 0:
+    why = holds_root(user or SANDBOX_USER)
+    if why is not None:
         raise SandboxUnavailable(
-            _refusal("", f"it names user {user} (uid 0): a sandbox never holds root; remove `user:` or the sandbox")
+            _refusal("", f"it names user {user} ({why}): a sandbox never holds root; remove `user:` or the sandbox")
         )
     return (entry.pw_uid, entry.pw_gid)
+
+
+def holds_root(user: str) -> str | None:
+    """Why `user` would hold root in a sandbox: uid 0, or root's group (group 0) as its own or among its groups
+    (the call takes them all); None when it would not, or no such user exists here."""
+    import grp
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        return None
+    if entry.pw_uid == 0:
+        return "uid 0"
+    try:
+        members = grp.getgrgid(0).gr_mem
+    except KeyError:
+        members = []
+    if entry.pw_gid == 0 or user in members:
+        return "in group 0, root's group"
+    return None
 
 
 def _drop_argv(uid: int, gid: int) -> list[str]:

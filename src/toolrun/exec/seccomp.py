@@ -14,8 +14,20 @@ the system calls that serve to escape or attack a sandbox, and allows everything
 - clone with any CLONE_NEW* flag (a new namespace) is refused with EPERM, and clone3, whose flags
   a filter cannot read, answers ENOSYS, so the C library falls back to clone (as Docker's filter does);
 - ioctl TIOCSTI and TIOCLINUX (typing into a terminal) are refused;
+- setsockopt SO_REUSEPORT is refused: with `network: host`, a socket of the server's user (a server that is not
+  root) joins the port of any listener of that user that set it, toolrun's own workers included, and takes a share
+  of its connections;
+- prctl PR_SET_PDEATHSIG is refused: the tool's shell is its PID namespace's first process and dies with bwrap
+  (so with the server) through that signal alone; cleared or changed, it outlived a killed server;
 - a system call of another architecture than the host's (a 32-bit program on x86_64, or the x32 ABI)
-  kills the process: the numbers above would mean other calls there.
+  kills the process: the numbers above would mean other calls there;
+- under `network: none` (`program(no_network=True)`), `socket` and `socketpair` of any address family but
+  AF_UNIX, AF_INET and AF_INET6 answer EAFNOSUPPORT ("address family not supported"): no network namespace
+  covers AF_VSOCK (on a virtual machine it leads to the host), netlink carries the host's device events
+  (uevents), and AF_PACKET, AF_BLUETOOTH, AF_CAN and the others serve nothing a tool without a network
+  needs. AF_INET and AF_INET6 reach the sandbox's own loopback only (its network namespace has nothing
+  else); AF_UNIX stays, and a Unix socket file inside a bound folder still reaches the host service
+  listening on it (docs/security.md).
 """
 
 from __future__ import annotations
@@ -42,7 +54,8 @@ swapon 167 224          swapoff 168 225            acct 163 89                 q
 syslog 103 116          vhangup 153 58             lookup_dcookie 212 18       open_by_handle_at 304 265
 name_to_handle_at 303 264  io_uring_setup 425 425  io_uring_enter 426 426      io_uring_register 427 427
 uselib 134 -            iopl 172 -                 ioperm 173 -
-clone 56 220            clone3 435 435             ioctl 16 29
+clone 56 220            clone3 435 435             ioctl 16 29                 prctl 157 167
+setsockopt 54 208       socket 41 198              socketpair 53 199
 """
 _WORDS = _TABLE.split()
 _ROWS = [_WORDS[i : i + 3] for i in range(0, len(_WORDS), 3)]
@@ -50,12 +63,17 @@ SYSCALLS: dict[str, dict[str, int | None]] = {
     machine: {row[0]: None if row[column] == "-" else int(row[column]) for row in _ROWS}
     for machine, column in (("x86_64", 1), ("aarch64", 2))
 }
-_REFUSED_NAMES = [row[0] for row in _ROWS if row[0] not in ("clone", "clone3", "ioctl")]
+_CHECKED_APART = ("clone", "clone3", "ioctl", "prctl", "setsockopt", "socket", "socketpair")
+_REFUSED_NAMES = [row[0] for row in _ROWS if row[0] not in _CHECKED_APART]
 
 # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET, and CLONE_NEWTIME.
 CLONE_NEW_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x80
 TIOCSTI, TIOCLINUX = 0x5412, 0x541C
-EPERM, ENOSYS = 1, 38
+EPERM, ENOSYS, EAFNOSUPPORT = 1, 38, 97
+AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
+OFFLINE_FAMILIES = (AF_UNIX, AF_INET, AF_INET6)  # the socket families `network: none` keeps
+PR_SET_PDEATHSIG = 1
+SOL_SOCKET, SO_REUSEPORT = 1, 15  # the same numbers on x86_64 and aarch64
 
 # Classic BPF (linux/filter.h, linux/seccomp.h).
 _LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
@@ -67,7 +85,7 @@ RET_ALLOW = 0x7FFF0000
 RET_KILL_PROCESS = 0x80000000
 RET_ERRNO = 0x00050000
 # Offsets in struct seccomp_data: nr, arch, then args[6] as 64-bit values (the low half first: little-endian).
-_NR, _ARCH, _ARG0_LOW, _ARG1_LOW = 0, 4, 16, 24
+_NR, _ARCH, _ARG0_LOW, _ARG1_LOW, _ARG2_LOW = 0, 4, 16, 24, 32
 
 # An instruction: (code, jump-if-true label, jump-if-false label, k); labels resolve to offsets.
 _Insn = tuple[int, str | None, str | None, int]
@@ -92,8 +110,9 @@ def _assemble(program: list[_Insn | str]) -> bytes:
 
 
 @functools.cache
-def program(machine: str | None = None) -> bytes:
-    """The filter for this machine's architecture (x86_64 or aarch64); ValueError for another one."""
+def program(machine: str | None = None, no_network: bool = False) -> bytes:
+    """The filter for this machine's architecture (x86_64 or aarch64); ValueError for another one.
+    `no_network`: also refuse every socket family but OFFLINE_FAMILIES (`network: none`)."""
     machine = machine or platform.machine()
     if machine not in SYSCALLS:
         raise ValueError(f"no seccomp filter for the {machine} architecture (x86_64 and aarch64 have one)")
@@ -106,10 +125,14 @@ def program(machine: str | None = None) -> bytes:
     if machine == "x86_64":
         code.append((_JGE, "kill", None, X32_SYSCALL_BIT))
     code += [(_JEQ, "deny", None, nr) for name in _REFUSED_NAMES if (nr := numbers[name]) is not None]
+    if no_network:
+        code += [(_JEQ, "socket", None, nr) for name in ("socket", "socketpair") if (nr := numbers[name]) is not None]
     code += [
         (_JEQ, "clone", None, numbers["clone"] or 0),
         (_JEQ, "enosys", None, numbers["clone3"] or 0),
         (_JEQ, "ioctl", None, numbers["ioctl"] or 0),
+        (_JEQ, "prctl", None, numbers["prctl"] or 0),
+        (_JEQ, "setsockopt", None, numbers["setsockopt"] or 0),
         (_RET, None, None, RET_ALLOW),
         "clone",
         (_LD_W_ABS, None, None, _ARG0_LOW),
@@ -119,6 +142,23 @@ def program(machine: str | None = None) -> bytes:
         (_LD_W_ABS, None, None, _ARG1_LOW),
         (_JEQ, "deny", None, TIOCSTI),
         (_JEQ, "deny", None, TIOCLINUX),
+        (_RET, None, None, RET_ALLOW),
+        "prctl",
+        (_LD_W_ABS, None, None, _ARG0_LOW),
+        (_JEQ, "deny", None, PR_SET_PDEATHSIG),
+        (_RET, None, None, RET_ALLOW),
+        "setsockopt",
+        (_LD_W_ABS, None, None, _ARG1_LOW),
+        (_JEQ, None, "other_option", SOL_SOCKET),
+        (_LD_W_ABS, None, None, _ARG2_LOW),
+        (_JEQ, "deny", None, SO_REUSEPORT),
+        "other_option",
+        (_RET, None, None, RET_ALLOW),
+        "socket",
+        (_LD_W_ABS, None, None, _ARG0_LOW),
+        *((_JEQ, "allow", None, family) for family in OFFLINE_FAMILIES),
+        (_RET, None, None, RET_ERRNO | EAFNOSUPPORT),
+        "allow",
         (_RET, None, None, RET_ALLOW),
         "deny",
         (_RET, None, None, RET_ERRNO | EPERM),

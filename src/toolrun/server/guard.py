@@ -54,7 +54,7 @@ def _host_name(host: str) -> str:
 # The answer headers a page of an allowed origin may read (the CORS-safelisted ones need no listing).
 EXPOSE = (
     b"access-control-expose-headers",
-    b"X-Toolrun-Exit-Code, X-Request-Id, Retry-After, X-Total-Count, X-Has-More, X-Next-Offset",
+    b"X-Toolrun-Exit-Code, Toolrun-Sandbox, X-Request-Id, Retry-After, X-Total-Count, X-Has-More, X-Next-Offset",
 )
 
 

@@ -56,6 +56,12 @@ _TOOL = {
         "example": {"type": "string"},
         "annotations": {"$ref": "#/components/schemas/Annotations"},
         "keywords": {"type": "array", "items": {"type": "string"}},
+        "output": {
+            "type": "object",
+            "description": "An exec or curl tool's typed output: `json` (with its JSON Schema) or `lines`.",
+            "required": ["format"],
+            "properties": {"format": {"type": "string", "enum": ["json", "lines"]}, "schema": {"type": "object"}},
+        },
         "sandbox": {
             "type": "object",
             "description": "The sandbox the tool runs in (when it has one), and whether this host can enforce it.",
@@ -124,13 +130,29 @@ _RELOAD = {
         "problems": {"type": "array", "items": {"type": "string"}},
     },
 }
+_HIT = {
+    "allOf": [{"$ref": "#/components/schemas/Tool"}],
+    "properties": {
+        "score": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "description": "How well the tool matches the query, 0 to 1 (docs/mcp.md; absent for a blank query).",
+        },
+        "explain": {
+            "type": "object",
+            "description": "With explain=1: the words matched and how, the semantic similarity, the scores.",
+        },
+    },
+}
 _PAGE = {
     "type": "object",
     "required": ["query", "items", "total", "offset", "limit", "has_more", "next_offset"],
     "properties": {
         "query": {"type": "string"},
-        "items": {"type": "array", "items": {"$ref": "#/components/schemas/Tool"}},
-        "total": {"type": "integer", "minimum": 0},
+        "items": {"type": "array", "items": _HIT},
+        "min_score": {"type": "number", "description": "The floor applied: hits scoring less are left out."},
+        "total": {"type": "integer", "minimum": 0, "description": "How many tools score min_score or more."},
         "offset": {"type": "integer", "minimum": 0},
         "limit": {"type": "integer", "minimum": 1},
         "has_more": {"type": "boolean"},
@@ -173,6 +195,7 @@ CALL_RESULT = {
         "timed_out": {"type": "boolean"},
         "truncated": {"type": "boolean"},
         "result": {},
+        "typed": {"type": "boolean", "description": "`result` is the tool's typed output, parsed and checked."},
         "text": {"type": "string"},
         "seconds": {"type": "number"},
     },

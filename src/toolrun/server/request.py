@@ -169,6 +169,19 @@ def int_param(request: Request, name: str, default: int, low: int, high: int) ->
     return value
 
 
+_DECIMAL = re.compile(r"(?:0|1)(?:\.[0-9]{1,6})?|\.[0-9]{1,6}")
+
+
+def score_param(request: Request, name: str, default: float) -> float:
+    """A score from 0 to 1 (`min_score`): a decimal number, at most 6 places."""
+    raw = single(request, name)
+    if raw is None:
+        return default
+    if not _DECIMAL.fullmatch(raw) or float(raw) > 1:
+        raise UsageError(f"query parameter {name!r} must be a number from 0 to 1, not {raw[:40]!r}")
+    return float(raw)
+
+
 def choice(request: Request, name: str, choices: tuple[str, ...], default: str) -> str:
     """An enum query parameter, exactly as documented in /openapi.json (case-sensitive, never empty)."""
     raw = single(request, name)

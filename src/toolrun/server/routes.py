@@ -224,6 +224,10 @@ ROUTES: tuple[RouteDef, ...] = (
                 ),
                 "429": text_or_json("Rate limited; Retry-After gives the seconds"),
                 "500": text_or_json("The tool raised"),
+                "502": text_or_json(
+                    "A typed output (`output:`) did not parse or match its schema: the message names the first "
+                    "mismatch; the JSON form carries the raw text in `output`"
+                ),
                 "503": text_or_json("Too many calls running"),
             },
         },
@@ -399,6 +403,20 @@ ROUTES: tuple[RouteDef, ...] = (
                     "in": "query",
                     "required": False,
                     "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
+                },
+                {
+                    "name": "min_score",
+                    "in": "query",
+                    "required": False,
+                    "description": "Only tools scoring this much or more (0 to 1); `total` counts those.",
+                    "schema": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.2},
+                },
+                {
+                    "name": "explain",
+                    "in": "query",
+                    "required": False,
+                    "description": "1: each hit says why it ranked where it did.",
+                    "schema": {"type": "string", "enum": ["0", "1", "false", "true"], "default": "0"},
                 },
             ],
             "responses": {

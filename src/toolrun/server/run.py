@@ -191,6 +191,7 @@ class McpKeyGate:
             return
         # The SDK's road: McpDoor finds the caller in the scope of the Request the SDK hands it.
         scope.setdefault("state", {})["toolrun_identity"] = identity
+        strip_routing_headers(scope)
         given = head(scope)
         if given.times(b"mcp-session-id") > 1:
             await _rpc_error(send, 400, -32600, "Bad Request: more than one Mcp-Session-Id header")
@@ -224,6 +225,20 @@ class McpKeyGate:
         except ToolrunError as exc:
             await _rpc_error(send, 400, -32700, f"Parse error: {exc}")
             return None
+
+
+_ROUTING_HEADERS = frozenset({b"mcp-protocol-version", b"mcp-method", b"mcp-name"})
+_OWS = b" \t"
+
+
+def strip_routing_headers(scope: Any) -> None:
+    """RFC 9110 (5.5): a field value excludes the whitespace around it. The MCP routing headers are compared
+    with the body as they are (by the SDK and the fast path), so `Mcp-Name:  execute ` is stripped here first
+    instead of being refused as a mismatch. The header list is replaced only when a value needs it."""
+    headers = scope["headers"]
+    if not any(name in _ROUTING_HEADERS and value != value.strip(_OWS) for name, value in headers):
+        return
+    scope["headers"] = [(name, value.strip(_OWS) if name in _ROUTING_HEADERS else value) for name, value in headers]
 
 
 async def _rpc_error(send: Any, status: int, code: int, message: str) -> None:

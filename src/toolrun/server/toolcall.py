@@ -11,6 +11,7 @@ from starlette.types import Receive, Scope, Send
 from .. import formatting
 from ..access.audit import CallOrigin, clean_request_id
 from ..errors import ToolFailed, ToolrunError, Unauthorized, UnsupportedMediaType
+from ..exec import sandboxview
 from ..models import CallResult
 from ..service import JobStarted
 from .disconnect import unless_gone
@@ -99,7 +100,7 @@ class ToolCall:
             if isinstance(outcome, JobStarted):
                 return await _accepted(send, headers, outcome)
             status, text = 200, self.rendered(outcome, asked.as_json, headers)
-            media = JSON_MEDIA if asked.as_json else TEXT_MEDIA
+            media = JSON_MEDIA if asked.as_json or outcome.typed else TEXT_MEDIA  # a typed output is JSON
         data = text.encode("utf-8", "replace")  # a lone surrogate from an fn tool becomes "?", not a 500
         headers += [(b"content-length", str(len(data)).encode()), (b"content-type", media)]
         await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -127,9 +128,13 @@ class ToolCall:
     def rendered(self, result: CallResult, as_json: bool, headers: Headers) -> str:
         if result.exec is not None:  # exec and curl tools: the exit code, so no client parses a tuple
             headers.append((EXIT_CODE_HEADER, str(result.exec.returncode).encode()))
+            if not result.ok:  # a failed sandboxed call: which profile it ran in, and what that withholds
+                tool = self.service.registry.tools.get(result.key)
+                if tool is not None and tool.sandbox is not None:
+                    headers.append((sandboxview.HEADER, sandboxview.header_value(tool.sandbox, tool.cwd)))
         if as_json:
             return json_text(formatting.call_payload(result))
-        return formatting.result_text(result.value)
+        return formatting.answer_text(result)
 
     def refused(self, exc: ToolrunError, as_json: bool, headers: Headers) -> tuple[int, str, bytes]:
         """The status, text and media type of an error's answer (its Retry-After or WWW-Authenticate added)."""

@@ -133,7 +133,13 @@ export function CallForm({ tool }: { tool: Tool }) {
     setOutcome(null);
     try {
       const result = await callTool(tool.key, args, abort.signal, (view) => setOutcome({ kind: "job", view }));
-      setOutcome({ kind: "result", status: result.status, shown: shownResult(result.payload), millis: result.millis });
+      setOutcome({
+        kind: "result",
+        status: result.status,
+        shown: shownResult(result.payload),
+        millis: result.millis,
+        ...(result.sandbox ? { sandbox: result.sandbox } : {}),
+      });
     } catch (error) {
       if (error instanceof JobEnded) {
         setOutcome({ kind: "job", view: error.view }); // denied, expired, cancelled: said, with what it printed

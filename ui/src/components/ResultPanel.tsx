@@ -7,11 +7,12 @@ import { useEffect, useState } from "preact/hooks";
 import type { JobView } from "../api";
 import { copyText } from "../clipboard";
 import { failureWords, type Shown } from "../format";
+import { DataView } from "./DataView";
 import { AlertIcon, CheckIcon, CopyIcon } from "./icons";
 
 export type Outcome =
   | { kind: "job"; view: JobView }
-  | { kind: "result"; status: number; shown: Shown; millis: number }
+  | { kind: "result"; status: number; shown: Shown; millis: number; sandbox?: { profile: string; withholds: string } }
   | { kind: "error"; status: number; title: string; detail: string; body: string; retryAfter: number | null };
 
 const STATUS_TEXT: Record<number, string> = {
@@ -135,7 +136,17 @@ function Stream({ name, label, text, wrap }: { name: string; label: string; text
   );
 }
 
-function Failed({ status, shown, millis }: { status: number; shown: Extract<Shown, { kind: "failed" }>; millis: number }) {
+function Failed({
+  status,
+  shown,
+  millis,
+  sandbox,
+}: {
+  status: number;
+  shown: Extract<Shown, { kind: "failed" }>;
+  millis: number;
+  sandbox?: { profile: string; withholds: string };
+}) {
   const [wrap, setWrap] = useWrap();
   const words = failureWords(shown.exitCode, shown.timedOut);
   return (
@@ -158,6 +169,11 @@ function Failed({ status, shown, millis }: { status: number; shown: Extract<Show
         HTTP {statusLine(status)} · {formatMillis(millis)} · the answer's <code>X-Toolrun-Exit-Code</code> header
         carries the exit code
       </p>
+      {sandbox && (
+        <p class="result-detail" data-testid="sandbox-note">
+          It ran in the sandbox profile <code>{sandbox.profile}</code>, which withholds {sandbox.withholds}.
+        </p>
+      )}
       <CutNote bytes={shown.cut} />
       <Stream name="stdout" label="Standard output" text={shown.stdout} wrap={wrap} />
       <Stream name="stderr" label="Standard error" text={shown.stderr} wrap={wrap} />
@@ -173,14 +189,24 @@ function Done({ status, shown, millis }: { status: number; shown: Extract<Shown,
         <span class="pill pill-ok" data-testid="result-status">
           {statusLine(status)}
         </span>
-        <span class="result-kind">{shown.json ? "JSON, pretty-printed" : "Text, verbatim"}</span>
+        <span class="result-kind">
+          {shown.data !== undefined ? "Typed output" : shown.json ? "JSON, pretty-printed" : "Text, verbatim"}
+        </span>
         <span class="result-time">{formatMillis(millis)}</span>
         <span class="spacer" />
         {shown.text !== "" && <WrapToggle wrap={wrap} onChange={setWrap} />}
         <CopyButton text={shown.text} />
       </div>
       <CutNote bytes={shown.cut} />
-      {shown.text === "" ? (
+      {shown.data !== undefined && <DataView value={shown.data} />}
+      {shown.data !== undefined ? (
+        <details class="data-json">
+          <summary>As JSON</summary>
+          <pre class={`output${wrap ? " output-wrap" : ""}`} tabIndex={0} aria-label="Result text" data-testid="result-text">
+            {shown.text}
+          </pre>
+        </details>
+      ) : shown.text === "" ? (
         <p class="result-empty">The tool returned an empty result.</p>
       ) : (
         <pre class={`output${wrap ? " output-wrap" : ""}`} tabIndex={0} aria-label="Result text" data-testid="result-text">
@@ -262,7 +288,7 @@ export function ResultPanel({ outcome }: { outcome: Outcome }) {
     return outcome.shown.kind === "ok" ? (
       <Done status={outcome.status} shown={outcome.shown} millis={outcome.millis} />
     ) : (
-      <Failed status={outcome.status} shown={outcome.shown} millis={outcome.millis} />
+      <Failed status={outcome.status} shown={outcome.shown} millis={outcome.millis} sandbox={outcome.sandbox} />
     );
   }
   return (

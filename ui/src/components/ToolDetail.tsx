@@ -12,7 +12,19 @@ import { ArrowLeftIcon } from "./icons";
 const EXEC_RETURN_TYPE = "str | (int, str, str)";
 
 /** A return type in words, as `toolrun describe` says it ("" when the type says it all). */
-export function returnWords(returnType: string): string {
+export function returnWords(returnType: string, output?: Tool["output"]): string {
+  if (output) {
+    const what =
+      output.format === "lines"
+        ? "The lines of the command's standard output, as a list of strings"
+        : output.schema
+          ? "The command's standard output parsed as JSON and checked against the tool's output schema"
+          : "The command's standard output parsed as JSON";
+    return (
+      `${what}, when it exits with code 0 (output that does not parse or match fails the call, the raw text ` +
+      "kept); otherwise the tuple (exit code, stdout, stderr). Here the value shows as a table or a tree."
+    );
+  }
   if (returnType === EXEC_RETURN_TYPE) {
     return (
       "The command's standard output when it exits with code 0; otherwise the tuple (exit code, stdout, " +
@@ -141,9 +153,9 @@ export function ToolDetail({ toolKey, epoch, backHref, onBack }: Props) {
           <dt>Returns</dt>
           <dd>
             <code class="return-type">{tool.return_type}</code>
-            {returnWords(tool.return_type) && (
+            {returnWords(tool.return_type, tool.output) && (
               <p class="return-words" data-testid="return-words">
-                {returnWords(tool.return_type)}
+                {returnWords(tool.return_type, tool.output)}
               </p>
             )}
           </dd>

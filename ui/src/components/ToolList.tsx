@@ -163,7 +163,7 @@ export function ToolList({ route, epoch, onQuery, onOffset, onOpen, searchRef }:
           : page && !loading
             ? page.total === 0
               ? route.query
-                ? `No tools match “${route.query}”.`
+                ? `No good match for “${route.query}”.`
                 : "No tools are visible to you."
               : page.items.length === 0
                 ? `Nothing on this page: there are ${page.total} in all.`
@@ -206,6 +206,11 @@ export function ToolList({ route, epoch, onQuery, onOffset, onOpen, searchRef }:
                 >
                   {tool.key}
                 </a>
+                {tool.score !== undefined && (
+                  <span class="card-score" title="How well it matches the search, 0 to 1">
+                    {tool.score.toFixed(2)}
+                  </span>
+                )}
                 <span class="card-params">
                   {tool.params.length === 0
                     ? "no params"

@@ -32,10 +32,10 @@ GRACE = 60.0  # seconds the request is held between two rounds: a client that do
 CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
 ROUNDS = 30  # questions asked on one handshake-era call before it ends with the fallback answer
 POLL = 0.1  # seconds between two looks at a waited-on job
-_EMPTY_FORM: dict[str, Any] = {"type": "object", "properties": {}}
+EMPTY_FORM: dict[str, Any] = {"type": "object", "properties": {}}
 
 
-def _question(job: dict[str, Any]) -> str:
+def question(job: dict[str, Any]) -> str:
     approvers = ", ".join(job["approvers"])
     return (
         f"{job['tool']} needs approval by a member of {approvers} (job {job['id']}). "
@@ -131,7 +131,7 @@ class McpJobs:
             await self.service.jobs.hold(identity, job["id"], GRACE)
         state = STATE_PREFIX + job["id"]
         if job["state"] == AWAITING and elicits:
-            form = types.ElicitRequestFormParams(message=_question(job), requested_schema=_EMPTY_FORM)
+            form = types.ElicitRequestFormParams(message=question(job), requested_schema=EMPTY_FORM)
             return types.InputRequiredResult(
                 input_requests={"approval": types.ElicitRequest(params=form)}, request_state=state
             )
@@ -170,7 +170,7 @@ class McpJobs:
         try:
             for _ in range(ROUNDS):
                 await jobs.hold(identity, job["id"], GRACE)  # the person may take a while to answer
-                answer = await session.elicit_form(_question(job), _EMPTY_FORM)
+                answer = await session.elicit_form(question(job), EMPTY_FORM)
                 if answer.action != "accept":
                     withdrawn: dict[str, Any] = await jobs.withdraw(identity, job["id"], f"{WITHDRAWN} (declined)")
                     return withdrawn

@@ -25,6 +25,7 @@ from __future__ import annotations
 import difflib
 import functools
 import hashlib
+import json
 import logging
 import re
 import secrets
@@ -39,21 +40,34 @@ from mcp.shared.exceptions import MCPError
 
 from ... import __version__, telemetry
 from ...access.audit import CallOrigin, clean_request_id, new_request_id
-from ...errors import CallerFull, NotFound, ParamError, RateLimited, ToolFailed, ToolrunError
+from ...errors import (
+    CallerFull,
+    NotFound,
+    OutputInvalid,
+    ParamError,
+    RateLimited,
+    SandboxUnavailable,
+    ToolFailed,
+    ToolrunError,
+)
 from ...formatting import (
+    answer_text,
     describe_text,
     direct_description,
     encodable,
-    result_text,
     scrub_surrogates,
     search_text,
     structured_result,
 )
 from ...models import Identity, ToolSpec
 from ...paramtypes import request_schema
+from ...search.relevance import DEFAULT_MIN_SCORE
 from ...service import JobStarted, ToolService
+from ...typedoutput import mcp_output_schema, wrapped
 from ...words import plural, seconds
 from ..disconnect import unless_gone
+from ..httperrors import public_summary
+from . import tasks
 from .approvals import STATE_PREFIX, McpJobs
 from .meta import ANNOTATIONS, LIST_PAGE, LIST_TTL_MS, OUTPUT_SCHEMAS, page_start
 
@@ -89,7 +103,7 @@ def meta_tools(example: str = EXAMPLE_KEY, words: str = "disk usage") -> dict[st
         "search": {
             "description": (
                 "Find tools you may call by words, a task or a param name. Empty query: all, by key. "
-                "Pages: pass next_offset as offset."
+                "Each hit has a score, 0-1; only hits scoring min_score or more. Pages: pass next_offset as offset."
             ),
             "schema": {
                 "type": "object",
@@ -97,6 +111,7 @@ def meta_tools(example: str = EXAMPLE_KEY, words: str = "disk usage") -> dict[st
                     "query": {"type": "string", "description": f"e.g. {words!r}."},
                     "offset": {"type": "integer", "minimum": 0, "default": 0},
                     "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
+                    "min_score": {"type": "number", "minimum": 0, "maximum": 1, "default": DEFAULT_MIN_SCORE},
                 },
                 "additionalProperties": False,
             },
@@ -146,11 +161,20 @@ def direct_name(key: str, digits: int = 8) -> str:
     return f"{name[: 63 - digits]}_{digest}"
 
 
-def direct_names(keys: Iterable[str]) -> dict[str, str]:
+def direct_names(keys: Iterable[str], chosen: Mapping[str, str] | None = None) -> dict[str, str]:
     """Direct name -> key for every key, all distinct: a name taken twice (only two hashed names
-    sharing their digest, never by accident) gets more digits until none is."""
+    sharing their digest, never by accident) gets more digits until none is.
+
+    `chosen`: key -> the name its tool's `mcp_name` asks for. A chosen name that a meta-tool or an earlier
+    chosen name holds is not given (the tool gets its derived name, with a warning in the log)."""
     names: dict[str, str] = {}
-    for key in sorted(keys):
+    for key, name in sorted((chosen or {}).items()):
+        if name in META_TOOLS or name in names:
+            log.warning("MCP name %s of %s is taken: it gets the name derived from its key", name, key)
+            continue
+        names[name] = key
+    given = set(names.values())
+    for key in sorted(k for k in keys if k not in given):
         digits = 8
         name = direct_name(key, digits)
         while name in names and digits < 40:
@@ -201,11 +225,46 @@ def _error_result(exc: ToolrunError) -> types.CallToolResult:
         text = f"{exc}."
     elif isinstance(exc, RateLimited):
         text = f"Rate limited: retry after {seconds(exc.retry_after)}."
+    elif isinstance(exc, SandboxUnavailable):  # the caller gets the short form, the server's log the paths
+        text = f"The tool failed: {public_summary(exc)}"
     elif isinstance(exc, ToolFailed):
         text = f"The tool failed: {exc.summary}"
+    elif isinstance(exc, OutputInvalid):  # the reason, and the text the tool printed (typedoutput.py)
+        structured = {"error": "OutputInvalid", "message": str(exc), "output": exc.output}
+        return _text_result(f"The tool failed: {exc}\nIts output was:\n{exc.output}", structured, error=True)
     else:
         text = exc.summary
     return _text_result(text, {"error": type(exc).__name__, "message": text}, error=True)
+
+
+def typed_answer(tool: ToolSpec, result: Any) -> types.CallToolResult:
+    """A direct-mode answer of a tool with a typed `output:`: its value as structured content matching the
+    tool's `outputSchema` (`{result: value}` unless the schema is an object's); a failed command is an error."""
+    output = tool.typed_output
+    assert output is not None
+    if not result.typed:
+        ex = result.exec
+        state = "timed out" if ex.timed_out else f"exited with code {ex.returncode}"
+        text = f"The command {state}.\nstdout:\n{ex.stdout}\nstderr:\n{ex.stderr}"
+        return _text_result(text, structured_result(result), error=True)
+    structured = {"result": result.value} if wrapped(output) else result.value
+    return _text_result(answer_text(result), structured)
+
+
+def typed_job_answer(tool: ToolSpec | None, answer: Any) -> Any:
+    """A job's final answer (approvals.py) as a direct-mode call of a typed tool gives it (`typed_answer`): its
+    structured content then matches the tool's `outputSchema`. Any other answer is passed on as it is."""
+    if tool is None or tool.typed_output is None or not isinstance(answer, types.CallToolResult):
+        return answer
+    payload = answer.structured_content
+    if answer.is_error or not isinstance(payload, dict) or "returncode" not in payload:
+        return answer
+    if payload.get("typed") is not True:
+        text = f"The command exited with code {payload['returncode']}.\nstdout:\n{payload.get('stdout', '')}"
+        return _text_result(text + f"\nstderr:\n{payload.get('stderr', '')}", answer.structured_content, error=True)
+    value = payload.get("result")
+    structured = {"result": value} if wrapped(tool.typed_output) else value
+    return _text_result(json.dumps(value, ensure_ascii=False), structured)
 
 
 class McpDoor:
@@ -231,7 +290,9 @@ class McpDoor:
         self._sessions: OrderedDict[str, Any] = OrderedDict()
 
     def _index_direct_names(self) -> None:
-        self._direct_keys = direct_names(self.service.tool_keys()) if self.direct else {}
+        tools = (self.service.lookup(key) for key in self.service.tool_keys())
+        chosen = {tool.key: tool.mcp_name for tool in tools if tool is not None and tool.mcp_name}
+        self._direct_keys = direct_names(self.service.tool_keys(), chosen) if self.direct else {}
         self._direct_names = {key: name for name, key in self._direct_keys.items()}
 
     def remember(self, ctx: Any) -> None:
@@ -296,6 +357,7 @@ class McpDoor:
                     title=tool.key,
                     description=direct_description(tool),
                     input_schema=param_schema(tool),
+                    output_schema=mcp_output_schema(tool.typed_output) if tool.typed_output is not None else None,
                     annotations=mcp_annotations(tool),
                 )
             )
@@ -351,7 +413,9 @@ class McpDoor:
             identity = self.identify(ctx)
             state = getattr(params, "request_state", None)
             if isinstance(state, str) and state.startswith(STATE_PREFIX):  # an answer about a job (approvals.py)
-                return await self.jobs.resume(ctx, identity, params)  # type: ignore[no-any-return]
+                answer = await self.jobs.resume(ctx, identity, params)
+                key = self._direct_keys.get(params.name) if self.direct else None
+                return typed_job_answer(self.service.lookup(key) if key else None, answer)  # type: ignore[no-any-return]
             if params.name == "execute":
                 return await self.execute(ctx, identity, args)
             if params.name == "search":
@@ -362,7 +426,7 @@ class McpDoor:
                 return self.whoami(identity)
             key = self._direct_keys.get(params.name) if self.direct else None
             if key is not None and self.service.visible(identity, key) is not None:
-                return await self.run(ctx, identity, key, args, self.session_id(ctx, identity))
+                return await self.run(ctx, identity, key, args, self.session_id(ctx, identity), direct=True)
             raise self.unknown_name(identity, params.name)
         except ToolrunError as exc:
             return _error_result(exc)
@@ -404,23 +468,44 @@ class McpDoor:
         return CallOrigin("mcp-http", clean_request_id(headers.get("x-request-id") if headers is not None else None))
 
     async def run(
-        self, ctx: Any, identity: Identity, key: str, arguments: dict[str, Any], session_id: str | None
+        self,
+        ctx: Any,
+        identity: Identity,
+        key: str,
+        arguments: dict[str, Any],
+        session_id: str | None,
+        direct: bool = False,
     ) -> types.CallToolResult:
         token = telemetry.join_baggage(getattr(ctx, "meta", None))  # None unless tracing is on
         try:
             # Over HTTP (the SDK's request or the fast path's), cancelled if the client goes away (disconnect.py);
             # `async: true` tools run to their end within the MCP call (background=False).
             scope = getattr(getattr(ctx, "request", None), "scope", None)
+            # A client that declared the Tasks extension gets a task for an `async: true` tool too (tasks.py);
+            # an anonymous one cannot own a job: its call runs to its end, as for any client without the extension.
             origin, watch = self.origin(ctx), functools.partial(unless_gone, scope)
             outcome = await self.service.start_or_call(
-                identity, key, arguments, origin=origin, session_id=session_id, background=False, watch=watch
+                identity,
+                key,
+                arguments,
+                origin=origin,
+                session_id=session_id,
+                background=tasks.declared(ctx) and not identity.anonymous,  # a job needs a key
+                watch=watch,
             )
         finally:
             telemetry.leave(token)
-        if isinstance(outcome, JobStarted):  # a person decides first (approvals.py)
-            return await self.jobs.follow(ctx, identity, outcome.job)  # type: ignore[no-any-return]
+        if isinstance(outcome, JobStarted):
+            if tasks.declared(ctx):  # a task to follow (tasks.py)
+                task = tasks.created(outcome.job, self.service.jobs.retention)
+                return task if tasks.modern(ctx) else tasks.carried(task)  # type: ignore[return-value]
+            answer = await self.jobs.follow(ctx, identity, outcome.job)  # approvals.py
+            return typed_job_answer(self.service.lookup(key) if direct else None, answer)  # type: ignore[no-any-return]
         result = outcome
-        text = result_text(result.value)
+        tool = self.service.lookup(key) if direct else None
+        if tool is not None and tool.typed_output is not None:
+            return typed_answer(tool, result)
+        text = answer_text(result)
         structured = structured_result(result)
         if not encodable(text):
             # A lone surrogate (an fn tool's text) cannot be sent as UTF-8: "?" takes its place, as in
@@ -437,18 +522,26 @@ class McpDoor:
             raise ParamError("`offset` must be an integer >= 0")
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 100:
             raise ParamError("`limit` must be an integer from 1 to 100")
-        page = self.service.search(identity, query[:500], offset, limit)
+        floor = args.get("min_score", DEFAULT_MIN_SCORE)
+        if not isinstance(floor, int | float) or isinstance(floor, bool) or not 0 <= floor <= 1:
+            raise ParamError("`min_score` must be a number from 0 to 1")
+        page = self.service.search(identity, query[:500], offset, limit, float(floor))
+        items: list[dict[str, Any]] = [
+            {"key": t.key, "groups": list(t.groups), "summary": t.summary, "example": t.example} for t in page.items
+        ]
+        if page.scores is not None:
+            for item, relevance in zip(items, page.scores, strict=True):
+                item["score"] = relevance
         body = {
             "query": query,
-            "items": [
-                {"key": t.key, "groups": list(t.groups), "summary": t.summary, "example": t.example} for t in page.items
-            ],
+            "items": [tasks.entry_flag(t, item) for t, item in zip(page.items, items, strict=True)],
             "total": page.total,
             "offset": page.offset,
             "has_more": page.has_more,
             "next_offset": page.next_offset,
         }
-        return _text_result(search_text(page.items, page.total, page.offset, page.next_offset), body)
+        text = search_text(page.items, page.total, page.offset, page.next_offset, page.scores, float(floor))
+        return _text_result(text, body)
 
     def describe(self, identity: Identity, args: dict[str, Any]) -> types.CallToolResult:
         keys = args.get("keys")
@@ -462,8 +555,8 @@ class McpDoor:
                 tools.append(self.service.describe(identity, key))
             except NotFound:
                 missing.append(key)
-        body = {"tools": [t.entry() for t in tools], "not_found": missing}
-        parts = [describe_text(t) for t in tools]
+        body = {"tools": [tasks.entry(t) for t in tools], "not_found": missing}
+        parts = [describe_text(t) + tasks.words(t) for t in tools]
         if missing:
             parts.append(f"Not found: {', '.join(missing)}. Use `search` to find tools.")
         return _text_result("\n\n".join(parts), body)
@@ -495,6 +588,7 @@ def build_server(door: McpDoor, list_changed: bool = False, listen: Any = None) 
         on_call_tool=door.call_tool,
         on_subscriptions_listen=listen,
     )
+    tasks.McpTasks(door).register(server)  # io.modelcontextprotocol/tasks, from the job records
     if list_changed:
         # Announce `tools.listChanged` to handshake-era clients (stdio, and HTTP with its GET stream): a catalog
         # reload sends them notifications/tools/list_changed (the SDK's default options leave the flag off).

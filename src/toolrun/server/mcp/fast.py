@@ -62,6 +62,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ...formatting import encodable
 from ..request import UNPARSED, Head, Posted, body_message, replay
+from .tasks import TaskMiddleware, unwrap
 
 log = logging.getLogger("toolrun.mcp")
 
@@ -224,8 +225,10 @@ class McpFastPath:
     def _plain(self, given: Head) -> bool:
         """The header checks the SDK makes before it reads a body, each passed (else the SDK answers)."""
         middleware = self.server.middleware
-        if len(middleware) != 1 or type(middleware[0]) is not OpenTelemetryMiddleware:
+        if not middleware or type(middleware[0]) is not OpenTelemetryMiddleware:
             return False  # other middleware would see the call: the SDK runs it
+        if any(type(m) is not TaskMiddleware for m in middleware[1:]):  # tasks.py's is applied here too (_result)
+            return False
         content_type, accept = given.text(b"content-type"), given.text(b"accept")
         host, origin = given.text(b"host"), given.text(b"origin")
         key = (content_type, accept, host, origin)
@@ -374,7 +377,8 @@ class McpFastPath:
             result = await self.server.middleware[0](traced, lambda _: self.call_tool(context, arguments))
         shaped = self._shape(result, version)
         if shaped is None:  # anything but the door's usual one-text result of plain JSON: the SDK's serialiser
-            return self.runner._serialize("tools/call", version, result), False  # type: ignore[union-attr]
+            # A carried task (tasks.py) is answered in place of its carrier, as TaskMiddleware does on the SDK's road.
+            return unwrap(self.runner._serialize("tools/call", version, result)), False  # type: ignore[union-attr]
         return shaped, True
 
     def _shape(self, result: Any, version: str) -> dict[str, Any] | None:

@@ -28,7 +28,7 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
         "properties": {
             "key": {"type": "string"},
             "ok": {"type": "boolean"},
-            "result": {"description": "An fn tool's return value."},
+            "result": {"description": "An fn tool's return value, or a typed `output:` parsed."},
             "returncode": {"type": "integer"},
             "stdout": {"type": "string"},
             "stderr": {"type": "string"},
@@ -52,6 +52,7 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
                         "groups": _STRINGS,
                         "summary": {"type": "string"},
                         "example": {"type": "string"},
+                        "score": {"type": "number", "minimum": 0, "maximum": 1},
                     },
                     "required": ["key", "groups", "summary", "example"],
                 },
