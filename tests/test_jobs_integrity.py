@@ -28,7 +28,7 @@ from support.jobs import JobUsers
 from support.procs import pids_matching
 from support.servers import Processes, ToolrunServer, toolrun_cli, wait_until
 from toolrun.jobrecord import digest
-from toolrun.models import Example, Param, ResourceLimits, Sandbox, ToolSpec
+from toolrun.models import Example, Output, Param, ResourceLimits, Sandbox, ToolSpec
 
 MARK = f"integritymark{uuid.uuid4().hex[:8]}"
 CATALOG = f"""\
@@ -132,6 +132,8 @@ ALTERED: dict[type, dict[str, Any]] = {
         "approval_timeout": 60.0,
         "run_async": True,
         "notify": ("https://hooks.example/ops",),
+        "output": Output("json", {"type": "object"}),
+        "mcp_name": "erase_it",
     },
     Param: {
         "name": "host",

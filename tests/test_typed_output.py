@@ -25,6 +25,7 @@ from support.catalogs import write_catalog
 from toolrun import catalog
 from toolrun.cli import app
 from toolrun.errors import CatalogError, OutputInvalid
+from toolrun.jobrecord import result_answer
 from toolrun.models import Identity
 from toolrun.server.mcp.door import McpDoor, build_server
 from toolrun.service import ToolService
@@ -315,7 +316,7 @@ def test_mcp_execute_and_describe_tools_carry_the_value_and_the_schema(service: 
 
 
 def test_a_jobs_result_keeps_the_value(service: ToolService) -> None:
-    user = Identity("ada", groups=frozenset({"admin"}), anonymous=False)
+    user = Identity("ada", groups=frozenset({"admin"}), anonymous=False, source="key", person="user:ada")
 
     async def main() -> Any:
         job = await service.jobs.submit(user, "sys.disk", {"path": "/j", "used": "9"}, as_json=True)
@@ -323,15 +324,16 @@ def test_a_jobs_result_keeps_the_value(service: ToolService) -> None:
 
     job = asyncio.run(main())
     assert job["state"] == "succeeded"
-    assert job["result"]["json"]["result"] == {"path": "/j", "used": 9}
-    assert json.loads(job["result"]["text"]) == {"path": "/j", "used": 9}
+    text, payload = result_answer(job["result"])
+    assert payload["result"] == {"path": "/j", "used": 9}
+    assert json.loads(text) == {"path": "/j", "used": 9}
 
 
 def test_an_approved_typed_call_in_direct_mode_answers_the_declared_structure(service: ToolService) -> None:
     import mcp_types as types
 
-    alice = Identity("alice", groups=frozenset({"sys"}), anonymous=False)
-    bob = Identity("bob", groups=frozenset({"oncall"}), anonymous=False)
+    alice = Identity("alice", groups=frozenset({"sys"}), anonymous=False, source="key", person="user:alice")
+    bob = Identity("bob", groups=frozenset({"oncall"}), anonymous=False, source="key", person="user:bob")
     door = McpDoor(service, lambda ctx: alice, direct=True)
 
     async def approve(context: Any, params: Any) -> Any:

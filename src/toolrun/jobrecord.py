@@ -112,7 +112,9 @@ def new_job_id() -> str:
 # written. Every other field of these records is digested, so a field added to ToolSpec (or to what it holds) is
 # bound by default; tests/test_jobs_integrity.py fails on a field that is neither here nor shown to change the digest.
 WORDING: dict[str, frozenset[str]] = {
-    "ToolSpec": frozenset({"description", "example", "examples", "annotations", "keywords", "file", "line", "col"}),
+    "ToolSpec": frozenset(
+        {"description", "example", "examples", "annotations", "keywords", "file", "line", "col", "mcp_name"}
+    ),
     "Param": frozenset({"description", "example"}),
 }
 
