@@ -1,6 +1,6 @@
 """The speed tricks form one table with one switch, `TOOLRUN_SPEEDUPS`, and each answers as its plain path does.
 
-`make test` also runs the door tests with `TOOLRUN_SPEEDUPS=off` (the `pytest-plain` target): the
+`make test` also runs the door tests with `TOOLRUN_SPEEDUPS=off` (on a worker of their own: tests/conftest.py): the
 product must behave the same with every trick off, only slower. Here: the switch's syntax, its
 start-up error, the table's own integrity, and the dispatcher's hot routes against the router.
 """

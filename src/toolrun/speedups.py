@@ -104,7 +104,7 @@ SPEEDUPS: tuple[Speedup, ...] = (
         "cli_coercion",
         "Typer's pydantic coercion of the CLI's options (cli/fastcoerce.py)",
         "about 70-120 ms per command, the pydantic import and TypeAdapters (cli/fastcoerce.py)",
-        "tests/test_cli.py (run again with the speedups off by `make pytest-plain`)",
+        "tests/test_cli.py (run again with the speedups off by `make test`: tests/conftest.py)",
     ),
 )
 NAMES = tuple(s.name for s in SPEEDUPS)
