@@ -82,10 +82,12 @@ test: system-deps python-deps ui
 	$(MAKE) --no-print-directory pytest || failed="$$failed pytest"; \
 	if [ -n "$$failed" ]; then echo "make test: failed:$$failed" >&2; exit 1; fi
 
+# ruff, then vulture: dead code in src/toolrun ([tool.vulture] in pyproject.toml, vulture_whitelist.py)
 lint: python-deps
 	@status=0; \
 	$(BIN)/ruff check src tests bench completions || status=1; \
 	$(BIN)/ruff format --check src tests bench completions || status=1; \
+	$(BIN)/vulture || status=1; \
 	exit $$status
 
 typecheck: python-deps

@@ -361,13 +361,6 @@ class Jobs:
         self.tasks[job["id"]] = task
         task.add_done_callback(lambda _t: self.tasks.pop(job["id"], None))
 
-    async def run_here(self, job: dict[str, Any]) -> None:
-        """Run an approved job in this process to its end (the local CLI's `jobs approve`)."""
-        self._start(job)
-        task = self.tasks.get(job["id"])
-        if task is not None:
-            await task
-
     async def _execute(self, job: dict[str, Any]) -> None:
         watch = OutputWatch()
         token = executor.OUTPUT_WATCH.set(watch)

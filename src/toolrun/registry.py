@@ -21,13 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import NotFound
 from .models import Identity, ToolSpec
-from .search.textsearch import Analyzed, Index, analyze, query_words, words
+from .search.textsearch import Analyzed, Index, analyze, query_words
 
 if TYPE_CHECKING:
     from .search.semantic import Semantic
 
 MAX_VIEWS = 32  # search indexes kept at once (least recently used first out)
-tokens = words  # older name, kept for callers
 
 ViewKey = tuple[str, ...]
 ADMIN_VIEW: ViewKey = ("\x00admin",)
