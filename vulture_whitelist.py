@@ -72,7 +72,11 @@ OUTCOMES
 # the app as `toolrun serve` builds it, for the in-process tests (tests/support/app.py; server/run.py)
 build_app
 
-# the speedups table's columns, read by tests/test_speedups.py and the docs (speedups.py)
+# the speedups tables' columns, read by tests/test_speedups.py and the docs (speedups.py)
 replaces
 gain
 pinned_by
+does
+why_always
+where
+ALWAYS_ON  # the tricks with no switch: a table for readers, checked by tests/test_speedups.py
