@@ -66,8 +66,10 @@ regex
 _.convert
 _.to_string
 
-# the outcome labels of svc_tool_calls_total, for tests/test_metrics.py (telemetry/metrics.py)
+# read by tests only: the outcome labels of svc_tool_calls_total (tests/test_metrics.py), the key set's fetch
+# count (tests/test_oauth.py)
 OUTCOMES
+_.fetches
 
 # the app as `toolrun serve` builds it, for the in-process tests (tests/support/app.py; server/run.py)
 build_app

@@ -165,6 +165,7 @@ class SigningKeys:
         self.jwks_url = config.jwks_url
         self.loaded_at: float | None = None
         self.tried_at: float | None = None
+        self.fetches = 0
         self.generation = 0  # moves with every key set loaded: tokens verified with an older set are checked again
         self._lock = threading.Lock()
 
@@ -193,6 +194,7 @@ class SigningKeys:
 
     def refresh(self) -> None:
         self.tried_at = self.clock()
+        self.fetches += 1
         try:
             if not self.jwks_url:
                 self.jwks_url = self.discover()
