@@ -71,37 +71,45 @@ system-deps:
 demo: $(VENV)/.installed-runtime
 	BIN=$(BIN) CATALOG=$(EXAMPLES) bash examples/demo.sh
 
-# Runs every check even when an earlier one fails, so one run shows all problems; the door tests with the speed
-# tricks off (pytest-plain) run before the whole suite, whose summary closes the output; the exit status is
-# non-zero if any check failed.
+# Runs every check even when an earlier one fails, so one run shows all problems; the test suite runs last (its
+# door tests twice, the second time with the speed tricks off: see `pytest`), its summary closes the output; the
+# exit status is non-zero if any check failed.
 test: system-deps python-deps ui
 	@failed=""; \
 	$(MAKE) --no-print-directory lint || failed="$$failed lint"; \
 	$(MAKE) --no-print-directory ui-lint || failed="$$failed ui-lint"; \
 	$(MAKE) --no-print-directory typecheck || failed="$$failed mypy"; \
-	$(MAKE) --no-print-directory pytest-plain || failed="$$failed pytest-plain"; \
 	$(MAKE) --no-print-directory pytest || failed="$$failed pytest"; \
 	if [ -n "$$failed" ]; then echo "make test: failed:$$failed" >&2; exit 1; fi
 
+# ruff, then vulture: dead code in src/toolrun ([tool.vulture] in pyproject.toml, vulture_whitelist.py)
 lint: python-deps
 	@status=0; \
 	$(BIN)/ruff check src tests bench completions || status=1; \
 	$(BIN)/ruff format --check src tests bench completions || status=1; \
+	$(BIN)/vulture || status=1; \
 	exit $$status
 
 typecheck: python-deps
 	$(BIN)/mypy
 
+# The suite in two parts. First every test not marked `serial`, side by side on pytest-xdist workers (one per
+# core), and on one more worker the door tests (marked `doors` by tests/conftest.py) a second time with every speed
+# trick off (TOOLRUN_SPEEDUPS=off, src/toolrun/speedups.py: the product must answer the same, only slower). Then
+# the `serial` tests one at a time, and the door tests among them again with the speedups off. Every part runs
+# even when one before it failed.
+PYTEST_WORKERS ?= auto
+
 pytest: python-deps
-	$(BIN)/pytest
+	@status=0; \
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --speedups-off-doors -m "not serial" || status=1; \
+	TOOLRUN_SPEEDUPS=off $(BIN)/pytest -q -m "serial and doors" || status=1; \
+	$(BIN)/pytest -m serial || status=1; \
+	exit $$status
 
-# The door tests again with every speed trick off (src/toolrun/speedups.py): the product must answer the same,
-# only slower. tests/test_mcp_fast.py is left out: it compares the /mcp fast path with the SDK itself.
-PLAIN_TESTS := tests/test_http.py $(filter-out tests/test_mcp_fast.py,$(wildcard tests/test_mcp*.py)) \
-	tests/test_cli.py tests/test_doors_agree.py tests/test_speedups.py tests/test_dispatch.py tests/test_route_auth.py
-
+# The door tests alone with every speed trick off, in this process (`make pytest` runs them so on a worker).
 pytest-plain: python-deps
-	TOOLRUN_SPEEDUPS=off $(BIN)/pytest -q $(PLAIN_TESTS)
+	TOOLRUN_SPEEDUPS=off $(BIN)/pytest -q -m doors
 
 # The browser UI: ui/ (an npm project, Node 20) built into ui-dist/. ui-dist/ is committed, so a
 # pip-installed toolrun serves /ui without Node.js; the build records the fingerprint of the sources

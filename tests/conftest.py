@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from support.doorsched import PLAIN_SPEC, DoorsScheduling, copy_module_id, is_copy, is_door_file
 
 
 @pytest.fixture(autouse=True)
@@ -21,3 +24,57 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # The test extra installs toolrun[semantic]: search is lexical (no model process) unless a test asks for it
     monkeypatch.setenv("SVC_SEARCH_SEMANTIC", "false")
     return home
+
+
+# -- the door tests a second time with every speed trick off, in the same pytest-xdist run ---------------------
+#
+# `make test` runs the door tests (DOOR_FILES) twice: as they are, and with `TOOLRUN_SPEEDUPS=off` (the product
+# must answer the same with every trick off, only slower). The switch is read when toolrun is imported, so the
+# second run needs processes of its own: `--speedups-off-doors` (with `-n`) adds one pytest-xdist worker started
+# with TOOLRUN_SPEEDUPS=off, collects each door file a second time as `<file>::speedups-off`, and schedules
+# those copies on that worker only and everything else on the others (support/doorsched.py). Without xdist:
+# `TOOLRUN_SPEEDUPS=off pytest -m doors` (`make pytest-plain`).
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--speedups-off-doors",
+        action="store_true",
+        help="with -n: also run the door tests with TOOLRUN_SPEEDUPS=off, on one more worker (tests/conftest.py)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.getoption("speedups_off_doors") or hasattr(config, "workerinput"):
+        return  # a worker has its copies collected below; only the controller starts workers
+    if not config.getoption("tx", None):
+        raise pytest.UsageError("--speedups-off-doors needs pytest-xdist workers: add -n auto (or -n N)")
+    config.option.tx = [*config.option.tx, PLAIN_SPEC]
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Module | None:
+    if parent.config.getoption("speedups_off_doors") and is_door_file(file_path):
+        return pytest.Module.from_parent(parent, path=file_path, nodeid=copy_module_id(parent.config, file_path))
+    return None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if is_door_file(item.path):
+            item.add_marker(pytest.mark.doors)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if not config.getoption("speedups_off_doors"):
+        return None
+
+    return DoorsScheduling(config, log)
+
+
+@pytest.fixture(autouse=True)
+def _copies_run_with_the_speedups_off(request: pytest.FixtureRequest) -> None:
+    if is_copy(request.node.nodeid):
+        from toolrun import speedups
+
+        if frozenset(speedups.NAMES) != speedups.OFF:
+            pytest.fail(f"{request.node.nodeid} ran in a worker with speedups on: {sorted(speedups.OFF)} off")

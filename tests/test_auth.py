@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from support.app import Server, servers
+from support.clock import key_clock
 from support.http import JSON
 from toolrun.access.apikeys import KEY_RE, key_from, newest_key, parse_duration, split_key
 from toolrun.errors import UsageError
@@ -74,18 +75,20 @@ def test_expired_and_revoked_keys_do_not_resolve(store: SQLiteKeyStore) -> None:
 
 
 def test_a_remembered_key_stops_resolving_the_moment_it_is_revoked_or_changed_anywhere(
-    store: SQLiteKeyStore, tmp_path: Path
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """resolve() remembers keys that resolved; every change to the key store, from this store, another connection
     or another process (`toolrun keys revoke`), is seen at the next call, and an expiry counts without a change."""
     import subprocess
     import sys
-    import time
+
+    clock = key_clock(monkeypatch)
+    store = SQLiteKeyStore(tmp_path / "keys.db")
 
     first, first_record = store.create_key("dave", ["ops"])
     second, second_record = store.create_key("erin", ["ops"])
     third, third_record = store.create_key("frank", ["ops"])
-    soon, _ = store.create_key("gina", ["ops"], expires_in=1.0)
+    soon, _ = store.create_key("gina", ["ops"], expires_in=60.0)  # a minute on the clock of this test
     for key in (first, second, third, soon):
         assert store.resolve(key) is not None and store.resolve(key) is not None  # remembered now
     assert store.revoke(first_record.prefix)  # this store's own connection
@@ -102,7 +105,7 @@ def test_a_remembered_key_stops_resolving_the_moment_it_is_revoked_or_changed_an
     other.set_groups("gina", ["finance"])
     user = store.resolve(soon)
     assert user is not None and user.groups == ("finance",)  # a changed user is read again
-    time.sleep(1.1)
+    clock.advance(61)
     assert store.resolve(soon) is None  # expired while remembered
 
 

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 import pytest
@@ -29,7 +29,7 @@ from support.catalogs import write_catalog
 from support.keys import create_key
 from support.servers import ToolrunServer
 from test_mcp_fast import call, modern_headers
-from toolrun.access import MODES, Mode
+from toolrun.access import Mode
 from toolrun.models import Identity
 from toolrun.server import app as app_module
 from toolrun.server import dispatch, routes
@@ -174,7 +174,7 @@ def check_table(served: Served, table: tuple[RouteDef, ...]) -> None:
                 assert json.loads(body) == {"error": "unauthorized"}, what
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", get_args(Mode))
 def test_every_route_answers_alike_with_and_without_origin_under_each_auth_mode(
     serve: Callable[[Mode | None], Served], mode: Mode
 ) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from support.binaries import require_binary
+from support.speedups import override
 from toolrun.exec import executor
 from toolrun.models import ExecResult, ResourceLimits
 
@@ -225,7 +226,7 @@ def test_cancelling_a_call_kills_its_process_group() -> None:
 
 def test_without_pidfd_a_worker_thread_waits_for_the_exit(monkeypatch: pytest.MonkeyPatch) -> None:
     """Kernels before 5.3 (and other Unixes) have no pidfd: the exit is awaited in a thread, same results."""
-    monkeypatch.setattr(executor, "_HAS_PIDFD", False)
+    override(monkeypatch, "pidfd")
     marker = unique_seconds()
 
     assert run("echo out; echo err >&2; exit 3").value() == (3, "out\n", "err\n")

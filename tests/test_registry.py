@@ -6,7 +6,8 @@ import pytest
 
 from toolrun.errors import NotFound
 from toolrun.models import EXEC_RETURN_TYPE, Identity, Param, ToolSpec
-from toolrun.registry import Registry, tokens
+from toolrun.registry import Registry
+from toolrun.search.textsearch import words
 
 ADMIN = Identity(username="root", groups=frozenset({"admin"}), anonymous=False)
 SRE = Identity(username="sam", groups=frozenset({"sre"}), anonymous=False)
@@ -79,8 +80,8 @@ def test_not_found_suggests_only_keys_the_caller_may_see(registry: Registry) -> 
     assert caught.value.suggestions == ["ops.restart"]
 
 
-def test_tokens_split_words_on_punctuation_and_lowercase_them() -> None:
-    assert tokens("ops.Disk_usage HTTP-get") == ["ops", "disk", "usage", "http", "get"]
+def test_words_split_on_punctuation_and_lowercase_them() -> None:
+    assert words("ops.Disk_usage HTTP-get") == ["ops", "disk", "usage", "http", "get"]
 
 
 def test_search_ranks_name_matches_above_description_matches(registry: Registry) -> None:

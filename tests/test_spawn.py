@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from support.binaries import require_binary
+from support.speedups import override
 from toolrun import speedups
 from toolrun.exec import executor, spawn
 
@@ -44,7 +45,7 @@ def run_probe(
     monkeypatch: pytest.MonkeyPatch, posix: bool, command: str = PROBE, **kwargs: Any
 ) -> tuple[int, str, str]:
     if not posix:
-        monkeypatch.setattr(spawn, "_LIBC", None)
+        override(monkeypatch, "posix_spawn")
     try:
         result = asyncio.run(executor.run(command, timeout=10, env=ENV, **kwargs))
     finally:
@@ -132,7 +133,7 @@ def start_both_ways(
     raised = []
     for posix in (True, False):
         if not posix:
-            monkeypatch.setattr(spawn, "_LIBC", None)
+            override(monkeypatch, "posix_spawn")
         read_end, write_end = os.pipe()
         try:
             with pytest.raises(error) as caught:

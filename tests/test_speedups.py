@@ -1,6 +1,6 @@
 """The speed tricks form one table with one switch, `TOOLRUN_SPEEDUPS`, and each answers as its plain path does.
 
-`make test` also runs the door tests with `TOOLRUN_SPEEDUPS=off` (the `pytest-plain` target): the
+`make test` also runs the door tests with `TOOLRUN_SPEEDUPS=off` (on a worker of their own: tests/conftest.py): the
 product must behave the same with every trick off, only slower. Here: the switch's syntax, its
 start-up error, the table's own integrity, and the dispatcher's hot routes against the router.
 """
@@ -8,6 +8,7 @@ start-up error, the table's own integrity, and the dispatcher's hot routes again
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import os
 import re
@@ -20,6 +21,7 @@ import pytest
 
 from support.app import Server, servers
 from support.http import JSON
+from support.speedups import HELD
 from test_mcp_fast import call, modern_headers
 from toolrun import speedups
 from toolrun.errors import UsageError
@@ -86,6 +88,26 @@ def test_every_row_names_what_it_replaces_its_gain_and_a_test_that_exists() -> N
         if test:
             names = {n.name for n in ast.walk(ast.parse(source.read_text())) if isinstance(n, ast.FunctionDef)}
             assert test in names, f"{row.name}: {path} has no {test}"
+
+
+def test_every_always_on_trick_names_code_that_exists_and_is_no_switchable_speedup() -> None:
+    for row in speedups.ALWAYS_ON:
+        assert row.does and row.why_always and row.name not in speedups.NAMES, row
+        module, _, attribute = row.where.partition(":")
+        found: object = importlib.import_module(module)
+        for part in attribute.split("."):
+            found = getattr(found, part)
+
+
+def test_override_turns_off_the_value_a_process_started_with_the_trick_off_holds(tmp_path: Path) -> None:
+    assert set(HELD) <= set(speedups.NAMES)
+    probe = "import importlib; print(repr([getattr(importlib.import_module(m), a) for m, a, _ in HELD.values()]))"
+    env = {**os.environ, "TOOLRUN_HOME": str(tmp_path), "TOOLRUN_SPEEDUPS": "off"}
+    script = f"from support.speedups import HELD; {probe}"  # run in tests/, where `support` is
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, cwd=ROOT / "tests", capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.strip() == repr([value for _, _, value in HELD.values()]), done.stderr
 
 
 def test_the_switch_is_documented_with_every_speedup_name() -> None:

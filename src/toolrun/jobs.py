@@ -680,13 +680,6 @@ class Jobs:
         ending = {"state": "cancelled", "error": "cancelled before it started; nothing ran"} if asked else None
         await self._finish(job_id, ending or {"state": "failed", "error": "the server stopped while it ran"}, None)
 
-    async def run_here(self, job: dict[str, Any]) -> None:
-        """Run an approved job in this process to its end (the local CLI's `jobs approve`)."""
-        self._start(job)
-        task = self.tasks.get(job["id"])
-        if task is not None:
-            await task
-
     async def _execute(self, job: dict[str, Any]) -> None:
         watch = OutputWatch()
         token = executor.OUTPUT_WATCH.set(watch)

@@ -22,14 +22,13 @@ from typing import TYPE_CHECKING, Any
 from .errors import NotFound
 from .models import Identity, ToolSpec
 from .search.relevance import DEFAULT_MIN_SCORE, Relevance, semantic_score
-from .search.textsearch import Analyzed, Index, analyze, query_words, words
+from .search.textsearch import Analyzed, Index, analyze, query_words
 
 if TYPE_CHECKING:
     from .search.semantic import Fused, Semantic
 
 
 MAX_VIEWS = 32  # search indexes kept at once (least recently used first out)
-tokens = words  # older name, kept for callers
 
 ViewKey = tuple[str, ...]
 ADMIN_VIEW: ViewKey = ("\x00admin",)

@@ -52,8 +52,8 @@ def setting(default: T, help: str, *, name: str = "") -> T:
 class Settings:
     """Every setting, one row each (adding a setting is adding a row); resolved by `Settings.load`.
 
-    Read a setting as an attribute (`settings.rate_limit_enabled`, typed); `settings["rate_limit.enabled"]`
-    still works, untyped. List settings are tuples: the whole object is immutable.
+    Read a setting as an attribute (`settings.rate_limit_enabled`, typed: its dotted name with dots as
+    underscores). List settings are tuples: the whole object is immutable.
     """
 
     catalog: tuple[str, ...] = setting((), "Catalog files or directories (os.pathsep-separated in the environment).")

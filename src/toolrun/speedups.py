@@ -11,6 +11,9 @@ this way).
     TOOLRUN_SPEEDUPS=off                      every trick off
     TOOLRUN_SPEEDUPS=coalesce,mcp_fast_path   the named tricks off, the others on
 
+The tricks that have no switch, because the plain path would answer and behave the same (a cache that is
+always kept right, a pool for another pool), are listed in `ALWAYS_ON` with the reason.
+
 A name that is not in the table stops `toolrun` at start-up with an error that lists the names
 (`check`). The value is read once, when this module is imported: the modules that hold a trick copy
 their answer into a module-level flag or decide when their object is built, so a hot path tests a
@@ -104,10 +107,66 @@ SPEEDUPS: tuple[Speedup, ...] = (
         "cli_coercion",
         "Typer's pydantic coercion of the CLI's options (cli/fastcoerce.py)",
         "about 70-120 ms per command, the pydantic import and TypeAdapters (cli/fastcoerce.py)",
-        "tests/test_cli.py (run again with the speedups off by `make pytest-plain`)",
+        "tests/test_cli.py (run again with the speedups off by `make test`: tests/conftest.py)",
     ),
 )
 NAMES = tuple(s.name for s in SPEEDUPS)
+
+
+@dataclass(frozen=True, slots=True)
+class AlwaysOn:
+    """A trick `TOOLRUN_SPEEDUPS` does not switch: what it does, why it has no switch, and where it lives."""
+
+    name: str
+    does: str
+    why_always: str
+    where: str  # module:attribute (tests/test_speedups.py imports it)
+
+
+ALWAYS_ON: tuple[AlwaysOn, ...] = (
+    AlwaysOn(
+        "fn_threads",
+        "plain-`def` fn tools run on toolrun's own threads (a queue in, call_soon_threadsafe out) rather than the "
+        "loop's default executor: about 30 us less per trivial call",
+        "both are a thread pool running the same function; the answer, its errors and timeouts are the same",
+        "toolrun.exec.fnthreads:FN_THREADS",
+    ),
+    AlwaysOn(
+        "big_blocks_mapped",
+        "a server maps every block of BIG_BLOCK bytes or more on its own (mallopt M_MMAP_THRESHOLD), given back when "
+        "freed",
+        "a memory bound rather than a speed trick: without it a process keeps the high-water mark of its largest "
+        "answers",
+        "toolrun.exec.heap:big_blocks_mapped",
+    ),
+    AlwaysOn(
+        "gc_freeze",
+        "`toolrun serve` freezes what it loaded before serving (gc.freeze): full collections no longer walk it (100+ "
+        "ms pauses at 32 concurrent calls) and forked workers share its pages",
+        "it changes when memory is scanned, never what is kept or answered",
+        "toolrun.server.run:serve",
+    ),
+    AlwaysOn(
+        "pid_cache",
+        "this process's id kept by an at-fork hook instead of a getpid() system call on every request's path",
+        "the same number either way; a forked worker sees its own at once",
+        "toolrun.exec.pidcache:pid",
+    ),
+    AlwaysOn(
+        "token_memo",
+        "an OAuth bearer token that verified is remembered until it expires or the key set changes: about 2 us "
+        "instead of 70 (RS256) to 200 (ES256) per request",
+        "only a token that verified gets in, and it leaves on expiry and on a new key set (tests/test_oauth.py)",
+        "toolrun.access.oauth:TokenVerifier.remembered",
+    ),
+    AlwaysOn(
+        "key_memo",
+        "an API key that resolved is remembered per key store connection (at most _MEMO_MAX)",
+        "every change to the key store, from any connection or process, is seen at the next call, and an expiry "
+        "counts without one (tests/test_auth.py)",
+        "toolrun.state.sqlite:SQLiteKeyStore.resolve",
+    ),
+)
 
 
 def parse(value: str) -> frozenset[str]:

@@ -12,12 +12,15 @@ processes, read from /proc, in support.procs.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import random
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -32,10 +35,53 @@ START_TIMEOUT = 30.0  # a cold `toolrun serve` imports starlette, uvicorn and mc
 TOOLRUN = str(Path(sys.executable).with_name("toolrun"))  # the installed console script
 
 
+def _port_range() -> range:
+    """12,000 ports just below the kernel's ephemeral range: the kernel never hands one of them to a client
+    socket (or to a `bind(0)`), so a port chosen here stays free until its server binds it."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return range(max(1024, low - 12000), low)
+
+
+PORTS = _port_range()
+# Every test process (each pytest-xdist worker, each checkout's run) reserves the ports it hands out with a
+# POSIX lock on that port's byte of this file: the kernel drops the locks when the process ends.
+PORT_LOCKS = Path(tempfile.gettempdir()) / "toolrun-test-ports.lock"
+_port_locks: list[int] = []  # the lock file's descriptor, opened once
+_handed: set[int] = set()  # a process's own locks never conflict with each other: it remembers what it handed
+
+
+def _locks_fd() -> int:
+    if not _port_locks:
+        fd = os.open(PORT_LOCKS, os.O_RDWR | os.O_CREAT, 0o666)
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, 0o666)  # another user's run on the same machine takes ports too
+        _port_locks.append(fd)
+    return _port_locks[0]
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port for a test server that no other test process hands out while this one lives, and
+    that nothing listens on now: tests run side by side (`make test` runs them in pytest-xdist workers)."""
+    fd = _locks_fd()
+    for _ in range(2000):
+        port = random.choice(PORTS)
+        if port in _handed:
+            continue
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, port)
+        except OSError:
+            continue  # another test process has it
+        _handed.add(port)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # something outside the tests listens there (or it is in TIME_WAIT): keep it reserved
+        return port
+    raise RuntimeError(f"no free port left in {PORTS.start}-{PORTS.stop - 1} (locks in {PORT_LOCKS})")
 
 
 def wait_until(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.02) -> T:

@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from .oauth import TokenVerifier
 
 Mode = Literal["anonymous", "optional", "keyed", "required", "admin"]
-MODES: tuple[Mode, ...] = ("anonymous", "optional", "keyed", "required", "admin")
 
 
 def looks_like_jwt(credential: str) -> bool:

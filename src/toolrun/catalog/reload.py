@@ -136,10 +136,6 @@ class Reloader:
         self._lock: asyncio.Lock | None = None
         self.counting = True  # False in every worker but the first: see the module docstring
 
-    @property
-    def healthy(self) -> bool:
-        return self.last_error is None
-
     async def reload(self, reason: str, counted: bool = True) -> ReloadResult:
         if self._lock is None:
             self._lock = asyncio.Lock()

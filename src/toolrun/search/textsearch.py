@@ -445,10 +445,6 @@ class Index:
         weighted = list(zip(bests, factors, strict=True))
         return {d: sum(best.get(d, 0.0) * f for best, f in weighted) for d in candidates}
 
-    def matches(self, query: Sequence[str]) -> set[int]:
-        """Every document the query words match (what `rank` counts)."""
-        return set(self._scores(self.split_compounds(tuple(query))))
-
     def rank(self, query: Iterable[str], need: int) -> tuple[list[int], int]:
         """The first `need` (at least) document numbers ranked for the query words, and how many matched.
 
