@@ -149,6 +149,10 @@ class Settings:
     oauth_resource: str = setting(
         "", "OAuth: this server's public URL in its protected-resource metadata (empty: from the request)."
     )
+    oauth_ui_client_id: str = setting(
+        "", "OAuth: the public client id of the browser UI at the issuer (empty: no 'Sign in with' button)."
+    )
+    oauth_ui_scopes: tuple[str, ...] = setting(("openid",), "OAuth: the scopes the browser UI asks for at sign-in.")
     sandbox_default: str = setting(
         "", "Sandbox of exec tools that declare none: empty or off (none), on (the default profile), or a profile name."
     )
@@ -320,6 +324,7 @@ def _check(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
 
 def _check_oauth(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
     """OAuth settings that would accept tokens meant for others, or fetch keys in the clear, are refused."""
+    _check_oauth_ui(values, origins)
     if not values["oauth_issuer"]:
         return
     from .access.oauth import check_algorithms, check_url
@@ -335,6 +340,29 @@ def _check_oauth(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
     if not values["oauth_username_claim"].strip():
         raise UsageError(f"setting oauth_username_claim from {origins['oauth_username_claim']}: must not be empty")
     check_algorithms(tuple(values["oauth_algorithms"]), origins["oauth_algorithms"])
+
+
+def _check_oauth_ui(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
+    """The UI's sign-in with the provider: a client id and scopes without spaces, and an issuer to sign in at."""
+    client_id = values["oauth_ui_client_id"]
+    if not client_id:
+        return
+    if not values["oauth_issuer"]:
+        raise UsageError(
+            f"setting oauth_ui_client_id from {origins['oauth_ui_client_id']}: needs oauth_issuer "
+            "(the provider the UI signs in with)"
+        )
+    if not client_id.isprintable() or any(c.isspace() for c in client_id):
+        raise UsageError(
+            f"setting oauth_ui_client_id from {origins['oauth_ui_client_id']}: got {client_id!r}, "
+            "expected a client id without spaces"
+        )
+    for scope in values["oauth_ui_scopes"]:
+        if not scope or not scope.isprintable() or any(c.isspace() or c in '"\\' for c in scope):
+            raise UsageError(
+                f"setting oauth_ui_scopes from {origins['oauth_ui_scopes']}: {scope!r} is not a scope "
+                "(no spaces, quotes or backslashes)"
+            )
 
 
 def _check_embeddings_url(url: str, origin: str) -> None:
