@@ -294,6 +294,7 @@ def test_requests_that_race_the_first_key_fetch_of_a_worker_wait_for_it(setup: S
         clock.sleep(0.3)  # a provider a little slow to answer
         return fetch_json(url)
 
+    setup.provider.audience = AUDIENCE
     config = OAuthConfig(issuer=setup.provider.url, audience=AUDIENCE)
     verifier = TokenVerifier(config, SigningKeys(config, fetch=slow_fetch))
     token = setup.provider.tokens(Grant(CLIENT_ID, setup.provider.redirect_uri, "", "openid"))["access_token"]
