@@ -100,6 +100,8 @@ def page(browser: Browser, setup: Setup) -> Iterator[Page]:
 
     setup.provider.deny = False
     setup.provider.audience = AUDIENCE
+    setup.provider.opaque_access_token = False
+    setup.provider.lifetime = 300
     context = browser.new_context(base_url=setup.server.url)
     context.add_init_script(CSP_PROBE)
     page = context.new_page()
@@ -183,6 +185,25 @@ def test_a_refused_sign_in_and_a_token_toolrun_refuses_are_shown(setup: Setup, p
     expect(dialog.get_by_role("alert")).to_contain_text(
         "toolrun refused the token: the token is not meant for this server"
     )
+    expect(page.get_by_test_id("identity")).to_contain_text("Anonymous")
+
+
+def test_with_an_opaque_access_token_the_ui_sends_the_id_token(setup: Setup, page: Page) -> None:
+    setup.provider.opaque_access_token = True
+    dialog = open_dialog(page)
+    with page.expect_request(lambda r: r.url.endswith("/whoami")) as check:
+        dialog.get_by_role("button", name="Sign in with").click()
+    assert check.value.headers["authorization"] == f"Bearer {setup.provider.issued[-1]}"  # the ID token
+    # Its aud is the client id, not this server's oauth_audience: refused, and the dialog says why.
+    expect(dialog.get_by_role("alert")).to_contain_text("not meant for this server (aud)")
+
+
+def test_an_expired_sign_in_ends_with_a_notice(setup: Setup, page: Page) -> None:
+    setup.provider.lifetime = 3
+    dialog = open_dialog(page)
+    dialog.get_by_role("button", name="Sign in with").click()
+    expect(page.get_by_test_id("username")).to_have_text("uma")
+    expect(page.locator(".banner")).to_contain_text("has expired: sign in again", timeout=15000)
     expect(page.get_by_test_id("identity")).to_contain_text("Anonymous")
 
 

@@ -44,6 +44,7 @@ class PkceProvider:
     groups: list[str] = field(default_factory=lambda: ["ops"])
     deny: bool = False
     opaque_access_token: bool = False
+    lifetime: int = 300  # seconds a token is valid
     port: int = 0
     key: RSAKey = field(default_factory=lambda: RSAKey.generate_key(2048, parameters={"kid": "k1"}))
     grants: dict[str, Grant] = field(default_factory=dict)
@@ -114,7 +115,7 @@ class PkceProvider:
 
     def tokens(self, grant: Grant) -> dict[str, Any]:
         now = int(time.time())
-        claims = {"iss": self.url, "sub": self.user, "groups": self.groups, "iat": now, "exp": now + 300}
+        claims = {"iss": self.url, "sub": self.user, "groups": self.groups, "iat": now, "exp": now + self.lifetime}
         access = jwt.encode(
             {"alg": "RS256", "kid": "k1"}, {**claims, "aud": self.audience, "jti": uuid.uuid4().hex}, self.key
         )
@@ -126,7 +127,7 @@ class PkceProvider:
             "access_token": access,
             "id_token": id_token,
             "token_type": "Bearer",
-            "expires_in": 300,
+            "expires_in": self.lifetime,
             "scope": grant.scope,
         }
 

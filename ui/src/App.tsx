@@ -19,7 +19,7 @@ import { Header } from "./components/Header";
 import { SignInDialog } from "./components/SignIn";
 import { ToolDetail } from "./components/ToolDetail";
 import { ToolList } from "./components/ToolList";
-import { completeSignIn, isCallback, SignInError } from "./oauth";
+import { completeSignIn, expiresIn, isCallback, SignInError } from "./oauth";
 import { href, navigate, parseLocation, type Route } from "./router";
 import { applyTheme, followSystem, saveTheme, savedTheme, systemTheme, type Theme } from "./theme";
 
@@ -94,7 +94,8 @@ export function App() {
     }
   }, []);
 
-  // Back from the provider (?code&state): finish the sign-in; the token stays in memory only.
+  // Back from the provider (?code&state): finish the sign-in; the token stays in memory only, until it expires.
+  const expiry = useRef<number | undefined>(undefined);
   const finishSignIn = useCallback(async () => {
     setChecking(true);
     try {
@@ -102,6 +103,20 @@ export function App() {
       storeKey(""); // a saved API key would come back on reload: the provider's sign-in replaces it
       setCurrentKey(token);
       setIdentity(who);
+      const left = expiresIn(token);
+      if (left !== null) {
+        window.clearTimeout(expiry.current);
+        expiry.current = window.setTimeout(
+          () => {
+            if (currentKey() !== token) return; // signed out or in again since
+            setCurrentKey("");
+            setIdentity(null);
+            setNotice("Your sign-in with the provider has expired: sign in again.");
+            setEpoch((n) => n + 1);
+          },
+          Math.min(Math.max(left, 0), 2 ** 31 - 1),
+        );
+      }
       setProviderError("");
       setNotice("");
     } catch (error) {

@@ -138,6 +138,17 @@ async function check(token: string): Promise<Identity> {
   throw new SignInError(`toolrun refused the token${why ? `: ${why}` : ` (HTTP ${response.status})`}.`);
 }
 
+/** Milliseconds until the token's `exp`, or null when it has none that can be read. */
+export function expiresIn(token: string): number | null {
+  try {
+    const payload = token.split(".")[1] ?? "";
+    const claims = JSON.parse(atob(payload.replace(/-/g, "+").replace(/_/g, "/"))) as { exp?: unknown };
+    return typeof claims.exp === "number" ? claims.exp * 1000 - Date.now() : null;
+  } catch {
+    return null;
+  }
+}
+
 /**
  * Finish a sign-in when the provider sent the browser back: the URL is cleaned first (the code and state
  * never stay in the address bar or history), then the state is checked, the code exchanged and the token
