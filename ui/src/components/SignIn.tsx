@@ -76,6 +76,12 @@ export function SignInDialog({ open, onClose, onSignedIn, providerError = "" }: 
     }
   };
 
+  const providerErrorText = providerError && (
+    <p id="signin-provider-error" class="field-error" role="alert">
+      {providerError}
+    </p>
+  );
+
   return (
     <dialog
       ref={dialog}
@@ -107,14 +113,11 @@ export function SignInDialog({ open, onClose, onSignedIn, providerError = "" }: 
               You sign in at {provider.provider} and come back here. The token is kept in this page&apos;s memory
               only: a reload or a new tab asks you to sign in again.
             </p>
-            <p class="signin-or muted">Or paste an API key:</p>
+            {providerErrorText}
           </div>
         )}
-        {providerError && (
-          <p id="signin-provider-error" class="field-error" role="alert">
-            {providerError}
-          </p>
-        )}
+        {!provider && providerErrorText}
+        {provider && <p class="muted">Or paste an API key:</p>}
         <p id="signin-help" class="muted">
           The key is checked with <code>/whoami</code>, kept in this browser's local storage and sent as the{" "}
           <code>X-API-Key</code> header. Create one with <code>toolrun keys create &lt;user&gt;</code>.
