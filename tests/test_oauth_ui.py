@@ -295,6 +295,8 @@ def test_the_ui_client_id_needs_an_issuer_and_sane_values(tmp_path: Path) -> Non
     base = {"SVC_OAUTH_ISSUER": "http://127.0.0.1:1", "SVC_OAUTH_AUDIENCE": "a"}
     with pytest.raises(UsageError, match="without spaces"):
         load(**base, SVC_OAUTH_UI_CLIENT_ID="my ui")
+    with pytest.raises(UsageError, match="cannot go in the UI's Content-Security-Policy"):
+        load(**{**base, "SVC_OAUTH_ISSUER": "https://a.example;script-src*"}, SVC_OAUTH_UI_CLIENT_ID="ui")
     with pytest.raises(UsageError, match="'a b' is not a scope"):
         load(**base, SVC_OAUTH_UI_CLIENT_ID="ui", SVC_OAUTH_UI_SCOPES="openid,a b")
     assert load(**base, SVC_OAUTH_UI_CLIENT_ID="ui", SVC_OAUTH_UI_SCOPES="openid,toolrun:ops").oauth_ui_scopes == (

@@ -352,6 +352,12 @@ def _check_oauth_ui(values: Mapping[str, Any], origins: Mapping[str, str]) -> No
             f"setting oauth_ui_client_id from {origins['oauth_ui_client_id']}: needs oauth_issuer "
             "(the provider the UI signs in with)"
         )
+    issuer = urlsplit(values["oauth_issuer"])
+    if not re.fullmatch(r"[A-Za-z0-9.\-]+(:[0-9]+)?|\[[0-9A-Fa-f:.]+\](:[0-9]+)?", issuer.netloc):
+        raise UsageError(
+            f"setting oauth_ui_client_id from {origins['oauth_ui_client_id']}: the issuer's host "
+            f"{issuer.netloc!r} cannot go in the UI's Content-Security-Policy (a host name or address, and a port)"
+        )
     if not client_id.isprintable() or any(c.isspace() for c in client_id):
         raise UsageError(
             f"setting oauth_ui_client_id from {origins['oauth_ui_client_id']}: got {client_id!r}, "
