@@ -162,6 +162,10 @@ class Settings:
         "OAuth: `subject=user` pairs: a token with that subject is that user of the key store, the same person "
         "as its API keys (docs/oauth.md).",
     )
+    oauth_ui_client_id: str = setting(
+        "", "OAuth: the public client id of the browser UI at the issuer (empty: no 'Sign in with' button)."
+    )
+    oauth_ui_scopes: tuple[str, ...] = setting(("openid",), "OAuth: the scopes the browser UI asks for at sign-in.")
     sandbox_default: str = setting(
         "", "Sandbox of exec tools that declare none: empty or off (none), on (the default profile), or a profile name."
     )
@@ -335,6 +339,7 @@ def _check(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
 
 def _check_oauth(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
     """OAuth settings that would accept tokens meant for others, or fetch keys in the clear, are refused."""
+    _check_oauth_ui(values, origins)
     if not values["oauth_issuer"]:
         return
     from .access.oauth import check_algorithms, check_url
@@ -353,6 +358,35 @@ def _check_oauth(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
     from .access.oauth import parse_users
 
     parse_users(tuple(values["oauth_users"]), origins["oauth_users"])
+
+
+def _check_oauth_ui(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
+    """The UI's sign-in with the provider: a client id and scopes without spaces, and an issuer to sign in at."""
+    client_id = values["oauth_ui_client_id"]
+    if not client_id:
+        return
+    if not values["oauth_issuer"]:
+        raise UsageError(
+            f"setting oauth_ui_client_id from {origins['oauth_ui_client_id']}: needs oauth_issuer "
+            "(the provider the UI signs in with)"
+        )
+    issuer = urlsplit(values["oauth_issuer"])
+    if not re.fullmatch(r"[A-Za-z0-9.\-]+(:[0-9]+)?|\[[0-9A-Fa-f:.]+\](:[0-9]+)?", issuer.netloc):
+        raise UsageError(
+            f"setting oauth_ui_client_id from {origins['oauth_ui_client_id']}: the issuer's host "
+            f"{issuer.netloc!r} cannot go in the UI's Content-Security-Policy (a host name or address, and a port)"
+        )
+    if not client_id.isprintable() or any(c.isspace() for c in client_id):
+        raise UsageError(
+            f"setting oauth_ui_client_id from {origins['oauth_ui_client_id']}: got {client_id!r}, "
+            "expected a client id without spaces"
+        )
+    for scope in values["oauth_ui_scopes"]:
+        if not scope or not scope.isprintable() or any(c.isspace() or c in '"\\' for c in scope):
+            raise UsageError(
+                f"setting oauth_ui_scopes from {origins['oauth_ui_scopes']}: {scope!r} is not a scope "
+                "(no spaces, quotes or backslashes)"
+            )
 
 
 def _check_embeddings_url(url: str, origin: str) -> None:

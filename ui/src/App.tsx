@@ -19,6 +19,7 @@ import { Header } from "./components/Header";
 import { SignInDialog } from "./components/SignIn";
 import { ToolDetail } from "./components/ToolDetail";
 import { ToolList } from "./components/ToolList";
+import { completeSignIn, expiresIn, isCallback, SignInError } from "./oauth";
 import { href, navigate, parseLocation, type Route } from "./router";
 import { applyTheme, followSystem, saveTheme, savedTheme, systemTheme, type Theme } from "./theme";
 
@@ -29,7 +30,8 @@ function isPlainClick(event: MouseEvent): boolean {
 export function App() {
   const [route, setRoute] = useState<Route>(() => parseLocation());
   const [identity, setIdentity] = useState<Identity | null>(null);
-  const [checking, setChecking] = useState(() => currentKey() !== "");
+  const [checking, setChecking] = useState(() => currentKey() !== "" || isCallback());
+  const [providerError, setProviderError] = useState("");
   const [epoch, setEpoch] = useState(0);
   const [signInOpen, setSignInOpen] = useState(false);
   const [notice, setNotice] = useState("");
@@ -92,8 +94,45 @@ export function App() {
     }
   }, []);
 
+  // Back from the provider (?code&state): finish the sign-in; the token stays in memory only, until it expires.
+  const expiry = useRef<number | undefined>(undefined);
+  const finishSignIn = useCallback(async () => {
+    setChecking(true);
+    try {
+      const { token, identity: who } = await completeSignIn();
+      storeKey(""); // a saved API key would come back on reload: the provider's sign-in replaces it
+      setCurrentKey(token);
+      setIdentity(who);
+      const left = expiresIn(token);
+      if (left !== null) {
+        window.clearTimeout(expiry.current);
+        expiry.current = window.setTimeout(
+          () => {
+            if (currentKey() !== token) return; // signed out or in again since
+            setCurrentKey("");
+            setIdentity(null);
+            setNotice("Your sign-in with the provider has expired: sign in again.");
+            setEpoch((n) => n + 1);
+          },
+          Math.min(Math.max(left, 0), 2 ** 31 - 1),
+        );
+      }
+      setProviderError("");
+      setNotice("");
+    } catch (error) {
+      setProviderError(error instanceof SignInError ? error.message : `Signing in failed: ${String(error)}`);
+      setSignInOpen(true);
+      void verify(currentKey());
+    } finally {
+      setRoute(parseLocation());
+      setEpoch((n) => n + 1);
+      setChecking(false);
+    }
+  }, [verify]);
+
   useEffect(() => {
-    void verify(currentKey());
+    if (isCallback()) void finishSignIn();
+    else void verify(currentKey());
     // Another tab signed in or out.
     const onStorage = (event: StorageEvent) => {
       if (event.key !== KEY_STORAGE_NAME && event.key !== null) return;
@@ -105,7 +144,7 @@ export function App() {
     };
     window.addEventListener("storage", onStorage);
     return () => window.removeEventListener("storage", onStorage);
-  }, [verify]);
+  }, [verify, finishSignIn]);
 
   // "/" jumps to the search box from anywhere but a text field.
   useEffect(() => {
@@ -126,6 +165,7 @@ export function App() {
     storeKey(key);
     setIdentity(who);
     setSignInOpen(false);
+    setProviderError("");
     setNotice("");
     setEpoch((n) => n + 1);
   };
@@ -220,7 +260,15 @@ export function App() {
           )}
         </div>
       </main>
-      <SignInDialog open={signInOpen} onClose={() => setSignInOpen(false)} onSignedIn={signedIn} />
+      <SignInDialog
+        open={signInOpen}
+        onClose={() => {
+          setSignInOpen(false);
+          setProviderError("");
+        }}
+        onSignedIn={signedIn}
+        providerError={providerError}
+      />
     </>
   );
 }

@@ -211,10 +211,14 @@ class SigningKeys:
             return False
         return self.tried_at is None or now - self.tried_at >= self.config.jwks_min_interval
 
+    def fetching(self) -> bool:
+        """Whether a fetch of the key set is under way."""
+        return self._lock.locked()
+
     def get(self, kid: str | None) -> Any:
         """The key for `kid`, fetching the set again when that is due (blocking: run it off the loop)."""
-        if self.wants_fetch(kid):
-            with self._lock:
+        if self.wants_fetch(kid) or (self.find(kid) is None and self.fetching()):
+            with self._lock:  # a fetch under way is waited for: its keys may hold this kid
                 if self.wants_fetch(kid):  # another thread may have fetched while this one waited
                     self.refresh()
         return self.find(kid)
@@ -409,8 +413,10 @@ class TokenVerifier:
         if known is not None:
             return known
         alg, kid = self.header(token)
-        if self.keys.wants_fetch(kid):
-            key = await asyncio.to_thread(self.keys.get, kid)  # the only blocking step, off the event loop
+        if self.keys.wants_fetch(kid) or (self.keys.find(kid) is None and self.keys.fetching()):
+            # The only blocking step, off the event loop. A fetch already under way (another request's, in a
+            # fresh worker) is waited for: its keys may be the ones this token needs.
+            key = await asyncio.to_thread(self.keys.get, kid)
         else:
             key = self.keys.find(kid)
         claims = self.claims(token, alg, key)

@@ -14,19 +14,27 @@ Routes: ``/ui`` and ``/ui/`` serve index.html; ``/ui/assets/...`` the hashed bun
 year, immutable; a missing asset is a 404, never index.html); other files of the build
 (favicon.svg, theme-init.js) as themselves; any other path under /ui/ gets index.html (the
 app routes on the client, e.g. /ui/tools/ops.disk_usage). Every answer carries the security headers.
+
+With `oauth_issuer` and `oauth_ui_client_id` set, ``/ui/oauth.json`` tells the app how to sign in with the
+provider (authorization code with PKCE, docs/oauth.md): the issuer, the client id, the scopes, and the
+authorization and token endpoints from the issuer's discovery document; the CSP's connect-src then adds the
+issuer's origin (and only it), where the app exchanges the code. Otherwise that route answers 404.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import stat
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from starlette.requests import Request
-from starlette.responses import FileResponse, PlainTextResponse, Response
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 if TYPE_CHECKING:
@@ -36,20 +44,26 @@ log = logging.getLogger("toolrun.ui")
 
 ENV_VAR = "TOOLRUN_UI_DIST"
 
-CSP = "; ".join(
-    [
-        "default-src 'self'",
-        "script-src 'self'",
-        "style-src 'self'",
-        "img-src 'self' data:",
-        "connect-src 'self'",
-        "font-src 'self'",
-        "object-src 'none'",
-        "frame-ancestors 'none'",
-        "base-uri 'none'",
-        "form-action 'self'",
-    ]
-)
+
+def csp(connect: str = "") -> str:
+    """The page's Content-Security-Policy; `connect` (an origin) is added to connect-src."""
+    return "; ".join(
+        [
+            "default-src 'self'",
+            "script-src 'self'",
+            "style-src 'self'",
+            "img-src 'self' data:",
+            f"connect-src 'self' {connect}" if connect else "connect-src 'self'",
+            "font-src 'self'",
+            "object-src 'none'",
+            "frame-ancestors 'none'",
+            "base-uri 'none'",
+            "form-action 'self'",
+        ]
+    )
+
+
+CSP = csp()
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": CSP,
@@ -106,14 +120,111 @@ def find_dist(environ: Mapping[str, str] | None = None) -> Path | None:
     return None
 
 
-def _secured(response: Response) -> Response:
+def _secured(response: Response, policy: str = CSP) -> Response:
     for name, value in SECURITY_HEADERS.items():
         response.headers[name] = value
+    response.headers["Content-Security-Policy"] = policy
     return response
 
 
 def _not_found(text: str = "Not Found") -> Response:
     return _secured(PlainTextResponse(text, status_code=404, headers={"Cache-Control": REVALIDATE}))
+
+
+def origin_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+class ProviderInfo:
+    """What the app needs to sign in with the provider (GET /ui/oauth.json): the settings, and the endpoints of
+    the issuer's discovery document, fetched on first use and cached for an hour. A failed fetch is tried
+    again at most every RETRY seconds, so anonymous visitors cannot make toolrun flood the provider."""
+
+    MAX_AGE = 3600.0
+    RETRY = 10.0
+
+    def __init__(self, settings: Settings) -> None:
+        self.issuer = settings.oauth_issuer.rstrip("/")
+        self.client_id = settings.oauth_ui_client_id
+        self.scopes = list(settings.oauth_ui_scopes)
+        self.document: dict[str, object] | None = None
+        self.error = ""
+        self.at = 0.0
+
+    async def get(self) -> dict[str, object]:
+        """The document for the app; BackendUnavailable when the provider cannot be used."""
+        from ..errors import BackendUnavailable
+
+        now = time.monotonic()
+        fresh = self.document is not None and now - self.at < self.MAX_AGE
+        if not fresh and not (self.error and now - self.at < self.RETRY):
+            try:
+                self.document, self.error = await asyncio.to_thread(self.discover), ""
+            except BackendUnavailable as exc:
+                self.document, self.error = None, str(exc)
+            self.at = now
+        if self.document is None:
+            raise BackendUnavailable(self.error)
+        return self.document
+
+    def discover(self) -> dict[str, object]:
+        from ..access.oauth import check_url, fetch_json
+        from ..errors import BackendUnavailable, UsageError
+
+        found = fetch_json(self.issuer + "/.well-known/openid-configuration")
+        if str(found.get("issuer", "")).rstrip("/") != self.issuer:
+            raise BackendUnavailable(f"the OpenID configuration of {self.issuer} names another issuer")
+        endpoints = {}
+        for name in ("authorization_endpoint", "token_endpoint"):
+            url = found.get(name)
+            if not isinstance(url, str):
+                raise BackendUnavailable(f"the OpenID configuration of {self.issuer} has no {name}")
+            try:
+                check_url(name, url)
+            except UsageError as exc:
+                raise BackendUnavailable(str(exc)) from None
+            endpoints[name] = url
+        if origin_of(endpoints["token_endpoint"]) != origin_of(self.issuer):
+            raise BackendUnavailable(
+                f"the token endpoint {endpoints['token_endpoint']} is not on the issuer's origin "
+                f"{origin_of(self.issuer)}, the only one the UI's CSP lets it reach"
+            )
+        methods = found.get("code_challenge_methods_supported")
+        if isinstance(methods, list) and "S256" not in methods:
+            raise BackendUnavailable(f"the provider {self.issuer} does not support PKCE with S256")
+        return {
+            "issuer": self.issuer,
+            "provider": urlsplit(self.issuer).netloc,
+            "client_id": self.client_id,
+            "scopes": self.scopes,
+            **endpoints,
+        }
+
+
+def oauth_route(settings: Settings | None) -> Route:
+    """GET /ui/oauth.json: how the app signs in with the provider; 404 when that is not set up."""
+    info = ProviderInfo(settings) if settings and settings.oauth_issuer and settings.oauth_ui_client_id else None
+
+    async def serve(request: Request) -> Response:
+        from ..errors import BackendUnavailable
+
+        headers = {"Cache-Control": "no-store"}
+        if info is None:
+            return JSONResponse({"error": "signing in with the provider is off (oauth_ui_client_id)"}, 404, headers)
+        try:
+            return JSONResponse(await info.get(), headers=headers)
+        except BackendUnavailable as exc:
+            return JSONResponse({"error": str(exc)}, 503, {**headers, "Retry-After": str(int(info.RETRY))})
+
+    return Route("/ui/oauth.json", serve, methods=["GET"])
+
+
+def page_csp(settings: Settings | None) -> str:
+    """The CSP of /ui: connect-src adds the issuer's origin when the UI signs in with the provider."""
+    if settings is not None and settings.oauth_issuer and settings.oauth_ui_client_id:
+        return csp(origin_of(settings.oauth_issuer))
+    return CSP
 
 
 def _not_modified(request: Request, response: Response) -> bool:
@@ -125,7 +236,7 @@ def _not_modified(request: Request, response: Response) -> bool:
     return False
 
 
-def _file(request: Request, path: Path, cache: str) -> Response:
+def _file(request: Request, path: Path, cache: str, policy: str = CSP) -> Response:
     try:
         info = path.stat()
     except OSError:
@@ -137,7 +248,7 @@ def _file(request: Request, path: Path, cache: str) -> Response:
     if _not_modified(request, response):
         keep = {k: v for k, v in response.headers.items() if k.lower() in ("etag", "cache-control", "last-modified")}
         response = Response(status_code=304, headers=keep)
-    return _secured(response)
+    return _secured(response, policy)
 
 
 def _inside(root: Path, relative: str) -> Path | None:
@@ -155,24 +266,24 @@ def _inside(root: Path, relative: str) -> Path | None:
     return candidate
 
 
-def built_routes(root: Path) -> list[BaseRoute]:
-    """The routes serving the built app in `root`."""
+def built_routes(root: Path, policy: str = CSP) -> list[BaseRoute]:
+    """The routes serving the built app in `root`, its pages under the CSP `policy`."""
     index = root / "index.html"
 
     async def serve_index(request: Request) -> Response:
-        return _file(request, index, REVALIDATE)
+        return _file(request, index, REVALIDATE, policy)
 
     async def serve_path(request: Request) -> Response:
         relative = request.path_params.get("path", "")
         if relative in ("", "index.html"):
-            return _file(request, index, REVALIDATE)
+            return _file(request, index, REVALIDATE, policy)
         target = _inside(root, relative)
         if relative.startswith("assets/"):
             # Hashed bundles: immutable when present, 404 (never the HTML page) when not.
             return _file(request, target, IMMUTABLE) if target is not None else _not_found()
         if target is not None and target.is_file():
-            return _file(request, target, REVALIDATE)
-        return _file(request, index, REVALIDATE)  # the SPA fallback: the app routes on the client
+            return _file(request, target, REVALIDATE, policy)
+        return _file(request, index, REVALIDATE, policy)  # the SPA fallback: the app routes on the client
 
     return [
         Route("/ui", serve_index, methods=["GET", "HEAD"]),
@@ -202,4 +313,4 @@ def ui_routes(settings: Settings | None = None, environ: Mapping[str, str] | Non
         )
         return not_built_routes()
     log.info("serving the browser UI at /ui from %s", root)
-    return built_routes(root)
+    return [oauth_route(settings), *built_routes(root, page_csp(settings))]
