@@ -403,9 +403,12 @@ def _json(doc: bytes) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def prepare(box: Sandbox, cwd: str | None, user: str | None, argv: list[str], key: str = "") -> Launch:
+def prepare(
+    box: Sandbox, cwd: str | None, user: str | None, argv: list[str], key: str = "", inner: list[str] | None = None
+) -> Launch:
     """The Launch of `argv` in `box`; SandboxUnavailable when bwrap is missing (or known not to work here), or when
-    a bound path cannot be bound safely at this call (sandboxpaths.py)."""
+    a bound path cannot be bound safely at this call (sandboxpaths.py). `inner`: a prefix run in the sandbox
+    before `argv` (prlimit of the process limit, which counts the sandbox user namespace's processes there)."""
     found = engine()
     if not found.ok or found.path is None:
         raise SandboxUnavailable(_refusal(key, found.problem))
@@ -426,7 +429,7 @@ def prepare(box: Sandbox, cwd: str | None, user: str | None, argv: list[str], ke
     except SandboxUnavailable as exc:
         raise SandboxUnavailable(_refusal(key, str(exc))) from None
     prefix = tuple(_drop_argv(*drop)) if drop is not None and user is None else ()
-    argv = [*argv[:2], verified(argv[2], binds), *argv[3:]]
+    argv = [*(inner or []), *argv[:2], verified(argv[2], binds), *argv[3:]]
     no_network = box.network != "host"  # the filter refuses the socket families no network namespace covers
     return Launch(found.path, jail_args(box, cwd, binds), argv, renumbered, binds, drop, prefix, no_network)
 

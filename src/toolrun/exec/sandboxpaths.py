@@ -118,6 +118,8 @@ class Own:
 
     objects: dict[Ident, str] = field(default_factory=dict)  # identity -> its real path
     above: dict[Ident, list[tuple[str, int, bool]]] = field(default_factory=dict)  # folder -> (path, depth, dir?)
+    # A folder -> one of toolrun's own not made yet that would lie inside it (a writable path there could make it).
+    future: dict[Ident, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, private: Iterable[str], files: Iterable[str] = (), near: set[Ident] | None = None) -> Own:
@@ -140,7 +142,8 @@ class Own:
         try:
             st = os.stat(path)
         except OSError:
-            return  # not made yet: nothing to hide (the next call looks again)
+            self._add_future(path)  # not made yet: nothing to hide, but no writable path may make it
+            return
         name = os.path.abspath(path)
         real = os.path.realpath(name) if os.path.islink(name) else name
         folder, base = os.path.split(real)
@@ -151,6 +154,16 @@ class Own:
         self.objects[(st.st_dev, st.st_ino)] = real
         for depth, ident in enumerate(above, 1):
             self.above.setdefault(ident, []).append((real, depth, stat.S_ISDIR(st.st_mode)))
+
+    def _add_future(self, path: str) -> None:
+        """Every existing folder above `path`, which is not made yet: a tool that may write one of them could make
+        toolrun's folder or file there first (a config file the server then reads, a key store it then trusts)."""
+        name = os.path.abspath(path)
+        here = os.path.dirname(name)
+        while here != "/" and not os.path.isdir(here):
+            here = os.path.dirname(here)
+        for ident in _real_folder(here)[1]:
+            self.future.setdefault(ident, name)
 
 
 def _real_folder(folder: str) -> tuple[str, list[Ident]]:
@@ -283,6 +296,11 @@ def _check(path: str, kind: str, ident: Ident, ancestry: list[Ident], own: Own) 
         held = own.above[ident][0][0]
         raise SandboxUnavailable(
             f"its writable path {path} holds toolrun's own {held} (keys, state, logs, catalog): give a narrower one"
+        )
+    if kind == "writable" and ident in own.future:
+        raise SandboxUnavailable(
+            f"its writable path {path} would hold toolrun's own {own.future[ident]}, not made yet (config, keys, "
+            "state, logs): a tool there could make it first; give a narrower one"
         )
 
 
