@@ -101,3 +101,63 @@ def test_a_tool_holding_processes_does_not_starve_other_calls_with_a_process_lim
             time.sleep(0.05)
         for pid in _pids_with(f"sleep\0{marker}"):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def etc_folder(jail: Jail) -> Iterator[Path]:
+    """A folder under /etc, the server user's, where the docs' deployment keeps its catalog (/etc/toolrun)."""
+    import shutil
+
+    need_root()
+    folder = Path("/etc") / f"toolrun-redteam-{uuid.uuid4().hex[:10]}"
+    folder.mkdir(mode=0o700)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_catalog_and_env_files_under_etc_are_hidden_from_every_sandbox(jail: Jail, etc_folder: Path) -> None:
+    """Every sandbox shows the host's /etc, where the docs keep the catalog (/etc/toolrun/catalog.d): toolrun covered
+    its catalog and env files only inside a `readable` path or the `cwd`, so a tool of a server whose user owns
+    them (the docs' `User=toolrun`; a root server's 0644 files) read every other tool's `env:` values and the env
+    file's secrets from /etc."""
+    from support.jails import unprivileged
+
+    env_file = etc_folder / "secret.env"
+    env_file.write_text("API_TOKEN=s3cret-from-the-env-file\n")
+    catalog = etc_folder / "tools.yaml"
+    catalog.write_text(
+        "group: t\ntools:\n  - name: peek\n"
+        f"    exec: cat {env_file} {catalog} {etc_folder}/config.toml; ls {etc_folder}; echo END\n"
+        "    env_file: secret.env\n    env: {OTHER: inline-s3cret-of-the-catalog}\n    sandbox: true\n"
+    )
+    (etc_folder / "config.toml").write_text('# the config file\nredis_url = "redis://:s3cret-config@x"\n')
+    owner = unprivileged() if jail.server == "user" else (0, 0)
+    for path in (etc_folder, env_file, catalog, etc_folder / "config.toml"):
+        os.chown(path, *owner)
+        path.chmod(0o700 if path.is_dir() else 0o644 if jail.server == "root" else 0o600)
+    if jail.server == "root":
+        etc_folder.chmod(0o755)
+    config = {"SVC_CONFIG": str(etc_folder / "config.toml")}
+    done = toolrun_as(jail.server, jail.home, "call", "-c", str(catalog), "t.peek", env=config)
+    assert "END" in done.stdout, said(done)  # the tool ran
+    assert "s3cret" not in done.stdout, said(done)
+
+
+def test_a_writable_path_cannot_add_a_catalog_file_to_a_catalog_folder(jail: Jail) -> None:
+    """A catalog folder (`-c DIR`, `catalog = ["/etc/toolrun/catalog.d"]`) loads every *.yaml in it. Only the catalog
+    files loaded were toolrun's own: a folder with none yet (or a `writable` path above one) could be a tool's
+    `writable` path, and the tool added a catalog file whose tools ran with no sandbox at the next load."""
+    folder = jail.writable("catalog.d")
+    planted = folder / "planted.yaml"
+    payload = "group: x\\ntools:\\n  - name: out\\n    exec: echo ESCAPED\\n"
+    jail.write(
+        f"group: t\ntools:\n  - name: plant\n    exec: |\n      printf '{payload}' > {planted} && echo PLANTED\n"
+        f"    sandbox: {{writable: [{folder}]}}\n"
+    )
+    done = jail.call("t.plant", "-c", str(folder))
+    assert "PLANTED" not in done.stdout and not planted.exists(), said(done)
+    assert done.returncode != 0 and "runs in a sandbox" in done.stderr and "Traceback" not in said(done), said(done)
+    again = toolrun_as(jail.server, jail.home, "call", "-c", str(jail.catalog), "-c", str(folder), "x.out")
+    assert "ESCAPED" not in again.stdout, said(again)

@@ -10,9 +10,9 @@ A tool with `sandbox:` runs as `bwrap <jail> -- /bin/sh -c <command>`. The jail 
 - nothing of toolrun's own (config, data, cache dirs: the key store, the state file; the config file,
   the audit log; the catalog and env files): the paths a profile binds are opened at each call without
   following links, checked by device and inode, and bound by descriptor (sandboxpaths.py); where a
-  `readable` path or the `cwd` contains one of toolrun's, it is covered by an empty read-only tmpfs (a
-  directory) or /dev/null (a file); a bound path inside one, or a `writable` path that holds one, fails
-  the call;
+  `readable` path or the `cwd` contains one of toolrun's, or /etc and /usr do (a catalog in /etc/toolrun), it is
+  covered by an empty read-only tmpfs (a directory) or /dev/null (a file); a bound path inside one, or a
+  `writable` path that holds one (or where one not made yet would be made), fails the call;
 - never root: a root server's tool without `user:` runs as SANDBOX_USER (setpriv before bwrap, which then
   makes an unprivileged user namespace); `user: root` is refused. /proc is read-only as a whole (bwrap
   0.8 leaves /proc/sys writable) and PROC_HIDDEN are covered;
@@ -44,6 +44,7 @@ import functools
 import json
 import os
 import shutil
+import stat
 import subprocess
 import time
 from collections.abc import Iterable, Mapping
@@ -178,6 +179,13 @@ def private_paths(environ: Mapping[str, str] | None = None, settings: Settings |
     return _private(tuple(environ.get(name) for name in _PRIVATE_ENV), frozenset(_EXTRA_PRIVATE))
 
 
+def own_catalogs(paths: Iterable[str | os.PathLike[str]]) -> None:
+    """The catalog files and folders this process loads from are toolrun's own, as its dirs are: a catalog folder
+    loads every *.yaml in it, so a `writable` path that is, holds or lies inside one fails the call (a tool there
+    could add a catalog file whose tools have no sandbox), and one a bound path contains is covered."""
+    _EXTRA_PRIVATE.update(os.path.abspath(path) for path in paths if str(path))
+
+
 def hide(paths: Iterable[str]) -> None:
     """Add files no sandbox may see or write (the catalog files and env files a load read): each at its name and,
     when that is a link, where it leads (the file itself)."""
@@ -265,10 +273,38 @@ def jail_args(box: Sandbox, cwd: str | None, binds: Binds) -> tuple[str, ...]:
         resolv = os.path.realpath("/etc/resolv.conf")  # often a link into /run (systemd-resolved): DNS needs it
         if not _inside(resolv, ["/etc", *binds.paths]):
             args += ["--ro-bind-try", resolv, resolv]
-    for path, is_dir in binds.masks:
+    for path, is_dir in (*binds.masks, *_system_masks(binds.masks)):
         cover = ["--perms", "0000", "--tmpfs", path, "--remount-ro", path]
         args += cover if is_dir else ["--ro-bind", "/dev/null", path]
     return (*args, "--remount-ro", "/", "--chdir", cwd or "/tmp")
+
+
+def _system_roots() -> tuple[str, ...]:
+    """The host folders every sandbox shows at their own names: /usr, /etc, and /bin, /lib... where not links."""
+    return (*SYSTEM_READ_ONLY, *(p for p in SYSTEM_LINKS if not os.path.islink(p) and os.path.isdir(p)))
+
+
+@functools.lru_cache(maxsize=8)
+def _in_system(paths: frozenset[str], roots: tuple[str, ...]) -> tuple[str, ...]:
+    """The real paths of `paths` that lie inside `roots` (sorted: a folder before what lies inside it)."""
+    return tuple(sorted({real for p in paths if _inside(real := os.path.realpath(p), roots)}))
+
+
+def _system_masks(bound: Iterable[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """Covers for toolrun's own files and folders inside the system folders every sandbox shows (the docs keep the
+    catalog in /etc/toolrun): the config, data and cache folders, the config file and audit log, the catalog and env
+    files; none already covered in `bound`, none inside a folder covered here."""
+    found: list[tuple[str, bool]] = []
+    covered = {path for path, _ in bound}
+    for real in _in_system(frozenset((*private_paths(), *_HIDDEN_FILES)), _system_roots()):
+        if real in covered or _inside(real, [p for p, is_dir in found if is_dir]):
+            continue
+        try:
+            info = os.lstat(real)
+        except OSError:
+            continue  # not made yet
+        found.append((real, stat.S_ISDIR(info.st_mode)))
+    return found
 
 
 class Launch:
