@@ -154,10 +154,33 @@ def test_a_writable_path_cannot_add_a_catalog_file_to_a_catalog_folder(jail: Jai
     payload = "group: x\\ntools:\\n  - name: out\\n    exec: echo ESCAPED\\n"
     jail.write(
         f"group: t\ntools:\n  - name: plant\n    exec: |\n      printf '{payload}' > {planted} && echo PLANTED\n"
-        f"    sandbox: {{writable: [{folder}]}}\n"
+        f"    sandbox: {{writable: [{folder}]}}\n  - name: here\n    exec: echo HERE\n    cwd: {folder}\n"
+        "    sandbox: true\n"
     )
+    here = jail.call("t.here", "-c", str(folder))  # reading it stays allowed: the folder's catalog files are covered
+    assert "HERE" in here.stdout, said(here)
     done = jail.call("t.plant", "-c", str(folder))
     assert "PLANTED" not in done.stdout and not planted.exists(), said(done)
     assert done.returncode != 0 and "runs in a sandbox" in done.stderr and "Traceback" not in said(done), said(done)
     again = toolrun_as(jail.server, jail.home, "call", "-c", str(jail.catalog), "-c", str(folder), "x.out")
     assert "ESCAPED" not in again.stdout, said(again)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the bound-path check's failure is told apart by its stderr line and exit status 125 only, which a tool can "
+    "write too; telling it apart for sure needs a descriptor of its own (a pipe the check writes before the command)",
+)
+def test_a_tool_cannot_pass_its_own_run_off_as_a_sandbox_that_never_started(jail: Jail) -> None:
+    """A tool that prints the bound-path check's line and exits 125, after doing its work, is reported (and logged) as
+    a sandbox that could not be set up: "it was not run"."""
+    out = jail.writable("out")
+    jail.write(
+        "group: t\ntools:\n  - name: spoof\n    exec: |\n"
+        f"      echo done > {out}/work\n"
+        "      echo 'toolrun: a bound path changed while the sandbox was set up' >&2; exit 125\n"
+        f"    sandbox: {{writable: [{out}]}}\n"
+    )
+    done = jail.call("t.spoof")
+    assert (out / "work").exists(), said(done)  # it ran
+    assert "it was not run" not in done.stderr, said(done)

@@ -86,6 +86,7 @@ SECCOMP_FD = 3  # bwrap's filter descriptor in the child, then its status one: a
 
 _EXTRA_PRIVATE: set[str] = set()  # the dirs and audit log of the settings this process loaded
 _HIDDEN_FILES: set[str] = set()  # the catalog files and env files this process loaded
+_CATALOG_PATHS: set[str] = set()  # the catalog files and folders this process loads from (`own_catalogs`)
 
 
 # -- the engine: is bwrap here, and does it work -----------------------------------------------------------
@@ -180,10 +181,10 @@ def private_paths(environ: Mapping[str, str] | None = None, settings: Settings |
 
 
 def own_catalogs(paths: Iterable[str | os.PathLike[str]]) -> None:
-    """The catalog files and folders this process loads from are toolrun's own, as its dirs are: a catalog folder
-    loads every *.yaml in it, so a `writable` path that is, holds or lies inside one fails the call (a tool there
-    could add a catalog file whose tools have no sandbox), and one a bound path contains is covered."""
-    _EXTRA_PRIVATE.update(os.path.abspath(path) for path in paths if str(path))
+    """Record the catalog files and folders this process loads from: a catalog folder loads every *.yaml in it, so a
+    `writable` path that is or holds one fails the call (a tool there could add a catalog file whose tools have no
+    sandbox). Its catalog files themselves are `hide`'s."""
+    _CATALOG_PATHS.update(os.path.abspath(path) for path in paths if str(path))
 
 
 def hide(paths: Iterable[str]) -> None:
@@ -461,7 +462,9 @@ def prepare(
 
     renumbered = uses_posix_spawn()
     try:
-        binds = open_binds(box.readable, box.writable, cwd, private_paths(), renumbered, _HIDDEN_FILES)
+        binds = open_binds(
+            box.readable, box.writable, cwd, private_paths(), renumbered, _HIDDEN_FILES, tuple(_CATALOG_PATHS)
+        )
     except SandboxUnavailable as exc:
         raise SandboxUnavailable(_refusal(key, str(exc))) from None
     prefix = tuple(_drop_argv(*drop)) if drop is not None and user is None else ()
