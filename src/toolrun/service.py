@@ -176,6 +176,7 @@ class ToolService:
     ) -> ToolService:
         environ = os.environ if environ is None else environ
         sandbox.private_paths(environ, settings)  # its audit log and dirs stay hidden from sandboxed tools
+        sandbox.own_catalogs(paths)  # and the catalog folders named (a tool may not add a catalog file to one)
         catalog = load(paths, environ, load_options(settings))
         return cls(catalog, environ=environ, **kwargs)
 

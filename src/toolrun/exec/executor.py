@@ -387,12 +387,17 @@ async def run(
     limits = limits or _DEFAULT_LIMITS
     argv = ["/bin/sh", "-c", command]
     launch: _sandboxing.Launch | _sandboxing.NoLaunch = _sandboxing.NO_LAUNCH
+    extra = limits.prlimit_args()
     if sandbox is not None:  # bwrap starts the shell, in `cwd`; setpriv and prlimit go before bwrap
-        launch = _sandboxing.prepare(sandbox, cwd, user, argv)
+        # but the process limit inside it: RLIMIT_NPROC set before bwrap counts every process of the user on the
+        # host (every sandboxed call of a root server runs as `nobody`: one call's processes starved the others);
+        # set in the sandbox's own user namespace, it counts the call's own processes.
+        inner = [arg for arg in extra if arg.startswith("--nproc=")]
+        extra = [arg for arg in extra if arg not in inner]
+        launch = _sandboxing.prepare(sandbox, cwd, user, argv, inner=[_prlimit(), *inner, "--"] if inner else [])
         argv, cwd = launch.argv, None
     if user is not None:
         argv = [*_setpriv(user), *argv]
-    extra = limits.prlimit_args()
     if extra:
         argv = [_prlimit(), *extra, "--", *argv]
     loop = asyncio.get_running_loop()

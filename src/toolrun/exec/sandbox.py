@@ -10,9 +10,9 @@ A tool with `sandbox:` runs as `bwrap <jail> -- /bin/sh -c <command>`. The jail 
 - nothing of toolrun's own (config, data, cache dirs: the key store, the state file; the config file,
   the audit log; the catalog and env files): the paths a profile binds are opened at each call without
   following links, checked by device and inode, and bound by descriptor (sandboxpaths.py); where a
-  `readable` path or the `cwd` contains one of toolrun's, it is covered by an empty read-only tmpfs (a
-  directory) or /dev/null (a file); a bound path inside one, or a `writable` path that holds one, fails
-  the call;
+  `readable` path or the `cwd` contains one of toolrun's, or /etc and /usr do (a catalog in /etc/toolrun), it is
+  covered by an empty read-only tmpfs (a directory) or /dev/null (a file); a bound path inside one, or a
+  `writable` path that holds one (or where one not made yet would be made), fails the call;
 - never root: a root server's tool without `user:` runs as SANDBOX_USER (setpriv before bwrap, which then
   makes an unprivileged user namespace); `user: root` is refused. /proc is read-only as a whole (bwrap
   0.8 leaves /proc/sys writable) and PROC_HIDDEN are covered;
@@ -44,6 +44,7 @@ import functools
 import json
 import os
 import shutil
+import stat
 import subprocess
 import time
 from collections.abc import Iterable, Mapping
@@ -85,6 +86,7 @@ SECCOMP_FD = 3  # bwrap's filter descriptor in the child, then its status one: a
 
 _EXTRA_PRIVATE: set[str] = set()  # the dirs and audit log of the settings this process loaded
 _HIDDEN_FILES: set[str] = set()  # the catalog files and env files this process loaded
+_CATALOG_PATHS: set[str] = set()  # the catalog files and folders this process loads from (`own_catalogs`)
 
 
 # -- the engine: is bwrap here, and does it work -----------------------------------------------------------
@@ -178,6 +180,13 @@ def private_paths(environ: Mapping[str, str] | None = None, settings: Settings |
     return _private(tuple(environ.get(name) for name in _PRIVATE_ENV), frozenset(_EXTRA_PRIVATE))
 
 
+def own_catalogs(paths: Iterable[str | os.PathLike[str]]) -> None:
+    """Record the catalog files and folders this process loads from: a catalog folder loads every *.yaml in it, so a
+    `writable` path that is or holds one fails the call (a tool there could add a catalog file whose tools have no
+    sandbox). Its catalog files themselves are `hide`'s."""
+    _CATALOG_PATHS.update(os.path.abspath(path) for path in paths if str(path))
+
+
 def hide(paths: Iterable[str]) -> None:
     """Add files no sandbox may see or write (the catalog files and env files a load read): each at its name and,
     when that is a link, where it leads (the file itself)."""
@@ -265,10 +274,38 @@ def jail_args(box: Sandbox, cwd: str | None, binds: Binds) -> tuple[str, ...]:
         resolv = os.path.realpath("/etc/resolv.conf")  # often a link into /run (systemd-resolved): DNS needs it
         if not _inside(resolv, ["/etc", *binds.paths]):
             args += ["--ro-bind-try", resolv, resolv]
-    for path, is_dir in binds.masks:
+    for path, is_dir in (*binds.masks, *_system_masks(binds.masks)):
         cover = ["--perms", "0000", "--tmpfs", path, "--remount-ro", path]
         args += cover if is_dir else ["--ro-bind", "/dev/null", path]
     return (*args, "--remount-ro", "/", "--chdir", cwd or "/tmp")
+
+
+def _system_roots() -> tuple[str, ...]:
+    """The host folders every sandbox shows at their own names: /usr, /etc, and /bin, /lib... where not links."""
+    return (*SYSTEM_READ_ONLY, *(p for p in SYSTEM_LINKS if not os.path.islink(p) and os.path.isdir(p)))
+
+
+@functools.lru_cache(maxsize=8)
+def _in_system(paths: frozenset[str], roots: tuple[str, ...]) -> tuple[str, ...]:
+    """The real paths of `paths` that lie inside `roots` (sorted: a folder before what lies inside it)."""
+    return tuple(sorted({real for p in paths if _inside(real := os.path.realpath(p), roots)}))
+
+
+def _system_masks(bound: Iterable[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """Covers for toolrun's own files and folders inside the system folders every sandbox shows (the docs keep the
+    catalog in /etc/toolrun): the config, data and cache folders, the config file and audit log, the catalog and env
+    files; none already covered in `bound`, none inside a folder covered here."""
+    found: list[tuple[str, bool]] = []
+    covered = {path for path, _ in bound}
+    for real in _in_system(frozenset((*private_paths(), *_HIDDEN_FILES)), _system_roots()):
+        if real in covered or _inside(real, [p for p, is_dir in found if is_dir]):
+            continue
+        try:
+            info = os.lstat(real)
+        except OSError:
+            continue  # not made yet
+        found.append((real, stat.S_ISDIR(info.st_mode)))
+    return found
 
 
 class Launch:
@@ -403,9 +440,12 @@ def _json(doc: bytes) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def prepare(box: Sandbox, cwd: str | None, user: str | None, argv: list[str], key: str = "") -> Launch:
+def prepare(
+    box: Sandbox, cwd: str | None, user: str | None, argv: list[str], key: str = "", inner: list[str] | None = None
+) -> Launch:
     """The Launch of `argv` in `box`; SandboxUnavailable when bwrap is missing (or known not to work here), or when
-    a bound path cannot be bound safely at this call (sandboxpaths.py)."""
+    a bound path cannot be bound safely at this call (sandboxpaths.py). `inner`: a prefix run in the sandbox
+    before `argv` (prlimit of the process limit, which counts the sandbox user namespace's processes there)."""
     found = engine()
     if not found.ok or found.path is None:
         raise SandboxUnavailable(_refusal(key, found.problem))
@@ -422,11 +462,13 @@ def prepare(box: Sandbox, cwd: str | None, user: str | None, argv: list[str], ke
 
     renumbered = uses_posix_spawn()
     try:
-        binds = open_binds(box.readable, box.writable, cwd, private_paths(), renumbered, _HIDDEN_FILES)
+        binds = open_binds(
+            box.readable, box.writable, cwd, private_paths(), renumbered, _HIDDEN_FILES, tuple(_CATALOG_PATHS)
+        )
     except SandboxUnavailable as exc:
         raise SandboxUnavailable(_refusal(key, str(exc))) from None
     prefix = tuple(_drop_argv(*drop)) if drop is not None and user is None else ()
-    argv = [*argv[:2], verified(argv[2], binds), *argv[3:]]
+    argv = [*(inner or []), *argv[:2], verified(argv[2], binds), *argv[3:]]
     no_network = box.network != "host"  # the filter refuses the socket families no network namespace covers
     return Launch(found.path, jail_args(box, cwd, binds), argv, renumbered, binds, drop, prefix, no_network)
 

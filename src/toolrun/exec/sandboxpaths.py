@@ -118,13 +118,25 @@ class Own:
 
     objects: dict[Ident, str] = field(default_factory=dict)  # identity -> its real path
     above: dict[Ident, list[tuple[str, int, bool]]] = field(default_factory=dict)  # folder -> (path, depth, dir?)
+    # A folder -> one of toolrun's own not made yet that would lie inside it (a writable path there could make it),
+    # or a catalog folder's next catalog file.
+    future: dict[Ident, str] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, private: Iterable[str], files: Iterable[str] = (), near: set[Ident] | None = None) -> Own:
+    def of(
+        cls,
+        private: Iterable[str],
+        files: Iterable[str] = (),
+        near: set[Ident] | None = None,
+        folders_loaded: Iterable[str] = (),
+    ) -> Own:
         """`private` (toolrun's folders and files), and `files` (the catalog and env files: many, files only) where
         they can matter: in a folder that is, or lies inside, one of the `near` identities (the bound paths'; None:
         look at every one)."""
         own = cls()
+        for path in folders_loaded:  # catalog folders: no writable path may add a catalog file to one
+            if os.path.isdir(path):
+                own._add_future(os.path.join(path, "*.yaml"))
         folders: dict[str, tuple[str, list[Ident]]] = {}  # a folder's name -> its real path and the idents above
         for path in private:
             own._add(path, folders)
@@ -140,7 +152,8 @@ class Own:
         try:
             st = os.stat(path)
         except OSError:
-            return  # not made yet: nothing to hide (the next call looks again)
+            self._add_future(path)  # not made yet: nothing to hide, but no writable path may make it
+            return
         name = os.path.abspath(path)
         real = os.path.realpath(name) if os.path.islink(name) else name
         folder, base = os.path.split(real)
@@ -151,6 +164,16 @@ class Own:
         self.objects[(st.st_dev, st.st_ino)] = real
         for depth, ident in enumerate(above, 1):
             self.above.setdefault(ident, []).append((real, depth, stat.S_ISDIR(st.st_mode)))
+
+    def _add_future(self, path: str) -> None:
+        """Every existing folder above `path`, which is not made yet: a tool that may write one of them could make
+        toolrun's folder or file there first (a config file the server then reads, a key store it then trusts)."""
+        name = os.path.abspath(path)
+        here = os.path.dirname(name)
+        while here != "/" and not os.path.isdir(here):
+            here = os.path.dirname(here)
+        for ident in _real_folder(here)[1]:
+            self.future.setdefault(ident, name)
 
 
 def _real_folder(folder: str) -> tuple[str, list[Ident]]:
@@ -213,9 +236,11 @@ def open_binds(
     private: Iterable[str],
     renumbered: bool,
     files: Iterable[str] = (),
+    catalogs: Iterable[str] = (),
 ) -> Binds:
     """Open and check every path `box` binds (see the module's doc) against toolrun's `private` folders and files and
-    the catalog and env `files`; SandboxUnavailable (the reason, to go after "runs in a sandbox, and") when one
+    the catalog and env `files` (and the catalog folders loaded, `catalogs`: no writable path may be or hold one);
+    SandboxUnavailable (the reason, to go after "runs in a sandbox, and") when one
     cannot be bound safely, FileNotFoundError for a missing `cwd`."""
     wanted = [(p, "readable") for p in readable] + [(p, "writable") for p in writable]
     if cwd is not None:
@@ -228,7 +253,7 @@ def open_binds(
                 opened.append(item)
         # A catalog or env file matters where it lies under a bound folder, or is a bound file itself.
         near = None if any(i.is_file for i in opened) else {i.ident for i in opened}
-        own = Own.of(private, files, near)
+        own = Own.of(private, files, near, catalogs)
         for item in opened:
             _check(item.path, item.kind, item.ident, item.ancestry, own)
         return _binds(opened, own, renumbered)
@@ -283,6 +308,11 @@ def _check(path: str, kind: str, ident: Ident, ancestry: list[Ident], own: Own) 
         held = own.above[ident][0][0]
         raise SandboxUnavailable(
             f"its writable path {path} holds toolrun's own {held} (keys, state, logs, catalog): give a narrower one"
+        )
+    if kind == "writable" and ident in own.future:
+        raise SandboxUnavailable(
+            f"its writable path {path} would hold toolrun's own {own.future[ident]}, not made yet (config, keys, "
+            "state, logs, catalog): a tool there could make it first; give a narrower one"
         )
 
 
