@@ -50,6 +50,8 @@ _.approve_job
 _.deny_job
 _.cancel_job
 _.job_events
+_.hold_job
+_.withdraw_job
 
 # overrides of asyncio's and uvicorn's internals, called by them (server/loop.py, server/protocol.py)
 ServerLoop  # uvicorn.Config(loop="toolrun.server.loop:ServerLoop")
@@ -82,3 +84,6 @@ does
 why_always
 where
 ALWAYS_ON  # the tricks with no switch: a table for readers, checked by tests/test_speedups.py
+
+# used by the search benchmarks (bench/search_semrank.py, bench/search_fusion.py), not by the product
+found_in
