@@ -216,6 +216,11 @@ class ToolService:
         """A page of the caller's tools for `query`: those scoring `min_score` or more (search/relevance.py)."""
         return self.registry.search(identity, query, offset, limit, min_score, explain)
 
+    def spec(self, key: str) -> ToolSpec | None:
+        """The catalog's tool `key`, visible or not: for a door's words about a result it already holds (a failed
+        sandboxed call's note), never to decide who may see or call it."""
+        return self.registry.tools.get(key)
+
     def visible(self, identity: Identity, key: str) -> ToolSpec | None:
         """The tool `key` if this caller may see it, else None (unknown and hidden look alike)."""
         tool = self.registry.tools.get(key)

@@ -85,7 +85,7 @@ SANDBOX_USER = "nobody"
 SECCOMP_FD = 3  # bwrap's filter descriptor in the child, then its status one: after the shell's check descriptors
 
 _EXTRA_PRIVATE: set[str] = set()  # the dirs and audit log of the settings this process loaded
-_HIDDEN_FILES: set[str] = set()  # the catalog files and env files this process loaded
+HIDDEN_FILES: set[str] = set()  # the catalog files and env files this process loaded
 _CATALOG_PATHS: set[str] = set()  # the catalog files and folders this process loads from (`own_catalogs`)
 
 
@@ -192,7 +192,7 @@ def hide(paths: Iterable[str]) -> None:
     when that is a link, where it leads (the file itself)."""
     for path in paths:
         if path:
-            _HIDDEN_FILES.update((os.path.abspath(path), os.path.realpath(path)))
+            HIDDEN_FILES.update((os.path.abspath(path), os.path.realpath(path)))
 
 
 @functools.lru_cache(maxsize=64)
@@ -297,7 +297,7 @@ def _system_masks(bound: Iterable[tuple[str, bool]]) -> list[tuple[str, bool]]:
     files; none already covered in `bound`, none inside a folder covered here."""
     found: list[tuple[str, bool]] = []
     covered = {path for path, _ in bound}
-    for real in _in_system(frozenset((*private_paths(), *_HIDDEN_FILES)), _system_roots()):
+    for real in _in_system(frozenset((*private_paths(), *HIDDEN_FILES)), _system_roots()):
         if real in covered or _inside(real, [p for p, is_dir in found if is_dir]):
             continue
         try:
@@ -463,7 +463,7 @@ def prepare(
     renumbered = uses_posix_spawn()
     try:
         binds = open_binds(
-            box.readable, box.writable, cwd, private_paths(), renumbered, _HIDDEN_FILES, tuple(_CATALOG_PATHS)
+            box.readable, box.writable, cwd, private_paths(), renumbered, HIDDEN_FILES, tuple(_CATALOG_PATHS)
         )
     except SandboxUnavailable as exc:
         raise SandboxUnavailable(_refusal(key, str(exc))) from None

@@ -77,7 +77,7 @@ def _why_unbound(box: Sandbox, cwd: str | None, private: tuple[str, ...]) -> str
     from .spawn import uses_posix_spawn
 
     try:
-        binds = open_binds(box.readable, box.writable, cwd, private, uses_posix_spawn(), sandbox._HIDDEN_FILES)
+        binds = open_binds(box.readable, box.writable, cwd, private, uses_posix_spawn(), sandbox.HIDDEN_FILES)
     except SandboxUnavailable as exc:
         return str(exc)
     except OSError:

@@ -129,7 +129,7 @@ class ToolCall:
         if result.exec is not None:  # exec and curl tools: the exit code, so no client parses a tuple
             headers.append((EXIT_CODE_HEADER, str(result.exec.returncode).encode()))
             if not result.ok:  # a failed sandboxed call: which profile it ran in, and what that withholds
-                tool = self.service.registry.tools.get(result.key)
+                tool = self.service.spec(result.key)
                 if tool is not None and tool.sandbox is not None:
                     headers.append((sandboxview.HEADER, sandboxview.header_value(tool.sandbox, tool.cwd)))
         if as_json:
