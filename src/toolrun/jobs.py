@@ -574,7 +574,9 @@ class Jobs:
     async def withdraw(self, identity: Identity, job_id: str, reason: str = WITHDRAWN) -> dict[str, Any]:
         """The waiting requester went away (Ctrl-C, a kill, the UI's Cancel, an MCP client that gave up): its
         request awaiting approval is cancelled with `reason`, and a job already running is cancelled as by
-        `cancel`. A job in a final state is answered as it is."""
+        `cancel`. A job in a final state is answered as it is. `reason` is checked as any reason (the words a
+        caller added after WITHDRAWN): an escape sequence would reach the approvers' terminals."""
+        check_reason(reason.removeprefix(WITHDRAWN).removeprefix(" (").removesuffix(")"))
         job = await self.get(identity, job_id)
         if not is_requester(identity, job):
             raise Forbidden("only the requester of a call withdraws it")

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ..errors import CallerFull, UnsupportedMediaType, UsageError
-from ..jobrecord import FINAL, STATES, WITHDRAWN, OutputDelta, public_view
+from ..jobrecord import FINAL, STATES, WITHDRAWN, OutputDelta, check_reason, public_view
 from ..jobs import PAGE_DEFAULT, PAGE_MAX
 from ..models import Identity
 from ..settings import Settings
@@ -88,6 +88,7 @@ class JobRoutes:
 
     async def withdraw_job(self, request: Request, identity: Identity) -> Response:
         reason = await _reason(request, self.settings)
+        check_reason(reason)  # as approve, deny and cancel check theirs (in service.jobs)
         why = WITHDRAWN + (f" ({reason})" if reason else "")
         job = await self.service.jobs.withdraw(identity, request.path_params["id"], why)
         return JSONResponse(public_view(job, identity))

