@@ -137,3 +137,54 @@ def test_a_secret_argument_is_gone_from_every_state_file_once_the_job_ended(worl
     from support.servers import wait_until
 
     wait_until(clean, 15, "the secret argument gone from the state files", interval=0.5)
+
+
+def test_the_digest_shown_and_audited_gives_no_way_back_to_a_secret_argument(world: World) -> None:
+    """A secret argument (a 4-digit PIN) leaves the record when the job ends, but the digest stays in every view
+    and in the audit trail for good. Unsalted, it is sha256 of what an approver knows (the tool, the other
+    arguments) and the PIN: 10,000 guesses give the PIN back. Nobody may recompute it from what they see."""
+    from toolrun.catalog import load
+    from toolrun.jobrecord import digest
+
+    answer = world.users.req("alice", "POST", "/tools/ops.unlock", {"door": "vault", "pin": "4821"})
+    assert answer.status_code == 202, answer.text
+    job = answer.json()["job"]
+    assert world.users.approve("bob", job).status_code == 200
+    view = world.users.until("bob", job, "succeeded")
+    assert "4821" not in json.dumps(view)
+    audited = {line["digest"] for line in world.audit_lines(job)}
+    assert audited == {view["digest"]}, audited
+    tool = load([world.server.catalog], {}).tools["ops.unlock"]
+    found = [
+        pin
+        for pin in (f"{n:04d}" for n in range(10000))
+        if digest(tool, {"door": "vault", "pin": pin}) == view["digest"]
+    ]
+    assert found == [], f"the PIN {found} comes back from the digest"
+
+
+# -- the digest binds the code that runs ------------------------------------------------------------------------------
+
+
+def test_an_fn_tool_whose_code_changed_before_the_approval_never_runs_the_new_code(world: World) -> None:
+    """The approver reads `rtmod:act`; the module's code changes and the server restarts (a deploy) before the
+    approval: the approved job must not run code nobody approved."""
+    job = world.ask("alice", "act", "t1")
+    (world.base / "rtmod.py").write_text(MODULE.format(word="EVIL"), encoding="utf-8")
+    try:
+        world.server.stop()
+        world.server.start()
+        answer = world.users.approve("bob", job)
+        if answer.status_code == 200:
+            view = world.users.until("bob", job, "succeeded", "failed", "cancelled")
+            assert "EVIL" not in json.dumps(view), view
+        assert answer.status_code == 409 and "changed" in answer.text, answer.text
+        assert world.users.view("bob", job).json()["status"] == "expired"
+        # The same code again after a restart: a new request is approved and runs.
+        fresh = world.ask("alice", "act", "t2")
+        world.server.stop()
+        world.server.start()
+        assert world.users.approve("bob", fresh).status_code == 200
+        assert "EVIL t2" in world.users.until("bob", fresh, "succeeded")["result"]["body"]
+    finally:
+        (world.base / "rtmod.py").write_text(MODULE.format(word="harmless"), encoding="utf-8")

@@ -248,6 +248,7 @@ class Jobs:
         await self._within_share(identity, tool, values)
         moment = time.time()
         origin = origin or CallOrigin()
+        salt = secrets.token_hex(16)  # the digest's key: jobrecord.digest
         job: dict[str, Any] = {
             "id": new_job_id(),
             "tool": tool.key,
@@ -257,7 +258,8 @@ class Jobs:
             "args": values,
             "secrets": sorted(tool.secret_names & set(values)),  # scrubbed from `args` when the job ends
             "shown_args": audit_args(tool, values),
-            "digest": digest(tool, values),
+            "digest": digest(tool, values, salt),
+            "salt": salt,
             "catalog": catalog_file(tool),
             "plan": self._plan(tool, values),
             "created": moment,
@@ -446,6 +448,7 @@ class Jobs:
             if new["state"] in FINAL and job["state"] not in FINAL:
                 new["finished"] = new["updated"]
                 new["args"] = scrubbed_args(new)
+                new["salt"] = None  # nothing runs from it any more: its digest can no longer be recomputed
                 if new["state"] == "expired":  # decided by time or a reload: no door writes this record
                     self._audit("job expired", new, SYSTEM, new.get("error"))
             keep = self.retention if new["state"] in FINAL else None
@@ -459,7 +462,7 @@ class Jobs:
         check_reason(reason)
         job = await self._decidable(identity, job_id)
         tool = self.service.lookup(job["tool"])
-        if tool is None or digest(tool, job["args"]) != job["digest"]:
+        if tool is None or digest(tool, job["args"], job.get("salt") or "") != job["digest"]:
             if not self._tool_changed(tool, job):
                 raise Conflict(
                     f"{job['tool']} as this process loads it is not the tool requested (from "
@@ -637,7 +640,7 @@ class Jobs:
                 break
         for job in pending:
             tool = self.service.lookup(job["tool"])
-            if tool is None or not tool.approval or digest(tool, job["args"]) != job["digest"]:
+            if tool is None or not tool.approval or digest(tool, job["args"], job.get("salt") or "") != job["digest"]:
                 if not self._tool_changed(tool, job):
                     continue
                 change = {"state": "expired", "error": "the tool changed since the request (catalog reload)"}
@@ -754,7 +757,13 @@ class Jobs:
         origin = CallOrigin(job["door"], job["request_id"] or job["id"], job_id=job["id"], link=job.get("trace") or "")
         approved = job["digest"] if job.get("decided_by") else None  # an async job was approved by nobody
         return await self.service.call(
-            identity, job["tool"], job["args"], origin=origin, counted=True, approved=approved
+            identity,
+            job["tool"],
+            job["args"],
+            origin=origin,
+            counted=True,
+            approved=approved,
+            salt=job.get("salt") or "",
         )
 
     async def stop(self) -> None:
