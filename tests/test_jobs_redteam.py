@@ -6,6 +6,8 @@ Persons: API-key alice (ops: she calls), bob (oncall: he approves), admin1 (admi
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 
 from support.jobs import JobUsers
+from support.keys import create_key
 from support.servers import Processes, ToolrunServer, toolrun_cli
 
 pytestmark = [pytest.mark.serial, pytest.mark.timeout(240)]
@@ -188,3 +191,49 @@ def test_an_fn_tool_whose_code_changed_before_the_approval_never_runs_the_new_co
         assert "EVIL t2" in world.users.until("bob", fresh, "succeeded")["result"]["body"]
     finally:
         (world.base / "rtmod.py").write_text(MODULE.format(word="harmless"), encoding="utf-8")
+
+
+# -- identity confusion -----------------------------------------------------------------------------------------------
+
+
+def test_the_local_operator_cannot_approve_its_own_call_by_naming_itself_otherwise(world: World) -> None:
+    """The local operator is the OS user running `toolrun`, not whatever $USER or $LOGNAME say: with them set to
+    another name, `toolrun jobs approve` of the operator's own call is still its own call."""
+    env = world.server.env
+    catalog = str(world.server.catalog)
+    asked = subprocess.run(
+        [sys.executable, "-m", "toolrun", "call", "ops.wipe", "target=self", "--no-wait", "-c", catalog],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert asked.returncode == 0, asked.stderr
+    job = asked.stdout.strip()
+    disguised = {**env, "USER": "mallory", "LOGNAME": "mallory", "LNAME": "mallory", "USERNAME": "mallory"}
+    approved = toolrun_cli("jobs", "approve", job, "-c", catalog, env=disguised)
+    assert approved.returncode != 0, approved.stdout
+    assert "requester" in approved.stderr, approved.stderr
+    assert world.users.view("bob", job).json()["status"] == "awaiting_approval"
+    assert world.users.approve("bob", job).status_code == 200  # a real approver still can
+
+
+def test_a_deleted_user_recreated_with_the_same_name_is_another_person(world: World) -> None:
+    """Carol asks and her job runs; she leaves (`users delete`) and a new person gets the name carol: the new
+    carol must not read the old one's jobs (their arguments and output) nor withdraw them."""
+    env = world.server.env
+    old = create_key(env, "carol", "ops")
+    with JobUsers(world.server, keys={"carol": old}) as them:
+        answer = them.req("carol", "POST", "/tools/ops.wipe", {"target": "carols-secret-db"})
+        assert answer.status_code == 202, answer.text
+        job = answer.json()["job"]
+    assert world.users.approve("bob", job).status_code == 200
+    world.users.until("bob", job, "succeeded")
+    deleted = toolrun_cli("users", "delete", "carol", env=env)
+    assert deleted.returncode == 0, deleted.stderr
+    new = create_key(env, "carol", "ops")
+    with JobUsers(world.server, keys={"carol": new}) as them:
+        assert them.view("carol", job).status_code == 404
+        listed = them.req("carol", "GET", "/jobs").json()
+        assert job not in json.dumps(listed), listed

@@ -185,6 +185,7 @@ def identity_fields(identity: Identity) -> dict[str, Any]:
         "key_prefix": identity.key_prefix,
         "source": identity.source,
         "person": identity.person,
+        "since": identity.since,
     }
 
 
@@ -199,6 +200,7 @@ def requester_identity(job: Mapping[str, Any]) -> Identity:
         key_prefix=r["key_prefix"],
         source=r.get("source", ""),
         person=r.get("person", ""),
+        since=float(r.get("since") or 0.0),
     )
 
 
@@ -211,7 +213,12 @@ def is_requester(identity: Identity, job: Mapping[str, Any]) -> bool:
     if r["anonymous"] or identity.anonymous:
         return False
     person = r.get("person") or ""
-    return bool(person) and identity.person == person
+    if not person or identity.person != person:
+        return False
+    # A key-store user deleted and created again under the name is another person: the new one neither sees nor
+    # withdraws the old one's jobs. (A token that oauth_users maps to the name carries no creation time.)
+    since = r.get("since") or 0.0
+    return not (since and identity.since and since != identity.since)
 
 
 _NETWORK_REALMS = ("user", "token")  # people who call through the server with a key or a token

@@ -93,6 +93,7 @@ class User:
             key_prefix=key_prefix,
             source="key",
             person=f"user:{self.username}",
+            since=self.created_at,
         )
 
 
