@@ -8,11 +8,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from support.jobs import JobUsers
@@ -73,7 +76,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     (base / "rtmod.py").write_text(MODULE.format(word="harmless"), encoding="utf-8")
     audit = base / "audit.log"
     with Processes() as procs:
-        settings = {"SVC_AUDIT_LOG": str(audit), "SVC_WORKERS": 1}
+        settings = {"SVC_AUDIT_LOG": str(audit), "SVC_WORKERS": 1, "SVC_JOB_MAX_STREAMS_PER_CALLER": 3}
         server = procs.add(ToolrunServer(base / "srv", base / "tools.yaml", settings))
         users = procs.enter_context(JobUsers(server, USERS))
         server.start()
@@ -237,3 +240,59 @@ def test_a_deleted_user_recreated_with_the_same_name_is_another_person(world: Wo
         assert them.view("carol", job).status_code == 404
         listed = them.req("carol", "GET", "/jobs").json()
         assert job not in json.dumps(listed), listed
+
+
+# -- caps through other doors --------------------------------------------------------------------------------
+
+
+def _mcp_round(world: World, who: str, job: str) -> httpx.Response:
+    """One MCP 2026-07-28 round of `who` waiting on `job` (its requestState): held up to 20 s while it waits."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": "execute",
+            "arguments": {},
+            "requestState": f"toolrun-job:{job}",
+            "inputResponses": {"approval": {"action": "accept"}},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": "execute",
+        "X-API-Key": world.users.keys[who],
+    }
+    return httpx.post(world.server.url + "/mcp", json=body, headers=headers, timeout=40)
+
+
+def test_held_mcp_rounds_count_in_the_callers_share_of_job_streams(world: World) -> None:
+    """A held MCP round is a job's event stream by another door: one caller's concurrent rounds on its job (here
+    8, with `job_max_streams_per_caller` 3) must not each hold a connection and a poll for 20 s."""
+    job = world.ask("alice", "wipe", "rounds")
+    answers: list[tuple[float, httpx.Response]] = []
+    started = time.monotonic()
+
+    def one() -> None:
+        answer = _mcp_round(world, "alice", job)
+        answers.append((time.monotonic() - started, answer))
+
+    threads = [threading.Thread(target=one) for _ in range(8)]
+    for t in threads:
+        t.start()
+    time.sleep(4)
+    early = [a for _, a in answers]
+    assert world.users.decide("alice", job, "withdraw").status_code == 200  # ends the held ones
+    for t in threads:
+        t.join(30)
+    assert len(early) >= 5, f"{len(early)} of 8 rounds answered within 4 s: every one was held"
+    for answer in early:
+        assert answer.status_code in (200, 429, 503), answer.text
+        text = answer.text
+        assert "too many" in text and "per caller" in text, text

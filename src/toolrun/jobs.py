@@ -170,6 +170,7 @@ class Jobs:
         retention: float = 86400.0,
         notifier: Notifier | None = None,
         max_live: int = 100,
+        max_followers: int = 10,
     ) -> None:
         self.service = service
         self.store = store
@@ -177,6 +178,10 @@ class Jobs:
         self.retention = retention
         self.notifier = notifier or Notifier()  # a tool's own `notify:` hooks are told even without the setting
         self.max_live = max_live
+        # One caller's open waits on jobs in this process (GET /jobs/{id}/events streams and held MCP rounds): at
+        # most `max_followers` (job_max_streams_per_caller), whichever door opens them (`follower`).
+        self.max_followers = max_followers
+        self.followers: dict[str, int] = {}
         self.tasks: dict[str, asyncio.Task[None]] = {}  # jobs this process runs
         # Records of jobs cancelled before they started, by job id: this process still ends them (`_runner_gone`).
         self.settling: dict[str, asyncio.Task[None]] = {}
@@ -199,6 +204,7 @@ class Jobs:
             retention=settings.job_retention,
             notifier=Notifier.from_settings(settings),
             max_live=settings.job_max_live_per_caller,
+            max_followers=settings.job_max_streams_per_caller,
         )
         jobs.key_store = shared.keys
         return jobs
@@ -312,6 +318,26 @@ class Jobs:
                 f"{identity.username} already has {live[RUNNING]} async jobs running (at most {share} per caller, "
                 f"half of max_concurrent_calls): wait for one to end, or cancel one"
             )
+
+    def follower(self, identity: Identity, what: str = "job event streams") -> str:
+        """Count one more open wait of this caller on a job (an events stream, a held MCP round), or CallerFull
+        past its share: the caller's key (`release` gives the place back)."""
+        owner = identity.bucket  # the person (a key user and a token subject of one name are two callers)
+        held = self.followers.get(owner, 0)
+        if held >= self.max_followers:
+            raise CallerFull(
+                f"too many open {what} for this caller (event streams and held MCP rounds count together, at "
+                f"most {self.max_followers} per caller): close one first"
+            )
+        self.followers[owner] = held + 1
+        return owner
+
+    def release(self, owner: str) -> None:
+        held = self.followers.get(owner, 0) - 1
+        if held > 0:
+            self.followers[owner] = held
+        else:
+            self.followers.pop(owner, None)
 
     def _observe(self, key: str, outcome: str) -> None:
         """A call refused before it became a job counts in the metrics as the same refusal of a plain call."""

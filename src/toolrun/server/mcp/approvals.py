@@ -108,11 +108,15 @@ class McpJobs:
         if getattr(ctx, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
             return await self._round(ctx, identity, job, first)
         jobs = self.service.jobs
-        job = await jobs.wait(identity, job["id"], FIRST if job["state"] == AWAITING else WAIT)
-        if job["state"] == AWAITING:
-            job = await self._ask(ctx, identity, job)
-        elif job["state"] not in FINAL:
-            job = await jobs.wait(identity, job["id"], WAIT)
+        owner = jobs.follower(identity, "waits on jobs")  # a held call is a job's stream by another door
+        try:
+            job = await jobs.wait(identity, job["id"], FIRST if job["state"] == AWAITING else WAIT)
+            if job["state"] == AWAITING:
+                job = await self._ask(ctx, identity, job)
+            elif job["state"] not in FINAL:
+                job = await jobs.wait(identity, job["id"], WAIT)
+        finally:
+            jobs.release(owner)
         if job["state"] in FINAL:
             return final_answer(job)
         return pending_answer(job)
@@ -142,11 +146,14 @@ class McpJobs:
         client that goes away meanwhile (its connection lost, over HTTP; the request cancelled) withdraws it."""
         jobs = self.service.jobs
         scope = getattr(getattr(ctx, "request", None), "scope", None)
+        owner = jobs.follower(identity, "waits on jobs")  # a held round is a job's stream by another door
         try:
             return await unless_gone(scope, self._poll(identity, job, seconds))
         except (asyncio.CancelledError, ClientGone):
             await _withdraw_shielded(jobs, identity, job["id"])
             raise
+        finally:
+            jobs.release(owner)
 
     async def _poll(self, identity: Identity, job: dict[str, Any], seconds: float) -> dict[str, Any]:
         jobs = self.service.jobs
