@@ -296,3 +296,21 @@ def test_held_mcp_rounds_count_in_the_callers_share_of_job_streams(world: World)
         assert answer.status_code in (200, 429, 503), answer.text
         text = answer.text
         assert "too many" in text and "per caller" in text, text
+
+
+def test_a_user_name_with_a_trailing_newline_is_refused_everywhere(world: World) -> None:
+    """`admin1\\n` printed as `admin1` in the audit trail and every view, and passed the name rule (a regular
+    expression's `$` matches before a final newline): an admin minted it to decide `admin1`'s own call as
+    somebody else."""
+    made = toolrun_cli("keys", "create", "admin1\n", "--group=admin", env=world.server.env)
+    assert made.returncode != 0, made.stdout
+    assert "user name" in made.stderr, made.stderr
+    key = world.users.keys["admin1"]
+    answer = world.users.client.post(
+        f"{world.server.url}/users",
+        headers={"X-API-Key": key, "Content-Type": "application/json"},
+        content=json.dumps({"username": "bob\n", "groups": ["oncall"]}),
+    )
+    assert answer.status_code in (400, 404, 405), answer.text
+    listed = toolrun_cli("users", "list", "--json", env=world.server.env)
+    assert "\\n" not in listed.stdout and "admin1\n" not in listed.stdout, listed.stdout
