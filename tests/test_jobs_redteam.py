@@ -357,3 +357,49 @@ def test_a_cursor_forged_or_from_another_person_shows_only_the_callers_jobs(worl
             assert page.status_code == 200 and page.json() == [], page.text
     for job in mine:
         world.users.cancel("alice", job)
+
+
+def test_approve_and_withdraw_racing_on_two_workers_never_run_a_withdrawn_request(tmp_path: Path) -> None:
+    """bob approves while alice withdraws, at once, on a server with 2 workers (each answers either): a request
+    withdrawn while it waited never runs; an approved one ran or was cancelled while it ran; the trail agrees."""
+    (tmp_path / "tools.yaml").write_text(CATALOG, encoding="utf-8")
+    (tmp_path / "rtmod.py").write_text(MODULE.format(word="harmless"), encoding="utf-8")
+    audit = tmp_path / "audit.log"
+    with Processes() as procs:
+        settings = {"SVC_AUDIT_LOG": str(audit), "SVC_WORKERS": 2}
+        server = procs.add(ToolrunServer(tmp_path / "srv", tmp_path / "tools.yaml", settings))
+        users = procs.enter_context(JobUsers(server, USERS))
+        server.start()
+        world = World(server, users, audit, tmp_path)
+        for n in range(6):
+            job = world.ask("alice", "wipe", f"race2-{n}")
+            barrier = threading.Barrier(2)
+            answers: dict[str, httpx.Response] = {}
+
+            def act(
+                who: str,
+                action: str,
+                job: str = job,
+                barrier: threading.Barrier = barrier,
+                answers: dict[str, httpx.Response] = answers,
+            ) -> None:
+                with httpx.Client(timeout=20) as client:
+                    barrier.wait()
+                    answers[action] = client.post(
+                        f"{server.url}/jobs/{job}/{action}", headers={"X-API-Key": users.keys[who]}
+                    )
+
+            threads = [threading.Thread(target=act, args=a) for a in (("bob", "approve"), ("alice", "withdraw"))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            view = users.until("bob", job, "succeeded", "cancelled", timeout=30)
+            events = [line["event"] for line in world.audit_lines(job)]
+            if answers["approve"].status_code == 200:
+                assert "approved" in events, events
+                assert view["status"] in ("succeeded", "cancelled"), view
+            else:
+                assert answers["approve"].status_code == 409, answers["approve"].text
+                assert view["status"] == "cancelled" and "result" not in view, view
+                assert "approved" not in events, events
