@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import hmac
 import json
 import logging
 import os
@@ -147,12 +148,24 @@ def _bound(value: Any) -> Any:
     return value
 
 
-def digest(tool: ToolSpec, values: Mapping[str, Any]) -> str:
+def digest(tool: ToolSpec, values: Mapping[str, Any], salt: str = "") -> str:
     """What an approval binds: the tool as it will run (every field of the loaded tool but its wording: the command,
-    curl's protocols, parameters, environment, limits, user, the resolved sandbox, ...) and the validated
-    parameters."""
-    text = json.dumps({"tool": _bound(tool), "params": values}, sort_keys=True, default=str, ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    curl's protocols, parameters, environment, limits, user, the resolved sandbox, ...), an fn tool's code (its
+    module's file as this process imported it) and the validated parameters.
+
+    `salt`: the job's own random key (its record keeps it while the job can still run, never in a view or the
+    audit trail). The digest is shown and audited for good, and it covers secret arguments and secret `env:`
+    values: unsalted, whoever knows the rest (an approver) would get a short secret back by guessing."""
+    bound: dict[str, Any] = {"tool": _bound(tool), "params": values}
+    if tool.kind == "fn":  # `module:function` names the code; its module's file as imported here is the code
+        from .catalog.fn import fn_code
+
+        bound["code"] = fn_code(tool.source, tool.file)
+    text = json.dumps(bound, sort_keys=True, default=str, ensure_ascii=False)
+    data = text.encode("utf-8", "surrogatepass")
+    if salt:
+        return "sha256:" + hmac.new(salt.encode(), data, hashlib.sha256).hexdigest()
+    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def catalog_file(tool: ToolSpec) -> str:
@@ -177,6 +190,7 @@ def identity_fields(identity: Identity) -> dict[str, Any]:
         "key_prefix": identity.key_prefix,
         "source": identity.source,
         "person": identity.person,
+        "since": identity.since,
     }
 
 
@@ -191,6 +205,7 @@ def requester_identity(job: Mapping[str, Any]) -> Identity:
         key_prefix=r["key_prefix"],
         source=r.get("source", ""),
         person=r.get("person", ""),
+        since=float(r.get("since") or 0.0),
     )
 
 
@@ -203,7 +218,12 @@ def is_requester(identity: Identity, job: Mapping[str, Any]) -> bool:
     if r["anonymous"] or identity.anonymous:
         return False
     person = r.get("person") or ""
-    return bool(person) and identity.person == person
+    if not person or identity.person != person:
+        return False
+    # A key-store user deleted and created again under the name is another person: the new one neither sees nor
+    # withdraws the old one's jobs. (A token that oauth_users maps to the name carries no creation time.)
+    since = r.get("since") or 0.0
+    return not (since and identity.since and since != identity.since)
 
 
 _NETWORK_REALMS = ("user", "token")  # people who call through the server with a key or a token

@@ -170,6 +170,7 @@ class Jobs:
         retention: float = 86400.0,
         notifier: Notifier | None = None,
         max_live: int = 100,
+        max_followers: int = 10,
     ) -> None:
         self.service = service
         self.store = store
@@ -177,6 +178,10 @@ class Jobs:
         self.retention = retention
         self.notifier = notifier or Notifier()  # a tool's own `notify:` hooks are told even without the setting
         self.max_live = max_live
+        # One caller's open waits on jobs in this process (GET /jobs/{id}/events streams and held MCP rounds): at
+        # most `max_followers` (job_max_streams_per_caller), whichever door opens them (`follower`).
+        self.max_followers = max_followers
+        self.followers: dict[str, int] = {}
         self.tasks: dict[str, asyncio.Task[None]] = {}  # jobs this process runs
         # Records of jobs cancelled before they started, by job id: this process still ends them (`_runner_gone`).
         self.settling: dict[str, asyncio.Task[None]] = {}
@@ -199,6 +204,7 @@ class Jobs:
             retention=settings.job_retention,
             notifier=Notifier.from_settings(settings),
             max_live=settings.job_max_live_per_caller,
+            max_followers=settings.job_max_streams_per_caller,
         )
         jobs.key_store = shared.keys
         return jobs
@@ -248,6 +254,7 @@ class Jobs:
         await self._within_share(identity, tool, values)
         moment = time.time()
         origin = origin or CallOrigin()
+        salt = secrets.token_hex(16)  # the digest's key: jobrecord.digest
         job: dict[str, Any] = {
             "id": new_job_id(),
             "tool": tool.key,
@@ -257,7 +264,8 @@ class Jobs:
             "args": values,
             "secrets": sorted(tool.secret_names & set(values)),  # scrubbed from `args` when the job ends
             "shown_args": audit_args(tool, values),
-            "digest": digest(tool, values),
+            "digest": digest(tool, values, salt),
+            "salt": salt,
             "catalog": catalog_file(tool),
             "plan": self._plan(tool, values),
             "created": moment,
@@ -310,6 +318,26 @@ class Jobs:
                 f"{identity.username} already has {live[RUNNING]} async jobs running (at most {share} per caller, "
                 f"half of max_concurrent_calls): wait for one to end, or cancel one"
             )
+
+    def follower(self, identity: Identity, what: str = "job event streams") -> str:
+        """Count one more open wait of this caller on a job (an events stream, a held MCP round), or CallerFull
+        past its share: the caller's key (`release` gives the place back)."""
+        owner = identity.bucket  # the person (a key user and a token subject of one name are two callers)
+        held = self.followers.get(owner, 0)
+        if held >= self.max_followers:
+            raise CallerFull(
+                f"too many open {what} for this caller (event streams and held MCP rounds count together, at "
+                f"most {self.max_followers} per caller): close one first"
+            )
+        self.followers[owner] = held + 1
+        return owner
+
+    def release(self, owner: str) -> None:
+        held = self.followers.get(owner, 0) - 1
+        if held > 0:
+            self.followers[owner] = held
+        else:
+            self.followers.pop(owner, None)
 
     def _observe(self, key: str, outcome: str) -> None:
         """A call refused before it became a job counts in the metrics as the same refusal of a plain call."""
@@ -446,6 +474,7 @@ class Jobs:
             if new["state"] in FINAL and job["state"] not in FINAL:
                 new["finished"] = new["updated"]
                 new["args"] = scrubbed_args(new)
+                new["salt"] = None  # nothing runs from it any more: its digest can no longer be recomputed
                 if new["state"] == "expired":  # decided by time or a reload: no door writes this record
                     self._audit("job expired", new, SYSTEM, new.get("error"))
             keep = self.retention if new["state"] in FINAL else None
@@ -459,7 +488,7 @@ class Jobs:
         check_reason(reason)
         job = await self._decidable(identity, job_id)
         tool = self.service.lookup(job["tool"])
-        if tool is None or digest(tool, job["args"]) != job["digest"]:
+        if tool is None or digest(tool, job["args"], job.get("salt") or "") != job["digest"]:
             if not self._tool_changed(tool, job):
                 raise Conflict(
                     f"{job['tool']} as this process loads it is not the tool requested (from "
@@ -574,7 +603,9 @@ class Jobs:
     async def withdraw(self, identity: Identity, job_id: str, reason: str = WITHDRAWN) -> dict[str, Any]:
         """The waiting requester went away (Ctrl-C, a kill, the UI's Cancel, an MCP client that gave up): its
         request awaiting approval is cancelled with `reason`, and a job already running is cancelled as by
-        `cancel`. A job in a final state is answered as it is."""
+        `cancel`. A job in a final state is answered as it is. `reason` is checked as any reason (the words a
+        caller added after WITHDRAWN): an escape sequence would reach the approvers' terminals."""
+        check_reason(reason.removeprefix(WITHDRAWN).removeprefix(" (").removesuffix(")"))
         job = await self.get(identity, job_id)
         if not is_requester(identity, job):
             raise Forbidden("only the requester of a call withdraws it")
@@ -635,7 +666,7 @@ class Jobs:
                 break
         for job in pending:
             tool = self.service.lookup(job["tool"])
-            if tool is None or not tool.approval or digest(tool, job["args"]) != job["digest"]:
+            if tool is None or not tool.approval or digest(tool, job["args"], job.get("salt") or "") != job["digest"]:
                 if not self._tool_changed(tool, job):
                     continue
                 change = {"state": "expired", "error": "the tool changed since the request (catalog reload)"}
@@ -746,7 +777,13 @@ class Jobs:
         origin = CallOrigin(job["door"], job["request_id"] or job["id"], job_id=job["id"], link=job.get("trace") or "")
         approved = job["digest"] if job.get("decided_by") else None  # an async job was approved by nobody
         return await self.service.call(
-            identity, job["tool"], job["args"], origin=origin, counted=True, approved=approved
+            identity,
+            job["tool"],
+            job["args"],
+            origin=origin,
+            counted=True,
+            approved=approved,
+            salt=job.get("salt") or "",
         )
 
     async def stop(self) -> None:

@@ -261,16 +261,22 @@ class Identity:
     # (an API key, or a token whose subject `oauth_users` maps to that user), "token:<name>" for any other
     # token subject, "operator:<name>" for the local operator. "" is nobody in particular.
     person: str = ""
+    # A user of the key store: when that user was created (0.0 for anyone else). A user deleted and created again
+    # under the same name is another person: the requester rule compares this too (jobrecord.is_requester).
+    since: float = 0.0
 
     @classmethod
     def operator(cls) -> Identity:
         """The local operator of the CLI: the catalog's owner, who may call every tool."""
-        import getpass
+        import os
+        import pwd
 
+        # The account this process runs as, never $USER or $LOGNAME (getpass.getuser() reads them first): the
+        # operator who set USER=someone would otherwise be another person and approve its own call.
         try:
-            user = getpass.getuser()
-        except Exception:  # pragma: no cover - no passwd entry
-            user = "operator"
+            user = pwd.getpwuid(os.geteuid()).pw_name
+        except KeyError:  # pragma: no cover - no passwd entry
+            user = f"uid{os.geteuid()}"
         return cls(
             username=user, groups=frozenset({"admin"}), anonymous=False, source="operator", person=f"operator:{user}"
         )

@@ -340,10 +340,11 @@ class ToolService:
         origin: CallOrigin | None = None,
         counted: bool = False,
         approved: str | None = None,
+        salt: str = "",
     ) -> CallResult:
         """Run one call. `counted`: it already counted in the caller's rate bucket (a job, when it was asked).
         `approved`: the digest a person approved (a job): the call runs only the tool and arguments it names, from
-        this call's catalog, whatever a reload did since the approval."""
+        this call's catalog, whatever a reload did since the approval; `salt`: the job's key of that digest."""
         state = self.state  # this call's catalog, to its end, whatever a reload does meanwhile
         started = time.perf_counter()
         tool = state.registry.get(identity, key)  # unknown or hidden: a 404, not a call (no audit record)
@@ -362,7 +363,7 @@ class ToolService:
             except ParamError:
                 outcome = "invalid"
                 raise
-            if approved is not None and digest(tool, args or {}) != approved:
+            if approved is not None and digest(tool, args or {}, salt) != approved:
                 raise Conflict(f"{tool.key} changed between its approval and its run: nothing ran")
             slots = self.slots
             if not slots.take() and not await slots.wait(self.queue_timeout):

@@ -132,7 +132,9 @@ class Settings:
         100, "Jobs one caller may hold awaiting approval or running at once (429 beyond; docs/jobs.md)."
     )
     job_max_streams_per_caller: int = setting(
-        10, "Open GET /jobs/{id}/events streams one caller holds per server process (429 beyond)."
+        10,
+        "Open waits on jobs one caller holds per server process: GET /jobs/{id}/events streams and held MCP calls "
+        "together (429 beyond).",
     )
     audit_log: str = setting("", "Audit trail of tool calls (JSON lines): a file path, - for stderr, empty for none.")
     oauth_issuer: str = setting(

@@ -27,9 +27,10 @@ from ..models import Identity
 if TYPE_CHECKING:
     from ..state import KeyStore
 
-KEY_RE = re.compile(r"^trk_([a-z0-9]{10})_([A-Za-z0-9_-]{20,100})$")
-USERNAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$")
-GROUP_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+# \Z, not $: `$` also matches before a final newline, and `admin1\n` would pass for a name printed as `admin1`.
+KEY_RE = re.compile(r"^trk_([a-z0-9]{10})_([A-Za-z0-9_-]{20,100})\Z")
+USERNAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}\Z")
+GROUP_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 
 
@@ -93,6 +94,7 @@ class User:
             key_prefix=key_prefix,
             source="key",
             person=f"user:{self.username}",
+            since=self.created_at,
         )
 
 

@@ -187,7 +187,40 @@ def resolve_fn(target: str, base_dir: Path | None = None) -> Any:
         if base not in sys.path:
             sys.path.insert(0, base)
     module = importlib.import_module(module_name)
+    _remember_code(module_name, module)
     obj: Any = module
     for part in attr.split("."):
         obj = getattr(obj, part)
     return obj
+
+
+# module name -> (the module object, sha256 of its file when this process first imported it): the code an fn
+# tool runs in this process, which a job's digest binds (jobrecord.digest). A module is imported once per process,
+# so a file edited later runs only after a restart (or in another worker), where its hash differs.
+_CODE: dict[str, tuple[Any, str]] = {}
+
+
+def _remember_code(module_name: str, module: Any) -> None:
+    known = _CODE.get(module_name)
+    if known is not None and known[0] is module:
+        return
+    name = getattr(module, "__file__", None)
+    try:
+        code = hashlib.sha256(Path(name).read_bytes()).hexdigest() if name else "no source file"
+    except OSError as exc:
+        code = f"unreadable: {type(exc).__name__}"
+    _CODE[module_name] = (module, code)
+
+
+def fn_code(target: str, file: str) -> str:
+    """What an fn tool `target` (module:function, from catalog `file`) runs in this process: the sha256 of its
+    module's file as this process imported it. One that does not import is named so (its digest never matches)."""
+    module_name = target.partition(":")[0]
+    known = _CODE.get(module_name)
+    if known is None or sys.modules.get(module_name) is not known[0]:
+        try:
+            resolve_fn(target, Path(file).parent if file else None)
+        except Exception as exc:
+            return f"does not import: {type(exc).__name__}"
+        known = _CODE.get(module_name)
+    return known[1] if known is not None else "unknown"

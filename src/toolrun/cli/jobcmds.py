@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import unicodedata
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -27,6 +28,21 @@ FINAL = ("succeeded", "failed", "timed_out", "cancelled", "denied", "expired")
 POLL = 0.5
 
 
+def terminal_text(text: str) -> str:
+    """`text` as a terminal shows it, with every control and format character (an escape sequence, the one-byte
+    CSI U+009B, a carriage return, a bidi override) written out as `\\x1b`, `\\u202e`: a requester's argument must
+    not rewrite the command an approver reads. Newlines and tabs stay."""
+    if text.isascii() and text.isprintable():
+        return text
+    out = []
+    for c in text:
+        if c in "\n\t" or unicodedata.category(c) not in ("Cc", "Cf"):
+            out.append(c)
+        else:
+            out.append(f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+    return "".join(out)
+
+
 def describe_state(view: dict[str, Any]) -> str:
     line = f"job {view['job']} ({view['tool']}): {view['status']}"
     if view.get("decided_by"):
@@ -35,7 +51,7 @@ def describe_state(view: dict[str, Any]) -> str:
         line += f": {view['reason']}"
     if view.get("error"):
         line += f" ({view['error']})"
-    return line
+    return terminal_text(line)
 
 
 TIME_FIELDS = ("created", "updated", "expires_at", "decided_at", "started", "finished")
@@ -142,7 +158,8 @@ def finish(view: dict[str, Any], as_json: bool, printed: tuple[int, int] = (0, 0
 def _table(views: list[dict[str, Any]]) -> None:
     for view in views:
         who = view.get("requester") or "(anonymous)"
-        sys.stdout.write(f"{view['job']}  {view['status']:<17}  {view['tool']}  {who}  {iso(view['created'])}\n")
+        line = f"{view['job']}  {view['status']:<17}  {view['tool']}  {who}  {iso(view['created'])}"
+        sys.stdout.write(terminal_text(line) + "\n")
 
 
 def show_text(view: dict[str, Any]) -> str:
@@ -171,7 +188,7 @@ def show_text(view: dict[str, Any]) -> str:
         lines.append(f"result: HTTP {result['status']}, exit code {result.get('exit_code')}")
         lines += ["  " + line for line in str(result.get("body", "")).splitlines()]
     lines.append(f"updated at {iso(view['updated'])}")
-    return "\n".join(lines) + "\n"
+    return terminal_text("\n".join(lines)) + "\n"
 
 
 ReasonOpt = Annotated[str, typer.Option("--reason", "-r", help="Why (recorded in the job and the audit trail).")]

@@ -13,8 +13,8 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from ..errors import CallerFull, UnsupportedMediaType, UsageError
-from ..jobrecord import FINAL, STATES, WITHDRAWN, OutputDelta, public_view
+from ..errors import UnsupportedMediaType, UsageError
+from ..jobrecord import FINAL, STATES, WITHDRAWN, OutputDelta, check_reason, public_view
 from ..jobs import PAGE_DEFAULT, PAGE_MAX
 from ..models import Identity
 from ..settings import Settings
@@ -88,6 +88,7 @@ class JobRoutes:
 
     async def withdraw_job(self, request: Request, identity: Identity) -> Response:
         reason = await _reason(request, self.settings)
+        check_reason(reason)  # as approve, deny and cancel check theirs (in service.jobs)
         why = WITHDRAWN + (f" ({reason})" if reason else "")
         job = await self.service.jobs.withdraw(identity, request.path_params["id"], why)
         return JSONResponse(public_view(job, identity))
@@ -96,13 +97,7 @@ class JobRoutes:
         jobs = self.service.jobs
         job_id = request.path_params["id"]
         first = await jobs.get(identity, job_id)  # 404 before the stream starts
-        owner = identity.bucket  # the person (a key user and a token subject of one name are two callers)
-        share = self.settings.job_max_streams_per_caller
-        if _HELD.get(owner, 0) >= share:
-            raise CallerFull(
-                f"too many open job event streams for this caller (at most {share} per caller): close one first"
-            )
-        _HELD[owner] = _HELD.get(owner, 0) + 1
+        owner = jobs.follower(identity)  # its share counts held MCP rounds too (mcp/approvals.py)
 
         async def events() -> AsyncIterator[bytes]:
             job, last = first, None
@@ -120,33 +115,23 @@ class JobRoutes:
                 await asyncio.sleep(EVENT_INTERVAL)
                 job = await jobs.get(identity, job_id)
 
-        return _HeldStream(owner, events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
-
-
-_HELD: dict[str, int] = {}  # caller -> its open GET /jobs/{id}/events streams in this process
-
-
-def _release(owner: str) -> None:
-    held = _HELD.get(owner, 0) - 1
-    if held > 0:
-        _HELD[owner] = held
-    else:
-        _HELD.pop(owner, None)
+        return _HeldStream(jobs, owner, events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
 
 
 class _HeldStream(StreamingResponse):
     """An events stream that gives its place in the caller's share back when it ends, however it ends (the job
     finished, the client went away, the server stops)."""
 
-    def __init__(self, owner: str, content: AsyncIterator[bytes], **kwargs: Any) -> None:
+    def __init__(self, jobs: Any, owner: str, content: AsyncIterator[bytes], **kwargs: Any) -> None:
         super().__init__(content, **kwargs)
+        self.jobs = jobs
         self.owner = owner
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
-            _release(self.owner)
+            self.jobs.release(self.owner)
 
 
 async def job_metrics(service: Any) -> bytes:

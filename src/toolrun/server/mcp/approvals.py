@@ -14,13 +14,14 @@ The requester never approves its own call: the question only lets it wait or wit
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
 import mcp_types as types
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ...errors import ClientGone, NotFound, ToolrunError
+from ...errors import CallerFull, ClientGone, NotFound, ToolrunError
 from ...jobrecord import AWAITING, FINAL, WITHDRAWN, result_answer
 from ...models import Identity
 from ..disconnect import unless_gone
@@ -108,11 +109,15 @@ class McpJobs:
         if getattr(ctx, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
             return await self._round(ctx, identity, job, first)
         jobs = self.service.jobs
-        job = await jobs.wait(identity, job["id"], FIRST if job["state"] == AWAITING else WAIT)
-        if job["state"] == AWAITING:
-            job = await self._ask(ctx, identity, job)
-        elif job["state"] not in FINAL:
-            job = await jobs.wait(identity, job["id"], WAIT)
+        owner = await _follower(jobs, identity, job)  # a held call is a job's stream by another door
+        try:
+            job = await jobs.wait(identity, job["id"], FIRST if job["state"] == AWAITING else WAIT)
+            if job["state"] == AWAITING:
+                job = await self._ask(ctx, identity, job)
+            elif job["state"] not in FINAL:
+                job = await jobs.wait(identity, job["id"], WAIT)
+        finally:
+            jobs.release(owner)
         if job["state"] in FINAL:
             return final_answer(job)
         return pending_answer(job)
@@ -142,11 +147,14 @@ class McpJobs:
         client that goes away meanwhile (its connection lost, over HTTP; the request cancelled) withdraws it."""
         jobs = self.service.jobs
         scope = getattr(getattr(ctx, "request", None), "scope", None)
+        owner = await _follower(jobs, identity, job)  # a held round is a job's stream by another door
         try:
             return await unless_gone(scope, self._poll(identity, job, seconds))
         except (asyncio.CancelledError, ClientGone):
             await _withdraw_shielded(jobs, identity, job["id"])
             raise
+        finally:
+            jobs.release(owner)
 
     async def _poll(self, identity: Identity, job: dict[str, Any], seconds: float) -> dict[str, Any]:
         jobs = self.service.jobs
@@ -200,6 +208,18 @@ def _client_elicits(ctx: Any) -> bool:
     if not isinstance(declared, dict):
         declared = getattr(declared, "model_dump", lambda **_: {})(by_alias=True) if declared is not None else {}
     return isinstance(declared, dict) and declared.get("elicitation") is not None
+
+
+async def _follower(jobs: Any, identity: Identity, job: dict[str, Any]) -> str:
+    """A place in the caller's share of waits on jobs (Jobs.follower). Past it the call is not waited on: its
+    request awaiting approval is withdrawn, so nothing of a call answered with an error runs later unattended."""
+    try:
+        return str(jobs.follower(identity, "waits on jobs"))
+    except CallerFull:
+        if job["state"] == AWAITING:
+            with contextlib.suppress(ToolrunError):
+                await jobs.withdraw(identity, job["id"], f"{WITHDRAWN} (over its share of waits on jobs)")
+        raise
 
 
 async def _withdraw_shielded(jobs: Any, identity: Identity, job_id: str) -> None:
