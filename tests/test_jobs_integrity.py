@@ -621,4 +621,8 @@ def test_approve_and_cancel_at_once_leave_one_story(server: tuple[ToolrunServer,
         if approve.status_code == 409:
             assert cancel.status_code == 200 and final["status"] == "cancelled"
         events = [r["event"] for r in records if r.get("job") == job and r["message"] != "tool call"]
-        assert events[-1] == final["status"], events
+        # A cancel asked while the run ends is logged by the worker that took it, maybe after the runner's line
+        # (two processes append to one trail): the story is told by the last ending, not by the last line.
+        endings = [e for e in events if e != "cancel_requested"]
+        assert endings[-1] == final["status"], events
+        assert "cancelled" not in events or final["status"] == "cancelled", events
