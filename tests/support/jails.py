@@ -7,7 +7,6 @@ pytest's own folders are 0700 (and pytest sets them back to 0700 at each session
 from __future__ import annotations
 
 import os
-import pwd
 import shutil
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from support.binaries import require_binary
+from support.sysusers import unprivileged
 
 NOBODY = (65534, 65534)
 
@@ -36,23 +36,6 @@ def jail_writable(path: Path, owner: tuple[int, int] | None = None) -> Path:
     if os.geteuid() == 0:
         os.chown(path, *(owner or NOBODY))
     return path
-
-
-def unprivileged() -> tuple[int, int]:
-    """(uid, gid) of a user that is not root: ours, or `toolrun-test` (created when missing)."""
-    if os.geteuid() != 0:
-        return os.getuid(), os.getgid()
-    try:
-        entry = pwd.getpwnam("toolrun-test")
-    except KeyError:
-        useradd = require_binary("useradd")
-        subprocess.run(
-            [useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "toolrun-test"],
-            check=True,
-            capture_output=True,
-        )
-        entry = pwd.getpwnam("toolrun-test")
-    return entry.pw_uid, entry.pw_gid
 
 
 def toolrun_as(
