@@ -44,6 +44,7 @@ log = logging.getLogger("toolrun.access.oauth")
 LEEWAY = 30  # seconds of clock skew allowed on exp, nbf and iat
 MAX_AGE = 3600.0  # seconds after which cached signing keys are fetched again (a removed key stops working)
 FETCH_TIMEOUT = 5.0  # seconds for one request to the issuer
+WAIT_LIMIT = 2 * FETCH_TIMEOUT  # seconds a request waits for the fetch under way before its 503
 MAX_DOCUMENT = 1024 * 1024  # bytes of a discovery document or key set
 MAX_TOKEN = 16 * 1024  # characters of a bearer token
 _MEMO_MAX = 1024  # verified tokens remembered
@@ -136,9 +137,17 @@ def parse_users(entries: tuple[str, ...] | list[str], origin: str = "") -> tuple
 def fetch_json(url: str) -> dict[str, Any]:
     """GET `url` as a JSON object (bounded size and time); BackendUnavailable when the issuer does not answer."""
     request = urllib.request.Request(url, headers={"Accept": "application/json", "User-Agent": "toolrun"})
+    deadline = time.monotonic() + FETCH_TIMEOUT
+    body = b""
     try:
         with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT) as response:
-            body = response.read(MAX_DOCUMENT + 1)
+            # FETCH_TIMEOUT bounds each read, not the answer: an issuer that trickles its body a byte at a time
+            # would hold the fetch (and every token waiting on it) for as long as it likes. The whole answer has
+            # until `deadline`.
+            while len(body) <= MAX_DOCUMENT and (chunk := response.read1(64 * 1024)):
+                body += chunk
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the answer took over {FETCH_TIMEOUT:g} s")
     except (OSError, ValueError) as exc:
         raise BackendUnavailable(f"the OAuth issuer did not answer {url}: {exc}") from None
     if len(body) > MAX_DOCUMENT:
@@ -194,7 +203,9 @@ class SigningKeys:
         self.fetches = 0
         self.generation = 0  # moves with every key set loaded: tokens verified with an older set are checked again
         self.failure: str | None = None  # why the last fetch failed (None once one succeeds)
+        self.ended = 0  # fetches that have ended (a waiter compares it to know another fetch ran meanwhile)
         self._lock = threading.Lock()
+        self._inflight: asyncio.Future[Any] | None = None  # the event loop's fetch under way (`fetched`)
 
     def find(self, kid: str | None) -> Any:
         """The key for `kid` from the cache, or None (`kid` None: the only key, if there is one)."""
@@ -218,9 +229,32 @@ class SigningKeys:
     def get(self, kid: str | None) -> Any:
         """The key for `kid`, fetching the set again when that is due (blocking: run it off the loop)."""
         if self.wants_fetch(kid) or (self.find(kid) is None and self.fetching()):
+            ended = self.ended
             with self._lock:  # a fetch under way is waited for: its keys may hold this kid
-                if self.wants_fetch(kid):  # another thread may have fetched while this one waited
+                # A caller that waited for another's fetch takes what it found and never fetches again itself:
+                # else, with `min_interval` shorter than a slow fetch, each waiter fetched in turn (a flood of N
+                # made-up kids cost the issuer N fetches, one after the other, and held every token behind them).
+                if self.ended == ended and self.wants_fetch(kid):
                     self.refresh()
+        return self.find(kid)
+
+    async def fetched(self, kid: str | None) -> Any:
+        """`get` for the event loop: one fetch at a time in one thread, which every request that needs it awaits
+        (none holds a thread of its own), for at most WAIT_LIMIT seconds; BackendUnavailable after that."""
+        loop = asyncio.get_running_loop()
+        running = self._inflight
+        if running is None or running.done() or running.get_loop() is not loop:
+            running = self._inflight = asyncio.ensure_future(asyncio.to_thread(self.get, kid))
+            running.add_done_callback(lambda done: done.cancelled() or done.exception())  # retrieved, even unawaited
+        try:
+            await asyncio.wait_for(asyncio.shield(running), WAIT_LIMIT)
+        except TimeoutError:
+            raise BackendUnavailable(
+                f"the OAuth issuer has not sent its signing keys within {WAIT_LIMIT:g} s (a fetch is under way)"
+            ) from None
+        except BackendUnavailable:
+            if self.find(kid) is None:
+                raise
         return self.find(kid)
 
     def refresh(self) -> None:
@@ -236,6 +270,8 @@ class SigningKeys:
                 raise
             log.warning("keeping the cached OAuth signing keys: %s", exc)
             return
+        finally:
+            self.ended += 1
         self.keys, self.loaded_at, self.failure = keys, self.clock(), None
         self.generation += 1
 
@@ -416,7 +452,7 @@ class TokenVerifier:
         if self.keys.wants_fetch(kid) or (self.keys.find(kid) is None and self.keys.fetching()):
             # The only blocking step, off the event loop. A fetch already under way (another request's, in a
             # fresh worker) is waited for: its keys may be the ones this token needs.
-            key = await asyncio.to_thread(self.keys.get, kid)
+            key = await self.keys.fetched(kid)
         else:
             key = self.keys.find(kid)
         claims = self.claims(token, alg, key)
