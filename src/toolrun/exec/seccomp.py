@@ -17,6 +17,11 @@ the system calls that serve to escape or attack a sandbox, and allows everything
 - setsockopt SO_REUSEPORT is refused: with `network: host`, a socket of the server's user (a server that is not
   root) joins the port of any listener of that user that set it, toolrun's own workers included, and takes a share
   of its connections;
+- a mode with S_ISUID or S_ISGID in chmod, fchmod, fchmodat, fchmodat2, open, openat, creat, mknod and mknodat is
+  refused (EPERM), and openat2 (its mode is in a struct the filter cannot read) answers ENOSYS: a `writable` path
+  is a host folder, and a setuid program of the tool's user planted there lets any local user act as that user
+  outside every sandbox (bwrap's nosuid mounts hold inside the jail only); under a server that is not root, that
+  user is the server's own;
 - prctl PR_SET_PDEATHSIG is refused: the tool's shell is its PID namespace's first process and dies with bwrap
   (so with the server) through that signal alone; cleared or changed, it outlived a killed server;
 - a system call of another architecture than the host's (a 32-bit program on x86_64, or the x32 ABI)
@@ -55,15 +60,23 @@ syslog 103 116          vhangup 153 58             lookup_dcookie 212 18       o
 name_to_handle_at 303 264  io_uring_setup 425 425  io_uring_enter 426 426      io_uring_register 427 427
 uselib 134 -            iopl 172 -                 ioperm 173 -
 clone 56 220            clone3 435 435             ioctl 16 29                 prctl 157 167
-setsockopt 54 208       socket 41 198              socketpair 53 199
+setsockopt 54 208       socket 41 198              socketpair 53 199           openat2 437 437
+chmod 90 -              fchmod 91 52               fchmodat 268 53             fchmodat2 452 452
+open 2 -                openat 257 56              creat 85 -                  mknod 133 -
+mknodat 259 33
 """
+# The calls that set a file's mode, and which argument holds it: refused when it asks for S_ISUID or S_ISGID.
+MODE_ARGUMENT = {
+    "chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2, "open": 2, "openat": 3, "creat": 1, "mknod": 1,
+    "mknodat": 2,
+}  # fmt: skip
 _WORDS = _TABLE.split()
 _ROWS = [_WORDS[i : i + 3] for i in range(0, len(_WORDS), 3)]
 SYSCALLS: dict[str, dict[str, int | None]] = {
     machine: {row[0]: None if row[column] == "-" else int(row[column]) for row in _ROWS}
     for machine, column in (("x86_64", 1), ("aarch64", 2))
 }
-_CHECKED_APART = ("clone", "clone3", "ioctl", "prctl", "setsockopt", "socket", "socketpair")
+_CHECKED_APART = ("clone", "clone3", "ioctl", "prctl", "setsockopt", "socket", "socketpair", "openat2", *MODE_ARGUMENT)
 _REFUSED_NAMES = [row[0] for row in _ROWS if row[0] not in _CHECKED_APART]
 
 # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET, and CLONE_NEWTIME.
@@ -74,6 +87,7 @@ AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
 OFFLINE_FAMILIES = (AF_UNIX, AF_INET, AF_INET6)  # the socket families `network: none` keeps
 PR_SET_PDEATHSIG = 1
 SOL_SOCKET, SO_REUSEPORT = 1, 15  # the same numbers on x86_64 and aarch64
+SET_ID_BITS = 0o6000  # S_ISUID | S_ISGID
 
 # Classic BPF (linux/filter.h, linux/seccomp.h).
 _LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
@@ -85,7 +99,8 @@ RET_ALLOW = 0x7FFF0000
 RET_KILL_PROCESS = 0x80000000
 RET_ERRNO = 0x00050000
 # Offsets in struct seccomp_data: nr, arch, then args[6] as 64-bit values (the low half first: little-endian).
-_NR, _ARCH, _ARG0_LOW, _ARG1_LOW, _ARG2_LOW = 0, 4, 16, 24, 32
+_NR, _ARCH, _ARG0_LOW, _ARG1_LOW, _ARG2_LOW, _ARG3_LOW = 0, 4, 16, 24, 32, 40
+_ARG_LOW = (_ARG0_LOW, _ARG1_LOW, _ARG2_LOW, _ARG3_LOW)
 
 # An instruction: (code, jump-if-true label, jump-if-false label, k); labels resolve to offsets.
 _Insn = tuple[int, str | None, str | None, int]
@@ -128,8 +143,12 @@ def program(machine: str | None = None, no_network: bool = False) -> bytes:
     if no_network:
         code += [(_JEQ, "socket", None, nr) for name in ("socket", "socketpair") if (nr := numbers[name]) is not None]
     code += [
+        (_JEQ, f"mode{index}", None, nr) for name, index in MODE_ARGUMENT.items() if (nr := numbers[name]) is not None
+    ]
+    code += [
         (_JEQ, "clone", None, numbers["clone"] or 0),
         (_JEQ, "enosys", None, numbers["clone3"] or 0),
+        (_JEQ, "enosys", None, numbers["openat2"] or 0),
         (_JEQ, "ioctl", None, numbers["ioctl"] or 0),
         (_JEQ, "prctl", None, numbers["prctl"] or 0),
         (_JEQ, "setsockopt", None, numbers["setsockopt"] or 0),
@@ -154,6 +173,7 @@ def program(machine: str | None = None, no_network: bool = False) -> bytes:
         (_JEQ, "deny", None, SO_REUSEPORT),
         "other_option",
         (_RET, None, None, RET_ALLOW),
+        *_mode_checks(),
         "socket",
         (_LD_W_ABS, None, None, _ARG0_LOW),
         *((_JEQ, "allow", None, family) for family in OFFLINE_FAMILIES),
@@ -168,6 +188,19 @@ def program(machine: str | None = None, no_network: bool = False) -> bytes:
         (_RET, None, None, RET_KILL_PROCESS),
     ]
     return _assemble(code)
+
+
+def _mode_checks() -> list[_Insn | str]:
+    """`mode1`..`mode3`: refuse (EPERM) a mode, in that argument, that asks for S_ISUID or S_ISGID."""
+    code: list[_Insn | str] = []
+    for index in sorted(set(MODE_ARGUMENT.values())):
+        code += [
+            f"mode{index}",
+            (_LD_W_ABS, None, None, _ARG_LOW[index]),
+            (_JSET, "deny", None, SET_ID_BITS),
+            (_RET, None, None, RET_ALLOW),
+        ]
+    return code
 
 
 def refused() -> tuple[str, ...]:

@@ -1,0 +1,59 @@
+"""A fourth red team on the sandbox's walls (issue 34's "fresh red team"): attacks a hostile tool tried after the
+first three red teams' fixes were merged, each driven as a tool would, with a real bwrap, through the real `toolrun`
+command, once with the server as root and once as a user that is not root. Each test failed on the code before its
+fix.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.binaries import require_binary
+from support.jails import need_root, open_folder
+from test_sandbox_walls import Jail, said
+
+
+@pytest.fixture(params=["root", "user"])
+def server(request: pytest.FixtureRequest) -> str:
+    require_binary("bwrap")
+    if request.param == "root":
+        need_root()
+    return str(request.param)
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    yield from open_folder()
+
+
+@pytest.fixture
+def jail(base: Path, server: str) -> Jail:
+    return Jail(base, server)
+
+
+def test_a_tool_cannot_plant_a_setuid_or_setgid_program_in_a_writable_path(jail: Jail) -> None:
+    """A `writable` path is a folder on the host. A tool copied /bin/sh there and made it setuid (chmod 4755, or
+    created it with that mode): a program of the tool's user that any local user could run as that user, outside
+    every sandbox. Under a server that is not root that user is the server's own: `out/sh -p` run by `nobody` had
+    euid toolrun-test and listed the key store's folder. (bwrap's nosuid mounts hold inside the jail only.) The
+    filter now refuses a mode with S_ISUID or S_ISGID in chmod, fchmod, fchmodat, open, openat, creat and mknod."""
+    out = jail.writable("out")
+    command = (
+        f"cp /bin/sh {out}/sh; chmod 4755 {out}/sh; chmod 2755 {out}/sh; "
+        f"python3 -c \"import os; os.close(os.open('{out}/py', os.O_CREAT | os.O_WRONLY, 0o6755))\"; "
+        f"cp /bin/sh {out}/gsh && chmod g+s {out}/gsh; echo DONE"
+    )
+    jail.write(
+        f"group: t\ntools:\n  - name: plant\n    exec: {json.dumps(command)}\n    sandbox: {{writable: [{out}]}}\n"
+    )
+    done = jail.call("t.plant")
+    assert "DONE" in done.stdout, said(done)
+    assert (out / "sh").exists(), said(done)  # the copy itself is allowed, only the mode is not
+    planted = {p.name: oct(p.stat().st_mode) for p in out.iterdir() if p.stat().st_mode & (stat.S_ISUID | stat.S_ISGID)}
+    assert planted == {}, f"setuid or setgid files planted on the host: {planted}\n{said(done)}"
+    assert "Operation not permitted" in done.stderr, said(done)
