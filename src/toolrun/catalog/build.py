@@ -140,7 +140,9 @@ def _process(
     env = build_env(ctx, opts, key, loc)
     cwd = None
     if opts.cwd:
-        cwd = str((ctx.path.parent / opts.cwd).resolve())
+        # By name (the catalog's folder resolved): a link in `cwd` is not followed here, where a sandbox would bind
+        # whatever it led to at load; a sandboxed call refuses it, any other chdirs through it.
+        cwd = os.path.normpath(os.path.join(ctx.path.parent.resolve(), opts.cwd))
         if ctx.options.check and kind != "fn" and not os.path.isdir(cwd):  # False, not OSError, for a long name
             ctx.problem((*loc, "cwd"), key, f"cwd {opts.cwd!r} is not a directory here", "warning")
     limits = _limits(ctx, opts)

@@ -574,5 +574,8 @@ def load_problem(tools: Iterable[Any], probe: bool = True) -> str | None:
 
 
 def resolve_path(path: str, base: Path) -> str:
-    """A profile path as bwrap binds it: absolute, from the declaring catalog file's folder, `~` expanded."""
-    return str((base / os.path.expanduser(path)).resolve())
+    """A profile path as bwrap binds it: absolute, from the declaring catalog file's folder (itself resolved), `~`
+    expanded, `.` and `..` taken away by name. Links in the path itself are left as they are, never followed at
+    load: a tool that may write a folder could turn another tool's path there into a link to anywhere before a
+    load, and the call binds no link (sandboxpaths.py refuses it)."""
+    return os.path.normpath(os.path.join(base.resolve(), os.path.expanduser(path)))
