@@ -17,15 +17,19 @@ Targets (the ``audit_log`` setting): empty for none, ``-`` for stderr, else a fi
 file is created with mode 0600 and opened in append mode; before each record its path is
 checked against the open file (device and inode, as logging's WatchedFileHandler does), so a
 logrotate rename or delete starts a new file at the path, with no signal and no restart.
-Several processes (workers) may append to one file: each record is one ``write`` in O_APPEND.
+Several processes (workers) may append to one file: each record is one ``write`` in O_APPEND. The path is
+opened without following a link and must be a regular file: a link or fifo left there (by whoever may write its
+folder) is refused, at start, or at a reopen, where records keep going to the file open before.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
 import random
+import stat
 import sys
 import threading
 from collections.abc import Mapping
@@ -176,20 +180,30 @@ class AuditLog:
             self._open()  # a path that cannot be opened fails at start, not at the first call
 
     def _open(self) -> None:
-        fd = os.open(self.target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        # Never through a link, never anything but a regular file: whoever may write the log's folder (a shared
+        # /var/log/toolrun, a /tmp) could otherwise delete or rotate the file away and leave a link to any file
+        # (/etc/sudoers), which the server appends to with its rights, or a fifo that blocks every call.
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+        fd = os.open(self.target, flags, 0o600)
         st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "not a regular file")
         if self._fd is not None:
             os.close(self._fd)
         self._fd, self._ident = fd, (st.st_dev, st.st_ino)
 
     def _reopen_if_rotated(self) -> None:
         try:
-            st = os.stat(self.target)
+            st = os.lstat(self.target)
             current: tuple[int, int] | None = (st.st_dev, st.st_ino)
         except FileNotFoundError:
             current = None
         if current != self._ident:
-            self._open()
+            try:
+                self._open()
+            except OSError as exc:  # the record goes to the file already open (the rotated one): none is lost
+                log.error("audit log %s: cannot open it again (%s): writing to the file open before", self.target, exc)
 
     def write(self, fields: Mapping[str, Any], message: str = "tool call") -> None:
         # The one JSON formatter of toolrun's logs (`log_format = json`): an audit line has the same
