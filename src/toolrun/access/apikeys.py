@@ -160,6 +160,11 @@ def rotate_key(
     state = record.state()
     if state != "active":
         raise UsageError(f"key {prefix} is {state}: only an active key can be rotated (create a new one instead)")
+    if record.revoked_at is not None:  # rotated before, its grace under way: a second grace would not extend it
+        raise UsageError(
+            f"key {prefix} was replaced already and stops working at {iso(record.revoked_at)}: rotate the key that "
+            "replaced it (see `toolrun keys list`), or revoke this one now with `toolrun keys revoke`"
+        )
     user = store.get_user(record.username)
     if user is None:
         raise UsageError(f"key {prefix} belongs to {record.username!r}, who no longer exists")

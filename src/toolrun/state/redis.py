@@ -49,6 +49,14 @@ from .kinds import LIVE, Cursor, Versioned, Viewer
 PREFIX = "toolrun:"
 SESSION_TTL = 24 * 3600
 TIMEOUT = 0.5
+# Set a key's revocation time unless it stops working by then already (a revocation only ever comes sooner).
+_REVOKE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local cur = redis.call('HGET', KEYS[1], 'revoked_at')
+if cur and cur ~= '' and tonumber(cur) <= tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'revoked_at', ARGV[1])
+return 1
+"""
 _INCR = """
 local count = redis.call('INCR', KEYS[1])
 if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
@@ -193,16 +201,12 @@ class RedisKeyStore(RedisClients):
         return self._record(prefix, record), self._user(_s(record.get(b"username")), user)
 
     def revoke(self, prefix: str, at: float | None = None) -> bool:
-        r = self.sync()
+        """Revoke now, or at `at`; False when the key is unknown or stops working by then already. One script:
+        a revocation now and a rotation's later one racing (read, then write) brought a revoked key back."""
         try:
-            name = f"{PREFIX}key:{prefix}"
-            record = r.hgetall(name)
             moment = now()
-            revoked = _f(record.get(b"revoked_at")) if record else None
-            if not record or (revoked is not None and revoked <= moment):
-                return False
-            r.hset(name, "revoked_at", repr(moment if at is None else at))
-            return True
+            when = moment if at is None else max(at, moment)
+            return bool(self.sync().eval(_REVOKE, 1, f"{PREFIX}key:{prefix}", repr(when)))
         except redis.RedisError as exc:
             raise _unavailable(exc) from exc
 

@@ -513,11 +513,13 @@ class SQLiteKeyStore:
         return KeyRecord(prefix, row[4], row[1], row[2], row[3]), _user(row[4:])
 
     def revoke(self, prefix: str, at: float | None = None) -> bool:
-        """Revoke now, or at `at` (a grace period); False when the key is unknown or already revoked."""
+        """Revoke now, or at `at` (a grace period); False when the key is unknown or stops working by then already:
+        a revocation only ever comes sooner (a second rotation's grace pushed a scheduled one later)."""
         moment = now()
+        when = moment if at is None else max(at, moment)
         cur = self.file.conn().execute(
             "UPDATE keys SET revoked_at=? WHERE prefix=? AND (revoked_at IS NULL OR revoked_at > ?)",
-            (moment if at is None else at, prefix, moment),
+            (when, prefix, when),
         )
         return cur.rowcount > 0
 
