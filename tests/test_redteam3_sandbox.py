@@ -84,3 +84,28 @@ def test_a_bound_path_turned_into_a_link_before_a_load_is_refused_not_followed(j
     assert "PRIVATE-KEY" not in said(done), said(done)
     assert done.returncode != 0 and "symbolic link" in done.stderr, said(done)
     assert "under tool t.swap's writable path" in said(jail.validate())
+
+
+def test_a_writable_path_cannot_rewrite_the_code_of_an_fn_tool(jail: Jail) -> None:
+    """The catalog files and env files were toolrun's own (hidden, and a writable path holding one fails the call),
+    but not the Python module of an fn tool, which the server imports and runs in its own process, unsandboxed. A
+    sandboxed tool whose `writable` path held that module rewrote it, and the next `toolrun call` of the fn tool ran
+    the tool's code as the server's user (uid 0 under a root server). Now every file the tools were built from (an
+    fn tool's source, an output schema) is toolrun's own, as the catalog file is."""
+    lib = jail.writable("cat/lib")
+    (lib / "__init__.py").write_text("")
+    (lib / "mod.py").write_text('def hello() -> str:\n    return "hello"\n')
+    jail.home.mkdir(parents=True, exist_ok=True)
+    marker = jail.home / "PWNED"
+    payload = f'import os\\nopen("{marker}", "w").write(str(os.getuid()))\\ndef hello() -> str:\\n    return "owned"\\n'
+    jail.write(
+        "group: t\ntools:\n  - name: hello\n    fn: lib.mod:hello\n"
+        f"  - name: writer\n    exec: rm -f {lib}/mod.py && printf '{payload}' > {lib}/mod.py && echo WROTE\n"
+        f"    sandbox: {{writable: [{lib}]}}\n"
+    )
+    assert jail.call("t.hello").stdout.strip() == "hello"
+    wrote = jail.call("t.writer")
+    again = jail.call("t.hello")
+    assert not marker.exists(), f"the server ran the sandboxed tool's code as uid {marker.read_text()}"
+    assert again.stdout.strip() == "hello", said(again)
+    assert "WROTE" not in wrote.stdout and "holds toolrun's own" in wrote.stderr, said(wrote)

@@ -192,6 +192,7 @@ def _load_file_uncollected(
             if cached is not None:
                 return cached[0], cached[1], False, cached[2]
     result = load_file(path, environ, options)
+    _hide(result.extra_files)
     tools, problems, declared = result.tools, result.problems, result.declared
     if options.check:  # validate-catalog: nothing is served from these, and nothing is cached
         return tools, problems, True, declared
@@ -245,7 +246,18 @@ def _read_cache(cache_file: Path, environ: Mapping[str, str]) -> tuple[list[Tool
                 return None
     except (OSError, AttributeError, TypeError):
         return None
+    _hide(entry["files"])
     return entry["tools"], entry["warnings"], entry["sandboxes"]
+
+
+def _hide(files: Mapping[str, str]) -> None:
+    """The other files the tools were built from (an fn tool's Python source, an output schema, an env file) are
+    toolrun's own as the catalog file is: no sandbox sees them, and a `writable` path holding one fails the call.
+    A tool that could write an fn tool's module would have the server run its code, unsandboxed, at the next
+    start."""
+    from ..exec.sandbox import hide
+
+    hide(files)
 
 
 def _read_own(cache_file: Path) -> bytes:
