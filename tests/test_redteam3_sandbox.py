@@ -109,3 +109,15 @@ def test_a_writable_path_cannot_rewrite_the_code_of_an_fn_tool(jail: Jail) -> No
     assert not marker.exists(), f"the server ran the sandboxed tool's code as uid {marker.read_text()}"
     assert again.stdout.strip() == "hello", said(again)
     assert "WROTE" not in wrote.stdout and "holds toolrun's own" in wrote.stderr, said(wrote)
+
+
+def test_validate_catalog_warns_of_an_unsandboxed_cwd_under_a_sandboxed_writable_path(jail: Jail) -> None:
+    """Weak, not broken: a sandboxed tool may write a folder where a tool without a sandbox runs (`cwd:`), and so
+    choose the script or Makefile that tool runs, outside any sandbox. validate-catalog said nothing; it warns now."""
+    work = jail.writable("work")
+    jail.write(
+        f"group: t\ntools:\n  - name: a\n    exec: echo hi > {work}/run.sh\n    sandbox: {{writable: [{work}]}}\n"
+        f"  - name: b\n    exec: sh ./run.sh\n    cwd: {work}\n"
+    )
+    done = jail.validate()
+    assert f"t.b: warning: it runs without a sandbox in {work}, under sandboxed tool t.a's writable path" in said(done)

@@ -163,6 +163,7 @@ def resolve(
     _host_warnings(boxed, probe, problems)
     if probe:
         _shared_warnings(boxed, problems)
+        _unsandboxed_cwd_warnings(boxed, [t for t in out.values() if t.sandbox is None and t.cwd], problems)
     return out
 
 
@@ -181,6 +182,23 @@ def _shared_warnings(boxed: list[ToolSpec], problems: list[Problem]) -> None:
                     )
                     problems.append(Problem(t.file, t.line, t.col, t.key, message, "warning"))
                     break
+
+
+def _unsandboxed_cwd_warnings(boxed: list[ToolSpec], plain: list[ToolSpec], problems: list[Problem]) -> None:
+    """validate-catalog: a tool without a sandbox whose `cwd` lies under a sandboxed tool's `writable:` path: the
+    sandboxed tool decides what the other finds there (a script, a Makefile, a `.env`) and runs outside any
+    sandbox, as the server's user."""
+    writers = [(t.key, w) for t in boxed if t.sandbox is not None for w in t.sandbox.writable]
+    for t in plain:
+        assert t.cwd is not None
+        found = next(((k, r) for k, r in writers if t.cwd == r or t.cwd.startswith(r.rstrip("/") + "/")), None)
+        if found is not None:
+            key, root = found
+            message = (
+                f"it runs without a sandbox in {t.cwd}, under sandboxed tool {key}'s writable path {root}: {key} "
+                "decides what this tool finds (and may run) there, outside any sandbox (give it a folder of its own)"
+            )
+            problems.append(Problem(t.file, t.line, t.col, t.key, message, "warning"))
 
 
 def _host_warnings(boxed: list[ToolSpec], probe: bool, problems: list[Problem]) -> None:
