@@ -81,3 +81,26 @@ def test_a_link_left_at_the_audit_logs_path_is_never_followed(shared_logs: Path,
             "second\nsetting = 0",
         ]
         assert os.path.islink(audit)
+
+
+def test_a_fifo_left_at_the_audit_logs_path_does_not_hang_the_server(shared_logs: Path, tmp_path: Path) -> None:
+    """The same folder, a fifo instead of a link: the reopen after the file was moved away opened the fifo for
+    writing, which blocks until someone reads it, while holding the audit log's lock: the call, and every call
+    after it, hung. Now the open does not block and refuses anything but a regular file; the calls answer and
+    their records go to the file open before."""
+    audit = shared_logs / "audit.jsonl"
+    attacker = as_user(unprivileged())
+    with serve_catalog(tmp_path, CATALOG, {"SVC_AUDIT_LOG": str(audit), "SVC_WORKERS": 1}) as server:
+        server.start()
+        _post(server.url, "first")
+        wait_until(lambda: audit.exists() and "first" in audit.read_text(), 5, "the first record")
+        moved = shared_logs / "moved.jsonl"
+        for argv in (["mv", str(audit), str(moved)], ["mkfifo", str(audit)]):
+            done = subprocess.run([*attacker, *argv], capture_output=True, text=True, check=False)
+            assert done.returncode == 0, done.stderr
+        try:
+            answer = httpx.post(f"{server.url}/tools/t.echo", json={"msg": "second"}, timeout=10)
+        except httpx.TimeoutException:
+            pytest.fail("the call hung on the fifo at the audit log's path")
+        assert answer.status_code == 200
+        assert "second" in moved.read_text()
