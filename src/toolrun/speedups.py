@@ -104,6 +104,13 @@ SPEEDUPS: tuple[Speedup, ...] = (
         "tests/test_render.py::test_plain_templates_render_without_jinja_exactly_as_jinja_does",
     ),
     Speedup(
+        "jail_pool",
+        "starting bwrap for each sandboxed call: jails prepared ahead per profile recently called, each used once, "
+        "handed the call's words and pipes (exec/sandboxpool.py)",
+        "measured in bench/README.md (issue 34, jails prepared ahead)",
+        "tests/test_sandbox_pool.py (the sandbox tests pass with it off and on)",
+    ),
+    Speedup(
         "cli_coercion",
         "Typer's pydantic coercion of the CLI's options (cli/fastcoerce.py)",
         "about 70-120 ms per command, the pydantic import and TypeAdapters (cli/fastcoerce.py)",
