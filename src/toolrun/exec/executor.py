@@ -441,6 +441,7 @@ async def run(
     except BaseException:
         _RUNNING -= 1
         launch.close()
+        sandboxpool.finished(jail)
         raise
     launch.started()
     timed_out = True  # until the shell is seen to exit in time (a cancelled call counts as timed out here)
@@ -469,6 +470,7 @@ async def run(
             child.release()
             _RUNNING -= 1
             launch.close()
+            sandboxpool.finished(jail)
     if timed_out:
         return ExecResult(-1, "", f"timeout after {format_seconds(timeout)}s", timed_out=True)
     launch.check(child.returncode, child.err.text("stderr"))

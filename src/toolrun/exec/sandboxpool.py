@@ -36,9 +36,11 @@ import secrets
 import shlex
 import shutil
 import signal
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
+from typing import Any
 
 from .. import speedups
 from ..errors import SandboxUnavailable
@@ -64,11 +66,12 @@ class Jail:
     """One jail prepared ahead: bwrap's pid (its process group), the parent's ends of its stdin, stdout and stderr,
     and its Launch (bwrap's status, the check's channel)."""
 
-    __slots__ = ("born", "digest", "err", "launch", "out", "pid", "stdin")
+    __slots__ = ("after", "born", "digest", "err", "launch", "out", "pid", "stdin")
 
     def __init__(self, digest: str, pid: int, stdin: int, out: int, err: int, launch: _sandbox.Launch) -> None:
         self.digest, self.pid, self.stdin, self.out, self.err, self.launch = digest, pid, stdin, out, err, launch
         self.born = time.monotonic()
+        self.after: tuple[Any, ...] | None = None  # the refill to schedule once its call is over (`finished`)
 
     def alive(self) -> bool:
         """Not known to be gone: the waiter has not closed the channel (it holds it until it runs the call)."""
@@ -110,6 +113,7 @@ class _Pool:
 
 _POOL: _Pool | None = None
 _DYING: list[int] = []  # killed jails not reaped yet
+_LOCK = threading.RLock()  # loops in other threads (a job's runner) call too
 
 
 def _pool() -> _Pool:
@@ -129,6 +133,11 @@ def take(box: Sandbox, cwd: str | None, user: str | None, user_prefix: tuple[str
     """A jail for a call of `box` (in `cwd`, as `user`; `user_prefix`: the setpriv of a tool's `user:`): one
     prepared ahead for exactly this plan, else one started now; the profile's jails are refilled after this call.
     SandboxUnavailable (and OSError) as sandbox.prepare raises them."""
+    with _LOCK:
+        return _take(box, cwd, user, user_prefix, key)
+
+
+def _take(box: Sandbox, cwd: str | None, user: str | None, user_prefix: tuple[str, ...], key: str) -> Jail:
     pool = _pool()
     _reap_dying()
     plan = _sandbox.plan(box, cwd, user, key)
@@ -151,10 +160,22 @@ def take(box: Sandbox, cwd: str | None, user: str | None, user_prefix: tuple[str
         found = _start(plan, wanted, user_prefix)
         spare = None  # its descriptors went to the jail
     if again:
-        _schedule(pool, wanted, box, cwd, user, user_prefix, key, spare)
+        found.after = (wanted, box, cwd, user, user_prefix, key, spare)
     elif spare is not None:
         spare.binds.close()
     return found
+
+
+def finished(jail: Jail | None) -> None:
+    """The call that took `jail` (None: no jail) is over: refill its profile's jails now (not while the call runs:
+    making a jail takes CPU the call's own processes would wait for), and reap idle ones later."""
+    if jail is None:
+        return
+    after, jail.after = jail.after, None
+    if after is None:
+        return
+    with _LOCK:
+        _schedule(_pool(), *after)
 
 
 def _forget_older(pool: _Pool, profile: tuple[object, ...], wanted: str) -> None:
@@ -177,7 +198,7 @@ def _schedule(
     key: str,
     spare: _sandbox.Plan | None,
 ) -> None:
-    """Refill `wanted`'s jails once this call is under way (the loop's next turn), and reap idle ones later."""
+    """Refill `wanted`'s jails at the loop's next turn, and reap idle ones later."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
@@ -191,6 +212,19 @@ def _schedule(
 
 
 def _refill(
+    wanted: str,
+    box: Sandbox,
+    cwd: str | None,
+    user: str | None,
+    user_prefix: tuple[str, ...],
+    key: str,
+    spare: _sandbox.Plan | None,
+) -> None:
+    with _LOCK:
+        _fill(wanted, box, cwd, user, user_prefix, key, spare)
+
+
+def _fill(
     wanted: str,
     box: Sandbox,
     cwd: str | None,
@@ -236,12 +270,13 @@ def _trim(pool: _Pool) -> None:
 
 
 def _tick() -> None:
-    pool = _pool()
-    pool.timer = None
-    _trim(pool)
-    if pool.called or _DYING:
-        loop = asyncio.get_event_loop()
-        pool.timer_loop, pool.timer = loop, loop.call_later(IDLE / 3, _tick)
+    with _LOCK:
+        pool = _pool()
+        pool.timer = None
+        _trim(pool)
+        if pool.called or _DYING:
+            loop = asyncio.get_running_loop()
+            pool.timer_loop, pool.timer = loop, loop.call_later(IDLE / 3, _tick)
 
 
 def _reap_dying() -> None:
@@ -322,6 +357,11 @@ def _prlimit() -> str:
 @atexit.register
 def close_all() -> None:
     """Kill every jail prepared ahead (an exiting interpreter; tests)."""
+    with _LOCK:
+        _close_all()
+
+
+def _close_all() -> None:
     pool = _POOL
     if pool is None or pool.pid != pidcache.pid():
         return
@@ -336,4 +376,5 @@ def close_all() -> None:
 
 def prepared() -> dict[str, int]:
     """How many jails wait, per digest (tests, diagnostics)."""
-    return {d: len(j) for d, j in _pool().jails.items() if j}
+    with _LOCK:
+        return {d: len(j) for d, j in _pool().jails.items() if j}
