@@ -322,3 +322,31 @@ def test_a_probe_that_never_finishes_is_killed_whole_at_its_timeout(
     problem = sandbox._probe(str(fake / "bwrap"))
     assert "did not finish" in problem and time.monotonic() - started < 5
     assert not pids_matching(marker)
+
+
+def test_a_catalog_folder_seen_before_is_listed_again_once_it_changed(base: Path) -> None:
+    """Opening bound paths does not list an unchanged folder of catalog files again (bench/sandbox.py --binds), but a
+    catalog file replaced there (a new inode at the same name) is what the next call checks against."""
+    from toolrun.errors import SandboxUnavailable
+    from toolrun.exec.sandboxpaths import open_binds
+
+    folder = base / "catalogs"
+    folder.mkdir()
+    files = [str(folder / f"tools{i}.yaml") for i in range(3)]
+    for path in files:
+        Path(path).write_text("group: g\n")
+    os.utime(folder, (time.time() - 5, time.time() - 5))  # changed long enough ago to be remembered
+    for _ in range(2):
+        with pytest.raises(SandboxUnavailable, match="toolrun's own"):
+            open_binds((files[0],), (), None, (), True, files)
+        open_binds((), (), str(folder), (), True, files).close()  # the folder, its catalog files covered
+    fresh = base / "fresh.yaml"
+    fresh.write_text("group: g\n")
+    os.replace(fresh, files[1])  # a new inode under a name toolrun loaded
+    with pytest.raises(SandboxUnavailable, match="toolrun's own"):
+        open_binds((files[1],), (), None, (), True, files)
+    binds = open_binds((), (), str(folder), (), True, files)
+    try:
+        assert sorted(path for path, _ in binds.masks) == sorted(files)
+    finally:
+        binds.close()
