@@ -183,6 +183,23 @@ def test_the_tool_replaces_the_waiter_and_gets_the_calls_words_only(pool: None) 
     assert out.endswith("given\n")  # the call's stdin follows its message, unread by the waiter
 
 
+def test_a_prepared_jail_is_killed_whole_at_the_calls_timeout(pool: None) -> None:
+    box = Sandbox(profile="default", network="none")
+    _twice_then_ready("true", box)
+    tag = f"pooltimeout{uuid.uuid4().hex[:10]}"
+    daemon = f"setsid sh -c 'sleep 30; : {tag}' </dev/null >/dev/null 2>&1 &"
+
+    async def go() -> tuple[bool, str]:
+        command = f"{daemon} sleep 20; : {tag}"
+        done = await executor.run(command, timeout=0.5, env={"PATH": "/usr/bin:/bin"}, sandbox=box)
+        return done.timed_out, done.stderr
+
+    started = time.monotonic()
+    timed_out, stderr = asyncio.run(go())
+    assert timed_out and stderr == "timeout after 0.5s" and time.monotonic() - started < 5
+    wait_until(lambda: not pids_matching(tag), 5, "every process of the timed-out jail gone")
+
+
 def test_limits_hold_in_a_prepared_jail(pool: None) -> None:
     box = Sandbox(profile="default", network="none")
     _twice_then_ready("true", box)
