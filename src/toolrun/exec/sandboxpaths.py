@@ -150,8 +150,8 @@ class Own:
         for path in private:
             own._add(path, folders)
         by_folder: dict[str, list[str]] = {}
-        for path in files:
-            by_folder.setdefault(os.path.dirname(path), []).append(path)
+        for path in files:  # absolute paths (sandbox.hide): the folder is what is before the last slash
+            by_folder.setdefault(path.rpartition("/")[0] or "/", []).append(path)
         for folder, paths in by_folder.items():
             if folder not in folders:
                 folders[folder] = _real_folder(folder)
@@ -400,8 +400,8 @@ def _binds(opened: list[_Opened], own: Own, renumbered: bool) -> Binds:
         binds.idents.append(item.ident)
         if item.kind != "writable":
             for real, depth, is_dir in own.above.get(item.ident, ()):
-                rest = real.split("/")[-depth:]
-                binds.masks.append((os.path.join(item.path, *rest), is_dir))
+                rest = "/".join(real.split("/")[-depth:])
+                binds.masks.append((f"{item.path.rstrip('/')}/{rest}", is_dir))
     return binds
 
 
