@@ -75,6 +75,12 @@ def test_a_name_value_query_searches_for_the_param_name() -> None:
     assert keys("to_revision=3 release=web")[0] == "helm.rollback"
 
 
+def test_a_quoted_value_with_spaces_is_not_searched() -> None:
+    assert query_words("release='nginx restart web' to_revision=3") == ["release", "revision"]
+    assert query_words('release="nginx restart" to_revision=3') == ["release", "revision"]
+    assert keys("release='restart the nginx unit' to_revision=3")[0] == "helm.rollback"
+
+
 def page(catalog: list[ToolSpec], query: str, limit: int = 3) -> list[str]:
     return [t.key for t in Registry(catalog).search(ADMIN, query, 0, limit).items]
 

@@ -85,7 +85,7 @@ STOP_WORDS = frozenset(_STOP.split(" ") + _STOP_MORE.split(" ") + _FILLER.split(
 # task queries.
 WEAK_WORDS = frozenset(["run", "see", "look", "figure", "need", "let", "know", "tell", "right"])
 WEAK = 0.5
-_ASSIGNMENT = re.compile(r"([^\W\d][\w.-]*)=\S*", re.UNICODE)
+_ASSIGNMENT = re.compile(r"([^\W\d][\w.-]*)=(\"[^\"]*\"|'[^']*'|\S*)", re.UNICODE)  # a quoted value, spaces and all
 
 # Words that name the same action or thing in operations work, both ways. Authors add their own
 # with a tool's `keywords:`; this table only covers the verbs and nouns almost every catalog uses.
