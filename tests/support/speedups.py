@@ -19,6 +19,7 @@ HELD: dict[str, tuple[str, str, object]] = {
     "direct_exec": ("toolrun.exec.executor", "DIRECT_EXEC", False),
     "pidfd": ("toolrun.exec.executor", "_HAS_PIDFD", False),
     "threaded_spawn": ("toolrun.exec.executor", "THREADED_FROM", 1 << 62),
+    "exit_first": ("toolrun.exec.executor", "EXIT_FIRST", False),
     "posix_spawn": ("toolrun.exec.spawn", "_LIBC", None),
     "plain_render": ("toolrun.exec.render", "PLAIN_RENDER", False),
     "coalesce": ("toolrun.server.protocol", "COALESCE", False),
