@@ -4,6 +4,7 @@
 #   make test         install everything the tests need (apt, pip, npm), then lint, type-check and test
 #   make ui           rebuild the browser UI (ui/ -> ui-dist/, committed) when its sources changed
 #   make bench        performance figures against bare baselines (bench/README.md)
+#   make bench-exec   the exec route vs adnanh/webhook and the server CPU per call vs the last release
 #   make completions  regenerate completions/ from the Typer app
 #   make schema       regenerate schema/catalog.schema.json from the catalog models
 #
@@ -23,7 +24,7 @@ EXAMPLES := examples/
 APT_COMMANDS := redis-server:redis-server chromium:chromium prometheus:promtool wrk:wrk \
 	webhook:webhook curl:curl hyperfine:hyperfine nginx:nginx apache2-utils:ab bubblewrap:bwrap
 
-.PHONY: help demo test lint typecheck pytest pytest-plain ui ui-lint bench completions schema system-deps python-deps clean
+.PHONY: help demo test lint typecheck pytest pytest-plain ui ui-lint bench bench-exec completions schema system-deps python-deps clean
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -136,6 +137,11 @@ ui/node_modules/.package-lock.json: ui/package-lock.json
 
 bench: $(VENV)/.installed-runtime
 	$(BIN)/python bench/core.py
+
+# The exec route's guard: exec/webhook req/s at c=1/8/32 and the server's CPU per call beside the last release's
+# (bench/exec_cpu.py, under two minutes). Run it before resolving any change to the exec path or the server.
+bench-exec: $(VENV)/.installed-runtime
+	$(BIN)/python bench/exec_cpu.py
 
 completions: $(VENV)/.installed-runtime
 	$(BIN)/python completions/generate.py

@@ -28,6 +28,7 @@ _.commenters
 _.log_errors  # re2.Options (params.py)
 _.maxstring  # reprlib.Repr (paramtypes.py)
 _.maxother
+_.waiting_for_100_continue  # uvicorn's RequestResponseCycle (server/protocol.py, answer)
 _.maxlevel
 _.intra_op_num_threads  # onnxruntime.SessionOptions (search/embedder.py)
 _.inter_op_num_threads

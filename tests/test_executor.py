@@ -113,6 +113,40 @@ def test_timeout_returns_minus_one_empty_stdout_and_the_deadline() -> None:
     assert time.monotonic() - started < 2
 
 
+def test_a_quiet_start_loses_no_output_and_keeps_every_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`exit_first`: a child's pipes are read when it exits (or watched once it has run QUIET_START). The same
+    results as pipes watched from the start: big outputs (past the pipe's 64 KiB, before and after QUIET_START),
+    both streams, output capped, a grandchild that writes after the shell exited, a timeout."""
+    big = f'{PY} -c \'import sys; sys.stdout.write("x" * 300000); sys.stderr.write("e" * 100000)\''
+    commands = [
+        (big, 5.0, ResourceLimits(output=1_000_000)),
+        (big, 5.0, ResourceLimits(output=1000)),
+        (f"sleep {executor.QUIET_START * 3}; head -c 200000 /dev/zero | tr '\\0' a", 5.0, None),
+        ("echo early; (sleep 0.05; echo late) & echo out >&2", 5.0, None),
+        ("echo partial; sleep 30", 0.3, None),
+        ("printf hi", 5.0, None),
+    ]
+
+    def results() -> list[tuple[ExecResult, float]]:
+        seen = []
+        for command, timeout, limits in commands:
+            started = time.monotonic()
+            seen.append((run(command, timeout=timeout, limits=limits), time.monotonic() - started))
+        return seen
+
+    quiet = results()
+    override(monkeypatch, "exit_first")
+    watched = results()
+    assert [r for r, _ in quiet] == [r for r, _ in watched]
+    full, capped, late_big, early_late, timed_out, hi = (r for r, _ in quiet)
+    assert (len(full.stdout), len(full.stderr), full.truncated) == (300000, 100000, False)
+    assert capped.truncated and capped.bytes_kept == 2000
+    assert late_big.stdout == "a" * 200000
+    assert early_late.stdout == "early\nlate\n" and early_late.stderr == "out\n"
+    assert timed_out.value() == (-1, "", "timeout after 0.3s") and quiet[4][1] < 2
+    assert hi.stdout == "hi"
+
+
 @pytest.mark.parametrize(
     ("seconds", "text"),
     [(0.5, "0.5"), (2, "2"), (2.0, "2"), (60.0, "60"), (0.25, "0.25"), (0.1, "0.1"), (3600, "3600"), (1e6, "1000000")],

@@ -19,11 +19,13 @@ HELD: dict[str, tuple[str, str, object]] = {
     "direct_exec": ("toolrun.exec.executor", "DIRECT_EXEC", False),
     "pidfd": ("toolrun.exec.executor", "_HAS_PIDFD", False),
     "threaded_spawn": ("toolrun.exec.executor", "THREADED_FROM", 1 << 62),
+    "exit_first": ("toolrun.exec.executor", "EXIT_FIRST", False),
     "posix_spawn": ("toolrun.exec.spawn", "_LIBC", None),
     "plain_render": ("toolrun.exec.render", "PLAIN_RENDER", False),
     "coalesce": ("toolrun.server.protocol", "COALESCE", False),
     "keepalive_timer": ("toolrun.server.protocol", "KEEPALIVE_TIMER", False),
     "jail_pool": ("toolrun.exec.sandboxpool", "ENABLED", False),
+    "direct_answer": ("toolrun.server.protocol", "DIRECT_ANSWER", False),
 }
 
 

@@ -270,11 +270,11 @@ class Watcher:
     def __init__(self, loop: AbstractEventLoop) -> None:
         self.pid = pidcache.pid()
         self.epoll = select.epoll()  # close-on-exec
-        self.callbacks: dict[int, Callable[[int], None]] = {}
+        self.callbacks: dict[int, Callable[[int], object]] = {}
         # No reference to the loop: the loop's entry in _WATCHERS (and this epoll) goes when the loop does.
         loop.add_reader(self.epoll.fileno(), self._ready)
 
-    def add(self, fd: int, callback: Callable[[int], None], writable: bool = False) -> None:
+    def add(self, fd: int, callback: Callable[[int], object], writable: bool = False) -> None:
         self.callbacks[fd] = callback
         self.epoll.register(fd, select.EPOLLOUT if writable else select.EPOLLIN)
 
@@ -298,7 +298,7 @@ class LoopWatcher:
         self.loop = weakref.ref(loop)
         self.writers: set[int] = set()
 
-    def add(self, fd: int, callback: Callable[[int], None], writable: bool = False) -> None:
+    def add(self, fd: int, callback: Callable[[int], object], writable: bool = False) -> None:
         loop = self.loop()
         assert loop is not None
         if writable:

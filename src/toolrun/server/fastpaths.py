@@ -1,6 +1,7 @@
 """Plain-ASGI handlers of the rows that spawn nothing: `GET /healthz` and `GET /tools/{key}`.
 
-No Request, router or Response: each answer is stored bytes, written with two `send` calls. Like every
+No Request, router or Response: each answer is stored bytes, written by `respond` (one write with the
+`direct_answer` speedup, protocol.answer; else two `send` calls). Like every
 handler of a `serve="plain"` row (dispatch.PLAIN_HANDLERS), each is built with its row's auth mode and
 applies it; the dispatcher hands it requests directly (`handle`, which returns the status sent), or the
 router does (`__call__`) when the `hot_routes` speedup is off. (`POST /tools/{key}` is toolcall.ToolCall.)
@@ -10,10 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from ..errors import ToolrunError
 from .httperrors import json_error
+from .protocol import answer
 from .request import identity_from_scope
 
 if TYPE_CHECKING:
@@ -27,18 +29,21 @@ def path_key(scope: Scope) -> str:
     return params["key"] if params else scope["path"][len("/tools/") :]  # type: ignore[no-any-return]
 
 
-def json_start(body: bytes) -> Message:
-    """The `http.response.start` of a 200 JSON answer of `body`."""
-    return {
-        "type": "http.response.start",
-        "status": 200,
-        "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")],
-    }
+def json_headers(body: bytes) -> list[tuple[bytes, bytes]]:
+    """The headers of a JSON answer of `body`."""
+    return [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]
+
+
+async def respond(scope: Scope, send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    """Send a whole answer: in one write where the protocol takes it (protocol.answer), else as two ASGI messages."""
+    if not answer(scope, send, status, headers, body):
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
 
 
 # GET /healthz: the bytes JSONResponse({"status": "ok"}) would send.
 HEALTHZ_BODY = b'{"status":"ok"}'
-HEALTHZ_START = json_start(HEALTHZ_BODY)
+HEALTHZ_HEADERS = json_headers(HEALTHZ_BODY)
 
 
 class Healthz:
@@ -59,8 +64,7 @@ class Healthz:
                 response = json_error(exc)
                 await response(scope, receive, send)
                 return response.status_code
-        await send(HEALTHZ_START)
-        await send({"type": "http.response.body", "body": HEALTHZ_BODY})
+        await respond(scope, send, 200, HEALTHZ_HEADERS, HEALTHZ_BODY)
         return 200
 
 
@@ -83,6 +87,5 @@ class ToolGet:
             response = json_error(exc)
             await response(scope, receive, send)
             return response.status_code
-        await send(json_start(body))
-        await send({"type": "http.response.body", "body": body})
+        await respond(scope, send, 200, json_headers(body), body)
         return 200

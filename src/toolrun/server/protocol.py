@@ -11,6 +11,9 @@ Two layers, each a class here:
   `IdleTimerHttpToolsProtocol` (`keepalive_timer`: one lazily re-armed keep-alive timer per
   connection instead of uvicorn's, created and cancelled for every request). `http_protocol`
   combines the ones `TOOLRUN_SPEEDUPS` leaves on; with both off it serves the safe layer alone.
+- a third, `direct_answer`: the plain handlers (POST /tools/{key}, GET /healthz, GET /tools/{key}) hand
+  their whole answer, head and body, to `answer`, which writes the bytes uvicorn's `send` would
+  write, in one transport write at once, and completes the request as uvicorn's `send` does.
 
 The classes override private uvicorn methods and read private attributes, so pyproject.toml bounds
 uvicorn to the minor version they were written against, and `uvicorn_misfit` names what does not
@@ -25,7 +28,7 @@ import re
 from typing import Any
 
 import httptools  # noqa: F401  # a dependency (pyproject.toml): uvicorn's httptools protocol needs it
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HEADER_VALUE_RE, STATUS_LINE, HttpToolsProtocol
 
 from .. import speedups
 from ..errors import RequestTimeout
@@ -66,6 +69,14 @@ _ATTRIBUTES = {
         "self.response_complete",
         "self.disconnected",
         "self.message_event",
+        # direct_answer (`answer`) also reads and sets these
+        "self.transport",
+        "self.flow",
+        "self.access_log",
+        "self.default_headers",
+        "self.keep_alive",
+        "self.waiting_for_100_continue",
+        "self.on_response",
     ),
 }
 
@@ -136,6 +147,12 @@ class CoalescingTransport:
             self.held = None
             self.transport.write(held)
 
+    def write_now(self, data: bytes) -> None:
+        """`data` leaves now, after what is held (a whole answer: nothing else joins it this iteration)."""
+        held = self.held
+        self.held = None
+        self.transport.write(data if held is None else held + data)
+
     def close(self) -> None:
         self.flush()
         self.transport.close()
@@ -157,6 +174,54 @@ class CoalescingTransport:
 MAX_HEAD = 64 * 1024  # bytes of one request head (request line and headers); nginx's default is 32 KiB
 COALESCE = speedups.on("coalesce")  # bench/coalesce.py turns it off to measure what it saves
 KEEPALIVE_TIMER = speedups.on("keepalive_timer")
+DIRECT_ANSWER = speedups.on("direct_answer")
+ANSWER = "toolrun.answer"  # scope key: the request's uvicorn cycle, for `answer` (absent: answer through `send`)
+
+
+def answer(scope: Any, send: Any, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> bool:
+    """Write a whole answer (lowercase header names, `content-length` among them) as uvicorn's `send` would, in one
+    transport write, and complete the request; False when it must go through `send` instead: a server that is not
+    this one, a `send` wrapped by a layer (CORS), uvicorn's own access log, a paused writer, a status uvicorn
+    has no line for, a HEAD request, a header value it would refuse, a `connection` header, or an answer
+    already begun.
+
+    The `direct_answer` speedup: uvicorn's `send` checks each header with two regular expressions, lowercases
+    it, builds the head from a list, and writes the head and the body apart (joined later by the coalescing
+    transport, from a callback): about 15-25 us of CPU per answer (speedups.py)."""
+    cycle: Any = scope.get(ANSWER)
+    unwrapped = cycle is not None and getattr(send, "__self__", None) is cycle  # uvicorn's own send, no layer
+    if (
+        not unwrapped
+        or cycle.response_started
+        or cycle.disconnected
+        or cycle.access_log
+        or cycle.flow.write_paused
+        or status not in STATUS_LINE
+        or scope["method"] == "HEAD"
+    ):
+        return False
+    parts = [STATUS_LINE[status]]
+    for name, value in (*cycle.default_headers, *headers):
+        if HEADER_VALUE_RE.search(value) or name == b"connection":
+            return False  # uvicorn's send raises on the first, and reads the second: its road
+        parts += (name, b": ", value, b"\r\n")
+    if not cycle.keep_alive:
+        parts.append(b"connection: close\r\n")
+    parts += (b"\r\n", body)
+    cycle.response_started = True
+    cycle.waiting_for_100_continue = False
+    transport = cycle.transport
+    data = b"".join(parts)
+    if isinstance(transport, CoalescingTransport):
+        transport.write_now(data)
+    else:
+        transport.write(data)
+    cycle.response_complete = True
+    cycle.message_event.set()
+    if not cycle.keep_alive:
+        transport.close()
+    cycle.on_response()
+    return True
 
 
 class SafeHttpToolsProtocol(HttpToolsProtocol):
@@ -234,6 +299,9 @@ class SafeHttpToolsProtocol(HttpToolsProtocol):
             self._head_timer.cancel()
             self._head_timer = None
         super().on_headers_complete()
+        cycle = self.cycle
+        if DIRECT_ANSWER and cycle is not None and cycle.scope is self.scope:
+            self.scope[ANSWER] = cycle  # type: ignore[literal-required]  # the plain handlers' `answer`
 
     def on_message_complete(self) -> None:
         self._in_head, self._head_bytes = True, 0

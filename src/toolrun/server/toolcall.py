@@ -15,7 +15,7 @@ from ..exec import sandboxview
 from ..models import CallResult
 from ..service import JobStarted
 from .disconnect import unless_gone
-from .fastpaths import path_key
+from .fastpaths import path_key, respond
 from .httperrors import error_object, error_text, json_text, retry_headers
 from .request import head, identity_from_scope, is_json_media, parse_json_object, require_body
 
@@ -98,13 +98,12 @@ class ToolCall:
             status, text, media = self.refused(ToolFailed(exc), asked.as_json, headers)
         else:
             if isinstance(outcome, JobStarted):
-                return await _accepted(send, headers, outcome)
+                return await _accepted(scope, send, headers, outcome)
             status, text = 200, self.rendered(outcome, asked.as_json, headers)
             media = JSON_MEDIA if asked.as_json or outcome.typed else TEXT_MEDIA  # a typed output is JSON
         data = text.encode("utf-8", "replace")  # a lone surrogate from an fn tool becomes "?", not a 500
         headers += [(b"content-length", str(len(data)).encode()), (b"content-type", media)]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": data})
+        await respond(scope, send, status, headers, data)
         return status
 
     async def start(self, scope: Scope, receive: Receive, asked: CallHead) -> CallResult | JobStarted:
@@ -147,7 +146,7 @@ class ToolCall:
         return exc.http_status, text, TEXT_MEDIA
 
 
-async def _accepted(send: Send, headers: Headers, started: JobStarted) -> int:
+async def _accepted(scope: Scope, send: Send, headers: Headers, started: JobStarted) -> int:
     """202: the call is a job (approval, or run in the background); `Location` is where to follow it."""
     data = json_text({"job": started.id, "status": started.state}).encode()
     headers = [
@@ -158,6 +157,5 @@ async def _accepted(send: Send, headers: Headers, started: JobStarted) -> int:
     ]
     if started.asked:
         headers.append((b"preference-applied", b"respond-async"))
-    await send({"type": "http.response.start", "status": 202, "headers": headers})
-    await send({"type": "http.response.body", "body": data})
+    await respond(scope, send, 202, headers, data)
     return 202
