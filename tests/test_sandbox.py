@@ -322,7 +322,7 @@ def test_a_kernel_that_refuses_the_sandbox_fails_the_call_with_bwraps_reason(
     assert problem is not None and "No permissions to create new namespace" in problem
     with pytest.raises(SandboxUnavailable):
         asyncio.run(svc.readiness_checks()["sandbox"]())
-    entry = svc.describe(OPERATOR, "t.boxed").entry()["sandbox"]
+    entry = svc.entry(svc.describe(OPERATOR, "t.boxed"))["sandbox"]
     assert entry["enforced"] is False and "No permissions" in entry["reason"]
 
 
@@ -344,7 +344,7 @@ tools:
 def test_the_entry_the_dry_run_and_readiness_show_an_enforced_sandbox(tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()  # not tmp_path itself: it holds the test's TOOLRUN_HOME, which no tool may write
     svc = service(tmp_path, "group: t\ntools:\n  - name: boxed\n    exec: echo hi\n    sandbox: {writable: [out]}\n")
-    entry = svc.describe(OPERATOR, "t.boxed").entry()
+    entry = svc.entry(svc.describe(OPERATOR, "t.boxed"))
     assert entry["sandbox"] == {
         "profile": "default",
         "network": "none",

@@ -196,13 +196,16 @@ class ToolService:
         return self.registry.get(identity, key)
 
     def describe_json(self, identity: Identity, key: str) -> bytes:
-        """`describe`, as the tool entry in compact JSON (encoded once per loaded catalog)."""
-        registry = self.registry
-        return registry.entry_json(registry.get(identity, key))
+        """`describe`, as the tool entry in compact JSON (encoded once per loaded catalog and host answer)."""
+        return self.entry_json(self.registry.get(identity, key))
+
+    def entry(self, tool: ToolSpec) -> dict[str, Any]:
+        """The tool entry, its sandbox's `enforced` as this host answers now (never as it answered at load)."""
+        return tool.entry(None if tool.sandbox is None else sandbox.host_problem())
 
     def entry_json(self, tool: ToolSpec) -> bytes:
-        """The tool entry in compact JSON (encoded once per loaded catalog): a listing joins these."""
-        return self.registry.entry_json(tool)
+        """`entry` in compact JSON (encoded once per loaded catalog and host answer): a listing joins these."""
+        return self.registry.entry_json(tool, None if tool.sandbox is None else sandbox.host_problem())
 
     def search(
         self,

@@ -73,7 +73,7 @@ class LocalClient:
         return self.service.describe(self.identity, key)
 
     def entry(self, key: str) -> dict[str, Any]:
-        return self.describe(key).entry()
+        return self.service.entry(self.describe(key))
 
     def warnings(self, key: str) -> builtins.list[str]:
         return [str(problem) for problem in self.service.catalog_warnings(key)]
@@ -85,7 +85,7 @@ class LocalClient:
 
         floor = DEFAULT_MIN_SCORE if min_score is None else min_score
         found = self.service.search(self.identity, query, offset, limit, floor, explain)
-        items = [t.entry() for t in found.items]
+        items = [self.service.entry(t) for t in found.items]
         for i, item in enumerate(items):  # as GET /search answers
             if found.scores is not None:
                 item["score"] = found.scores[i]

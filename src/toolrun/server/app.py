@@ -157,7 +157,7 @@ class Routes(JobRoutes):
         min_score = score_param(request, "min_score", DEFAULT_MIN_SCORE)
         explain = choice(request, "explain", ("0", "1", "false", "true"), "0") in ("1", "true")
         page = self.service.search(identity, query, offset, limit, min_score, explain)
-        items = [t.entry() for t in page.items]
+        items = [self.service.entry(t) for t in page.items]
         for i, item in enumerate(items):
             if page.scores is not None:
                 item["score"] = page.scores[i]

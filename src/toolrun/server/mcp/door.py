@@ -555,7 +555,7 @@ class McpDoor:
                 tools.append(self.service.describe(identity, key))
             except NotFound:
                 missing.append(key)
-        body = {"tools": [tasks.entry(t) for t in tools], "not_found": missing}
+        body = {"tools": [tasks.entry_flag(t, self.service.entry(t)) for t in tools], "not_found": missing}
         parts = [describe_text(t) + tasks.words(t) for t in tools]
         if missing:
             parts.append(f"Not found: {', '.join(missing)}. Use `search` to find tools.")
