@@ -46,7 +46,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from . import params, telemetry
-from .access.audit import CallOrigin, audit_args
+from .access.audit import audit_args
 from .errors import (
     CallerFull,
     Conflict,
@@ -84,7 +84,7 @@ from .jobrecord import (
     visible,
     well_formed,
 )
-from .models import CallResult, Identity, ToolSpec
+from .models import CallOrigin, CallResult, Identity, ToolSpec
 from .telemetry.notify import Notifier
 
 if TYPE_CHECKING:

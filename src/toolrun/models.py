@@ -343,3 +343,13 @@ class CallResult:
     @property
     def ok(self) -> bool:
         return self.exec is None or (self.exec.returncode == 0 and not self.exec.timed_out)
+
+
+@dataclass(frozen=True, slots=True)
+class CallOrigin:
+    """Where a call came in: the door and the request id (the doors fill it; the CLI leaves the defaults)."""
+
+    door: str = "cli"
+    request_id: str = ""
+    job_id: str = ""  # the job this call runs for (jobs.py), if any
+    link: str = ""  # the W3C traceparent of the request that asked for it: its span links there (tracing on)

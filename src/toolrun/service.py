@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from . import context, params, telemetry
-from .access.audit import AuditLog, CallOrigin, call_record
+from .access.audit import AuditLog, call_record
 from .catalog import Catalog, LoadOptions, child_env, load, resolve_fn
 from .errors import (
     Conflict,
@@ -41,7 +41,7 @@ from .errors import (
 from .exec import executor, render, sandbox
 from .exec.fnthreads import FN_THREADS
 from .jobrecord import digest
-from .models import CallResult, Identity, ToolSpec
+from .models import CallOrigin, CallResult, Identity, ToolSpec
 from .registry import Page, Registry
 from .search.relevance import DEFAULT_MIN_SCORE
 from .state.kinds import Limiter, SessionStore, Slots

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ..access.apikeys import KeyRecord, User
+    from ..keyrules import KeyRecord, User
 
 Versioned = tuple[int, dict[str, Any]]  # a job record and its version number
 

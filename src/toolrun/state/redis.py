@@ -39,9 +39,9 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry as SyncRetry
 
-from ..access.apikeys import KeyRecord, User, groups_for_new_key, hash_key, mint, now, split_key, validate_user_fields
 from ..errors import BackendUnavailable
 from ..exec import pidcache
+from ..keyrules import KeyRecord, User, groups_for_new_key, hash_key, mint, now, split_key, validate_user_fields
 from .jobindex import before as is_before
 from .jobindex import columns, sees
 from .kinds import LIVE, Cursor, Versioned, Viewer

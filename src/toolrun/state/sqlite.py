@@ -27,8 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..access.apikeys import KeyRecord, User, groups_for_new_key, hash_key, mint, now, split_key, validate_user_fields
 from ..exec import pidcache
+from ..keyrules import KeyRecord, User, groups_for_new_key, hash_key, mint, now, split_key, validate_user_fields
 from .files import private_file
 from .jobindex import columns
 from .kinds import LIVE, Cursor, Versioned, Viewer

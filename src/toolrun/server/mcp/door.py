@@ -39,7 +39,7 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError
 
 from ... import __version__, telemetry
-from ...access.audit import CallOrigin, clean_request_id, new_request_id
+from ...access.audit import clean_request_id, new_request_id
 from ...errors import (
     CallerFull,
     NotFound,
@@ -59,7 +59,7 @@ from ...formatting import (
     search_text,
     structured_result,
 )
-from ...models import Identity, ToolSpec
+from ...models import CallOrigin, Identity, ToolSpec
 from ...paramtypes import request_schema
 from ...search.relevance import DEFAULT_MIN_SCORE
 from ...service import JobStarted, ToolService
