@@ -85,5 +85,5 @@ why_always
 where
 ALWAYS_ON  # the tricks with no switch: a table for readers, checked by tests/test_speedups.py
 
-# used by the search benchmarks (bench/search_semrank.py, bench/search_fusion.py), not by the product
-found_in
+# used by the search evaluation (bench/search_eval.py times each query embedded anew), not by the product
+forget_queries

@@ -151,8 +151,9 @@ def test_when_the_words_say_nothing_the_semantic_order_is_kept(tmp_path: Path, m
     Semantic(model.embed, "test", tmp_path / "cache").prepare(reg, wait=True)
     query = "zorbly quuxen"  # no word of any tool, nor a synonym, a typo or a prefix of one
     index = reg.index(ADMIN)
-    assert reg.vectors is not None and reg.semantic is not None
-    found = reg.semantic.near(reg.vectors, index, query)
+    ranker, vectors = reg.semantic.ready() or (None, None)
+    assert isinstance(ranker, Semantic) and vectors is not None
+    found = ranker.near(vectors, index, query)
     assert found is not None
     page = reg.search(ADMIN, query, 0, 10, min_score=0.0, explain=True)
     assert keys(page) == [index.tools[d].key for d in found[0][:10]]

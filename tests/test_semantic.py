@@ -128,7 +128,7 @@ def test_vectors_are_cached_per_catalog_version(tmp_path: Path, model: LocalMode
     calls.clear()
     again = registry(tmp_path, CATALOG)
     Semantic(counting, "test", cache).prepare(again, wait=True)  # the same catalog: the file is reused
-    assert calls == [] and again.vectors is not None
+    assert calls == [] and again.semantic.vectors is not None
     Semantic(counting, "test", cache).prepare(registry(tmp_path, CATALOG + HIDDEN), wait=True)
     assert sum(calls) == 14 and len(list(cache.glob("*.npy"))) == 2  # a new version is embedded anew
 
@@ -139,7 +139,7 @@ def test_a_failing_model_leaves_search_lexical(tmp_path: Path, caplog: pytest.Lo
 
     reg = registry(tmp_path, CATALOG)
     Semantic(broken, "test", tmp_path / "cache").prepare(reg, wait=True)
-    assert reg.vectors is None
+    assert reg.semantic.vectors is None
     assert reg.search(ADMIN, "invoice").items[0].key == "billing.create_invoice"
     assert "cannot embed the catalog (RuntimeError: model exploded)" in caplog.text
 
@@ -282,7 +282,7 @@ def test_nothing_heavy_is_imported_until_semantic_search_starts() -> None:
     import sys
 
     code = (
-        "import sys, toolrun.service, toolrun.search.semantic, toolrun.search.embedder\n"
+        "import sys, toolrun.service, toolrun.search.semantic, toolrun.search.embedder, toolrun.search.vectors\n"
         "import toolrun.server.run, toolrun.cli\n"
         "print(sorted(m for m in ('numpy', 'onnxruntime', 'tokenizers') if m in sys.modules))"
     )
@@ -291,7 +291,7 @@ def test_nothing_heavy_is_imported_until_semantic_search_starts() -> None:
 
 
 def test_tools_are_embedded_with_their_param_descriptions_and_keywords(tmp_path: Path) -> None:
-    from toolrun.search.semantic import document
+    from toolrun.search.vectors import document
 
     reg = registry(tmp_path, CATALOG.replace("    exec: echo transcode\n", TRANSCODE_EXTRA))
     text = document(reg.tools["media.transcode"])
@@ -308,7 +308,7 @@ TRANSCODE_EXTRA = """\
 
 
 def test_near_duplicates_take_turns_among_the_nearest_tools(model: LocalModel) -> None:
-    from toolrun.search.semantic import diversify
+    from toolrun.search.vectors import diversify
 
     texts = ["show disk usage", "show the disk usage", "show disk usage now", "count the unpaid invoices"]
     vectors = model.embed(texts)
@@ -375,7 +375,7 @@ ACCOUNTS = """\
 
 
 def test_values_in_a_query_are_named_by_their_kind_before_it_is_embedded() -> None:
-    from toolrun.search.semantic import query_text
+    from toolrun.search.vectors import query_text
 
     assert query_text("create an account for Backups@Example.com") == "create an account for email address"
     assert query_text("run uptime on root@10.0.0.7") == "run uptime on email address"
@@ -403,13 +403,13 @@ def test_a_query_carrying_values_still_finds_its_tool(tmp_path: Path, model: Loc
 
 
 def test_each_tool_has_a_second_vector_of_its_params(tmp_path: Path, model: LocalModel) -> None:
-    from toolrun.search.semantic import params_document
+    from toolrun.search.vectors import params_document
 
     reg = registry(tmp_path, CATALOG + ACCOUNTS)
     assert params_document(reg.tools["users.add"]) == "login: Login name of the person."
     assert params_document(reg.tools["proc.kill"]) == "proc kill"  # no params: its groups and name
     Semantic(model.embed, "test", tmp_path / "cache").prepare(reg, wait=True)
-    vectors = reg.vectors
+    vectors = reg.semantic.vectors
     assert vectors is not None and vectors.params.shape == vectors.matrix.shape
     row = vectors.rows["users.add"]
     assert float(vectors.params[row] @ model.embed(["login: Login name of the person."])[0]) > 0.99
@@ -511,7 +511,9 @@ def test_the_helper_ranks_a_scoped_view_exactly_as_this_process_would(
     import numpy as np
 
     from toolrun.search import embedder
-    from toolrun.search.semantic import Helper, HelperSemantic, document, nearest, query_text
+    from toolrun.search.helper import Helper
+    from toolrun.search.semantic import HelperSemantic
+    from toolrun.search.vectors import document, nearest, query_text
 
     name = f"toolrun-semantic-test-{os.getpid()}"
     proc = subprocess.Popen([sys.executable, "-m", "toolrun.search.embedder", name])
@@ -520,7 +522,7 @@ def test_the_helper_ranks_a_scoped_view_exactly_as_this_process_would(
         semantic = HelperSemantic(Helper(name, ""), "test", tmp_path / "cache")
         semantic.keeper = None  # the helper is the one started above
         semantic.prepare(reg, wait=True)
-        vectors = reg.vectors
+        vectors = reg.semantic.vectors
         assert vectors is not None and vectors.matrix is None  # this process maps no vectors
         # the file it wrote without numpy is a .npy of the model's vectors: documents, then params
         matrix = np.load(vectors.path, mmap_mode="r")

@@ -111,7 +111,7 @@ def test_a_tool_cannot_read_the_helpers_environment_and_the_helper_dies_with_the
 
 RACE = """\
 import os, sys
-from toolrun.search.semantic import Helper
+from toolrun.search.helper import Helper
 proc = Helper(sys.argv[1], "").start()
 print(proc.pid, flush=True)
 os._exit(0)  # the starter is gone before the helper could tie its death signal to it

@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any
 from .errors import NotFound
 from .models import Identity, ToolSpec
 from .search.relevance import DEFAULT_MIN_SCORE, Relevance, semantic_score
+from .search.state import SemanticState
 from .search.textsearch import Analyzed, Index, analyze, query_words
 
 if TYPE_CHECKING:
-    from .search.semantic import Fused, Semantic
+    from .search.fusion import Fused
 
 
 MAX_VIEWS = 32  # search indexes kept at once (least recently used first out)
@@ -94,9 +95,7 @@ class Registry:
         self._visible: dict[ViewKey, list[ToolSpec]] = {}
         self._indexes: OrderedDict[ViewKey, Index] = OrderedDict()
         self._lock = threading.Lock()
-        self.semantic: Semantic | None = None  # set by Semantic.prepare: ranks with embeddings too once
-        self.vectors: Any = None  # the catalog's tool vectors are ready (semantic.Vectors)
-        self.semantic_catalog: Any = None  # its vectors' id and each tool's row (Semantic.catalog)
+        self.semantic = SemanticState()  # set by semantic.Semantic.prepare: ranks with embeddings too once ready
 
     def __len__(self) -> int:
         return len(self.tools)
@@ -185,8 +184,9 @@ class Registry:
         index = self.index(identity)
         rel = Relevance.of(index, index.split_compounds(tuple(terms)))
         fused = None
-        if self.semantic is not None and self.vectors is not None:
-            fused = self.semantic.rank(self, index, query, terms, offset + limit, rel)
+        if (ready := self.semantic.ready()) is not None:
+            ranker, vectors = ready
+            fused = ranker.rank(vectors, index, query, terms, offset + limit, rel)
         sims = fused.sims if fused is not None else {}
 
         def score(doc: int) -> float:

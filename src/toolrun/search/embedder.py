@@ -11,7 +11,7 @@ module costs nothing, so a toolrun without the `semantic` extra never loads them
 - `RemoteModel`: `POST {url}` with `{"model", "input": [...]}`, as an OpenAI-compatible `/v1/embeddings` answers
   (Text Embeddings Inference, Ollama, vLLM).
 - The helper: `python -m toolrun.search.embedder NAME [MODEL_DIR]` holds the one model session of a server and answers
-  the server's workers over an abstract Unix socket (semantic.py starts it). An abstract socket has no file
+  the server's workers over an abstract Unix socket (helper.py starts it). An abstract socket has no file
   permissions, so both ends check the other (SO_PEERCRED): the helper answers only its own user, and a worker
   talks only to a helper of its own user (another local user can neither use the model nor stand in for it); both
   also refuse a process in another PID namespace (a sandboxed tool with `network: host` shares the abstract sockets
@@ -49,7 +49,7 @@ MAX_MESSAGE = 64 * 1024 * 1024
 BATCH_NICE = 10  # nice value of a thread embedding a catalog's batch (queries keep the helper's own)
 CATALOGS_MAPPED = 2  # vectors files the helper keeps mapped: the catalog now, and the one before a reload
 QUERIES_KEPT = 2048  # query vectors the helper keeps
-VECTORS_FILE = re.compile(r"[0-9a-f]{32}\.npy")  # the only files the helper maps: semantic.py's cache files
+VECTORS_FILE = re.compile(r"[0-9a-f]{32}\.npy")  # the only files the helper maps: vectors.py's cache files
 
 
 def packaged_model() -> Path | None:
@@ -240,7 +240,7 @@ def ask(name: str, texts: list[str], timeout: float) -> Any:
 
 
 class Ranker:
-    """The helper's ranking: a query's nearest tools among a caller's (`semantic.nearest`, on the vectors file the
+    """The helper's ranking: a query's nearest tools among a caller's (`vectors.nearest`, on the vectors file the
     worker names, mapped here once), so that the workers need neither numpy nor the vectors."""
 
     def __init__(self, model: LocalModel) -> None:
@@ -282,11 +282,11 @@ class Ranker:
 
     def rank(self, ask: dict[str, Any]) -> dict[str, Any]:
         """`{"text", "vectors": path, "tools": n, "rows": base64 bitmap of the caller's rows, "" for all}`: the
-        caller's nearest tools by document and by params (positions among the caller's rows, `semantic.nearest`), and
+        caller's nearest tools by document and by params (positions among the caller's rows, `vectors.nearest`), and
         the similarity of each tool of the first list (`sims`)."""
         import numpy as np
 
-        from .semantic import nearest, nearest_scored
+        from .vectors import nearest, nearest_scored
 
         matrix, n = self.vectors(str(ask["vectors"])), int(ask["tools"])
         if matrix.shape[0] != 2 * n:

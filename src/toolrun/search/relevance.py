@@ -11,7 +11,7 @@
   dev sets, 0.6 and more for a close paraphrase); known for the SEMANTIC_TOP tools nearest the query, 0 for the
   others.
 - A hit's score is the greater of the two: either part may vouch for it. The order of the hits is the fused ranking
-  (semantic.py); the score says how good each hit is on its own, so it may rise down a page.
+  (fusion.py); the score says how good each hit is on its own, so it may rise down a page.
 """
 
 from __future__ import annotations

@@ -55,10 +55,10 @@ DIVERSE_HEAD = 30  # results re-ordered for diversity (the rest keep their score
 TYPO = 0.9  # factor of a match one edit away
 ABBREVIATION = 0.6  # factor of a match the query word abbreviates
 # Related words (related.py): every query word also matches the tools' words related to it with a similarity of
-# at least RELATED_MIN, each at RELATED x its similarity (at most 0.5: under the 0.8 that semantic.py reads as a word
-# found). Chosen on dev (bench/search_related.py): cutoffs 0.40-0.50 did alike (R@3 0.81-0.82), 0.50 kept as it
-# brings in fewer loose matches (median total 105 -> 77); a flat factor, or expanding only the words found weakly,
-# did worse.
+# at least RELATED_MIN, each at RELATED x its similarity (at most 0.5: under relevance.KNOWN, so a related word
+# alone never makes a query word known to the catalog). Chosen on dev (docs/decisions.md): cutoffs 0.40-0.50 did
+# alike (R@3 0.81-0.82), 0.50 kept as it brings in fewer loose matches (median total 105 -> 77); a flat factor, or
+# expanding only the words found weakly, did worse.
 RELATED_MIN = 0.50
 RELATED = 0.5
 RELATED_IDF_CAP = True  # a related word rarer than the query word counts as if it were as common (Index._related)
@@ -277,7 +277,7 @@ class Index:
         self._dicts: OrderedDict[str, dict[int, float]] = OrderedDict()  # unpacked postings, recently used
         self._dict_postings = 0
         self._cache: OrderedDict[tuple[str, ...], tuple[list[int], int]] = OrderedDict()
-        self.semantic_rows: Any = None  # semantic.py: each tool's row in the catalog's vectors
+        self.semantic_rows: Any = None  # semantic.py: each tool's row in the catalog's vectors (or the helper's bitmap)
 
     # -- expansion of one query word into weighted stems ---------------------------------------------
 
