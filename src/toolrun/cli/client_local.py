@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from ..models import CallResult, ToolSpec
     from ..service import ToolService
     from ..settings import Settings
-    from .client import Called
 
 T = TypeVar("T")
 
@@ -106,7 +105,7 @@ class LocalClient:
     def plan(self, key: str, args: dict[str, Any]) -> dict[str, Any]:
         return self.service.plan(self.identity, key, args)
 
-    def call(self, key: str, args: dict[str, Any]) -> Called:
+    def call(self, key: str, args: dict[str, Any]) -> tuple[CallResult | None, dict[str, Any]]:  # client.Called
         """A tool whose calls need approval becomes a job (an approver decides); any other runs here."""
         if self.describe(key).approval:
             return None, self._submit(key, args)

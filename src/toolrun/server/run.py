@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any
 from .. import speedups, telemetry
 from ..access import Access, Mode
 from ..access.audit import open_audit
+from ..catalog.problems import warning_lines
 from ..errors import PayloadTooLarge, ToolrunError
 from ..models import Identity
 from ..service import ToolService, catalog_paths
 from ..settings import Settings
 from ..state import McpSessionStore, SharedState
 from ..telemetry.metrics import Metrics
-from ..words import plural, warning_lines
+from ..words import plural
 from .accesslog import configure_logging
 from .app import create_app, guarded
 from .httperrors import json_error
