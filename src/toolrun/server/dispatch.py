@@ -65,7 +65,7 @@ def recording(scope: Scope, send: Send) -> Send:
 
 
 class McpRoad:
-    """The /mcp endpoint (run.McpKeyGate) as a plain handler: a ToolrunError that escapes it gets the app's
+    """The /mcp endpoint (mcp/endpoint.McpKeyGate) as a plain handler: a ToolrunError that escapes it gets the app's
     JSON answer, as on the router's road (the app's exception handler)."""
 
     def __init__(self, app: ASGIApp) -> None:

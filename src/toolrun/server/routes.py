@@ -443,7 +443,7 @@ ROUTES: tuple[RouteDef, ...] = (
     ),
     *JOB_ROUTES,
     RouteDef("/openapi.json", "GET", "openapi", "optional", "This document", documented=False),
-    # The MCP endpoint (run.mount_mcp; docs/mcp.md): one Starlette route for its three methods, so their rows
+    # The MCP endpoint (mcp/endpoint.mount_mcp; docs/mcp.md): one Starlette route for its three methods, so their rows
     # stay together. `keyed` is `optional` by another name; `mcp_auth_required` makes it `required` (for_settings).
     RouteDef("/mcp", "DELETE", "mcp", "keyed", "End an MCP session", documented=False),
     RouteDef("/mcp", "GET", "mcp", "keyed", "Listen to an MCP session's stream", documented=False),
