@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from starlette.applications import Starlette
@@ -119,7 +120,7 @@ def row_handler(row: RouteDef, parts: ServerParts, handlers: object) -> Handler 
         return factory(parts, row.auth)
     if row.serve == "plain":
         raise ValueError(f"{row.method} {row.path}: a plain row's handler must be one of {sorted(PLAIN_HANDLERS)}")
-    return endpoint(getattr(handlers, row.handler), parts.access, row.auth)
+    return endpoint(attrgetter(row.handler)(handlers), parts.access, row.auth)  # `jobs.get_job`: a group's
 
 
 class ByMethod:
