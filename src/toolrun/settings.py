@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from .errors import UsageError
-from .keyrules import USERNAME_RE
 from .paramtypes import parse_bool
 
 T = TypeVar("T")
@@ -371,6 +370,8 @@ def check_algorithms(names: tuple[str, ...], origin: str = "") -> None:
 def parse_users(entries: tuple[str, ...] | list[str], origin: str = "") -> tuple[tuple[str, str], ...]:
     """`oauth_users` entries `subject=user` as pairs; a malformed entry, a user name that breaks the user name
     rules or a subject named twice is refused."""
+    from .keyrules import USERNAME_RE  # here, not at the top: every command reads settings, few check oauth_users
+
     where = f" from {origin}" if origin else ""
     pairs: list[tuple[str, str]] = []
     for entry in entries:
