@@ -23,6 +23,7 @@ import pytest
 from support.binaries import require_binary
 from support.catalogs import write_catalog
 from support.jails import jail_writable, open_folder
+from toolrun.access import Access
 from toolrun.catalog import load
 from toolrun.errors import SandboxUnavailable
 from toolrun.exec import sandbox, seccomp
@@ -111,7 +112,7 @@ def test_toolruns_key_store_and_state_file_cannot_be_read(tmp_path: Path, _isola
 
     data = _isolated_home / "data"
     data.mkdir(parents=True)
-    SQLiteKeyStore(data / "toolrun.db").create_key("alice", ["ops"])
+    Access(SQLiteKeyStore(data / "toolrun.db")).create_key("alice", ["ops"])
     SQLiteState(data / "state.db")  # creates the state file with its tables
     assert (data / "toolrun.db").stat().st_size > 0 and (data / "state.db").is_file()
     command = f"wc -c < {data}/toolrun.db; wc -c < {data}/state.db; ls {data}"

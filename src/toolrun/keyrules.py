@@ -1,6 +1,7 @@
 """API keys and users as data, and the rules on them: what access/ (which makes and checks keys) and the key
 stores of state/ (which keep them) share.
 
+Keys are minted by access/ (`access.apikeys.mint`); the stores keep what it made (`NewKey`) and never mint.
 A key looks like ``trk_<prefix>_<secret>``: the 10-character prefix identifies it in listings and
 logs, the secret carries 256 bits of entropy. Only the SHA-256 of the whole key is stored (a fast
 hash is right for random high-entropy keys; there is nothing to brute-force), compared in
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import secrets
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,7 +24,6 @@ from .models import Identity
 KEY_RE = re.compile(r"^trk_([a-z0-9]{10})_([A-Za-z0-9_-]{20,100})\Z")
 USERNAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}\Z")
 GROUP_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
-_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 
 
 def now() -> float:
@@ -39,20 +38,6 @@ def iso(ts: float | None) -> str | None:
 
 def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def new_key() -> tuple[str, str]:
-    """A fresh (key, prefix)."""
-    prefix = "".join(secrets.choice(_ALPHABET) for _ in range(10))
-    return f"trk_{prefix}_{secrets.token_urlsafe(32)}", prefix
-
-
-def mint(username: str, groups: list[str], expires_in: float | None) -> tuple[str, str, float, float | None]:
-    """Check a new key's owner and groups; return (key, prefix, created_at, expires_at)."""
-    validate_user_fields(username, groups)
-    key, prefix = new_key()
-    created = now()
-    return key, prefix, created, (created + expires_in if expires_in is not None else None)
 
 
 def split_key(key: str) -> str | None:
@@ -131,3 +116,15 @@ def groups_for_new_key(username: str, current: list[str], asked: list[str], set_
             "or leave out --group to keep them"
         )
     return wanted
+
+
+@dataclass(frozen=True, slots=True)
+class NewKey:
+    """A key that access/ minted, as a store keeps it (kinds.KeyStore.add_key): its record and its hash, never the
+    key itself; the owner's email and groups for a new user, and whether they replace an existing user's groups."""
+
+    record: KeyRecord
+    hash: str
+    groups: tuple[str, ...]
+    email: str = ""
+    set_groups: bool = False

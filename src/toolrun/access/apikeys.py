@@ -9,11 +9,24 @@ at once.
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
-from ..keyrules import GROUP_RE, KEY_RE, USERNAME_RE, KeyRecord, User, iso, now, split_key
+from ..keyrules import (
+    GROUP_RE,
+    KEY_RE,
+    USERNAME_RE,
+    KeyRecord,
+    NewKey,
+    User,
+    hash_key,
+    iso,
+    now,
+    split_key,
+    validate_user_fields,
+)
 
 if TYPE_CHECKING:
     from ..state import KeyStore
@@ -26,12 +39,34 @@ __all__ = [
     "User",
     "iso",
     "key_from",
+    "mint",
     "newest_key",
     "now",
     "parse_duration",
     "rotate_key",
     "split_key",
 ]
+
+
+_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def new_key() -> tuple[str, str]:
+    """A fresh (key, prefix)."""
+    prefix = "".join(secrets.choice(_ALPHABET) for _ in range(10))
+    return f"trk_{prefix}_{secrets.token_urlsafe(32)}", prefix
+
+
+def mint(
+    username: str, groups: list[str], email: str = "", expires_in: float | None = None, set_groups: bool = False
+) -> tuple[str, NewKey]:
+    """A new key for `username`, its owner and groups checked: the key (shown once) and what a store keeps of it."""
+    validate_user_fields(username, groups)
+    key, prefix = new_key()
+    created = now()
+    expires = created + expires_in if expires_in is not None else None
+    record = KeyRecord(prefix, username, created, expires, None)
+    return key, NewKey(record, hash_key(key), tuple(groups), email, set_groups)
 
 
 def parse_duration(text: str) -> float:
@@ -57,7 +92,9 @@ def rotate_key(
     user = store.get_user(record.username)
     if user is None:
         raise UsageError(f"key {prefix} belongs to {record.username!r}, who no longer exists")
-    key, new = store.create_key(user.username, [], user.email, expires_in)
+    key, minted = mint(user.username, [], user.email, expires_in)
+    store.add_key(minted)
+    new = minted.record
     until = now() + max(0.0, grace)
     store.revoke(prefix, until if grace > 0 else None)
     return key, new, until
