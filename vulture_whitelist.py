@@ -88,3 +88,7 @@ ALWAYS_ON  # the tricks with no switch: a table for readers, checked by tests/te
 
 # used by the search evaluation (bench/search_eval.py times each query embedded anew), not by the product
 forget_queries
+
+# the jail pool's introspection, used by tests/test_sandbox_pool.py (a test's clean start, the jails waiting per profile)
+close_all
+prepared

@@ -13,6 +13,7 @@ import pytest
 from support.app import Server, servers
 from support.clock import key_clock
 from support.http import JSON
+from toolrun.access import Access
 from toolrun.access.apikeys import KEY_RE, key_from, newest_key, parse_duration, split_key
 from toolrun.errors import UsageError
 from toolrun.server.guard import redact_query
@@ -34,7 +35,7 @@ def make(tmp_path: Path) -> Iterator[Callable[..., Server]]:
 
 
 def test_a_new_key_is_prefixed_high_entropy_and_unique(store: SQLiteKeyStore) -> None:
-    keys = [store.create_key("alice", [])[0] for _ in range(20)]
+    keys = [Access(store).create_key("alice", [])[0] for _ in range(20)]
     assert len(set(keys)) == 20
     for key in keys:
         match = KEY_RE.match(key)
@@ -45,7 +46,7 @@ def test_a_new_key_is_prefixed_high_entropy_and_unique(store: SQLiteKeyStore) ->
 
 
 def test_the_store_keeps_only_the_sha256_never_the_key(store: SQLiteKeyStore) -> None:
-    key, record = store.create_key("alice", ["ops"])
+    key, record = Access(store).create_key("alice", ["ops"])
     rows = sqlite3.connect(store.path).execute("SELECT * FROM keys").fetchall()
     dump = repr(rows)
     assert key not in dump and key.split("_", 2)[2] not in dump
@@ -54,7 +55,7 @@ def test_the_store_keeps_only_the_sha256_never_the_key(store: SQLiteKeyStore) ->
 
 
 def test_resolve_accepts_the_exact_key_only(store: SQLiteKeyStore) -> None:
-    key, _ = store.create_key("alice", ["ops"], email="a@x")
+    key, _ = Access(store).create_key("alice", ["ops"], email="a@x")
     user = store.resolve(key)
     assert user is not None
     assert (user.username, user.email, user.groups) == ("alice", "a@x", ("ops",))
@@ -64,8 +65,8 @@ def test_resolve_accepts_the_exact_key_only(store: SQLiteKeyStore) -> None:
 
 
 def test_expired_and_revoked_keys_do_not_resolve(store: SQLiteKeyStore) -> None:
-    expired, expired_record = store.create_key("bob", [], expires_in=-1.0)
-    revoked, record = store.create_key("carol", [])
+    expired, expired_record = Access(store).create_key("bob", [], expires_in=-1.0)
+    revoked, record = Access(store).create_key("carol", [])
     assert store.revoke(record.prefix) is True
     assert store.revoke(record.prefix) is False
     assert store.resolve(expired) is None
@@ -85,10 +86,10 @@ def test_a_remembered_key_stops_resolving_the_moment_it_is_revoked_or_changed_an
     clock = key_clock(monkeypatch)
     store = SQLiteKeyStore(tmp_path / "keys.db")
 
-    first, first_record = store.create_key("dave", ["ops"])
-    second, second_record = store.create_key("erin", ["ops"])
-    third, third_record = store.create_key("frank", ["ops"])
-    soon, _ = store.create_key("gina", ["ops"], expires_in=60.0)  # a minute on the clock of this test
+    first, first_record = Access(store).create_key("dave", ["ops"])
+    second, second_record = Access(store).create_key("erin", ["ops"])
+    third, third_record = Access(store).create_key("frank", ["ops"])
+    soon, _ = Access(store).create_key("gina", ["ops"], expires_in=60.0)  # a minute on the clock of this test
     for key in (first, second, third, soon):
         assert store.resolve(key) is not None and store.resolve(key) is not None  # remembered now
     assert store.revoke(first_record.prefix)  # this store's own connection
@@ -110,22 +111,22 @@ def test_a_remembered_key_stops_resolving_the_moment_it_is_revoked_or_changed_an
 
 
 def test_a_second_key_never_changes_the_users_groups_unless_asked(store: SQLiteKeyStore) -> None:
-    first, _ = store.create_key("alice", ["ops"], email="a@x")
+    first, _ = Access(store).create_key("alice", ["ops"], email="a@x")
     with pytest.raises(UsageError, match="--set-groups"):
-        store.create_key("alice", ["dev"])  # would silently widen every key alice holds
-    second, _ = store.create_key("alice", [])  # no groups given: alice keeps hers
+        Access(store).create_key("alice", ["dev"])  # would silently widen every key alice holds
+    second, _ = Access(store).create_key("alice", [])  # no groups given: alice keeps hers
     for key in (first, second):
         user = store.resolve(key)
         assert user is not None and user.groups == ("ops",) and user.email == "a@x"
-    store.create_key("alice", ["dev"], set_groups=True)
+    Access(store).create_key("alice", ["dev"], set_groups=True)
     user = store.resolve(first)
     assert user is not None and user.groups == ("dev",)  # replaced, for every key
     assert [u.username for u in store.list_users()] == ["alice"]
 
 
 def test_newest_key_ignores_revoked_and_expired_keys(store: SQLiteKeyStore) -> None:
-    _, old = store.create_key("alice", [])
-    _, new = store.create_key("alice", [])
+    _, old = Access(store).create_key("alice", [])
+    _, new = Access(store).create_key("alice", [])
     store.revoke(new.prefix)
     newest = newest_key(store.list_keys(), "alice")
     assert newest is not None and newest.prefix == old.prefix
@@ -136,7 +137,7 @@ def test_newest_key_ignores_revoked_and_expired_keys(store: SQLiteKeyStore) -> N
 @pytest.mark.parametrize(("username", "groups"), [("", []), ("a b", []), ("x" * 65, []), ("ok", ["bad group"])])
 def test_bad_user_names_and_groups_are_refused(store: SQLiteKeyStore, username: str, groups: list[str]) -> None:
     with pytest.raises(UsageError):
-        store.create_key(username, groups)
+        Access(store).create_key(username, groups)
 
 
 @pytest.mark.parametrize(

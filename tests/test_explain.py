@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from support.catalogs import write_catalog
+from toolrun.access import Access
 from toolrun.access.explain import explain, explain_text, key_report, key_report_text
 from toolrun.catalog import LoadOptions, load
 from toolrun.models import ToolSpec
@@ -49,7 +50,7 @@ def ask(tools: dict[str, ToolSpec], store: SQLiteKeyStore, user: str, key: str, 
 
 
 def test_a_matching_group_makes_a_tool_visible_and_names_the_match(tools: Any, store: SQLiteKeyStore) -> None:
-    store.create_key("alice", ["ops", "dev"])
+    Access(store).create_key("alice", ["ops", "dev"])
     answer = ask(tools, store, "alice", "ops.disk")
     assert answer["visible"] and answer["callable"]
     assert answer["matched"] == [{"group": "ops", "tag": "ops"}]
@@ -60,11 +61,11 @@ def test_a_matching_group_makes_a_tool_visible_and_names_the_match(tools: Any, s
 
 
 def test_no_matching_group_lists_both_sides(tools: Any, store: SQLiteKeyStore) -> None:
-    store.create_key("alice", ["ops"])
+    Access(store).create_key("alice", ["ops"])
     answer = ask(tools, store, "alice", "ops.deploy")
     # ops.deploy carries the file's group `ops` too: alice sees it through that tag
     assert answer["visible"]
-    store.create_key("bob", ["dev"])
+    Access(store).create_key("bob", ["dev"])
     answer = ask(tools, store, "bob", "ops.deploy")
     assert not answer["visible"] and not answer["callable"]
     assert answer["reasons"] == [
@@ -85,16 +86,16 @@ def test_public_tools_are_visible_to_anyone_and_unknown_tools_to_nobody(tools: A
 
 
 def test_admins_see_everything(tools: Any, store: SQLiteKeyStore) -> None:
-    store.create_key("root", ["admin"])
+    Access(store).create_key("root", ["admin"])
     answer = ask(tools, store, "root", "ops.deploy")
     assert answer["visible"]
     assert answer["reasons"] == ["root is in group admin: admins see every tool"]
 
 
 def test_a_user_whose_keys_are_revoked_or_expired_is_anonymous(tools: Any, store: SQLiteKeyStore) -> None:
-    _, record = store.create_key("carol", ["ops"])
+    _, record = Access(store).create_key("carol", ["ops"])
     store.revoke(record.prefix)
-    store.create_key("carol", ["ops"], expires_in=-1)
+    Access(store).create_key("carol", ["ops"], expires_in=-1)
     answer = ask(tools, store, "carol", "ops.disk")
     assert not answer["visible"]
     assert sorted(k["state"] for k in answer["keys"]) == ["expired", "revoked"]
@@ -104,7 +105,7 @@ def test_a_user_whose_keys_are_revoked_or_expired_is_anonymous(tools: Any, store
 
 
 def test_the_rate_limit_bucket_is_read_without_counting_a_call(tools: Any, store: SQLiteKeyStore) -> None:
-    store.create_key("alice", ["ops"])
+    Access(store).create_key("alice", ["ops"])
     limiter = MemoryLimiter(3, 60)
     for _ in range(2):
         assert asyncio.run(limiter.hit("user:alice", "ops.disk")) is None
@@ -127,7 +128,7 @@ def test_the_rate_limit_bucket_is_read_without_counting_a_call(tools: Any, store
 
 
 def test_key_report_says_whose_key_and_what_it_may_call(tools: Any, store: SQLiteKeyStore) -> None:
-    key, _ = store.create_key("alice", ["deployers"], email="a@example.com")
+    key, _ = Access(store).create_key("alice", ["deployers"], email="a@example.com")
     found = store.inspect(key)
     assert found is not None
     report = key_report(*found, list(tools.values()))
@@ -222,7 +223,7 @@ def test_explain_and_key_report_over_redis_read_the_shared_bucket(tmp_path: Path
     with RedisServer(tmp_path / "redis", binary) as server:
         server.start()
         store = RedisKeyStore(server.url)
-        key, record = store.create_key("dana", ["ops"])
+        key, record = Access(store).create_key("dana", ["ops"])
         limiter = RedisLimiter(store, 4, 3600)
 
         async def scenario() -> dict[str, Any]:

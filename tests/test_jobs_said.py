@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from support.catalogs import write_catalog
+from toolrun.access import Access
 from toolrun.access.explain import explain, explain_text
 from toolrun.catalog import LoadOptions, load
 from toolrun.cli import app
@@ -81,8 +82,8 @@ def test_mcp_descriptions_say_it_too(tools: dict[str, ToolSpec]) -> None:
 
 def test_access_explain_says_whether_the_caller_may_approve(tools: dict[str, ToolSpec], tmp_path: Path) -> None:
     store = SQLiteKeyStore(tmp_path / "keys.db")
-    store.create_key("alice", ["ops"])
-    store.create_key("bob", ["ops", "oncall"])
+    Access(store).create_key("alice", ["ops"])
+    Access(store).create_key("bob", ["ops", "oncall"])
 
     def ask(user: str) -> dict[str, object]:
         return asyncio.run(explain(tool_key="ops.restart", tool=tools["ops.restart"], username=user, store=store))

@@ -14,7 +14,7 @@ import pytest
 
 from support.catalogs import write_catalog
 from support.servers import clean_env, toolrun_cli
-from toolrun.catalog import lint
+from toolrun.catalog import dataflow
 
 # (tool, exec template, a hostile value given the marker file's path, the warning's words)
 SHAPES = [
@@ -91,21 +91,21 @@ def test_safe_look_alikes_get_no_shell_code_warning(template: str, tmp_path: Pat
     ],
 )
 def test_a_shell_code_warning_names_the_role_the_value_takes(template: str, role: str, words: str) -> None:
-    from toolrun.catalog.templates import code_message
+    from toolrun.catalog.templatelint import code_message
 
-    coded = [u for u in lint.uses(template) if u.code]
+    coded = [u for u in dataflow.uses(template) if u.code]
     assert len(coded) == 1, coded
     message = code_message(coded[0])
     assert role in message and words in message, message
 
 
 def test_the_three_shapes_are_in_the_scanner_model() -> None:
-    (escaped,) = lint.uses(r"echo x\{{ v | quote }}")
+    (escaped,) = dataflow.uses(r"echo x\{{ v | quote }}")
     assert escaped.escaped and not escaped.code
-    (commented,) = lint.uses("echo hi # note {{ v | quote }}")
+    (commented,) = dataflow.uses("echo hi # note {{ v | quote }}")
     assert commented.comment
-    direct, through = lint.uses('V={{ v | quote }}; eval "echo $V"')
-    assert (direct.role, through.role, through.via) == ("", lint.EVAL, "$V")
+    direct, through = dataflow.uses('V={{ v | quote }}; eval "echo $V"')
+    assert (direct.role, through.role, through.via) == ("", dataflow.EVAL, "$V")
 
 
 @pytest.mark.parametrize(
@@ -113,5 +113,5 @@ def test_the_three_shapes_are_in_the_scanner_model() -> None:
 )
 def test_a_redirection_with_an_ampersand_does_not_end_the_command(template: str) -> None:
     """`2>&` is a redirection: the value after it is no command name."""
-    assert [u.role for u in lint.uses(template)] == [""]
-    assert [u.role for u in lint.uses("a && {{ v | quote }}")] == [lint.COMMAND]
+    assert [u.role for u in dataflow.uses(template)] == [""]
+    assert [u.role for u in dataflow.uses("a && {{ v | quote }}")] == [dataflow.COMMAND]

@@ -23,6 +23,7 @@ import pytest
 from support.binaries import require_binary
 from support.catalogs import write_catalog
 from support.jails import jail_writable, open_folder
+from toolrun.access import Access
 from toolrun.catalog import load
 from toolrun.errors import SandboxUnavailable
 from toolrun.exec import sandbox, seccomp
@@ -111,7 +112,7 @@ def test_toolruns_key_store_and_state_file_cannot_be_read(tmp_path: Path, _isola
 
     data = _isolated_home / "data"
     data.mkdir(parents=True)
-    SQLiteKeyStore(data / "toolrun.db").create_key("alice", ["ops"])
+    Access(SQLiteKeyStore(data / "toolrun.db")).create_key("alice", ["ops"])
     SQLiteState(data / "state.db")  # creates the state file with its tables
     assert (data / "toolrun.db").stat().st_size > 0 and (data / "state.db").is_file()
     command = f"wc -c < {data}/toolrun.db; wc -c < {data}/state.db; ls {data}"
@@ -322,7 +323,7 @@ def test_a_kernel_that_refuses_the_sandbox_fails_the_call_with_bwraps_reason(
     assert problem is not None and "No permissions to create new namespace" in problem
     with pytest.raises(SandboxUnavailable):
         asyncio.run(svc.readiness_checks()["sandbox"]())
-    entry = svc.describe(OPERATOR, "t.boxed").entry()["sandbox"]
+    entry = svc.entry(svc.describe(OPERATOR, "t.boxed"))["sandbox"]
     assert entry["enforced"] is False and "No permissions" in entry["reason"]
 
 
@@ -344,7 +345,7 @@ tools:
 def test_the_entry_the_dry_run_and_readiness_show_an_enforced_sandbox(tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()  # not tmp_path itself: it holds the test's TOOLRUN_HOME, which no tool may write
     svc = service(tmp_path, "group: t\ntools:\n  - name: boxed\n    exec: echo hi\n    sandbox: {writable: [out]}\n")
-    entry = svc.describe(OPERATOR, "t.boxed").entry()
+    entry = svc.entry(svc.describe(OPERATOR, "t.boxed"))
     assert entry["sandbox"] == {
         "profile": "default",
         "network": "none",

@@ -24,6 +24,7 @@ import pytest
 from support.binaries import require_binary
 from support.catalogs import write_catalog
 from support.servers import free_port
+from toolrun.access import Access
 from toolrun.state.sqlite import SQLiteKeyStore
 
 pytestmark = pytest.mark.serial
@@ -164,7 +165,7 @@ def unique_seconds(whole: int) -> str:
 
 def test_serve_answers_over_loopback_and_exits_0_on_sigterm(start: object, tmp_path: Path) -> None:
     home = tmp_path / "toolrun-home"
-    key, _ = SQLiteKeyStore(home / "data" / "toolrun.db").create_key("alice", ["ops"])
+    key, _ = Access(SQLiteKeyStore(home / "data" / "toolrun.db")).create_key("alice", ["ops"])
     served = start("--log-level", "debug")  # type: ignore[operator]
     with httpx.Client(base_url=served.url, timeout=10) as client:
         assert client.get("/readyz").json() == {"status": "ok"}

@@ -21,6 +21,7 @@ import pytest
 
 from support.binaries import require_binary
 from support.servers import RedisServer
+from toolrun.access import Access
 from toolrun.settings import Settings
 from toolrun.state import SharedState
 
@@ -170,7 +171,7 @@ def test_the_state_file_keeps_its_tables_and_mode_across_upgrades(
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert {"buckets", "sessions", "mcp_sessions", "jobs"} <= tables
     keys = first.keys()
-    keys.create_key("alice", ["ops"])
+    Access(keys).create_key("alice", ["ops"])
     with sqlite3.connect(tmp_path / "data" / "toolrun.db") as conn:
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         columns = [row[1] for row in conn.execute("PRAGMA table_info(keys)")]
@@ -182,7 +183,7 @@ def test_redis_keeps_its_key_names_across_upgrades(tmp_path: Path, request: pyte
     pair = open_pair("redis", tmp_path, request)
     state = pair[0]
     tag = uuid.uuid4().hex
-    key, record = state.keys().create_key(f"u{tag}", ["ops"])
+    key, record = Access(state.keys()).create_key(f"u{tag}", ["ops"])
 
     async def scenario() -> None:
         limiter = state.limiter()

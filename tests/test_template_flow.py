@@ -1,4 +1,4 @@
-"""lint.uses: where each value lands in the shell command, through the template's data flow.
+"""dataflow.uses: where each value lands in the shell command, through the template's data flow.
 
 validate-catalog's warnings about unquoted flows, quoting layers, shell code, option positions and
 unguarded optional params come from here (their golden transcript is tests/golden/data_flow.out).
@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolrun.catalog import lint
+from toolrun.catalog import dataflow
 
 
-def one(template: str, words: tuple[str, ...] = ()) -> lint.Use:
-    found = lint.uses(template, words)
+def one(template: str, words: tuple[str, ...] = ()) -> dataflow.Use:
+    found = dataflow.uses(template, words)
     assert len(found) == 1, found
     return found[0]
 
@@ -98,7 +98,7 @@ def test_word_positions(template: str, start: bool, dashdash: bool, prev: str) -
     ],
 )
 def test_guards(template: str, guarded: bool) -> None:
-    uses = [u for u in lint.uses(template) if u.name == "p"]
+    uses = [u for u in dataflow.uses(template) if u.name == "p"]
     assert uses and all(u.guarded == guarded for u in uses), uses
 
 
@@ -128,7 +128,7 @@ FRAGMENT = st.one_of(
 @settings(max_examples=300, deadline=None)
 @given(st.lists(FRAGMENT, max_size=12).map("".join))
 def test_the_fast_path_finds_exactly_what_the_jinja_walk_finds(template: str) -> None:
-    fast = lint._simple_events(template)
+    fast = dataflow._simple_events(template)
     if fast is None:
         return
-    assert lint.uses(template) == lint.uses("{# force the Jinja path #}" + template)
+    assert dataflow.uses(template) == dataflow.uses("{# force the Jinja path #}" + template)

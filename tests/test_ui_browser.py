@@ -28,6 +28,7 @@ import pytest
 
 from support.binaries import require_binary
 from support.servers import free_port
+from toolrun.access import Access
 
 try:
     from playwright.sync_api import Browser, BrowserContext, Page, Playwright, Request, expect, sync_playwright
@@ -184,7 +185,7 @@ def server(ui_dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     srv = start_server(tmp_path_factory.mktemp("ui-server"), env)
     try:
         store = srv.store()
-        srv.keys["alice"], _ = store.create_key("alice", ["ops", "finance"], email="alice@example.com")
+        srv.keys["alice"], _ = Access(store).create_key("alice", ["ops", "finance"], email="alice@example.com")
         yield srv
     finally:
         stop_server(srv)
@@ -740,7 +741,7 @@ def test_sign_in_with_a_pasted_key_then_sign_out(app: App, server: Server) -> No
 
 def test_a_key_revoked_mid_session_gives_a_plain_401_on_call_and_is_dropped_on_reload(app: App, server: Server) -> None:
     """A key that is given must resolve: revoked, the call is refused (401), never run as anonymous."""
-    key, record = server.store().create_key("bob", ["ops"])
+    key, record = Access(server.store()).create_key("bob", ["ops"])
     page = app.page
     app.goto()
     page.evaluate("k => localStorage.setItem('toolrun.apiKey', k)", key)

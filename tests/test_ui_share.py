@@ -18,6 +18,7 @@ import pytest
 
 from support.binaries import require_binary
 from test_ui_browser import CSP_PROBE, App, Server, browser, playwright, start_server, stop_server, ui_dist  # noqa: F401 (fixtures)
+from toolrun.access import Access
 
 try:
     from playwright.sync_api import Browser, expect
@@ -35,7 +36,7 @@ pytestmark = [pytest.mark.serial, pytest.mark.timeout(240)]
 def server(ui_dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:  # noqa: F811
     srv = start_server(tmp_path_factory.mktemp("share-server"), {"TOOLRUN_UI_DIST": str(ui_dist)}, CATALOG)
     try:
-        srv.keys["ops"], _ = srv.store().create_key("olga", ["ops"])
+        srv.keys["ops"], _ = Access(srv.store()).create_key("olga", ["ops"])
         yield srv
     finally:
         stop_server(srv)

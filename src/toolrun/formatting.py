@@ -26,6 +26,15 @@ def result_text(value: Any) -> str:
     return str(value)
 
 
+def output_bytes(result: CallResult | None) -> int:
+    """The bytes of output a call gave: an exec tool's stdout and stderr as kept, an fn tool's result as text."""
+    if result is None:
+        return 0
+    if result.exec is not None:
+        return result.exec.bytes_kept
+    return len(result_text(result.value).encode("utf-8", "replace"))
+
+
 def answer_text(result: CallResult) -> str:
     """A call's answer as text: a typed output's value as JSON (a JSON string stays quoted), else `result_text`."""
     if result.typed:

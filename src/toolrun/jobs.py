@@ -43,10 +43,10 @@ import secrets
 import socket
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from . import params, telemetry
-from .access.audit import CallOrigin, audit_args
+from . import telemetry
+from .access.audit import audit_args
 from .errors import (
     CallerFull,
     Conflict,
@@ -84,12 +84,14 @@ from .jobrecord import (
     visible,
     well_formed,
 )
-from .models import CallResult, Identity, ToolSpec
+from .models import CallOrigin, CallResult, Identity, ToolSpec
 from .telemetry.notify import Notifier
 
 if TYPE_CHECKING:
-    from .service import ToolService
+    from .access.audit import AuditLog
+    from .registry import Registry
     from .state import JobStore
+    from .state.kinds import Slots
 
 TRANSITIONS: dict[str, tuple[str, ...]] = {
     AWAITING: (RUNNING, "denied", "expired", "cancelled"),
@@ -158,12 +160,55 @@ def _position(job: Any, previous: tuple[float, str] | None) -> tuple[float, str]
     return (created, job_id) if isinstance(job_id, str) else previous
 
 
+class CallObserver(Protocol):
+    def observe(self, key: str, outcome: str, seconds: float) -> None: ...
+
+
+class JobHost(Protocol):
+    """What the jobs ask of the service that runs them (service.ToolService): the tools, the one admission of a
+    call, the dry run an approver reads, the call itself, and where outcomes are counted and audited. The jobs
+    never import the service: it makes them, and passes itself as their host."""
+
+    @property
+    def registry(self) -> Registry: ...
+
+    @property
+    def slots(self) -> Slots: ...
+
+    @property
+    def observer(self) -> CallObserver | None: ...
+
+    @property
+    def audit(self) -> AuditLog | None: ...
+
+    def lookup(self, key: str) -> ToolSpec | None: ...
+
+    def plan(self, identity: Identity, key: str, args: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    async def admit(
+        self, identity: Identity, tool: ToolSpec, args: Mapping[str, Any] | None, *, counted: bool = False
+    ) -> dict[str, Any]: ...
+
+    async def call(
+        self,
+        identity: Identity,
+        key: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        session_id: str | None = None,
+        origin: CallOrigin | None = None,
+        counted: bool = False,
+        approved: str | None = None,
+        salt: str = "",
+    ) -> CallResult: ...
+
+
 class Jobs:
     """The jobs of one ToolService (`service.jobs`): every door reaches jobs through it."""
 
     def __init__(
         self,
-        service: ToolService,
+        host: JobHost,
         store: JobStore,
         *,
         approval_timeout: float = 3600.0,
@@ -172,7 +217,7 @@ class Jobs:
         max_live: int = 100,
         max_followers: int = 10,
     ) -> None:
-        self.service = service
+        self.host = host
         self.store = store
         self.approval_timeout = approval_timeout
         self.retention = retention
@@ -192,13 +237,13 @@ class Jobs:
         self.serves_catalog = False
 
     @classmethod
-    def shared(cls, service: ToolService, settings: Any, access: Any = None) -> Jobs:
+    def shared(cls, host: JobHost, settings: Any, access: Any = None) -> Jobs:
         """Jobs in the shared state of `settings`: the state file, or Redis with `redis_url` (toolrun.state)."""
         from .state import SharedState
 
         shared = SharedState(settings, keys=access.store if access is not None else None)
         jobs = cls(
-            service,
+            host,
             shared.jobs(),
             approval_timeout=settings.approval_timeout,
             retention=settings.job_retention,
@@ -232,24 +277,18 @@ class Jobs:
         `hold`: the caller waits for the decision, holding the request for that many seconds and renewing it
         (`hold`) while it waits; a hold that lapses (the caller went away) withdraws the request. None: the
         caller chose not to wait, and the job stays until it is decided or expires."""
-        service = self.service
-        tool = service.registry.get(identity, key)
+        tool = self.host.registry.get(identity, key)
         if identity.anonymous:
             # A job is followed, approved and cancelled by who asked: an anonymous caller (a client address,
             # perhaps shared behind a proxy) is nobody in particular.
             raise Unauthorized("a call that becomes a job (approval, async) needs an API key")
-        if service.limiter is not None:
-            retry = await service.limiter.hit(identity.bucket, tool.key)
-            if retry is not None:
-                self._observe(tool.key, "rate_limited")
-                raise RateLimited(tool.key, int(retry))
         try:
-            values = params.validate(tool, args or {})
+            values = await self.host.admit(identity, tool, args)  # the rate bucket and the parameters, as any call
             for name, value in values.items():
                 check_text(value, name)
             check_text(identity_fields(identity), "requester")  # a token's subject, say: it is stored too
-        except ToolrunError:
-            self._observe(tool.key, "invalid")
+        except ToolrunError as exc:
+            self._observe(tool.key, "rate_limited" if isinstance(exc, RateLimited) else "invalid")
             raise
         await self._within_share(identity, tool, values)
         moment = time.time()
@@ -310,7 +349,7 @@ class Jobs:
                 f"{identity.username} already holds {sum(live.values())} jobs awaiting approval or running "
                 f"(at most {self.max_live} per caller): wait for one to end, or cancel one"
             )
-        cap = self.service.slots.cap
+        cap = self.host.slots.cap
         share = max(1, cap // 2) if cap is not None else None
         if not tool.approval and share is not None and live[RUNNING] >= share:
             self._observe(tool.key, "rate_limited")
@@ -341,14 +380,14 @@ class Jobs:
 
     def _observe(self, key: str, outcome: str) -> None:
         """A call refused before it became a job counts in the metrics as the same refusal of a plain call."""
-        if self.service.observer is not None:
-            self.service.observer.observe(key, outcome, 0.0)
+        if self.host.observer is not None:
+            self.host.observer.observe(key, outcome, 0.0)
 
     def _plan(self, tool: ToolSpec, values: Mapping[str, Any]) -> dict[str, Any] | None:
         """The dry run an approver reads: the command exactly as it will run, secrets as references."""
         admin = Identity(username="", groups=frozenset({"admin"}), anonymous=False)
         try:
-            return self.service.plan(admin, tool.key, values)
+            return self.host.plan(admin, tool.key, values)
         except ToolrunError as exc:
             return {"error": exc.summary}
 
@@ -487,7 +526,7 @@ class Jobs:
     async def approve(self, identity: Identity, job_id: str, reason: str = "") -> dict[str, Any]:
         check_reason(reason)
         job = await self._decidable(identity, job_id)
-        tool = self.service.lookup(job["tool"])
+        tool = self.host.lookup(job["tool"])
         if tool is None or digest(tool, job["args"], job.get("salt") or "") != job["digest"]:
             if not self._tool_changed(tool, job):
                 raise Conflict(
@@ -665,7 +704,7 @@ class Jobs:
             if after == start:
                 break
         for job in pending:
-            tool = self.service.lookup(job["tool"])
+            tool = self.host.lookup(job["tool"])
             if tool is None or not tool.approval or digest(tool, job["args"], job.get("salt") or "") != job["digest"]:
                 if not self._tool_changed(tool, job):
                     continue
@@ -685,7 +724,7 @@ class Jobs:
             return True
         if tool is not None:
             return bool(catalog_file(tool) == requested)
-        files = {t.file for t in self.service.registry.tools.values()}
+        files = {t.file for t in self.host.registry.tools.values()}
         return requested in {os.path.realpath(f) for f in files if f}
 
     # -- running ---------------------------------------------------------------------------------
@@ -776,7 +815,7 @@ class Jobs:
         identity = requester_identity(job)
         origin = CallOrigin(job["door"], job["request_id"] or job["id"], job_id=job["id"], link=job.get("trace") or "")
         approved = job["digest"] if job.get("decided_by") else None  # an async job was approved by nobody
-        return await self.service.call(
+        return await self.host.call(
             identity,
             job["tool"],
             job["args"],
@@ -804,7 +843,7 @@ class Jobs:
         decider = by if isinstance(by, Identity) else None
         by = by.username if isinstance(by, Identity) else by
         self._notify(message.removeprefix("job "), job, decider, None if by == SYSTEM else by)
-        audit = self.service.audit
+        audit = self.host.audit
         if audit is None:
             return
         requester = job["requester"]
@@ -834,7 +873,7 @@ class Jobs:
             return
         if event == "cancelled" and decider is not None and is_requester(decider, job):
             event = "withdrawn"
-        tool = self.service.registry.tools.get(job["tool"])
+        tool = self.host.registry.tools.get(job["tool"])
         extra = tool.notify if tool is not None else ()
         if self.notifier.urls or extra:
             self.notifier.send(event, job, by, extra)

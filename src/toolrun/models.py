@@ -131,6 +131,23 @@ class Sandbox:
     tmp_size: int | None = None  # bytes of the private /tmp (None: sandbox.DEFAULT_TMP_SIZE)
     enabled: bool = True
 
+    def entry(self, problem: str | None = None) -> dict[str, Any]:
+        """The profile as the tool entry shows it. `problem` is the host's answer to "can bwrap enforce it here"
+        ('' when it can; exec/sandbox.py asks the host): with it, the entry says `enforced` (and `reason`)."""
+        shown: dict[str, Any] = {
+            "profile": self.profile,
+            "network": self.network or "none",
+            "readable": list(self.readable),
+            "writable": list(self.writable),
+        }
+        if self.tmp_size is not None:
+            shown["tmp_size"] = self.tmp_size
+        if problem is not None:
+            shown["enforced"] = not problem
+            if problem:
+                shown["reason"] = problem
+        return shown
+
 
 @dataclass(frozen=True, slots=True)
 class Output:
@@ -199,9 +216,10 @@ class ToolSpec:
     output: Output | None = None  # exec and curl tools: a typed output (None: text)
     mcp_name: str = ""  # MCP direct mode: the name the catalog chose ("" : derived from the key)
 
-    def entry(self) -> dict[str, Any]:
+    def entry(self, sandbox_problem: str | None = None) -> dict[str, Any]:
         """The tool entry: key, groups, params, return_type, description, example; then
-        `annotations` and `keywords` when the catalog declares them."""
+        `annotations` and `keywords` when the catalog declares them. Plain data: whether this host enforces the
+        sandbox is `sandbox_problem` ('' when it does, None: not said), which the service asks the host for."""
         entry: dict[str, Any] = {
             "key": self.key,
             "groups": list(self.groups),
@@ -215,9 +233,7 @@ class ToolSpec:
         if self.keywords:
             entry["keywords"] = list(self.keywords)
         if self.sandbox is not None:
-            from .exec.sandbox import describe
-
-            entry["sandbox"] = describe(self.sandbox, self.user)
+            entry["sandbox"] = self.sandbox.entry(sandbox_problem)
         if self.approval:
             entry["approval"] = {"required": True, "approvers": list(self.approvers)}
         if self.run_async:
@@ -327,3 +343,13 @@ class CallResult:
     @property
     def ok(self) -> bool:
         return self.exec is None or (self.exec.returncode == 0 and not self.exec.timed_out)
+
+
+@dataclass(frozen=True, slots=True)
+class CallOrigin:
+    """Where a call came in: the door and the request id (the doors fill it; the CLI leaves the defaults)."""
+
+    door: str = "cli"
+    request_id: str = ""
+    job_id: str = ""  # the job this call runs for (jobs.py), if any
+    link: str = ""  # the W3C traceparent of the request that asked for it: its span links there (tracing on)

@@ -91,7 +91,7 @@ class Registry:
         self._members = members
         self._groups = frozenset(members)
         self._analyzed: dict[str, Analyzed] = {}
-        self._entries: dict[str, bytes] = {}
+        self._entries: dict[str, tuple[str | None, bytes]] = {}
         self._visible: dict[ViewKey, list[ToolSpec]] = {}
         self._indexes: OrderedDict[ViewKey, Index] = OrderedDict()
         self._lock = threading.Lock()
@@ -129,16 +129,20 @@ class Registry:
         visible = [t.key for t in self.visible(identity)]
         raise NotFound(key, difflib.get_close_matches(key, visible, n=3, cutoff=0.6))
 
-    def entry_json(self, tool: ToolSpec) -> bytes:
-        """The tool's entry as compact JSON (what `GET /tools/{key}` answers and `GET /tools` lists), encoded once.
+    def entry_json(self, tool: ToolSpec, sandbox_problem: str | None = None) -> bytes:
+        """The tool's entry as compact JSON (what `GET /tools/{key}` answers and `GET /tools` lists), encoded once
+        per answer of the host about its sandbox (`sandbox_problem`, see `ToolSpec.entry`): what the host says
+        changes without a reload, so it is part of what the kept body is kept for.
 
         A listing of the whole catalog joins these: it never holds every entry as Python objects at once (for
         10,000 tools those took 40 MB, which the process kept after the answer)."""
-        body = self._entries.get(tool.key)
-        if body is None:
-            body = json.dumps(tool.entry(), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
-            if self.tools.get(tool.key) is tool:  # a tool of another catalog (a reload in between) is not kept
-                self._entries[tool.key] = body
+        kept = self._entries.get(tool.key)
+        if kept is not None and kept[0] == sandbox_problem:
+            return kept[1]
+        entry = tool.entry(sandbox_problem)
+        body = json.dumps(entry, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+        if self.tools.get(tool.key) is tool:  # a tool of another catalog (a reload in between) is not kept
+            self._entries[tool.key] = (sandbox_problem, body)
         return body
 
     def index(self, identity: Identity) -> Index:

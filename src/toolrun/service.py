@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from . import context, params, telemetry
-from .access.audit import AuditLog, CallOrigin, call_record
+from .access.audit import AuditLog, call_record
 from .catalog import Catalog, LoadOptions, child_env, load, resolve_fn
 from .errors import (
     Conflict,
@@ -41,7 +41,7 @@ from .errors import (
 from .exec import executor, render, sandbox
 from .exec.fnthreads import FN_THREADS
 from .jobrecord import digest
-from .models import CallResult, Identity, ToolSpec
+from .models import CallOrigin, CallResult, Identity, ToolSpec
 from .registry import Page, Registry
 from .search.relevance import DEFAULT_MIN_SCORE
 from .state.kinds import Limiter, SessionStore, Slots
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 
     from .access import Access
     from .jobs import Jobs
+    from .search.semantic import Semantic
     from .settings import Settings
 
 # Linux refuses (E2BIG) a single argument of 128 KiB or more, and `sh -c <command>` is one argument.
@@ -166,6 +167,14 @@ class ToolService:
     def registry(self) -> Registry:
         return self.state.registry
 
+    def rank_by_meaning(self, semantic: Semantic, before_fork: bool = False) -> None:
+        """Rank this catalog's searches by meaning too (a reload listener calls this again for the new one).
+        `before_fork`: only compute the catalog's vectors id and rows, in a server's first process."""
+        if before_fork:
+            semantic.before_fork(self.registry)
+        else:
+            semantic.prepare(self.registry)
+
     def swap(self, catalog: Catalog) -> None:
         """Serve `catalog` from now on; calls already running finish on the one they started with."""
         self.state = CatalogState(catalog)
@@ -196,13 +205,16 @@ class ToolService:
         return self.registry.get(identity, key)
 
     def describe_json(self, identity: Identity, key: str) -> bytes:
-        """`describe`, as the tool entry in compact JSON (encoded once per loaded catalog)."""
-        registry = self.registry
-        return registry.entry_json(registry.get(identity, key))
+        """`describe`, as the tool entry in compact JSON (encoded once per loaded catalog and host answer)."""
+        return self.entry_json(self.registry.get(identity, key))
+
+    def entry(self, tool: ToolSpec) -> dict[str, Any]:
+        """The tool entry, its sandbox's `enforced` as this host answers now (never as it answered at load)."""
+        return tool.entry(None if tool.sandbox is None else sandbox.host_problem())
 
     def entry_json(self, tool: ToolSpec) -> bytes:
-        """The tool entry in compact JSON (encoded once per loaded catalog): a listing joins these."""
-        return self.registry.entry_json(tool)
+        """`entry` in compact JSON (encoded once per loaded catalog and host answer): a listing joins these."""
+        return self.registry.entry_json(tool, None if tool.sandbox is None else sandbox.host_problem())
 
     def search(
         self,
@@ -330,6 +342,17 @@ class ToolService:
         call = self.call(identity, key, args, session_id=session_id, origin=origin)
         return await (call if watch is None else watch(call))
 
+    async def admit(
+        self, identity: Identity, tool: ToolSpec, args: Mapping[str, Any] | None, *, counted: bool = False
+    ) -> dict[str, Any]:
+        """The one admission of a call and of a job (jobs.py): a hit on the caller's rate bucket (unless the call
+        already counted there: the run of a job), then its parameters validated. RateLimited, or ParamError."""
+        if self.limiter is not None and not counted:
+            retry = await self.limiter.hit(identity.bucket, tool.key)
+            if retry is not None:
+                raise RateLimited(tool.key, int(retry))
+        return params.validate(tool, args or {})
+
     async def call(
         self,
         identity: Identity,
@@ -353,13 +376,11 @@ class ToolService:
         result: CallResult | None = None
         error: type[BaseException] | None = None
         try:
-            if self.limiter is not None and not counted:
-                retry = await self.limiter.hit(identity.bucket, tool.key)
-                if retry is not None:
-                    outcome = "rate_limited"
-                    raise RateLimited(tool.key, int(retry))
             try:
-                values = params.validate(tool, args or {})
+                values = await self.admit(identity, tool, args, counted=counted)
+            except RateLimited:
+                outcome = "rate_limited"
+                raise
             except ParamError:
                 outcome = "invalid"
                 raise

@@ -339,13 +339,59 @@ def _check(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
                 ) from None
 
 
+# -- the OAuth settings' own rules (access/oauth.py applies them to tokens) -----------------------------------
+
+# Asymmetric signatures only: `none` and the HMACs (HS256...) are never accepted, whatever the setting says.
+SAFE_ALGORITHMS = frozenset(
+    {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "Ed25519"}
+)
+
+
+def check_url(name: str, url: str, origin: str = "") -> None:
+    """An issuer or key URL must be https (http only for a loopback host, for tests and local providers)."""
+    parts = urlsplit(url)
+    where = f" from {origin}" if origin else ""
+    if parts.scheme == "https" and parts.hostname:
+        return
+    if parts.scheme == "http" and parts.hostname in ("localhost", "127.0.0.1", "::1"):
+        return
+    raise UsageError(f"setting {name}{where}: expected an https:// URL (http:// only for localhost), got {url!r}")
+
+
+def check_algorithms(names: tuple[str, ...], origin: str = "") -> None:
+    bad = [n for n in names if n not in SAFE_ALGORITHMS]
+    if bad or not names:
+        raise UsageError(
+            f"setting oauth_algorithms{f' from {origin}' if origin else ''}: expected some of "
+            f"{', '.join(sorted(SAFE_ALGORITHMS))} (asymmetric signatures only), got {', '.join(bad) or 'none'}"
+        )
+
+
+def parse_users(entries: tuple[str, ...] | list[str], origin: str = "") -> tuple[tuple[str, str], ...]:
+    """`oauth_users` entries `subject=user` as pairs; a malformed entry, a user name that breaks the user name
+    rules or a subject named twice is refused."""
+    from .keyrules import USERNAME_RE  # here, not at the top: every command reads settings, few check oauth_users
+
+    where = f" from {origin}" if origin else ""
+    pairs: list[tuple[str, str]] = []
+    for entry in entries:
+        subject, sep, user = entry.rpartition("=")
+        if not sep or not subject or not USERNAME_RE.match(user):
+            raise UsageError(
+                f"setting oauth_users{where}: expected entries `subject=user` (a user name of letters, digits and "
+                f"_ . @ -, at most 64), got {entry!r}"
+            )
+        if any(subject == known for known, _ in pairs):
+            raise UsageError(f"setting oauth_users{where}: the subject {subject!r} is mapped twice")
+        pairs.append((subject, user))
+    return tuple(pairs)
+
+
 def _check_oauth(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
     """OAuth settings that would accept tokens meant for others, or fetch keys in the clear, are refused."""
     _check_oauth_ui(values, origins)
     if not values["oauth_issuer"]:
         return
-    from .access.oauth import check_algorithms, check_url
-
     check_url("oauth_issuer", values["oauth_issuer"], origins["oauth_issuer"])
     if values["oauth_jwks_url"]:
         check_url("oauth_jwks_url", values["oauth_jwks_url"], origins["oauth_jwks_url"])
@@ -357,8 +403,6 @@ def _check_oauth(values: Mapping[str, Any], origins: Mapping[str, str]) -> None:
     if not values["oauth_username_claim"].strip():
         raise UsageError(f"setting oauth_username_claim from {origins['oauth_username_claim']}: must not be empty")
     check_algorithms(tuple(values["oauth_algorithms"]), origins["oauth_algorithms"])
-    from .access.oauth import parse_users
-
     parse_users(tuple(values["oauth_users"]), origins["oauth_users"])
 
 

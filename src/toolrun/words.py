@@ -1,12 +1,6 @@
-"""Counted nouns in messages ("1 tool", "2 tools"), and a catalog's warnings as the lines a door prints."""
+"""Counted nouns in messages ("1 tool", "2 tools") and durations ("30 seconds")."""
 
 from __future__ import annotations
-
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # errors.py uses `plural` itself
-    from .errors import Problem
 
 # Nouns whose plural is not the word plus "s".
 _IRREGULAR = {"match": "matches", "entry": "entries", "process": "processes", "is": "are", "was": "were"}
@@ -25,17 +19,3 @@ def plural(count: int, noun: str, many: str | None = None) -> str:
 def seconds(value: float) -> str:
     """`1 second`, `0.2 seconds`, `30 seconds`."""
     return f"{value:g} second" + ("" if value == 1 else "s")
-
-
-def warning_lines(warnings: Sequence[Problem], shown: int = 20) -> list[str]:
-    """The catalog's warnings, one line each (at most `shown`, then how many more and where to see them)."""
-    lines = [f"catalog {p}" for p in warnings[:shown]]
-    if len(warnings) > shown:
-        more = len(warnings) - shown
-        lines.append(f"... and {plural(more, 'more warning')} (toolrun validate-catalog lists them all)")
-    if warnings:
-        lines.append(
-            "acknowledge a deliberate one with `allow_warnings: [<name>]` on its tool; "
-            "`toolrun validate-catalog --strict` fails on any"
-        )
-    return lines

@@ -6,8 +6,13 @@ import time
 
 import pytest
 
-# Where the key rules read the wall clock (`toolrun.access.apikeys.now`, imported by name by the key stores).
-KEY_CLOCKS = ("toolrun.access.apikeys.now", "toolrun.state.sqlite.now", "toolrun.state.redis.now")
+# Where the key rules read the wall clock (`toolrun.keyrules.now`, imported by name by access and the key stores).
+KEY_CLOCKS = (
+    "toolrun.keyrules.now",
+    "toolrun.access.apikeys.now",
+    "toolrun.state.sqlite.now",
+    "toolrun.state.redis.now",
+)
 
 
 class Clock:

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from toolrun.access import Access
+
 from .servers import toolrun_cli
 
 
@@ -33,7 +35,7 @@ def mint_key(home: Path, username: str, groups: Sequence[str] = (), email: str =
     from toolrun.state import open_keys
 
     settings = Settings.load(environ={"TOOLRUN_HOME": str(home)})
-    key, _ = open_keys(settings).create_key(username, list(groups), email)
+    key, _ = Access(open_keys(settings)).create_key(username, list(groups), email)
     return str(key)
 
 
@@ -43,6 +45,6 @@ def mint_redis_key(url: str, username: str, *groups: str) -> str:
 
     store = RedisKeyStore(url)
     try:
-        return store.create_key(username, list(groups))[0]
+        return Access(store).create_key(username, list(groups))[0]
     finally:
         store.sync().close()

@@ -126,8 +126,13 @@ class Access:
         expires_in: float | None = None,
         set_groups: bool = False,
     ) -> tuple[str, KeyRecord]:
-        """A new key; an existing user's groups change only with `set_groups` (they apply to every key)."""
-        return self.store.create_key(username, groups, email, expires_in, set_groups=set_groups)
+        """A new key, minted here and kept by the store (which only keeps what it is given); an existing user's groups
+        change only with `set_groups` (they apply to every key)."""
+        from .apikeys import mint
+
+        key, minted = mint(username, groups, email, expires_in, set_groups)
+        self.store.add_key(minted)
+        return key, minted.record
 
     def revoke(self, prefix: str, at: float | None = None) -> bool:
         return self.store.revoke(prefix, at)

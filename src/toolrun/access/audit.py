@@ -33,11 +33,11 @@ import stat
 import sys
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from .. import telemetry
-from ..models import CallResult, Identity, ToolSpec
+from ..formatting import output_bytes
+from ..models import CallOrigin, CallResult, Identity, ToolSpec
 from ..telemetry.logs import JsonFormatter
 
 _FORMATTER = JsonFormatter()
@@ -48,16 +48,6 @@ MAX_VALUE = 200  # characters of one argument value kept in a record
 MAX_ARGS = 50  # arguments recorded per call
 SECRET = "[secret]"
 UNDECLARED = "[undeclared]"  # the value of a name the tool does not declare: never recorded
-
-
-@dataclass(frozen=True, slots=True)
-class CallOrigin:
-    """Where a call came in: the door and the request id (the doors fill it; the CLI leaves the defaults)."""
-
-    door: str = "cli"
-    request_id: str = ""
-    job_id: str = ""  # the job this call runs for (jobs.py), if any
-    link: str = ""  # the W3C traceparent of the request that asked for it: its span links there (tracing on)
 
 
 def new_request_id() -> str:
@@ -116,17 +106,6 @@ def audit_args(tool: ToolSpec | None, args: Mapping[str, Any] | None) -> dict[st
 
 
 _NO_ORIGIN = CallOrigin()
-
-
-def output_bytes(result: CallResult | None) -> int:
-    """The bytes of output a call gave: an exec tool's stdout and stderr as kept, an fn tool's result as text."""
-    if result is None:
-        return 0
-    if result.exec is not None:
-        return result.exec.bytes_kept
-    from ..formatting import result_text
-
-    return len(result_text(result.value).encode("utf-8", "replace"))
 
 
 def call_record(

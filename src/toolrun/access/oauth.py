@@ -31,10 +31,10 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from ..errors import BackendUnavailable, Unauthorized, UsageError
 from ..models import Identity
+from ..settings import SAFE_ALGORITHMS, check_url, parse_users
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -48,32 +48,8 @@ WAIT_LIMIT = 2 * FETCH_TIMEOUT  # seconds a request waits for the fetch under wa
 MAX_DOCUMENT = 1024 * 1024  # bytes of a discovery document or key set
 MAX_TOKEN = 16 * 1024  # characters of a bearer token
 _MEMO_MAX = 1024  # verified tokens remembered
-# Asymmetric signatures only: `none` and the HMACs (HS256...) are never accepted, whatever the setting says.
-SAFE_ALGORITHMS = frozenset(
-    {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "Ed25519"}
-)
 KEY_TYPES = ("RSA", "EC", "OKP")
 METADATA_PATH = "/.well-known/oauth-protected-resource"
-
-
-def check_url(name: str, url: str, origin: str = "") -> None:
-    """An issuer or key URL must be https (http only for a loopback host, for tests and local providers)."""
-    parts = urlsplit(url)
-    where = f" from {origin}" if origin else ""
-    if parts.scheme == "https" and parts.hostname:
-        return
-    if parts.scheme == "http" and parts.hostname in ("localhost", "127.0.0.1", "::1"):
-        return
-    raise UsageError(f"setting {name}{where}: expected an https:// URL (http:// only for localhost), got {url!r}")
-
-
-def check_algorithms(names: tuple[str, ...], origin: str = "") -> None:
-    bad = [n for n in names if n not in SAFE_ALGORITHMS]
-    if bad or not names:
-        raise UsageError(
-            f"setting oauth_algorithms{f' from {origin}' if origin else ''}: expected some of "
-            f"{', '.join(sorted(SAFE_ALGORITHMS))} (asymmetric signatures only), got {', '.join(bad) or 'none'}"
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,26 +88,6 @@ class OAuthConfig:
             resource=settings.oauth_resource.rstrip("/"),
             users=parse_users(settings.oauth_users),
         )
-
-
-def parse_users(entries: tuple[str, ...] | list[str], origin: str = "") -> tuple[tuple[str, str], ...]:
-    """`oauth_users` entries `subject=user` as pairs; a malformed entry, a user name that breaks the user name
-    rules or a subject named twice is refused."""
-    from .apikeys import USERNAME_RE
-
-    where = f" from {origin}" if origin else ""
-    pairs: list[tuple[str, str]] = []
-    for entry in entries:
-        subject, sep, user = entry.rpartition("=")
-        if not sep or not subject or not USERNAME_RE.match(user):
-            raise UsageError(
-                f"setting oauth_users{where}: expected entries `subject=user` (a user name of letters, digits and "
-                f"_ . @ -, at most 64), got {entry!r}"
-            )
-        if any(subject == known for known, _ in pairs):
-            raise UsageError(f"setting oauth_users{where}: the subject {subject!r} is mapped twice")
-        pairs.append((subject, user))
-    return tuple(pairs)
 
 
 def fetch_json(url: str) -> dict[str, Any]:

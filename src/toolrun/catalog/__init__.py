@@ -14,8 +14,9 @@ from the pydantic models in schema.py.
 The package has one module per job: options (LoadOptions, Catalog), source (what a file may be: a
 regular file, bounded; its aliases' expansion, bounded), positions, context (LoadContext, the state
 one file's load shares, and LoadResult, what it gives back), problems, parse, substitute (``${VAR}``),
-paramdefs, templates (lint), fn (introspection), envfiles, exampledefs, sandboxes, build, loader (one
-file, start to end) and cache. Each step is a module of plain functions that take the LoadContext.
+paramdefs, templatelint (the lint of templates) over dataflow (where each value lands in the shell command),
+fn (introspection), envfiles, exampledefs, sandboxes, build, loader (one file, start to end) and cache.
+Each step is a module of plain functions that take the LoadContext.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from .fn import inspect_fn
 from .outputs import output_of
 from .paramdefs import build_params
 from .sandboxes import sandbox_of
-from .templates import check_template
+from .templatelint import check_template
 
 if TYPE_CHECKING:
     from .loadcontext import LoadContext

@@ -1,4 +1,5 @@
-"""A file's problems: pydantic errors in words, unknown types named, warnings a tool acknowledges."""
+"""A file's problems: pydantic errors in words, unknown types named, warnings a tool acknowledges, and a
+catalog's warnings as the lines a door prints."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import difflib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import WARNING_CODES
+from ..errors import WARNING_CODES, Problem
 from ..paramtypes import PARAM_TYPES
+from ..words import plural
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -158,3 +160,17 @@ def _pattern_message(err: Any, field_name: Any, where: str) -> tuple[str, str]:
         return f"env_passthrough: {err['input']!r} is not a variable name (or a PREFIX_* pattern)", "value"
     got = f" (got {err['input']!r})" if _is_scalar(err.get("input")) else ""
     return f"{where}: {err['msg']}{got}", "value"
+
+
+def warning_lines(warnings: Sequence[Problem], shown: int = 20) -> list[str]:
+    """The catalog's warnings, one line each (at most `shown`, then how many more and where to see them)."""
+    lines = [f"catalog {p}" for p in warnings[:shown]]
+    if len(warnings) > shown:
+        more = len(warnings) - shown
+        lines.append(f"... and {plural(more, 'more warning')} (toolrun validate-catalog lists them all)")
+    if warnings:
+        lines.append(
+            "acknowledge a deliberate one with `allow_warnings: [<name>]` on its tool; "
+            "`toolrun validate-catalog --strict` fails on any"
+        )
+    return lines

@@ -40,9 +40,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..errors import CatalogError
-from ..words import plural, warning_lines
+from ..words import plural
 from . import expand, load
 from .options import LoadOptions
+from .problems import warning_lines
 from .source import read_catalog
 
 log = logging.getLogger("toolrun.catalog.reload")

@@ -1,4 +1,5 @@
-"""A small POSIX shell lexer for the template lint (toolrun.catalog.lint): where in a shell command a value lands.
+"""A small POSIX shell lexer for the template lint (catalog/dataflow.py, for catalog/templatelint.py): where in a
+shell command a value lands.
 
 Fed the literal text of a command and, in between, the spots where values are rendered, it tracks
 quotes, words, commands, `$(...)` and backquotes, comments and a trailing backslash, and says for

@@ -11,20 +11,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .client import open_client
-from .common import CatalogOpt, JsonOpt, app, fail, print_err, print_json
+from .common import CatalogOpt, JsonOpt, app, exit_code, fail, print_err, print_json
 
 if TYPE_CHECKING:
     from ..models import CallResult
     from .client import Called, Client
-
-
-def exit_code(returncode: int, timed_out: bool) -> int:
-    """A command's exit code as `toolrun call` exits with it: 124 for a timeout, 128+N for signal N."""
-    if timed_out:
-        return 124
-    if returncode < 0:
-        return 128 + (-returncode)
-    return min(returncode, 255)
 
 
 # Unknown options reach `args`, so that `--path /` gets a hint (`path=/`) instead of "No such option".

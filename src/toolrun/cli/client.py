@@ -16,7 +16,7 @@ from __future__ import annotations
 import builtins
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
-from .common import fail
+from .common import SERVER, fail
 
 if TYPE_CHECKING:
     from ..models import CallResult, ToolSpec
@@ -66,14 +66,6 @@ class Client(Protocol):
         """approve, deny or cancel a job: the job as it is after."""
 
 
-_server: dict[str, str | None] = {"url": None, "api_key": None}
-
-
-def use_server(url: str | None, api_key: str | None) -> None:
-    """toolrun's own `--url` and `--api-key` (or $TOOLRUN_URL, $TOOLRUN_API_KEY): the default server."""
-    _server.update(url=url, api_key=api_key)
-
-
 def open_client(
     catalog: builtins.list[str] | None = None,
     *,
@@ -85,7 +77,7 @@ def open_client(
 
     A URL that is not http(s) exits as the commands' errors do. `audit` writes an audit record of each call
     run here (the server of `--url` keeps its own)."""
-    url = url or _server["url"]
+    url = url or SERVER["url"]
     if not url:
         from .client_local import LocalClient
 
@@ -94,6 +86,6 @@ def open_client(
     from .client_remote import Remote
 
     try:
-        return Remote(url, api_key or _server["api_key"])
+        return Remote(url, api_key or SERVER["api_key"])
     except ToolrunError as exc:
         fail(exc)

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from ..models import CallResult, ToolSpec
     from ..service import ToolService
     from ..settings import Settings
-    from .client import Called
 
 T = TypeVar("T")
 
@@ -73,7 +72,7 @@ class LocalClient:
         return self.service.describe(self.identity, key)
 
     def entry(self, key: str) -> dict[str, Any]:
-        return self.describe(key).entry()
+        return self.service.entry(self.describe(key))
 
     def warnings(self, key: str) -> builtins.list[str]:
         return [str(problem) for problem in self.service.catalog_warnings(key)]
@@ -85,7 +84,7 @@ class LocalClient:
 
         floor = DEFAULT_MIN_SCORE if min_score is None else min_score
         found = self.service.search(self.identity, query, offset, limit, floor, explain)
-        items = [t.entry() for t in found.items]
+        items = [self.service.entry(t) for t in found.items]
         for i, item in enumerate(items):  # as GET /search answers
             if found.scores is not None:
                 item["score"] = found.scores[i]
@@ -106,7 +105,7 @@ class LocalClient:
     def plan(self, key: str, args: dict[str, Any]) -> dict[str, Any]:
         return self.service.plan(self.identity, key, args)
 
-    def call(self, key: str, args: dict[str, Any]) -> Called:
+    def call(self, key: str, args: dict[str, Any]) -> tuple[CallResult | None, dict[str, Any]]:  # client.Called
         """A tool whose calls need approval becomes a job (an approver decides); any other runs here."""
         if self.describe(key).approval:
             return None, self._submit(key, args)

@@ -57,6 +57,8 @@ _install_bash_script()
 
 _SERVER_OPTIONS = ("--url", "--api-key")
 REMOTE_COMMANDS = ("list", "describe", "call", "search", "jobs")  # the commands toolrun's --url applies to
+# toolrun's own `--url` and `--api-key` (or $TOOLRUN_URL, $TOOLRUN_API_KEY): the default server of client.open_client.
+SERVER: dict[str, str | None] = {"url": None, "api_key": None}
 
 
 def hoist_server_options(args: list[str]) -> list[str]:
@@ -201,9 +203,7 @@ def _root(
     ] = False,
 ) -> None:
     """Run the tools of a YAML catalog from the terminal, over HTTP and MCP, and in a browser."""
-    from .client import use_server
-
-    use_server(url or None, api_key or None)
+    SERVER.update(url=url or None, api_key=api_key or None)
     typed = getattr(ctx.get_parameter_source("url"), "name", "") == "COMMANDLINE"
     if url and typed and ctx.invoked_subcommand not in (*REMOTE_COMMANDS, "access"):
         print_err(
@@ -225,6 +225,15 @@ def operator_identity() -> Identity:
     from ..models import Identity
 
     return Identity.operator()
+
+
+def exit_code(returncode: int, timed_out: bool) -> int:
+    """A command's exit code as `toolrun call` exits with it: 124 for a timeout, 128+N for signal N."""
+    if timed_out:
+        return 124
+    if returncode < 0:
+        return 128 + (-returncode)
+    return min(returncode, 255)
 
 
 def print_json(data: Any) -> None:

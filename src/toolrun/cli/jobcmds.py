@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from .client import open_client
-from .common import CatalogOpt, JsonOpt, app, fail, print_json
+from .common import CatalogOpt, JsonOpt, app, exit_code, fail, print_json
 
 if TYPE_CHECKING:
     from .client import Client
@@ -118,7 +118,6 @@ def _held(jobs: Client, job_id: str) -> dict[str, Any]:
 def finish(view: dict[str, Any], as_json: bool, printed: tuple[int, int] = (0, 0)) -> None:
     """Print a finished job's result as `toolrun call` prints a result (less what `printed` says was shown
     already, of stdout and of stderr), and exit with its code."""
-    from .call import exit_code
     from .client_remote import result_from_payload
 
     result = view.get("result")

@@ -58,7 +58,7 @@ def serve(
     try:
         settings = load_settings(flags)
         if stdio:
-            from ..server.run import serve_stdio
+            from ..server.mcp.stdio_server import serve_stdio
 
             serve_stdio(settings, catalog)
             return

@@ -626,19 +626,12 @@ def refusal(key: str, why: str) -> SandboxUnavailable:
 
 def describe(box: Sandbox, user: str | None = None) -> dict[str, Any]:
     """The profile as the tool entry, --dry-run and describe show it, and whether this host can enforce it."""
-    found = engine(probe=True)
-    shown: dict[str, Any] = {
-        "profile": box.profile,
-        "network": box.network or "none",
-        "readable": list(box.readable),
-        "writable": list(box.writable),
-    }
-    if box.tmp_size is not None:
-        shown["tmp_size"] = box.tmp_size
-    shown["enforced"] = found.ok
-    if not found.ok:
-        shown["reason"] = found.problem
-    return shown
+    return box.entry(host_problem())
+
+
+def host_problem() -> str:
+    """Why this host cannot enforce a sandbox now ('' when it can): asked live, never kept with a tool's entry."""
+    return engine(probe=True).problem
 
 
 def describe_text(shown: Mapping[str, Any]) -> str:

@@ -40,15 +40,16 @@ from .routes import ROUTES, RouteDef, for_settings
 log = logging.getLogger("toolrun.server")
 
 
-class Routes(JobRoutes):
+class Routes:
     """The handlers of the rows served through Starlette: each gets the request and the identity its row's
-    auth mode gave (dispatch.endpoint)."""
+    auth mode gave (dispatch.endpoint). The job rows' handlers are `jobs`' (jobroutes.JobRoutes)."""
 
     def __init__(self, parts: ServerParts, rows: tuple[RouteDef, ...] = ROUTES) -> None:
         self.parts = parts
         self.rows = rows  # the table this app serves, which /openapi.json documents
         self.service = parts.service
         self.settings = parts.settings
+        self.jobs = JobRoutes(parts.service, parts.settings)
         self._metrics_nets = [ipaddress.ip_network(n, strict=False) for n in self.settings.metrics_allow_ips]
 
     async def readyz(self, request: Request, identity: Identity) -> Response:
@@ -157,7 +158,7 @@ class Routes(JobRoutes):
         min_score = score_param(request, "min_score", DEFAULT_MIN_SCORE)
         explain = choice(request, "explain", ("0", "1", "false", "true"), "0") in ("1", "true")
         page = self.service.search(identity, query, offset, limit, min_score, explain)
-        items = [t.entry() for t in page.items]
+        items = [self.service.entry(t) for t in page.items]
         for i, item in enumerate(items):
             if page.scores is not None:
                 item["score"] = page.scores[i]

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from starlette.applications import Starlette
@@ -65,7 +66,7 @@ def recording(scope: Scope, send: Send) -> Send:
 
 
 class McpRoad:
-    """The /mcp endpoint (run.McpKeyGate) as a plain handler: a ToolrunError that escapes it gets the app's
+    """The /mcp endpoint (mcp/endpoint.McpKeyGate) as a plain handler: a ToolrunError that escapes it gets the app's
     JSON answer, as on the router's road (the app's exception handler)."""
 
     def __init__(self, app: ASGIApp) -> None:
@@ -119,7 +120,7 @@ def row_handler(row: RouteDef, parts: ServerParts, handlers: object) -> Handler 
         return factory(parts, row.auth)
     if row.serve == "plain":
         raise ValueError(f"{row.method} {row.path}: a plain row's handler must be one of {sorted(PLAIN_HANDLERS)}")
-    return endpoint(getattr(handlers, row.handler), parts.access, row.auth)
+    return endpoint(attrgetter(row.handler)(handlers), parts.access, row.auth)  # `jobs.get_job`: a group's
 
 
 class ByMethod:

@@ -17,6 +17,7 @@ from ..errors import UnsupportedMediaType, UsageError
 from ..jobrecord import FINAL, STATES, WITHDRAWN, OutputDelta, check_reason, public_view
 from ..jobs import PAGE_DEFAULT, PAGE_MAX
 from ..models import Identity
+from ..service import ToolService
 from ..settings import Settings
 from .request import head, int_param, is_json_media, parse_json_object, require_body, single
 
@@ -44,10 +45,11 @@ async def _reason(request: Request, settings: Settings) -> str:
 
 
 class JobRoutes:
-    """Handlers of the job rows of ROUTES (mixed into app.Routes)."""
+    """Handlers of the job rows of ROUTES: a row names one as `jobs.<method>` (app.Routes holds them as `jobs`)."""
 
-    service: Any
-    settings: Settings
+    def __init__(self, service: ToolService, settings: Settings) -> None:
+        self.service = service
+        self.settings = settings
 
     async def list_jobs(self, request: Request, identity: Identity) -> Response:
         state = single(request, "status")

@@ -24,13 +24,13 @@ def mount_semantic(parts: ServerParts) -> None:
     if parts.settings.search_embeddings_url and extra_installed():
         # with an embeddings endpoint the workers rank (with the local model, the helper process does)
         import numpy  # noqa: F401 (loaded before the workers fork: its memory is shared, not copied per worker)
-    semantic.before_fork(parts.service.registry)
+    parts.service.rank_by_meaning(semantic, before_fork=True)
 
     @contextlib.asynccontextmanager
     async def lifespan() -> Any:
-        semantic.prepare(parts.service.registry)
+        parts.service.rank_by_meaning(semantic)
         if parts.reloader is not None:  # a reloaded catalog gets its vectors (search lexical meanwhile)
-            parts.reloader.listeners.append(lambda: semantic.prepare(parts.service.registry))
+            parts.reloader.listeners.append(lambda: parts.service.rank_by_meaning(semantic))
         yield
 
     parts.lifespans.append(lifespan)

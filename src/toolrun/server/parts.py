@@ -1,6 +1,6 @@
 """`ServerParts`: what the HTTP server is made of, built once by `toolrun serve` (run.build_parts) or a test.
 
-The mounts (admin.py, mounts.py, run.mount_mcp, the UI) add their part here; `app.create_app` builds the
+The mounts (admin.py, mounts.py, mcp/endpoint.mount_mcp, the UI) add their part here; `app.create_app` builds the
 dispatcher and the router from the route table (routes.py) over these parts.
 """
 
@@ -37,5 +37,5 @@ class ServerParts:
     # Hot reload (server/admin.py): POST /admin/reload runs this, with the admin identity already checked.
     reload: Callable[[], Awaitable[Response]] | None = None
     reloader: Any = None  # toolrun.catalog.reload.Reloader, when `serve` wires hot reload
-    # The /mcp endpoint for a row's auth mode (run.mount_mcp); None: no /mcp route.
+    # The /mcp endpoint for a row's auth mode (mcp/endpoint.mount_mcp); None: no /mcp route.
     mcp: Callable[[Mode], ASGIApp] | None = None

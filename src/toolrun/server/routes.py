@@ -31,7 +31,7 @@ Serve = Literal["plain", "starlette"]
 class RouteDef:
     path: str
     method: str
-    handler: str
+    handler: str  # a method of app.Routes, `jobs.<method>` of jobroutes.JobRoutes, or a plain handler (dispatch)
     auth: Mode
     summary: str = ""
     operation: dict[str, Any] = field(default_factory=dict)  # OpenAPI: parameters, requestBody, responses
@@ -105,7 +105,7 @@ def _job_action(action: str, summary: str) -> RouteDef:
     return RouteDef(
         f"/jobs/{{id}}/{action}",
         "POST",
-        f"{action}_job",
+        f"jobs.{action}_job",
         "optional",
         summary,
         {
@@ -129,7 +129,7 @@ JOB_ROUTES: tuple[RouteDef, ...] = (
     RouteDef(
         "/jobs",
         "GET",
-        "list_jobs",
+        "jobs.list_jobs",
         "optional",
         "One page of the jobs the caller may see (its own calls; for approvers, their tools' calls), newest first; "
         "the next page is named in `X-Next-Cursor` and `Link` (rel=next)",
@@ -162,7 +162,7 @@ JOB_ROUTES: tuple[RouteDef, ...] = (
     RouteDef(
         "/jobs/{id}",
         "GET",
-        "get_job",
+        "jobs.get_job",
         "optional",
         "One job: its state; its output so far while it runs; its result once it ran",
         {"parameters": [_JOB_PARAM], "responses": {"200": json_response(_JOB, "The job"), "404": _JOB_404}},
@@ -170,7 +170,7 @@ JOB_ROUTES: tuple[RouteDef, ...] = (
     RouteDef(
         "/jobs/{id}/events",
         "GET",
-        "job_events",
+        "jobs.job_events",
         "optional",
         "Follow a job: server-sent events, one `job` event per change, until it ends",
         {
@@ -443,7 +443,7 @@ ROUTES: tuple[RouteDef, ...] = (
     ),
     *JOB_ROUTES,
     RouteDef("/openapi.json", "GET", "openapi", "optional", "This document", documented=False),
-    # The MCP endpoint (run.mount_mcp; docs/mcp.md): one Starlette route for its three methods, so their rows
+    # The MCP endpoint (mcp/endpoint.mount_mcp; docs/mcp.md): one Starlette route for its three methods, so their rows
     # stay together. `keyed` is `optional` by another name; `mcp_auth_required` makes it `required` (for_settings).
     RouteDef("/mcp", "DELETE", "mcp", "keyed", "End an MCP session", documented=False),
     RouteDef("/mcp", "GET", "mcp", "keyed", "Listen to an MCP session's stream", documented=False),

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, NamedTuple
 from starlette.types import Receive, Scope, Send
 
 from .. import formatting
-from ..access.audit import CallOrigin, clean_request_id
+from ..access.audit import clean_request_id
 from ..errors import ToolFailed, ToolrunError, Unauthorized, UnsupportedMediaType
 from ..exec import sandboxview
-from ..models import CallResult
+from ..models import CallOrigin, CallResult
 from ..service import JobStarted
 from .disconnect import unless_gone
 from .fastpaths import path_key, respond

@@ -169,8 +169,9 @@ class ProviderInfo:
         return self.document
 
     def discover(self) -> dict[str, object]:
-        from ..access.oauth import check_url, fetch_json
+        from ..access.oauth import fetch_json
         from ..errors import BackendUnavailable, UsageError
+        from ..settings import check_url
 
         found = fetch_json(self.issuer + "/.well-known/openid-configuration")
         if str(found.get("issuer", "")).rstrip("/") != self.issuer:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ..access.apikeys import KeyRecord, User
+    from ..keyrules import KeyRecord, NewKey, User
 
 Versioned = tuple[int, dict[str, Any]]  # a job record and its version number
 
@@ -26,16 +26,12 @@ class KeyStore(Protocol):
     """Users (name, email, groups) and their API keys (prefix, SHA-256 hash, creation, expiry, revocation).
 
     Consistency: every write is seen by the next read of any process or replica (a revoked key stops
-    working at the next request); a key's hash and format are auth.py's, never the store's."""
+    working at the next request). Keys are minted by access/ (access.apikeys.mint): a store keeps the record and
+    hash it is given and never makes a key."""
 
-    def create_key(
-        self,
-        username: str,
-        groups: list[str],
-        email: str = "",
-        expires_in: float | None = None,
-        set_groups: bool = False,
-    ) -> tuple[str, KeyRecord]: ...
+    def add_key(self, new: NewKey) -> None:
+        """Keep a key access/ minted (its record and hash), creating its user or updating the user's email and,
+        with `new.set_groups`, groups (keyrules.groups_for_new_key), in one transaction."""
 
     def resolve(self, key: str) -> User | None: ...
 

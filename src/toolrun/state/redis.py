@@ -39,9 +39,9 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry as SyncRetry
 
-from ..access.apikeys import KeyRecord, User, groups_for_new_key, hash_key, mint, now, split_key, validate_user_fields
 from ..errors import BackendUnavailable
 from ..exec import pidcache
+from ..keyrules import KeyRecord, NewKey, User, groups_for_new_key, hash_key, now, split_key, validate_user_fields
 from .jobindex import before as is_before
 from .jobindex import columns, sees
 from .kinds import LIVE, Cursor, Versioned, Viewer
@@ -131,22 +131,16 @@ class RedisKeyStore(RedisClients):
     """Users and keys (kinds.KeyStore); the store is also the connections the server's other stores share."""
 
     # sync API (CLI)
-    def create_key(
-        self,
-        username: str,
-        groups: list[str],
-        email: str = "",
-        expires_in: float | None = None,
-        set_groups: bool = False,
-    ) -> tuple[str, KeyRecord]:
-        key, prefix, created, expires = mint(username, groups, expires_in)
+    def add_key(self, new: NewKey) -> None:
+        record, groups, email = new.record, list(new.groups), new.email
+        prefix, username, created, expires = record.prefix, record.username, record.created_at, record.expires_at
         r = self.sync()
         try:
             user_key = f"{PREFIX}user:{username}"
             existing = r.hgetall(user_key)
             if existing:
                 current = json.loads(_s(existing.get(b"groups")) or "[]")
-                merged = groups_for_new_key(username, current, groups, set_groups)
+                merged = groups_for_new_key(username, current, groups, new.set_groups)
             else:
                 merged = sorted(set(groups))
             pipe = r.pipeline(transaction=True)
@@ -163,7 +157,7 @@ class RedisKeyStore(RedisClients):
                 f"{PREFIX}key:{prefix}",
                 mapping={
                     "username": username,
-                    "hash": hash_key(key),
+                    "hash": new.hash,
                     "created_at": repr(created),
                     "expires_at": "" if expires is None else repr(expires),
                     "revoked_at": "",
@@ -173,7 +167,6 @@ class RedisKeyStore(RedisClients):
             pipe.execute()
         except redis.RedisError as exc:
             raise _unavailable(exc) from exc
-        return key, KeyRecord(prefix, username, created, expires, None)
 
     def resolve(self, key: str) -> User | None:
         prefix = split_key(key)

@@ -27,8 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..access.apikeys import KeyRecord, User, groups_for_new_key, hash_key, mint, now, split_key, validate_user_fields
 from ..exec import pidcache
+from ..keyrules import KeyRecord, NewKey, User, groups_for_new_key, hash_key, now, split_key, validate_user_fields
 from .files import private_file
 from .jobindex import columns
 from .kinds import LIVE, Cursor, Versioned, Viewer
@@ -413,15 +413,9 @@ class SQLiteKeyStore:
         with self.file.conn() as conn:
             conn.executescript(_KEYS_SCHEMA)
 
-    def create_key(
-        self,
-        username: str,
-        groups: list[str],
-        email: str = "",
-        expires_in: float | None = None,
-        set_groups: bool = False,
-    ) -> tuple[str, KeyRecord]:
-        key, prefix, created, expires = mint(username, groups, expires_in)
+    def add_key(self, new: NewKey) -> None:
+        record, groups, email = new.record, list(new.groups), new.email
+        prefix, username, created, expires = record.prefix, record.username, record.created_at, record.expires_at
         conn = self.file.conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -432,20 +426,19 @@ class SQLiteKeyStore:
                     (username, email, json.dumps(sorted(set(groups))), created),
                 )
             else:
-                kept = groups_for_new_key(username, json.loads(row[1]), groups, set_groups)
+                kept = groups_for_new_key(username, json.loads(row[1]), groups, new.set_groups)
                 conn.execute(
                     "UPDATE users SET email=?, groups_json=? WHERE username=?",
                     (email or row[0], json.dumps(kept), username),
                 )
             conn.execute(
                 "INSERT INTO keys(prefix, username, hash, created_at, expires_at) VALUES (?,?,?,?,?)",
-                (prefix, username, hash_key(key), created, expires),
+                (prefix, username, new.hash, created, expires),
             )
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        return key, KeyRecord(prefix, username, created, expires, None)
 
     def resolve(self, key: str) -> User | None:
         prefix = split_key(key)

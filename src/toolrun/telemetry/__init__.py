@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from ..access.audit import CallOrigin
-    from ..models import CallResult, Identity, ToolSpec
+    from ..models import CallOrigin, CallResult, Identity, ToolSpec
     from .otel import CallSpan, Tracing
 
 F = TypeVar("F", bound=Callable[..., object])

@@ -37,8 +37,8 @@ from opentelemetry.trace import Span, SpanKind, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from .. import __version__
-from ..access.audit import CallOrigin, output_bytes
-from ..models import CallResult, Identity, ToolSpec
+from ..formatting import output_bytes
+from ..models import CallOrigin, CallResult, Identity, ToolSpec
 
 _W3C = TraceContextTextMapPropagator()  # what a tool gets: traceparent and tracestate, whatever OTEL_PROPAGATORS says
 _BAGGAGE = W3CBaggagePropagator()

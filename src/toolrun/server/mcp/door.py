@@ -39,7 +39,7 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError
 
 from ... import __version__, telemetry
-from ...access.audit import CallOrigin, clean_request_id, new_request_id
+from ...access.audit import clean_request_id, new_request_id
 from ...errors import (
     CallerFull,
     NotFound,
@@ -59,7 +59,7 @@ from ...formatting import (
     search_text,
     structured_result,
 )
-from ...models import Identity, ToolSpec
+from ...models import CallOrigin, Identity, ToolSpec
 from ...paramtypes import request_schema
 from ...search.relevance import DEFAULT_MIN_SCORE
 from ...service import JobStarted, ToolService
@@ -555,7 +555,7 @@ class McpDoor:
                 tools.append(self.service.describe(identity, key))
             except NotFound:
                 missing.append(key)
-        body = {"tools": [tasks.entry(t) for t in tools], "not_found": missing}
+        body = {"tools": [tasks.entry_flag(t, self.service.entry(t)) for t in tools], "not_found": missing}
         parts = [describe_text(t) + tasks.words(t) for t in tools]
         if missing:
             parts.append(f"Not found: {', '.join(missing)}. Use `search` to find tools.")

@@ -160,10 +160,6 @@ def entry_flag(tool: ToolSpec, item: dict[str, Any]) -> dict[str, Any]:
     return {**item, "task": True} if may_task(tool) else item
 
 
-def entry(tool: ToolSpec) -> dict[str, Any]:
-    return entry_flag(tool, tool.entry())
-
-
 def words(tool: ToolSpec) -> str:
     """The describe_tools line saying how such a call answers."""
     if not may_task(tool):

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..exec import render
 from ..models import Param
-from . import lint
-from .lint import NUMBER, QUOTED, RAW, SAFE
+from . import dataflow
+from .dataflow import NUMBER, QUOTED, RAW, SAFE
 
 if TYPE_CHECKING:
     from .loadcontext import LoadContext
@@ -82,7 +82,7 @@ def check_template(
             found = ctx.locate.find(tloc, functools.partial(_find_word, word=word))
             ctx.problem_at(found or ctx.locate.value(tloc), key, message, "warning", "curl-option")
     words = CURL_PREFIX if kind == "curl" else ()
-    findings, option_params = data_flow(lint.uses(template, words), declared, kind)
+    findings, option_params = data_flow(dataflow.uses(template, words), declared, kind)
     for name, unquoted, message, code, line in findings:
         ctx.problem_at(where(name, unquoted=unquoted, line=line), key, message, "warning", code)
     return option_params
@@ -185,17 +185,17 @@ CURL_PREFIX = ("curl", "-sS", "-o", "-", "--proto", "=http,https")
 _TEXT_TYPES = ("str", "list", "dict")
 
 
-def code_message(use: lint.Use) -> str:
+def code_message(use: dataflow.Use) -> str:
     """The warning for a value the shell runs as code, naming the role it has."""
     name = use.name
-    if use.role == lint.COMMAND:
+    if use.role == dataflow.COMMAND:
         where = "the command name"
-    elif use.role == lint.EVAL:
+    elif use.role == dataflow.EVAL:
         where = "shell code (the argument of `eval`)"
     else:
         where = f"shell code (the command string of `{use.shell or 'sh'} -c`)"
     if use.via.startswith("$"):
-        what = "runs what the value names" if use.role == lint.COMMAND else "reads the variable's text as code"
+        what = "runs what the value names" if use.role == dataflow.COMMAND else "reads the variable's text as code"
         return (
             f"param {name!r} becomes {where} through the shell variable `{use.via}` it is assigned to: the "
             f"shell {what}, so `| quote` does not protect it; pass the value as an argument or through stdin"
@@ -220,14 +220,14 @@ _CODES = {
 
 
 def data_flow(
-    uses: list[lint.Use], declared: dict[str, Param], kind: str
+    uses: list[dataflow.Use], declared: dict[str, Param], kind: str
 ) -> tuple[list[tuple[str, bool, str, str, int]], tuple[tuple[str, bool], ...]]:
     """Warnings (param, about an unquoted use, message, warning code, the use's line in the template) for where the
     template puts each value, and (for curl) the params that can reach curl's option position, with whether they
     arrive quoted."""
     found: dict[tuple[str, str], tuple[str, bool, str, str, int]] = {}
     options: dict[str, bool] = {}
-    use: lint.Use | None = None
+    use: dataflow.Use | None = None
 
     def warn(name: str, what: str, message: str, unquoted: bool = False) -> None:
         line = use.line if use is not None else 0
