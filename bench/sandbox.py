@@ -1,6 +1,7 @@
 """What a sandbox costs a call: a sandboxed `echo hi` beside the plain one, through `ToolService.call`.
 
-    .venv/bin/python bench/sandbox.py            # calls/s and p50, sequential and 8 at once (about 30 s)
+    .venv/bin/python bench/sandbox.py            # calls/s and p50: sequential (back to back, and with a 50 ms
+                                                 # gap) and 8 at once (about a minute)
     .venv/bin/python bench/sandbox.py --quick    # fewer calls
     .venv/bin/python bench/sandbox.py --flags    # also: what each bwrap option costs (bare bwrap, no toolrun)
 
@@ -32,11 +33,19 @@ tools:
     exec: echo hi
     sandbox: {network: host}
 """
-TOOLS = ("plain", "sandboxed", "sandboxed_host_net")
+# (the row's name, the tool, whether jails are prepared ahead: the `jail_pool` speedup, exec/sandboxpool.py)
+ROWS = (
+    ("plain", "plain", True),
+    ("sandboxed", "sandboxed", True),
+    ("sandboxed_host_net", "sandboxed_host_net", True),
+    ("sandboxed, no pool", "sandboxed", False),
+)
+PAUSE = 0.05  # the paced rounds: seconds between one call's answer and the next call
 
 
-async def _round(service: object, key: str, calls: int, concurrency: int) -> tuple[float, float]:
-    """(calls per second, p50 latency in ms) of `calls` calls, `concurrency` at a time."""
+async def _round(service: object, key: str, calls: int, concurrency: int, pause: float = 0.0) -> tuple[float, float]:
+    """(calls per second, p50 latency in ms) of `calls` calls, `concurrency` at a time (each worker waits `pause`
+    seconds after each call: calls one at a time with a gap, as a user or an agent makes them)."""
     from toolrun.models import Identity
 
     identity = Identity(username="bench", groups=frozenset({"admin"}), anonymous=False)
@@ -49,6 +58,8 @@ async def _round(service: object, key: str, calls: int, concurrency: int) -> tup
             result = await service.call(identity, key, {})  # type: ignore[attr-defined]
             latencies.append(time.perf_counter() - started)
             assert result.value == "hi\n", result
+            if pause:
+                await asyncio.sleep(pause)
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -57,6 +68,7 @@ async def _round(service: object, key: str, calls: int, concurrency: int) -> tup
 
 def measure(calls: int, rounds: int) -> None:
     from toolrun.catalog import load
+    from toolrun.exec import sandboxpool
     from toolrun.service import ToolService
 
     with tempfile.TemporaryDirectory() as home:
@@ -64,19 +76,23 @@ def measure(calls: int, rounds: int) -> None:
         path = Path(home) / "tools.yaml"
         path.write_text(CATALOG, encoding="utf-8")
         service = ToolService(load([path]))
-        for concurrency in (1, 8):
-            figures: dict[str, list[tuple[float, float]]] = {t: [] for t in TOOLS}
+        for concurrency, pause in ((1, 0.0), (1, PAUSE), (8, 0.0)):
+            figures: dict[str, list[tuple[float, float]]] = {row[0]: [] for row in ROWS}
+            count = calls if not pause else max(calls // 4, 20)
             for _ in range(rounds):
-                for tool in TOOLS:
-                    figures[tool].append(asyncio.run(_round(service, f"bench.{tool}", calls, concurrency)))
-            print(f"\nconcurrency {concurrency}: {calls} calls x {rounds} rounds (medians of the rounds)")
+                for name, tool, pooled in ROWS:
+                    sandboxpool.ENABLED = pooled
+                    figures[name].append(asyncio.run(_round(service, f"bench.{tool}", count, concurrency, pause)))
+                sandboxpool.ENABLED = True
+            gap = f", {pause * 1000:.0f} ms between calls (calls/s counts the gaps)" if pause else ", back to back"
+            print(f"\nconcurrency {concurrency}{gap}: {count} calls x {rounds} rounds (medians of the rounds)")
             print(f"{'tool':22s} {'calls/s':>9s} {'p50 ms':>8s} {'p50 over plain':>15s}")
             plain_p50 = statistics.median(p for _, p in figures["plain"])
-            for tool in TOOLS:
-                rate = statistics.median(r for r, _ in figures[tool])
-                p50 = statistics.median(p for _, p in figures[tool])
-                extra = "" if tool == "plain" else f"+{p50 - plain_p50:.2f} ms"
-                print(f"{tool:22s} {rate:9.0f} {p50:8.2f} {extra:>15s}")
+            for name, _, _ in ROWS:
+                rate = statistics.median(r for r, _ in figures[name])
+                p50 = statistics.median(p for _, p in figures[name])
+                extra = "" if name == "plain" else f"+{p50 - plain_p50:.2f} ms"
+                print(f"{name:22s} {rate:9.0f} {p50:8.2f} {extra:>15s}")
 
 
 def flags(runs: int) -> None:
@@ -127,19 +143,23 @@ def binds(runs: int) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "a" / "b"
-        for name in ("r1", "r2", "w", "cwd"):
+        for name in ("r1", "r2", "w", "cwd", "catalogs"):
             (base / name).mkdir(parents=True)
+        loaded = [str(base / "catalogs" / f"tools{i}.yaml") for i in range(200)]  # catalog files a load read
+        for path in loaded:
+            Path(path).write_text("group: g\n")
         private = sandbox.private_paths()
         shapes = {
-            "no bound path": ((), (), None),
-            "2 readable, 1 writable, a cwd": ((f"{base}/r1", f"{base}/r2"), (f"{base}/w",), f"{base}/cwd"),
+            "no bound path": ((), (), None, []),
+            "2 readable, 1 writable, a cwd": ((f"{base}/r1", f"{base}/r2"), (f"{base}/w",), f"{base}/cwd", []),
+            "a cwd holding 200 catalog files": ((), (), f"{base}/catalogs", loaded),
         }
         print(f"\n{'bound paths':32s} {'median us':>10s} {'p90 us':>8s}")
-        for name, (readable, writable, cwd) in shapes.items():
+        for name, (readable, writable, cwd, files) in shapes.items():
             times = []
             for _ in range(runs):
                 started = time.perf_counter()
-                opened = open_binds(readable, writable, cwd, private, True)
+                opened = open_binds(readable, writable, cwd, private, True, files)
                 times.append(time.perf_counter() - started)
                 opened.close()
             times.sort()

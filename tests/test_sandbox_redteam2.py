@@ -166,11 +166,6 @@ def test_a_writable_path_cannot_add_a_catalog_file_to_a_catalog_folder(jail: Jai
     assert "ESCAPED" not in again.stdout, said(again)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the bound-path check's failure is told apart by its stderr line and exit status 125 only, which a tool can "
-    "write too; telling it apart for sure needs a descriptor of its own (a pipe the check writes before the command)",
-)
 def test_a_tool_cannot_pass_its_own_run_off_as_a_sandbox_that_never_started(jail: Jail) -> None:
     """A tool that prints the bound-path check's line and exits 125, after doing its work, is reported (and logged) as
     a sandbox that could not be set up: "it was not run"."""

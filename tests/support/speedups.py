@@ -23,6 +23,7 @@ HELD: dict[str, tuple[str, str, object]] = {
     "plain_render": ("toolrun.exec.render", "PLAIN_RENDER", False),
     "coalesce": ("toolrun.server.protocol", "COALESCE", False),
     "keepalive_timer": ("toolrun.server.protocol", "KEEPALIVE_TIMER", False),
+    "jail_pool": ("toolrun.exec.sandboxpool", "ENABLED", False),
 }
 
 

@@ -50,7 +50,7 @@ from typing import Any
 
 from .. import speedups
 from ..models import ExecResult, ResourceLimits, Sandbox
-from . import directexec, pidcache, procguard, spawn
+from . import directexec, pidcache, procguard, sandboxpool, spawn
 from . import sandbox as _sandboxing
 from .outputsink import OutputSink
 
@@ -123,6 +123,21 @@ class _Child:
         self.readers: dict[int, OutputSink] = {}
         self.stdin: int | None = None
         self.pending = memoryview(b"")
+
+    def adopt(self, jail: sandboxpool.Jail, stdin: bytes) -> int:
+        """Take a jail prepared ahead as this call's child (sandboxpool.py): read its stdout and stderr, feed it
+        `stdin` (the call's message, then the call's own stdin); returns its pid (its process group)."""
+        self.pid = jail.pid
+        self.watch = watch = spawn.watcher(self.loop)
+        for fd, sink in ((jail.out, self.out), (jail.err, self.err)):
+            os.set_blocking(fd, False)
+            self.readers[fd] = sink
+            watch.add(fd, self._readable)
+        os.set_blocking(jail.stdin, False)
+        self.stdin, self.pending = jail.stdin, memoryview(stdin)
+        self._writable()
+        self._watch_exit()
+        return self.pid
 
     async def start(
         self,
@@ -388,7 +403,11 @@ async def run(
     argv = ["/bin/sh", "-c", command]
     launch: _sandboxing.Launch | _sandboxing.NoLaunch = _sandboxing.NO_LAUNCH
     extra = limits.prlimit_args()
-    if sandbox is not None:  # bwrap starts the shell, in `cwd`; setpriv and prlimit go before bwrap
+    jail = None
+    if sandbox is not None and sandboxpool.ENABLED:  # a jail prepared ahead; every limit is set in it
+        jail = sandboxpool.take(sandbox, cwd, user, tuple(_setpriv(user)) if user is not None else ())
+        launch, extra, cwd, user = jail.launch, [], None, None
+    elif sandbox is not None:  # bwrap starts the shell, in `cwd`; setpriv and prlimit go before bwrap
         # but the process limit inside it: RLIMIT_NPROC set before bwrap counts every process of the user on the
         # host (every sandboxed call of a root server runs as `nobody`: one call's processes starved the others);
         # set in the sandbox's own user namespace, it counts the call's own processes.
@@ -408,16 +427,21 @@ async def run(
     token = procguard.call_token()
     env = {**env, procguard.CALL_ENV: token}
     # One simple command of plain words, no prefix: the program itself, not a shell that only execs it.
-    direct = directexec.plan(command, env, cwd) if len(argv) == 3 and DIRECT_EXEC else None
+    direct = directexec.plan(command, env, cwd) if len(argv) == 3 and DIRECT_EXEC and jail is None else None
     global _RUNNING
     _RUNNING += 1
     try:
-        pgid = await child.start(
-            argv, env, cwd, stdin, direct, threaded=_RUNNING >= THREADED_FROM, extra=launch.fds, owner=launch.owner
-        )
+        if jail is not None:
+            told = sandboxpool.message(command, env, limits.prlimit_args(), stdin is not None)
+            pgid = child.adopt(jail, told + (stdin or b""))
+        else:
+            pgid = await child.start(
+                argv, env, cwd, stdin, direct, threaded=_RUNNING >= THREADED_FROM, extra=launch.fds, owner=launch.owner
+            )
     except BaseException:
         _RUNNING -= 1
         launch.close()
+        sandboxpool.finished(jail)
         raise
     launch.started()
     timed_out = True  # until the shell is seen to exit in time (a cancelled call counts as timed out here)
@@ -446,6 +470,7 @@ async def run(
             child.release()
             _RUNNING -= 1
             launch.close()
+            sandboxpool.finished(jail)
     if timed_out:
         return ExecResult(-1, "", f"timeout after {format_seconds(timeout)}s", timed_out=True)
     launch.check(child.returncode, child.err.text("stderr"))

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import SandboxUnavailable
 from ..models import Sandbox
 from . import seccomp
-from .sandboxpaths import MOVED, Binds, open_binds, verified
+from .sandboxpaths import FIRST_FD, MOVED, Binds, open_binds, verified
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -82,7 +82,7 @@ DEFAULT_TMP_SIZE = 64 * 1024 * 1024  # the private /tmp, unless the profile says
 # A root server's sandboxed tool without `user:` runs as this user (never as root: root in a jail could still write
 # host sysctls, read root-only files, plant setuid-root programs, and is not bound by `limits.processes`).
 SANDBOX_USER = "nobody"
-SECCOMP_FD = 3  # bwrap's filter descriptor in the child, then its status one: after the shell's check descriptors
+SECCOMP_FD = FIRST_FD  # bwrap's filter descriptor in the child, then its status one: after the check descriptors
 
 _EXTRA_PRIVATE: set[str] = set()  # the dirs and audit log of the settings this process loaded
 HIDDEN_FILES: set[str] = set()  # the catalog files and env files this process loaded
@@ -132,25 +132,64 @@ def engine(probe: bool = False) -> Engine:
     return Engine(path, problem)
 
 
+PROBE_TIMEOUT = 30.0
+
+
 def _probe(path: str) -> str:
-    """Run `/bin/true` in the default jail once; '' when it works, else why not (bwrap's own words)."""
+    """Run `/bin/true` in the default jail once; '' when it works, else why not (bwrap's own words).
+
+    The probe never outlives this process: it gets a parent-death signal before bwrap starts (setpriv
+    `--pdeathsig`, then a shell that gives up when its parent is no longer this process: one that died before the
+    signal was set), runs in a process group of its own, and that whole group is killed at PROBE_TIMEOUT."""
     try:
         seccomp.program()
     except ValueError as exc:  # an architecture the filter does not know: no sandbox without it
         return str(exc)
     drop = ids(None)
-    prefix = tuple(_drop_argv(*drop)) if drop is not None else ()
+    prefix = _parent_guard(_drop_argv(*drop)[1:-2] if drop is not None else [])
     launch = Launch(path, jail_args(DEFAULT, None, Binds()), ["/bin/true"], False, None, drop, prefix)
     try:
-        done = subprocess.run(
-            launch.argv, pass_fds=launch.fds, stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False
+        proc = subprocess.Popen(
+            launch.argv,
+            pass_fds=launch.fds,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
         )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except OSError as exc:
         launch.close()
         return f"bwrap could not start: {exc}"
     launch.started()
-    failure = launch.failure(done.returncode, done.stderr.decode(errors="replace"))
-    return failure or ("" if done.returncode == 0 else f"the default sandbox exited with {done.returncode}")
+    try:
+        _, err = proc.communicate(timeout=PROBE_TIMEOUT)
+    except BaseException as exc:  # a timeout, or this thread interrupted: nothing of the probe is left behind
+        _kill_group(proc.pid)
+        proc.communicate()
+        launch.close()
+        if isinstance(exc, subprocess.TimeoutExpired):
+            return f"bwrap did not finish setting up the default sandbox in {PROBE_TIMEOUT:g} s"
+        raise
+    failure = launch.failure(proc.returncode, err.decode(errors="replace"))
+    return failure or ("" if proc.returncode == 0 else f"the default sandbox exited with {proc.returncode}")
+
+
+def _parent_guard(options: list[str]) -> tuple[str, ...]:
+    """An argv prefix that dies with this process: setpriv (with `options`: a user to drop to) sets the
+    parent-death signal, and the shell after it execs the rest only while its parent is still this process (a signal
+    set after the parent died would never come)."""
+    setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+    guard = 'test "$PPID" = "$0" && exec "$@"; exit 125'
+    return (setpriv, *options, "--pdeathsig=KILL", "--", "/bin/sh", "-c", guard, str(os.getpid()))
+
+
+def _kill_group(pgid: int) -> None:
+    import signal
+
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 # -- the jail: bwrap's arguments for one profile ---------------------------------------------------------
@@ -309,13 +348,14 @@ def _system_masks(bound: Iterable[tuple[str, bool]]) -> list[tuple[str, bool]]:
 
 
 class Launch:
-    """One sandboxed start: the argv, and the two pipes bwrap reads its filter from and writes its status to.
+    """One sandboxed start: the argv, the two pipes bwrap reads its filter from and writes its status to, and (in a
+    child started by posix_spawn) the check's channel, on which the shell says `ok` just before the command runs.
 
-    `fds` are the child's ends (3 and 4 in a child started by posix_spawn, else their own numbers); call
+    `fds` are the child's ends (3, 4, 5... in a child started by posix_spawn, else their own numbers); call
     `started()` once the child has them, `close()` once it has exited (or never started), then `check()`.
     """
 
-    __slots__ = ("argv", "binds", "fds", "owner", "said", "status")
+    __slots__ = ("argv", "binds", "channel", "fds", "heard", "owner", "said", "status", "uses_channel")
 
     owner: tuple[int, int] | None
 
@@ -338,20 +378,32 @@ class Launch:
         except BaseException:
             self.binds.close()
             raise
+        channel: tuple[int, ...] = ()
         try:
             os.write(filter_w, seccomp.program(no_network=no_network))  # a few hundred bytes: the pipe holds them
             status_r, status_w = _pipe(self.binds.base)
+            if renumbered:  # the channel is descriptor 3 in the child (its number in the shell's words)
+                try:
+                    channel = _pipe(self.binds.base)
+                except BaseException:
+                    os.close(status_r)
+                    os.close(status_w)
+                    raise
         except BaseException:
             os.close(filter_r)
             self.binds.close()
             raise
         finally:
             os.close(filter_w)
-        # In the child: the shell's check descriptors (3, 4...), bwrap's filter and status, the bound paths'.
-        self.fds = (*self.binds.checks, filter_r, status_w, *self.binds.fds)
+        # In the child: the check's channel (3), the shell's check descriptors (4...), bwrap's filter and status,
+        # the bound paths'.
+        self.fds = (*channel[1:], *self.binds.checks, filter_r, status_w, *self.binds.fds)
         self.binds.checks, self.binds.fds = [], []  # closed with the others, by started()
         self.status = status_r
+        self.channel = channel[0] if channel else -1
+        self.uses_channel = bool(channel)
         self.said = b""
+        self.heard = b""  # what the shell said on the check's channel
         self.owner = owner  # (uid, gid) the call runs as: its output pipes are handed to it (/dev/stdout works)
         first = SECCOMP_FD + len(self.binds.args)  # after the shell's check descriptors
         numbers = (first, first + 1) if renumbered else (filter_r, status_w)
@@ -364,26 +416,28 @@ class Launch:
         self.fds = ()
 
     def close(self) -> None:
-        """Keep what bwrap wrote on its status descriptor (its writer has exited), and close everything."""
+        """Keep what bwrap wrote on its status descriptor and the shell on the check's channel (their writers have
+        exited), and close everything."""
         self.started()
-        if self.status < 0:
-            return
-        os.set_blocking(self.status, False)
-        try:
-            while chunk := os.read(self.status, 4096):
-                self.said += chunk
-        except BlockingIOError:
-            pass
-        finally:
-            os.close(self.status)
+        if self.status >= 0:
+            self.said += _drain(self.status)
             self.status = -1
+        if self.channel >= 0:
+            self.heard += _drain(self.channel)
+            self.channel = -1
 
     def failure(self, returncode: int, stderr: str) -> str | None:
         """Why bwrap could not set the sandbox up (its message), or None when the command ran."""
         self.close()
-        if returncode == 125 and MOVED in stderr.splitlines():
-            return MOVED
-        if returncode == 0 or any("exit-code" in _json(doc) for doc in self.said.split(b"\n")):
+        ran = any("exit-code" in _json(doc) for doc in self.said.split(b"\n"))  # the shell started (and ended)
+        if self.uses_channel:
+            if b"ok\n" in self.heard:
+                return None
+            if b"ready\n" in self.heard:  # a jail prepared ahead (sandboxpool.py) that never ran the call
+                return "the sandbox prepared for the call did not run it"
+            if ran:  # the shell exited before it said ok: a bound path was not the object checked
+                return MOVED
+        elif returncode == 0 or ran:
             return None
         said = [line for line in stderr.splitlines() if line.startswith("bwrap:") or line == MOVED]
         return said[-1] if said else f"bwrap exited with {returncode} before the command started"
@@ -432,6 +486,20 @@ def _pipe(lowest: int = 5) -> tuple[int, int]:
             os.close(fd)
 
 
+def _drain(fd: int) -> bytes:
+    """What is left in the pipe `fd` (its writers are gone, or it is read as it stands), and close it."""
+    got = b""
+    os.set_blocking(fd, False)
+    try:
+        while chunk := os.read(fd, 4096):
+            got += chunk
+    except BlockingIOError:
+        pass
+    finally:
+        os.close(fd)
+    return got
+
+
 def _json(doc: bytes) -> dict[str, Any]:
     try:
         value = json.loads(doc)
@@ -440,12 +508,36 @@ def _json(doc: bytes) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+@dataclass(slots=True)
+class Plan:
+    """What a sandboxed start of one call needs, checked at this call: bwrap, its options for the profile (bound
+    paths by descriptor, `binds`, opened and checked now), the user to drop to and the argv prefix that does it."""
+
+    bwrap: str
+    jail: tuple[str, ...]
+    binds: Binds
+    drop: tuple[int, int] | None
+    prefix: tuple[str, ...]
+    no_network: bool
+    renumbered: bool
+
+
 def prepare(
     box: Sandbox, cwd: str | None, user: str | None, argv: list[str], key: str = "", inner: list[str] | None = None
 ) -> Launch:
     """The Launch of `argv` in `box`; SandboxUnavailable when bwrap is missing (or known not to work here), or when
     a bound path cannot be bound safely at this call (sandboxpaths.py). `inner`: a prefix run in the sandbox
     before `argv` (prlimit of the process limit, which counts the sandbox user namespace's processes there)."""
+    p = plan(box, cwd, user, key)
+    if p.renumbered:  # the shell checks the bound paths and says ok on the check's channel (fd 3) before the command
+        argv = [*(inner or []), *argv[:2], verified(argv[2], p.binds), *argv[3:]]
+    else:
+        argv = [*(inner or []), *argv]
+    return Launch(p.bwrap, p.jail, argv, p.renumbered, p.binds, p.drop, p.prefix, p.no_network)
+
+
+def plan(box: Sandbox, cwd: str | None, user: str | None, key: str = "") -> Plan:
+    """The Plan of a call in `box` (see `prepare` for what it refuses)."""
     found = engine()
     if not found.ok or found.path is None:
         raise SandboxUnavailable(_refusal(key, found.problem))
@@ -468,9 +560,8 @@ def prepare(
     except SandboxUnavailable as exc:
         raise SandboxUnavailable(_refusal(key, str(exc))) from None
     prefix = tuple(_drop_argv(*drop)) if drop is not None and user is None else ()
-    argv = [*(inner or []), *argv[:2], verified(argv[2], binds), *argv[3:]]
     no_network = box.network != "host"  # the filter refuses the socket families no network namespace covers
-    return Launch(found.path, jail_args(box, cwd, binds), argv, renumbered, binds, drop, prefix, no_network)
+    return Plan(found.path, jail_args(box, cwd, binds), binds, drop, prefix, no_network, renumbered)
 
 
 def ids(user: str | None) -> tuple[int, int] | None:
@@ -516,8 +607,9 @@ def holds_root(user: str) -> str | None:
 
 
 def _drop_argv(uid: int, gid: int) -> list[str]:
+    """setpriv to `uid` and `gid`, with the parent-death signal (set after the change of user, which clears it)."""
     setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
-    return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
+    return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--pdeathsig=KILL", "--"]
 
 
 def _refusal(key: str, why: str) -> str:
