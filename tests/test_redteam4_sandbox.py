@@ -55,3 +55,24 @@ def test_a_command_that_does_not_parse_is_the_tools_failure_not_a_sandbox_that_n
     assert done.returncode != 0, said(done)
     assert "it was not run" not in done.stderr and "bound path changed" not in done.stderr, said(done)
     assert "SandboxUnavailable" not in done.stderr and "Syntax error" in done.stderr, said(done)
+
+
+def test_validate_catalog_warns_of_an_unsandboxed_tool_running_as_a_sandboxed_tools_user(base: Path) -> None:
+    """Weak, not broken: a root server's sandboxed tools run as `nobody`, and a tool without a sandbox with `user:
+    nobody` (which the docs once suggested for fork-heavy tools) is `nobody` on the host, outside every namespace: it
+    wrote its own command into a jail waiting in the pool (`/proc/<waiter>/fd/0`), and the next call of the
+    sandboxed tool ran it: it read that call's environment (an `API_TOKEN`) and answered in its place. Without the
+    pool it reads a running call's environment and traces it. validate-catalog said nothing; it warns now."""
+    require_binary("bwrap")
+    need_root()
+    jail = Jail(base, "root")
+    jail.write(
+        "group: t\ntools:\n  - name: boxed\n    exec: echo hi\n    sandbox: true\n"
+        "  - name: forks\n    exec: echo many\n    user: nobody\n"
+        "  - name: own\n    exec: echo mine\n    user: daemon\n"
+    )
+    done = jail.validate()
+    assert "t.forks: warning: it runs as nobody without a sandbox, the user sandboxed tool t.boxed runs as" in said(
+        done
+    )
+    assert "t.own: warning: it runs as" not in said(done), said(done)
