@@ -7,13 +7,20 @@ before its fix.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from support.binaries import require_binary
+from support.catalogs import write_catalog
 from support.jails import need_root, open_folder, toolrun_as
+from support.procs import pids_matching
+from support.servers import wait_until
 from test_sandbox_walls import Jail, said
 from toolrun.speedups import ENV
 
@@ -76,3 +83,42 @@ def test_validate_catalog_warns_of_an_unsandboxed_tool_running_as_a_sandboxed_to
         done
     )
     assert "t.own: warning: it runs as" not in said(done), said(done)
+
+
+def test_a_covered_file_replaced_after_a_jail_was_prepared_stays_covered(server: str, base: Path) -> None:
+    """A catalog file in a bound folder is covered in the jail by a mount over its name. Replacing the file on the
+    host the usual way (an editor, `sed -i`, config management: write a new file, rename it over the old one) takes
+    that mount away in every jail that was made before (the kernel detaches a mount whose place was renamed over in
+    another mount namespace), and the jail pool's key named the covers by path only: the next call took a jail
+    prepared before the edit and read the new catalog file, other tools' `env:` secrets included. The pool's key now
+    holds each covered file's device and inode: a replaced file gets a jail of its own, covered again."""
+    from test_sandbox_pool import _serve_as
+
+    marker = f"coverjail-{uuid.uuid4().hex[:12]}"
+    folder = base / marker
+    folder.mkdir()
+    os.chmod(folder, 0o755)
+    text = (
+        "group: t\ntools:\n  - name: peek\n    public: true\n    exec: cat {folder}/tools.yaml\n"
+        "    sandbox: {{readable: [{folder}]}}\n  - name: other\n    exec: echo hi\n    env: {{TOKEN: {token}}}\n"
+    )
+    catalog = write_catalog(folder, text.format(folder=folder, token="old-token"))
+    os.chmod(catalog, 0o644)
+    srv = _serve_as(server, base / "srv", catalog)
+    try:
+        srv.ready()
+        with httpx.Client(timeout=10) as client:
+            for _ in range(3):
+                first = client.post(f"{srv.url}/tools/t.peek", json={})
+                assert "old-token" not in first.text, first.text
+            wait_until(lambda: len(pids_matching(marker)) >= 4, 10, "jails prepared ahead")  # bwrap, waiter: 2 each
+            fresh = folder / "tools.yaml.new"
+            fresh.write_text(text.format(folder=folder, token="new-secret-token"))
+            os.chmod(fresh, 0o644)
+            os.replace(fresh, catalog)
+            after = client.post(f"{srv.url}/tools/t.peek", json={})
+        assert "new-secret-token" not in after.text, f"a jail prepared before the edit showed it: {after.text}"
+    finally:
+        srv.stop()
+        for pid in pids_matching(marker):
+            os.kill(pid, signal.SIGKILL)
