@@ -18,8 +18,9 @@ file is created with mode 0600 and opened in append mode; before each record its
 checked against the open file (device and inode, as logging's WatchedFileHandler does), so a
 logrotate rename or delete starts a new file at the path, with no signal and no restart.
 Several processes (workers) may append to one file: each record is one ``write`` in O_APPEND. The path is
-opened without following a link and must be a regular file: a link or fifo left there (by whoever may write its
-folder) is refused, at start, or at a reopen, where records keep going to the file open before.
+opened without following a link and must be a regular file of this process's user with one name: a link, a fifo,
+another user's file or a hard link left there (by whoever may write its folder) is refused, at start, or at a
+reopen, where records keep going to the file open before.
 """
 
 from __future__ import annotations
@@ -168,6 +169,12 @@ class AuditLog:
         if not stat.S_ISREG(st.st_mode):
             os.close(fd)
             raise OSError(errno.EINVAL, "not a regular file")
+        # Nor a file of another user (left at the path after a rotation: they would read every record and could
+        # rewrite the trail), nor a second name of a file (a hard link to another file of this user).
+        if st.st_uid != os.geteuid() or st.st_nlink != 1:
+            os.close(fd)
+            why = "a file of another user" if st.st_uid != os.geteuid() else f"a file with {st.st_nlink} names"
+            raise OSError(errno.EPERM, f"{why}, not one this server made")
         if self._fd is not None:
             os.close(self._fd)
         self._fd, self._ident = fd, (st.st_dev, st.st_ino)

@@ -164,6 +164,7 @@ def resolve(
     if probe:
         _shared_warnings(boxed, problems)
         _unsandboxed_cwd_warnings(boxed, [t for t in out.values() if t.sandbox is None and t.cwd], problems)
+        _shared_user_warnings(boxed, [t for t in out.values() if t.sandbox is None and t.user], problems)
     return out
 
 
@@ -197,6 +198,28 @@ def _unsandboxed_cwd_warnings(boxed: list[ToolSpec], plain: list[ToolSpec], prob
             message = (
                 f"it runs without a sandbox in {t.cwd}, under sandboxed tool {key}'s writable path {root}: {key} "
                 "decides what this tool finds (and may run) there, outside any sandbox (give it a folder of its own)"
+            )
+            problems.append(Problem(t.file, t.line, t.col, t.key, message, "warning"))
+
+
+def _shared_user_warnings(boxed: list[ToolSpec], plain: list[ToolSpec], problems: list[Problem]) -> None:
+    """validate-catalog: a tool without a sandbox that runs as the user a sandboxed tool runs as (its `user:`, or
+    SANDBOX_USER for a root server's tool without one). On the host it is that user, outside every namespace: it can
+    read a sandboxed call's environment, write to its pipes and trace it, and give a jail waiting for its call (the
+    jail pool) its own command: it reads that call's words (secrets included) and answers in its place."""
+    as_root = os.geteuid() == 0
+    users: dict[str, str] = {}
+    for t in boxed:
+        user = t.user or (SANDBOX_USER if as_root else None)
+        if user is not None:
+            users.setdefault(user, t.key)
+    for t in plain:
+        key = users.get(t.user or "")
+        if key is not None:
+            message = (
+                f"it runs as {t.user} without a sandbox, the user sandboxed tool {key} runs as: on the host it can "
+                f"read {key}'s calls (their environment, stdin and output) and take them over, waiting jails "
+                "included (give one of them a user of its own)"
             )
             problems.append(Problem(t.file, t.line, t.col, t.key, message, "warning"))
 

@@ -418,8 +418,10 @@ def checked(binds: Binds, said: str = "ok", keep: bool = False) -> str:
 
 
 def verified(command: str, binds: Binds) -> str:
-    """`command` after `checked` (the channel says `ok` just before the command runs)."""
-    return f"{checked(binds)}{command}"
+    """`command` after `checked` (the channel says `ok` just before the command runs), on a line of its own: the
+    shell parses a whole line before it runs any of it, so a command that does not parse, on the check's line,
+    would keep the check from saying `ok` and pass the tool's own failure off as a sandbox that never started."""
+    return f"{checked(binds)}\n{command}"
 
 
 MOVED = "toolrun: a bound path changed while the sandbox was set up"

@@ -124,9 +124,25 @@ def _pool() -> _Pool:
 
 
 def digest(p: _sandbox.Plan, user_prefix: tuple[str, ...]) -> str:
-    """What a jail is prepared for: bwrap's whole set-up, the bound objects' identities, who it runs as."""
-    shape = (p.bwrap, p.prefix, user_prefix, p.jail, tuple(p.binds.idents), p.drop, p.no_network)
+    """What a jail is prepared for: bwrap's whole set-up, the bound and covered objects' identities, who it runs as."""
+    shape = (p.bwrap, p.prefix, user_prefix, p.jail, tuple(p.binds.idents), _covered(p.jail), p.drop, p.no_network)
     return hashlib.sha256(repr(shape).encode()).hexdigest()
+
+
+def _covered(jail: tuple[str, ...]) -> tuple[tuple[int, int] | None, ...]:
+    """The device and inode of each host object a jail covers (toolrun's own files and folders in a bound path or
+    /etc). A cover is a mount over the object's name: a file replaced there (written anew and renamed over the old
+    one, as editors do) takes the cover away in every jail made before, so a jail serves only the objects it covered."""
+    found: list[tuple[int, int] | None] = []
+    for index, arg in enumerate(jail[:-2]):
+        if (arg == "--ro-bind" and jail[index + 1] == "/dev/null") or arg == "--tmpfs":
+            try:
+                st = os.lstat(jail[index + 2] if arg == "--ro-bind" else jail[index + 1])
+            except OSError:
+                found.append(None)
+                continue
+            found.append((st.st_dev, st.st_ino))
+    return tuple(found)
 
 
 def take(box: Sandbox, cwd: str | None, user: str | None, user_prefix: tuple[str, ...], key: str = "") -> Jail:
