@@ -122,3 +122,20 @@ def test_a_covered_file_replaced_after_a_jail_was_prepared_stays_covered(server:
         srv.stop()
         for pid in pids_matching(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("speedups", ["off", "posix_spawn"])
+def test_a_sandbox_with_bound_paths_works_with_the_speed_tricks_off(jail: Jail, speedups: str) -> None:
+    """Found by the fifth red team: with `TOOLRUN_SPEEDUPS=off` (or `posix_spawn` off) every sandbox with a bound
+    path was refused ("no posix_spawn with closefrom"), though the speedups promise the same answers either way.
+    Handing bwrap its bound paths by descriptor needs glibc's posix_spawn with closefrom whatever the switch says:
+    the switch only chooses how plain tools start."""
+    out = jail.writable("out")
+    jail.write(
+        f"group: t\ntools:\n  - name: keep\n    exec: echo kept > {out}/note && cat {out}/note\n"
+        f"    sandbox: {{writable: [{out}]}}\n"
+    )
+    done = toolrun_as(jail.server, jail.home, "call", "-c", str(jail.catalog), "t.keep", env={ENV: speedups})
+    assert done.returncode == 0, said(done)
+    assert done.stdout.strip() == "kept", said(done)
+    assert (out / "note").read_text() == "kept\n"
