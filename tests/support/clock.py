@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import time
 
 import pytest
@@ -32,6 +33,8 @@ class Clock:
 def key_clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     """Every key rule (minting, expiry, revocation, grace) reads this clock for the rest of the test."""
     clock = Clock()
+    for target in KEY_CLOCKS:  # all imported first: one imported while `now` is patched would keep the clock for good
+        importlib.import_module(target.rpartition(".")[0])
     for target in KEY_CLOCKS:
         monkeypatch.setattr(target, clock)
     return clock
