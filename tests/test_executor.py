@@ -292,7 +292,8 @@ def test_a_child_that_closes_its_pipes_and_runs_on_is_waited_for() -> None:
     assert zombie_children() == []
 
 
-def zombie_children() -> list[int]:
+def zombie_children() -> list[str]:
+    """This process's children left unreaped, as `pid:name` (the name says which test left it)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -302,7 +303,7 @@ def zombie_children() -> list[int]:
         except OSError:
             continue
         if status.get("PPid", "").strip() == str(os.getpid()) and status.get("State", "").startswith("Z"):
-            found.append(int(entry.name))
+            found.append(f"{entry.name}:{status.get('Name', '').strip()}")
     return found
 
 
