@@ -25,8 +25,6 @@ from support.jobs import JobUsers
 from support.procs import pids_matching
 from support.servers import Processes, ToolrunServer, toolrun_cli, wait_until
 
-pytestmark = pytest.mark.serial
-
 MARK = f"jobmark{uuid.uuid4().hex[:8]}"
 CATALOG = f"""\
 group: ops

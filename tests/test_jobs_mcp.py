@@ -23,8 +23,6 @@ from support.jobs import JobUsers
 from support.mcp import mcp_http, mcp_stdio, text_of
 from support.servers import Processes, ToolrunServer, toolrun_cli
 
-pytestmark = pytest.mark.serial
-
 CATALOG = """\
 group: ops
 tools:

@@ -29,7 +29,7 @@ from support.servers import Processes, ToolrunServer, toolrun_cli, wait_until
 pytest.importorskip("joserfc")
 from test_oauth import AUDIENCE, Issuer, bearer
 
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(240)
 
 CATALOG = """\
 group: ops

@@ -22,7 +22,7 @@ from support.jobs import JobUsers
 from support.keys import create_key
 from support.servers import Processes, ToolrunServer, toolrun_cli
 
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(240)
 
 CATALOG = """\
 group: ops

@@ -27,7 +27,7 @@ except ImportError:  # pragma: no cover - the [test] extra installs it
 from test_ui_browser import CHROMIUM_ARGS, build_ui
 from test_ui_results import assert_accessible, axe_script  # noqa: F401 - axe_script is a fixture
 
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(240)
 
 CATALOG = """\
 group: ops

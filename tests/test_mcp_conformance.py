@@ -24,7 +24,7 @@ from support.catalogs import write_catalog
 from support.keys import create_key
 from support.servers import Processes, ToolrunServer
 
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
 PACKAGE = "@modelcontextprotocol/conformance@0.2.0-alpha.12"
 SCENARIOS = (

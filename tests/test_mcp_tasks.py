@@ -21,8 +21,6 @@ from support.catalogs import write_catalog
 from support.jobs import JobUsers
 from support.servers import TOOLRUN, Processes, ToolrunServer, toolrun_cli, wait_until
 
-pytestmark = pytest.mark.serial
-
 EXT = "io.modelcontextprotocol/tasks"
 CATALOG = """\
 group: ops

@@ -20,8 +20,6 @@ from support.jobs import JobUsers
 from support.servers import Processes, ToolrunServer, clean_env, toolrun_cli, wait_until
 from toolrun.telemetry.notify import masked, message
 
-pytestmark = pytest.mark.serial
-
 SECRET = "s3cret-hmac-key"
 CATALOG = """\
 group: ops

@@ -26,8 +26,6 @@ from support.catalogs import write_catalog
 from support.servers import free_port
 from toolrun.state.sqlite import SQLiteKeyStore
 
-pytestmark = pytest.mark.serial
-
 TOOLRUN = str(Path(sys.executable).parent / "toolrun")
 STARTUP_DEADLINE = 30.0
 EXIT_DEADLINE = 10.0

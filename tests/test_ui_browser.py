@@ -52,7 +52,7 @@ CHROMIUM_ARGS = [
 ]
 RATE_CALLS = 5
 
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(240)
 
 
 # -- building the app -------------------------------------------------------------------------------
