@@ -21,7 +21,7 @@ import pytest
 
 from support.app import Server, servers
 from support.http import JSON
-from support.speedups import HELD
+from support.speedups import HELD, build_without
 from test_mcp_fast import call, modern_headers
 from toolrun import speedups
 from toolrun.errors import UsageError
@@ -110,6 +110,22 @@ def test_override_turns_off_the_value_a_process_started_with_the_trick_off_holds
     assert done.stdout.strip() == repr([value for _, _, value in HELD.values()]), done.stderr
 
 
+def test_tests_set_a_trick_s_value_only_through_the_helper() -> None:
+    """No test file sets a trick's module-level value by name (an assignment to a name of HELD, or a setattr of
+    one): they go through support/speedups.py, whose HELD the test above checks against a process started with
+    the trick off."""
+    names = "|".join(re.escape(attr) for _, attr, _ in HELD.values()) + "|OFF"
+    assignment = re.compile(rf"\.({names})\s*=(?!=)|setattr\([^,]+,\s*[\"']({names})[\"']")
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        if path != ROOT / "tests" / "support" / "speedups.py"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if assignment.search(line)
+    ]
+    assert offenders == []
+
+
 def test_the_switch_is_documented_with_every_speedup_name() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "TOOLRUN_SPEEDUPS=off" in readme
@@ -124,7 +140,7 @@ def pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Serv
     """The same server twice: with the hot routes, and with every request through the router."""
     with servers(tmp_path) as make:
         hot = make()
-        monkeypatch.setattr(speedups, "OFF", frozenset({"hot_routes"}))
+        build_without(monkeypatch, "hot_routes")
         plain = make()
         yield hot, plain
 

@@ -39,11 +39,13 @@ ONE_WORKER = {
     "test_mcp_replicas.py": "mcp_replicas",
     "test_oauth.py": "oauth",
     "test_redis.py": "redis",
+    "test_reliability.py": "reliability",
     # Chromium, one at a time
     "test_jobs_ui.py": "chromium",
     "test_oauth_ui.py": "chromium",
     "test_ui_browser.py": "chromium",
     "test_ui_results.py": "chromium",
+    "test_ui_sandbox.py": "chromium",
     "test_ui_share.py": "chromium",
 }
 
