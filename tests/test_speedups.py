@@ -60,8 +60,8 @@ def test_off_in_the_environment_turns_every_trick_off_in_the_modules_that_hold_t
     probe = (
         "from toolrun.exec import executor, render, spawn; from toolrun import speedups\n"
         "from toolrun.server import protocol\n"
-        "print(sorted(speedups.OFF) == sorted(speedups.NAMES), executor.DIRECT_EXEC, executor._HAS_PIDFD,\n"
-        "      executor.THREADED_FROM > 10**9, spawn._LIBC is None, render.PLAIN_RENDER, protocol.COALESCE,\n"
+        "print(sorted(speedups.OFF) == sorted(speedups.NAMES), executor.DIRECT_EXEC, executor.HAS_PIDFD,\n"
+        "      executor.THREADED_FROM > 10**9, spawn.LIBC is None, render.PLAIN_RENDER, protocol.COALESCE,\n"
         "      '+'.join(c.__name__ for c in protocol.http_protocol(1.0).__bases__))\n"
     )
     for value, expected in (

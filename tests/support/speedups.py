@@ -20,9 +20,9 @@ from toolrun import speedups
 # speedup -> (module, module-level name, its value with the trick off)
 HELD: dict[str, tuple[str, str, object]] = {
     "direct_exec": ("toolrun.exec.executor", "DIRECT_EXEC", False),
-    "pidfd": ("toolrun.exec.executor", "_HAS_PIDFD", False),
+    "pidfd": ("toolrun.exec.executor", "HAS_PIDFD", False),
     "threaded_spawn": ("toolrun.exec.executor", "THREADED_FROM", 1 << 62),
-    "posix_spawn": ("toolrun.exec.spawn", "_LIBC", None),
+    "posix_spawn": ("toolrun.exec.spawn", "LIBC", None),
     "plain_render": ("toolrun.exec.render", "PLAIN_RENDER", False),
     "coalesce": ("toolrun.server.protocol", "COALESCE", False),
     "keepalive_timer": ("toolrun.server.protocol", "KEEPALIVE_TIMER", False),

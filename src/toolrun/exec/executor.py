@@ -83,7 +83,7 @@ OUTPUT_WATCH: contextvars.ContextVar[Callable[[Any, Any], None] | None] = contex
 
 # A pipe holds 64 KiB (Linux's default): one read takes all there is, from a buffer below the mmap threshold.
 _READ_SIZE = 64 * 1024
-_HAS_PIDFD = hasattr(os, "pidfd_open") and speedups.on("pidfd")  # else a worker thread waits
+HAS_PIDFD = hasattr(os, "pidfd_open") and speedups.on("pidfd")  # else a worker thread waits
 
 
 class _Child:
@@ -181,7 +181,7 @@ class _Child:
         return self.pid
 
     def _watch_exit(self) -> None:
-        if _HAS_PIDFD:
+        if HAS_PIDFD:
             try:
                 pidfd = os.pidfd_open(self.pid)
             except OSError:  # pragma: no cover - kernel without pidfd (before 5.3)

@@ -121,10 +121,10 @@ def _load() -> _Libc | None:
         return None
 
 
-_LIBC = _load() if speedups.on("posix_spawn") else None  # None: subprocess.Popen
+LIBC = _load() if speedups.on("posix_spawn") else None  # None: subprocess.Popen
 # The stdin of every child started without one; opened once (close-on-exec, read-write as Popen's DEVNULL),
 # shared by forked workers (it is /dev/null: nothing to share).
-_DEVNULL = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC) if _LIBC is not None else -1
+_DEVNULL = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC) if LIBC is not None else -1
 
 
 def _encode(value: str) -> bytes:
@@ -212,7 +212,7 @@ def start(
     """Start `argv` (the file `executable`, else argv[0]) in a new session; `stdin` None is /dev/null.
     `extra` descriptors are passed too: as 3, 4... with posix_spawn, else under their own numbers.
     (pid, the Popen object or None)."""
-    libc = _LIBC
+    libc = LIBC
     path = executable or argv[0]
     if (
         libc is not None
@@ -258,7 +258,7 @@ def start_command(
 
 
 def uses_posix_spawn() -> bool:
-    return _LIBC is not None
+    return LIBC is not None
 
 
 # -- watching descriptors ------------------------------------------------------------------------
