@@ -40,20 +40,11 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"
 sys.path.insert(0, str(ROOT / "tests"))
 
 from support.catalogs import write_catalog  # noqa: E402
+from support.jobs import approval_catalog  # noqa: E402
 from support.keys import create_key  # noqa: E402
 from support.servers import Processes, ToolrunServer  # noqa: E402
 
-CATALOG = """\
-group: ops
-tools:
-  - name: wipe
-    description: Wipe a target.
-    exec: echo wiped {{ target | quote }}
-    params:
-      - {name: target, type: str}
-    approval: required
-    approvers: [oncall]
-"""
+CATALOG = approval_catalog()
 
 # Runs in the measured tree (its PYTHONPATH): the tree's own store writes the jobs.
 FILL = r"""

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from support.doorsched import PLAIN_SPEC, DoorsScheduling, copy_module_id, is_copy, is_door_file
+from support.scheduling import PLAIN_SPEC, SuiteScheduling, copy_module_id, is_copy, is_door_file
 
 
 @pytest.fixture(autouse=True)
@@ -32,7 +32,8 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 # must answer the same with every trick off, only slower). The switch is read when toolrun is imported, so the
 # second run needs processes of its own: `--speedups-off-doors` (with `-n`) adds one pytest-xdist worker started
 # with TOOLRUN_SPEEDUPS=off, collects each door file a second time as `<file>::speedups-off`, and schedules
-# those copies on that worker only and everything else on the others (support/doorsched.py). Without xdist:
+# those copies on that worker only and everything else on the others (support/scheduling.py, which also keeps
+# the tests of a file that starts its servers once on one worker). Without xdist:
 # `TOOLRUN_SPEEDUPS=off pytest -m doors` (`make pytest-plain`).
 
 
@@ -65,10 +66,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    if not config.getoption("speedups_off_doors"):
-        return None
-
-    return DoorsScheduling(config, log)
+    if config.getoption("dist") not in ("load", "loadscope", "loadgroup", "loadfile", "worksteal"):
+        return None  # `-d each` and the like: xdist's own
+    return SuiteScheduling(config, log)
 
 
 @pytest.fixture(autouse=True)

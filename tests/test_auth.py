@@ -186,8 +186,8 @@ def test_no_log_record_ever_contains_an_api_key(make: Callable[..., Server], cap
     server = make()
     key = server.key("alice", ["ops"])
     admin = server.key("root", ["admin"])
-    revoked, record = server.backends.access.create_key("carol", [])
-    server.backends.access.revoke(record.prefix)
+    revoked, record = server.parts.access.create_key("carol", [])
+    server.parts.access.revoke(record.prefix)
     secrets = [key, admin, revoked]
     client = server.client
     with caplog.at_level(logging.DEBUG, logger="toolrun"):

@@ -106,7 +106,7 @@ def test_the_listing_and_each_entry_are_the_tool_entries_and_follow_a_reload(tmp
     with servers(tmp_path) as make:
         server = make()
         admin = {"X-API-Key": server.key("root", ["admin"])}
-        service = server.backends.service
+        service = server.parts.service
         listing = server.client.get("/tools", headers=admin)
         assert listing.status_code == 200
         assert listing.headers["content-type"] == "application/json"

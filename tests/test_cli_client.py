@@ -23,8 +23,6 @@ from support.http import JSON
 from support.keys import create_key
 from support.servers import ToolrunServer, toolrun_cli
 
-pytestmark = pytest.mark.serial
-
 CLI = Path(__file__).resolve().parent.parent / "src" / "toolrun" / "cli"
 
 CATALOG = """\

@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 
 from support.binaries import require_binary
 from support.catalogs import write_catalog
+from support.http import local_http
 from support.servers import free_port
 from toolrun import catalog
 from toolrun.models import Identity
@@ -50,15 +50,8 @@ class Echo(BaseHTTPRequestHandler):
 @pytest.fixture
 def server() -> Iterator[str]:
     require_binary("curl")
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Echo)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
+    with local_http(Echo) as url:
+        yield url
 
 
 def service_for(tmp_path: Path, tools_yaml: str, environ: dict[str, str] | None = None) -> ToolService:

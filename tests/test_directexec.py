@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from support.speedups import hold, override
 from toolrun.exec import directexec, executor
 from toolrun.models import ExecResult, ResourceLimits
 
@@ -34,22 +35,18 @@ def run_both(
     between the two, when given)."""
     timeout = kwargs.pop("timeout", 5)
 
-    async def both() -> tuple[ExecResult, ExecResult]:
-        executor.DIRECT_EXEC = True
-        try:
-            direct = await executor.run(command, timeout=timeout, env=env or ENV, **kwargs)
-        finally:
-            executor.DIRECT_EXEC = False
+    async def both(held: pytest.MonkeyPatch) -> tuple[ExecResult, ExecResult]:
+        hold(held, "direct_exec", True)  # on even where TOOLRUN_SPEEDUPS turned it off
+        direct = await executor.run(command, timeout=timeout, env=env or ENV, **kwargs)
+        override(held, "direct_exec")
         if scratch is not None:
             for entry in os.listdir(scratch):
                 os.unlink(os.path.join(scratch, entry))
-        try:
-            shell = await executor.run(command, timeout=timeout, env=env or ENV, **kwargs)
-        finally:
-            executor.DIRECT_EXEC = True
+        shell = await executor.run(command, timeout=timeout, env=env or ENV, **kwargs)
         return direct, shell
 
-    return asyncio.run(both())
+    with pytest.MonkeyPatch.context() as held:  # put back as it was, whatever happens
+        return asyncio.run(both(held))
 
 
 def seen(result: ExecResult) -> tuple[int, str, str]:

@@ -344,7 +344,7 @@ def test_loopback_host_names_with_ports_are_allowed(server: Server) -> None:
 
 def test_429_is_plain_text_with_the_seconds_and_a_retry_after_header(make: Callable[..., Server]) -> None:
     server = make({"rate_limit.enabled": True, "rate_limit.calls": 2, "rate_limit.window": 30})
-    freeze_limiter(server.backends, at=30 * 1000 + 5.5)  # 24.5 s left in the window
+    freeze_limiter(server.parts, at=30 * 1000 + 5.5)  # 24.5 s left in the window
     for _ in range(2):
         server.client.post("/tools/pub.noargs")
     response = server.client.post("/tools/pub.noargs")
@@ -363,7 +363,7 @@ def test_500_is_a_type_message_line_or_the_traceback_with_debug(make: Callable[.
 
 
 def test_503_when_max_concurrent_calls_are_all_running(tmp_path: Path) -> None:
-    app, backends = build(tmp_path, {"max_concurrent_calls": 1, "queue_timeout": 0})
+    app, parts = build(tmp_path, {"max_concurrent_calls": 1, "queue_timeout": 0})
     module = fns()
 
     async def main() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
@@ -384,15 +384,15 @@ def test_503_when_max_concurrent_calls_are_all_running(tmp_path: Path) -> None:
     assert busy.headers["retry-after"] == "1"
     assert (held.status_code, held.text) == (200, "released")
     assert (after.status_code, after.text) == (200, "hi")
-    assert backends.service.running == 0
+    assert parts.service.running == 0
 
 
 def test_a_call_beyond_the_cap_waits_for_a_free_slot_within_queue_timeout(tmp_path: Path) -> None:
-    app, backends = build(tmp_path, {"max_concurrent_calls": 1, "queue_timeout": 30})
+    app, parts = build(tmp_path, {"max_concurrent_calls": 1, "queue_timeout": 30})
     module = fns()
 
     async def parked() -> None:
-        while backends.service.waiting == 0:  # yield to the loop until the second call waits in the queue
+        while parts.service.waiting == 0:  # yield to the loop until the second call waits in the queue
             await asyncio.sleep(0)
 
     async def main() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
@@ -413,7 +413,7 @@ def test_a_call_beyond_the_cap_waits_for_a_free_slot_within_queue_timeout(tmp_pa
     assert (held.status_code, held.text) == (200, "released")
     assert (queued.status_code, queued.text) == (200, "queued")
     assert_text(refused, 503, "Overloaded: server busy: 1 tool process already running; retry shortly")
-    assert (backends.service.running, backends.service.waiting) == (0, 0)
+    assert (parts.service.running, parts.service.waiting) == (0, 0)
 
 
 # -- /readyz 503 ----------------------------------------------------------------------------------------------
@@ -423,5 +423,5 @@ def test_readyz_503_body_is_exactly_degraded(server: Server) -> None:
     async def broken() -> None:
         raise RuntimeError("redis://secret-host:6379 refused")
 
-    server.backends.checks["cache"] = broken
+    server.parts.checks["cache"] = broken
     assert_json(server.client.get("/readyz"), 503, b'{"status":"degraded"}')

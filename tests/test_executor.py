@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from support.binaries import require_binary
-from support.speedups import override
+from support.speedups import hold, override
 from toolrun.exec import executor
 from toolrun.models import ExecResult, ResourceLimits
 
@@ -603,7 +603,7 @@ def test_running_as_another_user_without_root_is_a_clear_permission_error(monkey
 
 
 def test_a_burst_spawned_from_threads_gets_the_same_answers(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(executor, "THREADED_FROM", 1)  # every call spawns from the thread pool
+    hold(monkeypatch, "threaded_spawn", 1)  # every call spawns from the thread pool
 
     async def many() -> list[ExecResult]:
         return await asyncio.gather(
@@ -623,7 +623,7 @@ def test_a_burst_spawned_from_threads_gets_the_same_answers(monkeypatch: pytest.
 def test_calls_cancelled_while_their_children_start_from_threads_leave_nothing_behind(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(executor, "THREADED_FROM", 1)
+    hold(monkeypatch, "threaded_spawn", 1)
     marker = unique_seconds()
     before = set(os.listdir("/proc/self/fd"))
 

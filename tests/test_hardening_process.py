@@ -9,13 +9,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pwd
-import shutil
 import signal
 import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -32,6 +28,7 @@ from support.keys import mint_key
 from support.mcp import ServeProcess
 from support.procs import pids_matching, proc_stat
 from support.servers import Processes, ToolrunServer, wait_until
+from support.sysusers import UserServer, shared_dir, unprivileged
 
 CATALOG = """\
 version: 1
@@ -312,52 +309,14 @@ def kill_all(pids: list[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-class UserServer(ToolrunServer):
-    """`toolrun serve` as another (unprivileged) user, through `setpriv`."""
-
-    def __init__(self, workdir: Path, catalog: Path, uid: int, gid: int, settings: dict[str, Any]) -> None:
-        super().__init__(workdir, catalog, settings)
-        self.uid, self.gid = uid, gid
-
-    def launch(self) -> ToolrunServer:
-        setpriv = require_binary("setpriv")
-        argv = [setpriv, f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups", "--"]
-        argv += [sys.executable, "-m", "toolrun", "serve", "-c", str(self.catalog), "--port", str(self.port)]
-        self.spawn(argv, self.env)
-        return self
-
-
-def unprivileged() -> tuple[int, int]:
-    """(uid, gid) of a user that is not root: ours, or `toolrun-test` (created when missing)."""
-    if os.geteuid() != 0:
-        return os.getuid(), os.getgid()
-    try:
-        entry = pwd.getpwnam("toolrun-test")
-    except KeyError:
-        useradd = require_binary("useradd")
-        subprocess.run(
-            [useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "toolrun-test"],
-            check=True,
-            capture_output=True,
-        )
-        entry = pwd.getpwnam("toolrun-test")
-    return entry.pw_uid, entry.pw_gid
-
-
 def test_a_tool_running_as_the_servers_user_cannot_open_the_servers_proc_entries(tmp_path: Path) -> None:
-    uid, gid = unprivileged()
-    # A directory the other user can use (pytest's tmp dirs are root-only).
-    base = Path(tempfile.mkdtemp(prefix="toolrun-proc-", dir="/tmp"))
-    try:
-        base.chmod(0o755)
+    user = unprivileged()
+    with shared_dir(user, prefix="toolrun-proc-") as base:  # a folder the other user can use (pytest's are root-only)
         catalog = write_catalog(base, PROC_CATALOG)
         catalog.chmod(0o644)
-        (base / "server" / "home").mkdir(parents=True)
-        for path in (base / "server", base / "server" / "home"):
-            os.chown(path, uid, gid)
         settings = {"PROBE_SECRET": "operator-secret-123"}
-        with UserServer(base / "server", catalog, uid, gid, settings).start() as server:
-            assert f"Uid:\t{uid}" in Path(f"/proc/{server.pid}/status").read_text()
+        with UserServer(base, catalog, user, settings).start() as server:
+            assert f"Uid:\t{user[0]}" in Path(f"/proc/{server.pid}/status").read_text()
             with httpx.Client(base_url=server.url, timeout=20) as client:
                 environ = client.post("/tools/p.environ", headers=JSON).text
                 written = client.post("/tools/p.write", headers=JSON).text
@@ -369,8 +328,6 @@ def test_a_tool_running_as_the_servers_user_cannot_open_the_servers_proc_entries
         assert "Permission denied" in written, written
         assert "FORGED-BY-A-TOOL" not in log
         assert "serving as root" not in log
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_serving_as_root_warns_at_start_and_points_to_user(tmp_path: Path) -> None:

@@ -508,7 +508,6 @@ RAW_CASES: dict[str, tuple[bytes, set[int]]] = {
 }
 
 
-@pytest.mark.serial
 def test_broken_http_gets_a_clean_4xx_never_a_5xx_and_the_server_stays_up(real: ToolrunServer) -> None:
     answers = {}
     for name, (data, allowed) in RAW_CASES.items():
@@ -521,7 +520,6 @@ def test_broken_http_gets_a_clean_4xx_never_a_5xx_and_the_server_stays_up(real: 
     print("\n" + ", ".join(f"{name}: {status or 'closed'}" for name, status in answers.items()))
 
 
-@pytest.mark.serial
 def test_the_head_cap_counts_heads_only_not_bodies_on_a_kept_alive_connection(real: ToolrunServer) -> None:
     """A 900 KB body arriving with its head, then a second request on the same connection: both 200;
     and a head of 60 KB (under the 64 KiB cap) is fine."""
@@ -535,7 +533,6 @@ def test_the_head_cap_counts_heads_only_not_bodies_on_a_kept_alive_connection(re
     assert raw_request(real, head_of_60k)[0] == 200
 
 
-@pytest.mark.serial
 def test_a_value_too_long_for_one_command_line_is_a_400_not_a_500(real: ToolrunServer) -> None:
     body = json.dumps({"v": "x" * 100_000 + "\u00e9" * 20_000}, ensure_ascii=False).encode()
     assert len(body) < 1024 * 1024  # under max_body_bytes: the body is fine, the command is not
@@ -543,14 +540,12 @@ def test_a_value_too_long_for_one_command_line_is_a_400_not_a_500(real: ToolrunS
     assert_clean_4xx(response, "stdin", status=400)
 
 
-@pytest.mark.serial
 def test_a_body_nested_200000_deep_is_a_400_from_the_real_server(real: ToolrunServer) -> None:
     body = b"[" * 200_000 + b"]" * 200_000
     response = httpx.post(real.url + "/tools/h.t_list", content=body, headers=JSON, timeout=30)
     assert_clean_4xx(response, "nested too deeply", status=400)
 
 
-@pytest.mark.serial
 def test_an_api_key_never_appears_in_the_server_log(real: ToolrunServer) -> None:
     """Every way a key can travel, valid, revoked and made-up, plus hostile framings around it;
     then the whole log (access log at info, toolrun at debug) is searched for it."""
@@ -600,7 +595,6 @@ def test_an_api_key_never_appears_in_the_server_log(real: ToolrunServer) -> None
             assert text not in log, f"the {form} form of a key is in the log"
 
 
-@pytest.mark.serial
 def test_a_key_sent_where_no_key_belongs_is_not_logged_either(tmp_path: Path) -> None:
     catalog = write_catalog(tmp_path, CATALOG)
     with ToolrunServer(tmp_path / "server", catalog, {"SVC_LOG_LEVEL": "info"}).start() as server:

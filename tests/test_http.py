@@ -50,14 +50,14 @@ def test_healthz_makes_no_backend_calls_so_it_stays_ok_when_every_check_fails(se
     async def broken() -> None:
         raise RuntimeError("down")
 
-    server.backends.checks = dict.fromkeys(server.backends.checks, broken)
+    server.parts.checks = dict.fromkeys(server.parts.checks, broken)
     assert server.client.get("/readyz").status_code == 503
     assert server.client.get("/healthz").json() == {"status": "ok"}
 
 
 def test_readyz_is_ok_when_every_check_passes(server: Server) -> None:
     # catalog: the last reload; sandbox: the sandboxed tools (none here) can run
-    assert set(server.backends.checks) == {"search", "cache", "loader", "catalog", "sandbox"}
+    assert set(server.parts.checks) == {"search", "cache", "loader", "catalog", "sandbox"}
     response = server.client.get("/readyz")
     assert response.status_code == 200
     assert response.json() == {"status": "ok"}
@@ -69,7 +69,7 @@ def test_readyz_is_degraded_when_a_check_raises_and_logs_which_one_server_side_o
     async def broken() -> None:
         raise ConnectionError("index file is gone")
 
-    server.backends.checks["search"] = broken
+    server.parts.checks["search"] = broken
     with caplog.at_level(logging.WARNING, logger="toolrun"):
         response = server.client.get("/readyz")
     assert response.status_code == 503
@@ -87,7 +87,7 @@ def test_readyz_is_degraded_when_a_check_hangs_past_the_readiness_timeout(
     async def hangs() -> None:
         await asyncio.Event().wait()
 
-    server.backends.checks["cache"] = hangs
+    server.parts.checks["cache"] = hangs
     with caplog.at_level(logging.WARNING, logger="toolrun"):
         response = server.client.get("/readyz")
     assert response.status_code == 503
@@ -97,14 +97,14 @@ def test_readyz_is_degraded_when_a_check_hangs_past_the_readiness_timeout(
 
 
 def test_readyz_is_ok_again_once_the_check_recovers(server: Server) -> None:
-    healthy = server.backends.checks["loader"]
+    healthy = server.parts.checks["loader"]
 
     async def broken() -> None:
         raise OSError("disk")
 
-    server.backends.checks["loader"] = broken
+    server.parts.checks["loader"] = broken
     assert server.client.get("/readyz").status_code == 503
-    server.backends.checks["loader"] = healthy
+    server.parts.checks["loader"] = healthy
     assert server.client.get("/readyz").status_code == 200
 
 
@@ -130,7 +130,7 @@ def test_whoami_without_a_key_is_401(server: Server) -> None:
 
 
 def test_whoami_gives_the_same_401_for_missing_invalid_expired_and_revoked_keys(server: Server) -> None:
-    store = server.backends.access
+    store = server.parts.access
     good = server.key("alice", ["ops"])
     expired = server.key("bob", ["ops"], expires_in=-1.0)
     revoked, record = store.create_key("carol", ["ops"])
@@ -157,9 +157,9 @@ def test_whoami_gives_the_same_401_for_missing_invalid_expired_and_revoked_keys(
 
 
 def test_a_key_stops_working_the_moment_it_is_revoked(server: Server) -> None:
-    key, record = server.backends.access.create_key("alice", [])
+    key, record = server.parts.access.create_key("alice", [])
     assert server.client.get("/whoami", headers={"X-API-Key": key}).status_code == 200
-    server.backends.access.revoke(record.prefix)
+    server.parts.access.revoke(record.prefix)
     assert server.client.get("/whoami", headers={"X-API-Key": key}).status_code == 401
 
 
@@ -217,7 +217,7 @@ def test_optional_routes_refuse_a_key_that_does_not_resolve_instead_of_calling_a
     # revoked key used to run the call in an anonymous bucket, silently.
     expired = server.key("erin", [], expires_in=0.001)
     revoked = server.key("rita", [])
-    server.backends.access.revoke(revoked.split("_")[1])
+    server.parts.access.revoke(revoked.split("_")[1])
     time.sleep(0.01)  # let the 1 ms key expire
     for bad in ("garbage", expired, revoked):
         for method, path in [("GET", "/tools"), ("GET", "/tools/pub.echo"), ("GET", "/search?q=echo")]:
@@ -553,7 +553,7 @@ def test_rate_limit_is_off_by_default(server: Server) -> None:
 
 def test_the_third_call_in_a_window_of_two_is_a_429_with_retry_after(make: Callable[..., Server]) -> None:
     server = make({"rate_limit.enabled": True, "rate_limit.calls": 2, "rate_limit.window": 60})
-    freeze_limiter(server.backends, at=time.time())
+    freeze_limiter(server.parts, at=time.time())
     assert [server.client.post("/tools/pub.noargs").status_code for _ in range(2)] == [200, 200]
     limited = server.client.post("/tools/pub.noargs")
     assert limited.status_code == 429
@@ -566,7 +566,7 @@ def test_the_third_call_in_a_window_of_two_is_a_429_with_retry_after(make: Calla
 
 def test_rate_limit_buckets_are_per_user_and_per_tool(make: Callable[..., Server]) -> None:
     server = make({"rate_limit.enabled": True, "rate_limit.calls": 2})
-    freeze_limiter(server.backends, at=time.time())
+    freeze_limiter(server.parts, at=time.time())
     alice = {"X-API-Key": server.key("alice", [])}
     bob = {"X-API-Key": server.key("bob", [])}
     for _ in range(2):
@@ -596,7 +596,7 @@ def test_users_is_admin_only(server: Server) -> None:
 
 
 def test_users_with_keys_true_adds_key_metadata_and_never_the_hash_or_the_key(server: Server) -> None:
-    alice_key, alice_record = server.backends.access.create_key("alice", ["ops"], expires_in=3600)
+    alice_key, alice_record = server.parts.access.create_key("alice", ["ops"], expires_in=3600)
     admin = server.key("root", ["admin"])
     response = server.client.get("/users", params={"keys": "true"}, headers={"X-API-Key": admin})
     assert response.status_code == 200

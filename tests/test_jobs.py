@@ -25,8 +25,6 @@ from support.jobs import JobUsers
 from support.procs import pids_matching
 from support.servers import Processes, ToolrunServer, toolrun_cli, wait_until
 
-pytestmark = pytest.mark.serial
-
 MARK = f"jobmark{uuid.uuid4().hex[:8]}"
 CATALOG = f"""\
 group: ops
@@ -46,7 +44,9 @@ tools:
     exec: echo quick
     public: true
   - name: noisy
-    exec: "echo out1; echo err1 >&2; sleep 1.5; echo out2; echo err2 >&2"
+    exec: "echo out1; echo err1 >&2; until [ -e {{{{ gate | quote }}}} ]; do sleep 0.05; done; echo out2; echo err2 >&2"
+    params:
+      - {{name: gate, type: str}}
     async: true
 """
 
@@ -462,17 +462,28 @@ def test_the_job_commands_read_well_for_people_and_scripts(
     bad = toolrun_cli(*remote, u.keys["bob"], "jobs", "list", "--status", "pending", env=srv.env)
     assert bad.returncode == 2 and "--status must be one of awaiting_approval, running, succeeded" in bad.stderr
     # `jobs tail` shows stderr as well, and ends with the final state after the last output line.
-    noisy = u.req("alice", "POST", "/tools/ops.noisy", {}).json()["job"]
-    tail = subprocess.run(
+    # The tool prints its second lines once the tail has shown the first ones (never on a timer that a loaded
+    # machine outruns: a tail that starts after the job ended reads the whole record, stream by stream).
+    gate = tmp_path / "noisy-gate"
+    noisy = u.req("alice", "POST", "/tools/ops.noisy", {"gate": str(gate)}).json()["job"]
+    lines: list[str] = []
+    with subprocess.Popen(
         [sys.executable, "-m", "toolrun", *remote, u.keys["alice"], "jobs", "tail", noisy],
         env=srv.env,
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        timeout=30,
-    )
-    assert tail.returncode == 0, tail.stdout
-    lines = tail.stdout.splitlines()
+    ) as tail:
+        try:
+            assert tail.stdout is not None
+            for line in tail.stdout:
+                lines.append(line.rstrip("\n"))
+                if lines[-1] == "err1":
+                    gate.touch()
+            assert tail.wait(30) == 0, lines
+        finally:
+            tail.kill()
     assert [line for line in lines if line.startswith(("out", "err"))] == ["out1", "err1", "out2", "err2"]
     assert lines[-1] == f"job {noisy} (ops.noisy): succeeded"
 

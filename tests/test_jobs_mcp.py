@@ -19,22 +19,11 @@ import mcp_types as types
 import pytest
 
 from support.catalogs import write_catalog
-from support.jobs import JobUsers
+from support.jobs import JobUsers, approval_catalog
 from support.mcp import mcp_http, mcp_stdio, text_of
 from support.servers import Processes, ToolrunServer, toolrun_cli
 
-pytestmark = pytest.mark.serial
-
-CATALOG = """\
-group: ops
-tools:
-  - name: wipe
-    exec: echo wiped {{ target | quote }}
-    params:
-      - {name: target, type: str}
-    approval: required
-    approvers: [oncall]
-"""
+CATALOG = approval_catalog()
 
 
 class World:

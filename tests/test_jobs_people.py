@@ -23,25 +23,15 @@ from typing import Any
 import httpx
 import pytest
 
-from support.jobs import JobUsers
+from support.jobs import JobUsers, approval_catalog
 from support.servers import Processes, ToolrunServer, toolrun_cli, wait_until
 
 pytest.importorskip("joserfc")
 from test_oauth import AUDIENCE, Issuer, bearer
 
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(240)
 
-CATALOG = """\
-group: ops
-tools:
-  - name: wipe
-    description: Wipe a target.
-    exec: echo wiped {{ target | quote }}
-    params:
-      - {name: target, type: str}
-    approval: required
-    approvers: [oncall]
-"""
+CATALOG = approval_catalog()
 OPERATOR = getpass.getuser()
 MAPPED = "0b6c3e5e-7f3a|alice"  # an issuer's opaque subject, mapped to the key store's alice
 USERS = {"alice": ["ops"], "bob": ["oncall", "ops"], "admin1": ["admin"], OPERATOR: ["ops"]}

@@ -18,22 +18,14 @@ from typing import Any
 import httpx
 import pytest
 
-from support.jobs import JobUsers
+from support.jobs import JobUsers, approval_catalog
 from support.keys import create_key
 from support.servers import Processes, ToolrunServer, toolrun_cli
 
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(240)
 
-CATALOG = """\
-group: ops
-tools:
-  - name: wipe
-    description: Wipe a target.
-    exec: echo wiped {{ target | quote }}
-    params:
-      - {name: target, type: str}
-    approval: required
-    approvers: [oncall]
+CATALOG = approval_catalog(
+    """\
   - name: unlock
     description: Unlock a door with a PIN.
     exec: echo unlocking {{ door | quote }}
@@ -48,6 +40,7 @@ tools:
     approval: required
     approvers: [oncall]
 """
+)
 MODULE = 'def act(target: str) -> str:\n    return "{word} " + target\n'
 USERS = {"alice": ["ops"], "bob": ["oncall"], "admin1": ["admin"]}
 

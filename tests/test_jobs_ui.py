@@ -9,6 +9,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ except ImportError:  # pragma: no cover - the [test] extra installs it
 from test_ui_browser import CHROMIUM_ARGS, build_ui
 from test_ui_results import assert_accessible, axe_script  # noqa: F401 - axe_script is a fixture
 
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(240)
 
 CATALOG = """\
 group: ops
@@ -55,6 +56,16 @@ def browser() -> Iterator[Browser]:
             browser.close()
 
 
+def signed_in_page(browser: Browser, key: str, axe: Path | None = None, **context: Any) -> Page:
+    """A page of a fresh browser context signed in with the API `key` (the UI reads it from localStorage), with
+    axe-core injected from `axe` when given; `context`: new_context's options (`color_scheme=...`)."""
+    made = browser.new_context(**context)
+    made.add_init_script(f"localStorage.setItem('toolrun.apiKey', {json.dumps(key)})")
+    if axe is not None:
+        made.add_init_script(path=axe)
+    return made.new_page()
+
+
 def test_an_approver_approves_in_the_ui_and_the_requester_sees_the_result(
     browser: Browser,
     tmp_path: Path,
@@ -67,10 +78,7 @@ def test_an_approver_approves_in_the_ui_and_the_requester_sees_the_result(
         server.start()
 
         def page_as(key: str) -> Page:
-            context = browser.new_context()
-            context.add_init_script(f"localStorage.setItem('toolrun.apiKey', {json.dumps(key)})")
-            context.add_init_script(path=axe_script)
-            return context.new_page()
+            return signed_in_page(browser, key, axe_script)
 
         mine = page_as(alice)
         mine.goto(server.url + "/ui/tools/ops.wipe")
@@ -136,10 +144,7 @@ def test_people_see_what_needs_them_and_follow_what_runs(
         server.start()
 
         def page_as(key: str) -> Page:
-            context = browser.new_context(color_scheme=scheme)  # type: ignore[arg-type]
-            context.add_init_script(f"localStorage.setItem('toolrun.apiKey', {json.dumps(key)})")
-            context.add_init_script(path=axe_script)
-            page = context.new_page()
+            page = signed_in_page(browser, key, axe_script, color_scheme=scheme)
             page.emulate_media(reduced_motion="reduce")
             return page
 
@@ -217,9 +222,7 @@ def test_the_requesters_cancel_or_a_closed_page_withdraws_its_waiting_call(brows
             return {str(j["args"]["target"]): j for j in listed}
 
         def run(target: str) -> Page:
-            context = browser.new_context()
-            context.add_init_script(f"localStorage.setItem('toolrun.apiKey', {json.dumps(alice)})")
-            page = context.new_page()
+            page = signed_in_page(browser, alice)
             page.goto(server.url + "/ui/tools/ops.wipe")
             page.get_by_label("target", exact=True).fill(target)
             page.get_by_role("button", name="Run", exact=True).click()

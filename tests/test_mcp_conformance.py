@@ -12,6 +12,7 @@ suite's bundle imports `globSync` from `fs` (Node 22); the bundle is pointed at 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -24,7 +25,7 @@ from support.catalogs import write_catalog
 from support.keys import create_key
 from support.servers import Processes, ToolrunServer
 
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
 PACKAGE = "@modelcontextprotocol/conformance@0.2.0-alpha.12"
 SCENARIOS = (
@@ -87,19 +88,24 @@ def suite() -> list[str]:
     node, npm = require_binary("node"), require_binary("npm")
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "toolrun-tests" / PACKAGE.split("/")[1]
     bundle = cache / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
-    if not bundle.is_file():
-        cache.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(cache), PACKAGE, "glob@11"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert done.returncode == 0, f"npm install failed:\n{done.stdout}\n{done.stderr}"
-    text = bundle.read_text(encoding="utf-8")
-    old = "import{existsSync as i,globSync as a,mkdtempSync as o,"
-    if old in text:  # Node 20: fs has no globSync
-        bundle.write_text(text.replace(old, 'import{globSync as a}from"glob";import{existsSync as i,mkdtempSync as o,'))
+    cache.mkdir(parents=True, exist_ok=True)
+    # One test process at a time installs and patches (`make test` runs this test and its speedups-off copy side
+    # by side).
+    with open(cache / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not bundle.is_file():
+            done = subprocess.run(
+                [npm, "install", "--no-audit", "--no-fund", "--prefix", str(cache), PACKAGE, "glob@11"],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert done.returncode == 0, f"npm install failed:\n{done.stdout}\n{done.stderr}"
+        text = bundle.read_text(encoding="utf-8")
+        old = "import{existsSync as i,globSync as a,mkdtempSync as o,"
+        if old in text:  # Node 20: fs has no globSync
+            patched = 'import{globSync as a}from"glob";import{existsSync as i,mkdtempSync as o,'
+            bundle.write_text(text.replace(old, patched))
     return [node, str(bundle)]
 
 

@@ -21,8 +21,6 @@ from support.keys import create_key
 from support.mcp import MODERN_VERSION, text_of
 from support.servers import Nginx, Processes, RedisServer, ToolrunServer, start_all
 
-pytestmark = pytest.mark.serial
-
 CATALOG = """\
 version: 1
 group: r

@@ -18,25 +18,17 @@ import mcp_types as types
 import pytest
 
 from support.catalogs import write_catalog
-from support.jobs import JobUsers
+from support.jobs import JobUsers, approval_catalog
 from support.servers import TOOLRUN, Processes, ToolrunServer, toolrun_cli, wait_until
 
-pytestmark = pytest.mark.serial
-
 EXT = "io.modelcontextprotocol/tasks"
-CATALOG = """\
-group: ops
-tools:
-  - name: wipe
-    exec: echo wiped {{ target | quote }}
-    params:
-      - {name: target, type: str}
-    approval: required
-    approvers: [oncall]
+CATALOG = approval_catalog(
+    """\
   - name: slow
     exec: sleep 30; echo done
     async: true
 """
+)
 
 _TASK = {
     "type": "object",

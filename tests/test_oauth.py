@@ -35,7 +35,7 @@ joserfc = pytest.importorskip("joserfc")
 from joserfc import jwt  # noqa: E402
 from joserfc.jwk import ECKey, RSAKey  # noqa: E402
 
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(180)]
+pytestmark = pytest.mark.timeout(180)
 
 ISSUER_SCRIPT = Path(__file__).parent / "fixtures" / "oidc_issuer.py"
 AUDIENCE = "toolrun-test"

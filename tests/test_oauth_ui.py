@@ -30,7 +30,7 @@ except ImportError:  # pragma: no cover - the [test] extra installs it
         raise
     pytest.skip("playwright is not installed (pip install -e '.[test]')", allow_module_level=True)
 
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(240)
 
 CLIENT_ID = "toolrun-ui"
 AUDIENCE = "toolrun-api"

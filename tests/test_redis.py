@@ -26,8 +26,6 @@ from support.http import JSON
 from support.keys import create_key, mint_redis_key
 from support.servers import Processes, RedisServer, ToolrunServer, clean_env, start_all, toolrun_cli
 
-pytestmark = pytest.mark.serial
-
 # One client per thread: a new httpx client per request costs more (SSL context) than the request.
 _LOCAL = threading.local()
 _CLIENTS: list[httpx.Client] = []

@@ -27,7 +27,8 @@ from support.http import JSON, raw_call
 from support.procs import gone, pids_with_env, proc_stat, status_kib, zombies
 from support.servers import Processes, ToolrunServer, start_all, wait_until
 
-pytestmark = pytest.mark.serial
+# The tests that time the server under load (a deadline, a percentile, /healthz's latency) are `serial`: `make test`
+# runs them alone, after the rest. The others (what is left of a tool, memory) run side by side with the suite.
 
 MARK = uuid.uuid4().hex
 MARK_VAR = "TOOLRUN_TEST_MARK"
@@ -146,6 +147,7 @@ def _call_in_background(server: ToolrunServer, seconds: float) -> tuple[threadin
     return thread, outcome
 
 
+@pytest.mark.serial
 def test_sigterm_lets_an_in_flight_call_finish_and_kills_one_past_the_grace(catalog: Path, tmp_path: Path) -> None:
     with Processes() as procs:
         patient = procs.add(ToolrunServer(tmp_path / "patient", catalog, {"SVC_SHUTDOWN_GRACE": 3}))
@@ -189,6 +191,7 @@ def test_sigterm_lets_an_in_flight_call_finish_and_kills_one_past_the_grace(cata
 # -- load -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.serial
 def test_200_concurrent_one_second_calls_all_succeed_and_run_side_by_side(
     server: ToolrunServer, record_property: pytest.RecordProperty
 ) -> None:
@@ -249,6 +252,7 @@ class HealthProbe:
         self._thread.join(10)
 
 
+@pytest.mark.serial
 def test_1000_concurrent_posts_all_get_well_formed_answers_and_healthz_stays_prompt(
     server: ToolrunServer, record_property: pytest.RecordProperty
 ) -> None:
@@ -291,6 +295,7 @@ def _read_status(sock: socket.socket) -> bytes:
     return data.split(b"\r\n", 1)[0]
 
 
+@pytest.mark.serial
 def test_50_stalled_slow_clients_do_not_stop_healthz_and_are_cut_off_at_request_timeout(
     server: ToolrunServer,
 ) -> None:
@@ -328,6 +333,7 @@ def test_50_stalled_slow_clients_do_not_stop_healthz_and_are_cut_off_at_request_
             sock.close()
 
 
+@pytest.mark.serial
 def test_a_later_head_that_stalls_on_a_kept_alive_connection_gets_a_408_at_request_timeout(
     server: ToolrunServer,
 ) -> None:

@@ -11,32 +11,16 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from support import jails
 from support.binaries import require_binary
-from support.jails import need_root, open_folder, unprivileged
-from test_sandbox_walls import Jail, said
+from support.jails import Jail, need_root, said, unprivileged
 
-
-@pytest.fixture(params=["root", "user"])
-def server(request: pytest.FixtureRequest) -> str:
-    require_binary("bwrap")
-    if request.param == "root":
-        need_root()
-    return str(request.param)
-
-
-@pytest.fixture
-def base() -> Iterator[Path]:
-    yield from open_folder()
-
-
-@pytest.fixture
-def jail(base: Path, server: str) -> Jail:
-    return Jail(base, server)
+# The sandbox fixtures (support/jails.py): `server` ("root", "user"), `base` (a folder every user may enter), `jail`.
+server, base, jail = jails.server, jails.base, jails.jail
 
 
 def _listeners(port: int) -> int:

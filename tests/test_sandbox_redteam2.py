@@ -14,28 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from support.binaries import require_binary
-from support.jails import need_root, open_folder, toolrun_as
+from support import jails
+from support.jails import Jail, need_root, said, toolrun_as
 from test_sandbox_redteam import _pids_with, _start_call
-from test_sandbox_walls import Jail, said
 
-
-@pytest.fixture(params=["root", "user"])
-def server(request: pytest.FixtureRequest) -> str:
-    require_binary("bwrap")
-    if request.param == "root":
-        need_root()
-    return str(request.param)
-
-
-@pytest.fixture
-def base() -> Iterator[Path]:
-    yield from open_folder()
-
-
-@pytest.fixture
-def jail(base: Path, server: str) -> Jail:
-    return Jail(base, server)
+# The sandbox fixtures (support/jails.py): `server` ("root", "user"), `base` (a folder every user may enter), `jail`.
+server, base, jail = jails.server, jails.base, jails.jail
 
 
 def _xdg(jail: Jail) -> dict[str, str]:

@@ -9,67 +9,16 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from support import jails
 from support.binaries import require_binary
-from support.catalogs import write_catalog
-from support.jails import NOBODY, jail_writable, need_root, open_folder, toolrun_as, unprivileged
+from support.jails import Jail, said, toolrun_as, unprivileged
 
-
-@pytest.fixture(params=["root", "user"])
-def server(request: pytest.FixtureRequest) -> str:
-    require_binary("bwrap")
-    if request.param == "root":
-        need_root()
-    return str(request.param)
-
-
-@pytest.fixture
-def base() -> Iterator[Path]:
-    yield from open_folder()
-
-
-class Jail:
-    """A test's folder, catalog and server user: `call` runs `toolrun call` as that server."""
-
-    def __init__(self, base: Path, server: str) -> None:
-        self.base, self.server = base, server
-        self.home = base / "home"
-        self.catalog = base / "cat" / "tools.yaml"
-
-    @property
-    def tool_user(self) -> tuple[int, int]:
-        """Who the sandboxed tools run as: nobody under a root server, the server's user else."""
-        if self.server == "root":
-            return NOBODY
-        return unprivileged()
-
-    def writable(self, name: str) -> Path:
-        return jail_writable(self.base / name, self.tool_user)
-
-    def write(self, text: str) -> Path:
-        (self.base / "cat").mkdir(exist_ok=True)
-        write_catalog(self.base / "cat", text)
-        return self.catalog
-
-    def call(self, key: str, *args: str) -> subprocess.CompletedProcess[str]:
-        return toolrun_as(self.server, self.home, "call", "-c", str(self.catalog), key, *args)
-
-    def validate(self) -> subprocess.CompletedProcess[str]:
-        return toolrun_as(self.server, self.home, "validate-catalog", str(self.catalog))
-
-
-@pytest.fixture
-def jail(base: Path, server: str) -> Jail:
-    return Jail(base, server)
-
-
-def said(done: subprocess.CompletedProcess[str]) -> str:
-    return done.stdout + done.stderr
+# The sandbox fixtures (support/jails.py): `server` ("root", "user"), `base` (a folder every user may enter), `jail`.
+server, base, jail = jails.server, jails.base, jails.jail
 
 
 # -- item 1: no jail holds real root ---------------------------------------------------------------------------

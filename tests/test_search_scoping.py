@@ -116,7 +116,7 @@ def pages(server: Server, headers: dict[str, str]) -> list[Any]:
 
 
 def swap(server: Server, catalog: list[ToolSpec]) -> None:
-    server.backends.service.state.registry = Registry(catalog)
+    server.parts.service.state.registry = Registry(catalog)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -1,7 +1,8 @@
 """The real `toolrun serve` process on a real port, over loopback; then SIGTERM.
 
-Serial smoke tests: each starts `.venv/bin/toolrun serve` with its own TOOLRUN_HOME and a free
-port, waits (bounded) for /healthz, talks to it with httpx and stops it with SIGTERM.
+Smoke tests: each starts `toolrun serve` (support.servers.ToolrunServer) with its own TOOLRUN_HOME and a free
+port, waits (bounded) for /healthz, talks to it with httpx and stops it with SIGTERM: it must exit 0 within
+EXIT_DEADLINE (SIGKILL after it: a status of -9).
 """
 
 from __future__ import annotations
@@ -11,11 +12,9 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -23,15 +22,13 @@ import pytest
 
 from support.binaries import require_binary
 from support.catalogs import write_catalog
-from support.servers import free_port
+from support.servers import Processes, ToolrunServer
 from toolrun.access import Access
 from toolrun.state.sqlite import SQLiteKeyStore
 
-pytestmark = pytest.mark.serial
-
-TOOLRUN = str(Path(sys.executable).parent / "toolrun")
 STARTUP_DEADLINE = 30.0
 EXIT_DEADLINE = 10.0
+Start = Callable[..., ToolrunServer]  # the `start` fixture
 
 CATALOG = """\
 version: 1
@@ -74,71 +71,19 @@ def noop() -> str:
 """
 
 
-@dataclass
-class Served:
-    process: subprocess.Popen[str]
-    url: str
-    home: Path
-    stderr_path: Path
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
-
-    def stop(self) -> int:
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=EXIT_DEADLINE)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            pytest.fail(f"toolrun serve did not exit within {EXIT_DEADLINE}s of SIGTERM:\n{self.stderr()}")
-
-
 @pytest.fixture
-def start(tmp_path: Path) -> Iterator[object]:
-    started: list[Served] = []
+def start(tmp_path: Path) -> Iterator[Start]:
+    """`start(*serve_args, env={...})`: a started server of CATALOG; every one is stopped at the end."""
+    catalog = write_catalog(tmp_path, CATALOG)
+    (tmp_path / "smoke_fns.py").write_text(FNS, encoding="utf-8")
+    with Processes() as procs:
 
-    def run(*extra: str, env: dict[str, str] | None = None) -> Served:
-        catalog = write_catalog(tmp_path, CATALOG)
-        (tmp_path / "smoke_fns.py").write_text(FNS, encoding="utf-8")
-        home = tmp_path / "toolrun-home"
-        port = free_port()
-        stderr_path = tmp_path / f"serve-{port}.log"
-        environ = {k: v for k, v in os.environ.items() if not k.startswith("SVC_")}
-        environ.update({"TOOLRUN_HOME": str(home), **(env or {})})
-        with stderr_path.open("w") as err:
-            process = subprocess.Popen(
-                [TOOLRUN, "serve", "-c", str(catalog), "--port", str(port), *extra],
-                env=environ,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-                text=True,
-            )
-        served = Served(process, f"http://127.0.0.1:{port}", home, stderr_path)
-        started.append(served)
-        wait_until_up(served)
-        return served
+        def run(*extra: str, env: dict[str, str] | None = None) -> ToolrunServer:
+            workdir = tmp_path / f"serve-{len(procs.started)}"
+            server = ToolrunServer(workdir, catalog, env, home=tmp_path / "toolrun-home", args=extra)
+            return procs.add(server).start(STARTUP_DEADLINE)
 
-    yield run
-    for served in started:
-        if served.process.poll() is None:
-            served.process.kill()
-            served.process.wait()
-
-
-def wait_until_up(served: Served) -> None:
-    deadline = time.monotonic() + STARTUP_DEADLINE
-    while time.monotonic() < deadline:
-        if served.process.poll() is not None:
-            pytest.fail(f"toolrun serve exited with {served.process.returncode}:\n{served.stderr()}")
-        try:
-            if httpx.get(served.url + "/healthz", timeout=1.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)  # polling a starting process: the one bounded wait of this module
-    pytest.fail(f"toolrun serve did not answer /healthz within {STARTUP_DEADLINE}s:\n{served.stderr()}")
+        yield run
 
 
 def matching(marker: str) -> list[int]:
@@ -163,10 +108,10 @@ def unique_seconds(whole: int) -> str:
     return f"{whole}.000{random.randrange(10**8, 10**9)}"
 
 
-def test_serve_answers_over_loopback_and_exits_0_on_sigterm(start: object, tmp_path: Path) -> None:
+def test_serve_answers_over_loopback_and_exits_0_on_sigterm(start: Start, tmp_path: Path) -> None:
     home = tmp_path / "toolrun-home"
     key, _ = Access(SQLiteKeyStore(home / "data" / "toolrun.db")).create_key("alice", ["ops"])
-    served = start("--log-level", "debug")  # type: ignore[operator]
+    served = start("--log-level", "debug")
     with httpx.Client(base_url=served.url, timeout=10) as client:
         assert client.get("/readyz").json() == {"status": "ok"}
         anonymous = [t["key"] for t in client.get("/tools").json()]
@@ -191,9 +136,9 @@ def test_serve_answers_over_loopback_and_exits_0_on_sigterm(start: object, tmp_p
     # `toolrun` sets SIGPIPE to its default action for shell pipes (`toolrun list | head`). A server must
     # ignore it: else a reply written into a connection its client already closed (wrk does that to its
     # connections at the end of every run: bench/http_routes.py) kills the whole process with status 141.
-    assert sigpipe_ignored(served.process.pid)
-    assert served.stop() == 0
-    log = served.stderr()
+    assert sigpipe_ignored(served.pid)
+    assert served.stop(timeout=EXIT_DEADLINE) == 0
+    log = served.log()
     assert "Traceback" not in log, log
     assert "api-key=[redacted]" in log  # debug level: the access log ran, and hid the key
     assert key not in log and key.split("_", 2)[2] not in log
@@ -206,8 +151,8 @@ def sigpipe_ignored(pid: int) -> bool:
     raise AssertionError("no SigIgn line")
 
 
-def test_sigterm_lets_an_in_flight_call_finish_and_leaves_no_child(start: object) -> None:
-    served = start()  # type: ignore[operator]
+def test_sigterm_lets_an_in_flight_call_finish_and_leaves_no_child(start: Start) -> None:
+    served = start()
     seconds = unique_seconds(1)
     results: list[httpx.Response] = []
 
@@ -217,14 +162,16 @@ def test_sigterm_lets_an_in_flight_call_finish_and_leaves_no_child(start: object
     caller = threading.Thread(target=call)
     caller.start()
     wait_for_processes(seconds, 2)  # the shell and its sleep
-    assert served.stop() == 0
+    assert served.stop(timeout=EXIT_DEADLINE) == 0
     caller.join(timeout=30)
     assert [(r.status_code, r.text) for r in results] == [(200, f"slept {seconds}")]
     assert matching(seconds) == []
 
 
-def test_sigterm_kills_a_call_that_outlives_the_grace_period_and_its_children(start: object) -> None:
-    served = start(env={"SVC_SHUTDOWN_GRACE": "1"})  # type: ignore[operator]
+def test_sigterm_kills_a_call_that_outlives_the_grace_period_and_its_children(
+    start: Start,
+) -> None:
+    served = start(env={"SVC_SHUTDOWN_GRACE": "1"})
     seconds = unique_seconds(60)
     errors: list[BaseException] = []
 
@@ -238,17 +185,17 @@ def test_sigterm_kills_a_call_that_outlives_the_grace_period_and_its_children(st
     caller.start()
     wait_for_processes(seconds, 2)
     began = time.monotonic()
-    assert served.stop() == 0
+    assert served.stop(timeout=EXIT_DEADLINE) == 0
     assert time.monotonic() - began < 5
     caller.join(timeout=30)
     assert matching(seconds) == [], "a child of the cancelled call survived the server"
 
 
-def test_serve_audit_log_flag_writes_the_trail_to_the_file(start: object, tmp_path: Path) -> None:
+def test_serve_audit_log_flag_writes_the_trail_to_the_file(start: Start, tmp_path: Path) -> None:
     trail = tmp_path / "audit.jsonl"
-    served = start("--audit-log", str(trail))  # type: ignore[operator]
+    served = start("--audit-log", str(trail))
     with httpx.Client(base_url=served.url, timeout=10) as client:
         assert client.post("/tools/smoke.echo", json={"msg": "audited"}).text == "audited"
-    assert served.stop() == 0
+    assert served.stop(timeout=EXIT_DEADLINE) == 0
     records = [json.loads(line) for line in trail.read_text(encoding="utf-8").splitlines()]
     assert [r["tool"] for r in records] == ["smoke.echo"], records

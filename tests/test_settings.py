@@ -213,8 +213,8 @@ def test_settings_from_the_file_and_the_environment_reach_the_server(tmp_path: P
     write_config(home, "max_body_bytes = 4096\n[rate_limit]\ncalls = 3\nwindow = 10\n")
     settings = load(home, SVC_RATE_LIMIT_ENABLED="true", SVC_DEBUG="on")
     app = build_app(settings, [str(write_test_catalog(tmp_path / "catalog"))])
-    backends = app.app.state.parts
-    limiter = backends.service.limiter
+    parts = app.app.state.parts
+    limiter = parts.service.limiter
     assert isinstance(limiter, MemoryLimiter)
     assert (limiter.calls, limiter.window) == (3, 10)
-    assert setting_of(backends.settings, "debug") is True and setting_of(backends.settings, "max_body_bytes") == 4096
+    assert setting_of(parts.settings, "debug") is True and setting_of(parts.settings, "max_body_bytes") == 4096

@@ -81,6 +81,7 @@ import asyncio, sys
 from toolrun.exec import executor, spawn; from toolrun import speedups
 sys.path.insert(0, sys.argv[1])
 from test_spawn import ENV, PROBE
+from support.speedups import turn_off
 import os, threading
 stop = threading.Event()
 thread = threading.Thread(target=stop.wait)
@@ -89,7 +90,7 @@ os.setgid(os.getgid())  # in a threaded process glibc now installs its handler f
 stop.set()
 thread.join()
 posix = asyncio.run(executor.run(PROBE, timeout=10, env=ENV))
-spawn._LIBC = None
+turn_off("posix_spawn")  # Popen from here on
 popen = asyncio.run(executor.run(PROBE, timeout=10, env=ENV))
 print("same" if (posix.stdout, posix.returncode) == (popen.stdout, popen.returncode) else f"{posix}\\n{popen}")
 print([line for line in open("/proc/self/status") if line.startswith("SigIgn")][0].split()[1])

@@ -21,7 +21,7 @@ import pytest
 
 from support.app import Server, servers
 from support.http import JSON
-from support.speedups import HELD
+from support.speedups import HELD, build_without
 from test_mcp_fast import call, modern_headers
 from toolrun import speedups
 from toolrun.errors import UsageError
@@ -60,8 +60,8 @@ def test_off_in_the_environment_turns_every_trick_off_in_the_modules_that_hold_t
     probe = (
         "from toolrun.exec import executor, render, spawn; from toolrun import speedups\n"
         "from toolrun.server import protocol\n"
-        "print(sorted(speedups.OFF) == sorted(speedups.NAMES), executor.DIRECT_EXEC, executor._HAS_PIDFD,\n"
-        "      executor.THREADED_FROM > 10**9, spawn._LIBC is None, render.PLAIN_RENDER, protocol.COALESCE,\n"
+        "print(sorted(speedups.OFF) == sorted(speedups.NAMES), executor.DIRECT_EXEC, executor.HAS_PIDFD,\n"
+        "      executor.THREADED_FROM > 10**9, spawn.LIBC is None, render.PLAIN_RENDER, protocol.COALESCE,\n"
         "      '+'.join(c.__name__ for c in protocol.http_protocol(1.0).__bases__))\n"
     )
     for value, expected in (
@@ -110,6 +110,22 @@ def test_override_turns_off_the_value_a_process_started_with_the_trick_off_holds
     assert done.stdout.strip() == repr([value for _, _, value in HELD.values()]), done.stderr
 
 
+def test_tests_set_a_trick_s_value_only_through_the_helper() -> None:
+    """No test file sets a trick's module-level value by name (an assignment to a name of HELD, or a setattr of
+    one): they go through support/speedups.py, whose HELD the test above checks against a process started with
+    the trick off."""
+    names = "|".join(re.escape(attr) for _, attr, _ in HELD.values()) + "|OFF"
+    assignment = re.compile(rf"\.({names})\s*=(?!=)|setattr\([^,]+,\s*[\"']({names})[\"']")
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        if path != ROOT / "tests" / "support" / "speedups.py"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if assignment.search(line)
+    ]
+    assert offenders == []
+
+
 def test_the_switch_is_documented_with_every_speedup_name() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "TOOLRUN_SPEEDUPS=off" in readme
@@ -124,7 +140,7 @@ def pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Serv
     """The same server twice: with the hot routes, and with every request through the router."""
     with servers(tmp_path) as make:
         hot = make()
-        monkeypatch.setattr(speedups, "OFF", frozenset({"hot_routes"}))
+        build_without(monkeypatch, "hot_routes")
         plain = make()
         yield hot, plain
 

@@ -32,8 +32,6 @@ if os.environ.get("CI") != "true":  # CI installs the test extra: there a missin
 
 from support.otlp import OtlpReceiver, ReceivedSpan
 
-pytestmark = pytest.mark.serial
-
 CATALOG = """\
 group: ops
 tools:

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from typer.testing import CliRunner
 from support.app import BASE_URL, load_settings
 from support.binaries import require_binary
 from support.catalogs import write_catalog
+from support.http import local_http
 from toolrun import catalog
 from toolrun.cli import app
 from toolrun.errors import CatalogError, OutputInvalid
@@ -372,15 +372,8 @@ class _Inventory(BaseHTTPRequestHandler):
 @pytest.fixture
 def inventory() -> Iterator[str]:
     require_binary("curl")
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Inventory)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
+    with local_http(_Inventory) as url:
+        yield url
 
 
 def test_a_typed_curl_tool_answers_its_checked_body(tmp_path: Path, inventory: str) -> None:

@@ -12,22 +12,19 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
-import sys
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from support.binaries import require_binary
-from support.servers import free_port
+from support.servers import ToolrunServer
 from toolrun.access import Access
 
 try:
@@ -53,7 +50,7 @@ CHROMIUM_ARGS = [
 ]
 RATE_CALLS = 5
 
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(240)
 
 
 # -- building the app -------------------------------------------------------------------------------
@@ -111,16 +108,16 @@ def ui_dist() -> Path:
 # -- a real server ------------------------------------------------------------------------------------
 
 
-@dataclass
-class Server:
-    url: str
-    home: Path
-    process: subprocess.Popen[bytes]
-    log: Path
-    keys: dict[str, str] = field(default_factory=dict)
+class Server(ToolrunServer):
+    """`toolrun serve --ui` with its TOOLRUN_HOME in `home` (its log there too), and the keys a test mints."""
+
+    def __init__(self, home: Path, env_extra: Mapping[str, str], catalog: Path) -> None:
+        # Word ranking only (as every other server the tests start): these tests pin exact result lists.
+        super().__init__(home, catalog, {"PYTHONUNBUFFERED": "1", **env_extra}, home=home, args=["--ui"])
+        self.keys: dict[str, str] = {}
 
     def output(self) -> str:
-        return self.log.read_text(encoding="utf-8", errors="replace")
+        return self.log()
 
     def store(self) -> Any:
         from toolrun.settings import Settings
@@ -133,45 +130,17 @@ class Server:
             return json.loads(response.read())
 
 
-def start_server(home: Path, env_extra: dict[str, str], catalog: Path = CATALOG) -> Server:
-    port = free_port()
-    home.mkdir(parents=True, exist_ok=True)
-    log = home / "server.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SVC_")}
-    # Word ranking only (as every other server the tests start): these tests pin exact result lists.
-    env.update({"TOOLRUN_HOME": str(home), "PYTHONUNBUFFERED": "1", "SVC_SEARCH_SEMANTIC": "false", **env_extra})
-    toolrun = Path(sys.executable).parent / "toolrun"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [str(toolrun), "serve", "--ui", "-c", str(catalog), "--port", str(port)],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    server = Server(f"http://127.0.0.1:{port}", home, process, log)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"toolrun serve exited with {process.returncode}:\n{server.output()}")
-        try:
-            with urllib.request.urlopen(server.url + "/healthz", timeout=1):
-                return server
-        except OSError:
-            time.sleep(0.1)
-    stop_server(server)
-    raise AssertionError(f"toolrun serve did not answer within 30 s:\n{server.output()}")
+def start_server(home: Path, env_extra: Mapping[str, str], catalog: Path = CATALOG) -> Server:
+    server = Server(home, env_extra, catalog)
+    try:
+        return server.start()
+    except (TimeoutError, RuntimeError):
+        server.stop()
+        raise
 
 
 def stop_server(server: Server) -> None:
-    if server.process.poll() is None:
-        os.killpg(server.process.pid, signal.SIGTERM)
-        try:
-            server.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.process.pid, signal.SIGKILL)
-            server.process.wait(timeout=5)
+    server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,7 @@ browser = ui_browser.browser
 app_factory = ui_browser.app_factory
 app = ui_browser.app
 
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 OUTCOMES = """\
 version: 1

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CATALOG = ROOT / "tests" / "ui_catalog_share"
 TOOLRUN = Path(sys.executable).parent / "toolrun"
 
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(240)
 
 
 @pytest.fixture(scope="module")

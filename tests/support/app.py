@@ -3,7 +3,7 @@
 The catalog has public tools (group `pub`), one tool for group `ops` and one for `finance`, so
 scoping shows in every listing. `with servers(tmp_path) as make:` gives a factory: `make(flags)`
 builds the app exactly as `toolrun serve` does (`build_app(settings, [catalog])`) and hands back a
-started TestClient plus the ServerParts behind it (`server.key(...)` mints API keys in its store).
+started TestClient plus the ServerParts behind it (`server.parts`; `server.key(...)` mints API keys in its store).
 """
 
 from __future__ import annotations
@@ -143,10 +143,10 @@ def load_settings(home: Path, flags: Mapping[str, Any] | None = None) -> Setting
 class Server:
     client: TestClient
     app: Any
-    backends: ServerParts
+    parts: ServerParts
 
     def key(self, username: str, groups: list[str] | None = None, **kwargs: Any) -> str:
-        key, _ = self.backends.access.create_key(username, groups or [], **kwargs)
+        key, _ = self.parts.access.create_key(username, groups or [], **kwargs)
         return key
 
 
@@ -164,18 +164,18 @@ def servers(tmp_path: Path) -> Iterator[Callable[..., Server]]:
     with ExitStack() as stack:
 
         def make(flags: Mapping[str, Any] | None = None) -> Server:
-            app, backends = build(tmp_path, flags)
+            app, parts = build(tmp_path, flags)
             client = stack.enter_context(TestClient(app, base_url=BASE_URL))
-            return Server(client, app, backends)
+            return Server(client, app, parts)
 
         yield make
 
 
-def freeze_limiter(backends: ServerParts, at: float) -> None:
+def freeze_limiter(parts: ServerParts, at: float) -> None:
     """Swap the configured limiter for the same one on a frozen clock (windows align to the wall clock,
     so two quick calls could otherwise straddle a window boundary)."""
     from toolrun.state.memory import MemoryLimiter
 
-    limiter = backends.service.limiter
+    limiter = parts.service.limiter
     assert isinstance(limiter, MemoryLimiter)
-    backends.service.limiter = MemoryLimiter(limiter.calls, limiter.window, clock=lambda: at)
+    parts.service.limiter = MemoryLimiter(limiter.calls, limiter.window, clock=lambda: at)

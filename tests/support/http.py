@@ -1,4 +1,5 @@
-"""Plain HTTP against a real server: the JSON content type and a request with almost no client-side cost.
+"""Plain HTTP against a real server: the JSON content type and a request with almost no client-side cost; and
+`local_http`, a real HTTP server on loopback in a thread, for the tools that call out (curl tools).
 
 (The in-process app of the HTTP tests, with its Starlette TestClient, is support.app.)
 """
@@ -6,8 +7,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 JSON = {"content-type": "application/json"}
 
@@ -34,3 +38,17 @@ async def raw_call(
     status = int(lines[0].split()[1]) if lines[0].startswith("HTTP/1.1 ") else 0
     fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
     return status, fields, content, took
+
+
+@contextlib.contextmanager
+def local_http(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """`handler` served on a free loopback port from a thread until the block ends: its base URL."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)

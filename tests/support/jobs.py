@@ -6,7 +6,8 @@
         users.until("alice", job, "succeeded")
 
 Every action returns the server's answer as it is (the tests assert its status), except `until`
-(the job's view once it reached one of the states) and `follow` (the events of its stream).
+(the job's view once it reached one of the states) and `follow` (the events of its stream). `approval_catalog()`
+is the catalog of these tests: `ops.wipe`, approved by `oncall`, and any tools a test adds.
 """
 
 from __future__ import annotations
@@ -20,6 +21,22 @@ import httpx
 from .http import JSON
 from .keys import create_key
 from .servers import ToolrunServer, wait_until
+
+# The tool of every approval test: `ops.wipe`, which a member of `oncall` must approve (`approval_catalog`).
+WIPE = """\
+  - name: wipe
+    description: Wipe a target.
+    exec: echo wiped {{ target | quote }}
+    params:
+      - {name: target, type: str}
+    approval: required
+    approvers: [oncall]
+"""
+
+
+def approval_catalog(*tools: str) -> str:
+    """A catalog of group `ops`: `ops.wipe` (WIPE), then `tools` (YAML list items, indented as WIPE is)."""
+    return "group: ops\ntools:\n" + WIPE + "".join(tools)
 
 
 class JobUsers:

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -255,7 +255,9 @@ class RedisServer(Process):
 
 
 class ToolrunServer(Process):
-    """`toolrun serve -c <catalog>` on a free port with `settings` as SVC_* environment variables."""
+    """`toolrun serve -c <catalog> [args]` on a free port with `settings` as SVC_* environment variables (any other
+    name too: `{"TOOLRUN_UI_DIST": ...}`); the one way the tests start a server process (support.mcp's
+    `ServeProcess` is one with the MCP tests' environment)."""
 
     name = "toolrun"
 
@@ -266,12 +268,14 @@ class ToolrunServer(Process):
         settings: Mapping[str, Any] | None = None,
         port: int | None = None,
         home: Path | None = None,
+        args: Sequence[str] = (),
     ) -> None:
         super().__init__(workdir)
         self.catalog = catalog
         self.port = port or free_port()
         self.home = home or workdir / "home"
         self.env = clean_env(self.home, settings)
+        self.args = list(args)
 
     @property
     def url(self) -> str:
@@ -280,7 +284,7 @@ class ToolrunServer(Process):
     def launch(self) -> ToolrunServer:
         """Start without waiting (see `ready`), so several servers can start side by side."""
         argv = [sys.executable, "-m", "toolrun", "serve", "-c", str(self.catalog), "--host", "127.0.0.1"]
-        self.spawn([*argv, "--port", str(self.port)], self.env)
+        self.spawn([*argv, "--port", str(self.port), *self.args], self.env)
         return self
 
     def ready(self, timeout: float = START_TIMEOUT) -> ToolrunServer:

@@ -96,7 +96,7 @@ _REAP_READS = 4
 # waits that long for a reader); a job's child, whose output is shown as it comes, is watched from the start.
 EXIT_FIRST = speedups.on("exit_first")
 QUIET_START = 0.02
-_HAS_PIDFD = hasattr(os, "pidfd_open") and speedups.on("pidfd")  # else a worker thread waits
+HAS_PIDFD = hasattr(os, "pidfd_open") and speedups.on("pidfd")  # else a worker thread waits
 
 
 class QuietPipes:
@@ -264,7 +264,7 @@ class _Child:
         return self.pid
 
     def _watch_exit(self) -> None:
-        if _HAS_PIDFD:
+        if HAS_PIDFD:
             try:
                 pidfd = os.pidfd_open(self.pid)
             except OSError:  # pragma: no cover - kernel without pidfd (before 5.3)
@@ -528,7 +528,7 @@ async def run(
                 threaded=_RUNNING >= THREADED_FROM,
                 extra=launch.fds,
                 owner=launch.owner,
-                quiet=EXIT_FIRST and _HAS_PIDFD and watch is None,
+                quiet=EXIT_FIRST and HAS_PIDFD and watch is None,
             )
     except BaseException:
         _RUNNING -= 1

@@ -124,7 +124,7 @@ def _load() -> _Libc | None:
 # glibc's posix_spawn with closefrom when this C library has it: a sandbox's bound paths, handed to bwrap as
 # descriptors 3, 4..., need it whatever the switch says; the `posix_spawn` switch chooses only how the rest start
 _LOADED = _load()
-_LIBC = _LOADED if speedups.on("posix_spawn") else None  # None: subprocess.Popen
+LIBC = _LOADED if speedups.on("posix_spawn") else None  # None: subprocess.Popen
 # The stdin of every child started without one; opened once (close-on-exec, read-write as Popen's DEVNULL),
 # shared by forked workers (it is /dev/null: nothing to share).
 _DEVNULL = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC) if _LOADED is not None else -1
@@ -215,7 +215,7 @@ def start(
     """Start `argv` (the file `executable`, else argv[0]) in a new session; `stdin` None is /dev/null.
     `extra` descriptors are passed too: as 3, 4... with posix_spawn, else under their own numbers.
     (pid, the Popen object or None)."""
-    libc = _LOADED if extra else _LIBC
+    libc = _LOADED if extra else LIBC
     path = executable or argv[0]
     if (
         libc is not None

@@ -1,0 +1,81 @@
+"""`make test`'s scheduler (tests/support/scheduling.py), driven with stand-in workers: the tests of a file in
+ONE_WORKER go to one worker, in order; a speedups-off copy goes to the speedups-off worker only; every test runs
+once; no worker is told to stop while tests of its kind are left."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from support.scheduling import COPY, ONE_WORKER, SuiteScheduling, work_unit
+
+TESTS = Path(__file__).resolve().parent
+
+
+class Worker:
+    """What the scheduler sees of a pytest-xdist worker: its spec's environment, what it was sent, and stop."""
+
+    def __init__(self, name: str, plain: bool = False) -> None:
+        self.name = name
+        self.gateway = SimpleNamespace(id=name, spec=SimpleNamespace(env={"TOOLRUN_SPEEDUPS": "off"} if plain else {}))
+        self.sent: list[int] = []
+        self.shutting_down = False
+
+    def send_runtest_some(self, indices: list[int]) -> None:
+        assert not self.shutting_down, f"{self.name} got tests after it was told to stop"
+        self.sent.extend(indices)
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+COLLECTION = [
+    *(f"tests/test_oauth.py::test_o{i}" for i in range(5)),
+    *(f"tests/test_ui_browser.py::test_b{i}" for i in range(3)),
+    *(f"tests/test_ui_share.py::test_s{i}" for i in range(2)),
+    *(f"tests/test_render.py::test_r{i}" for i in range(12)),
+    *(f"tests/test_mcp_replicas.py::test_m{i}" for i in range(3)),
+    *(f"tests/test_mcp_replicas.py::{COPY}::test_m{i}" for i in range(3)),
+    *(f"tests/test_http.py::{COPY}::test_h{i}" for i in range(4)),
+]
+
+
+def run(workers: list[Worker]) -> dict[str, list[str]]:
+    """Schedule COLLECTION on `workers`, completing their tests one by one in turn: what each one ran."""
+    config: Any = SimpleNamespace(getvalue=lambda name: [f"popen//id={w.name}" for w in workers])
+    scheduler = SuiteScheduling(config, log=SimpleNamespace(loadscopesched=lambda *args: None))
+    for worker in workers:
+        scheduler.add_node(worker)
+        scheduler.add_node_collection(worker, COLLECTION)
+    scheduler.schedule()
+    done = {w.name: 0 for w in workers}
+    while any(done[w.name] < len(w.sent) for w in workers):
+        for worker in workers:
+            if done[worker.name] < len(worker.sent):
+                scheduler.mark_test_complete(worker, worker.sent[done[worker.name]])
+                done[worker.name] += 1
+    assert all(w.shutting_down for w in workers), "a worker was never told to stop: the run would hang"
+    return {w.name: [COLLECTION[i] for i in w.sent] for w in workers}
+
+
+def test_each_test_runs_once_a_file_of_one_worker_stays_together_and_copies_go_to_the_plain_worker() -> None:
+    ran = run([Worker("gw0"), Worker("gw1"), Worker("gw2", plain=True)])
+    assert sorted(t for tests in ran.values() for t in tests) == sorted(COLLECTION)
+    assert all(f"::{COPY}::" in t for t in ran["gw2"])
+    assert not any(f"::{COPY}::" in t for t in ran["gw0"] + ran["gw1"])
+    for unit in ("oauth", "chromium", "mcp_replicas"):
+        holders = [name for name, tests in ran.items() if any(work_unit(t) == unit for t in tests)]
+        assert len(holders) == 1, (unit, ran)
+        tests = [t for t in ran[holders[0]] if work_unit(t) == unit]
+        assert tests == [t for t in COLLECTION if work_unit(t) == unit]  # in the file's order
+    assert {name for name, tests in ran.items() if any("test_render" in t for t in tests)} == {"gw0", "gw1"}
+
+
+def test_without_a_plain_worker_nothing_waits_for_one() -> None:
+    ran = run([Worker("gw0"), Worker("gw1")])
+    assert sorted(t for tests in ran.values() for t in tests) == sorted(t for t in COLLECTION if COPY not in t)
+
+
+def test_every_file_of_one_worker_exists() -> None:
+    assert [name for name in ONE_WORKER if not (TESTS / name).is_file()] == []
