@@ -8,32 +8,12 @@ from __future__ import annotations
 
 import json
 import stat
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
+from support import jails
+from support.jails import Jail, said
 
-from support.binaries import require_binary
-from support.jails import need_root, open_folder
-from test_sandbox_walls import Jail, said
-
-
-@pytest.fixture(params=["root", "user"])
-def server(request: pytest.FixtureRequest) -> str:
-    require_binary("bwrap")
-    if request.param == "root":
-        need_root()
-    return str(request.param)
-
-
-@pytest.fixture
-def base() -> Iterator[Path]:
-    yield from open_folder()
-
-
-@pytest.fixture
-def jail(base: Path, server: str) -> Jail:
-    return Jail(base, server)
+# The sandbox fixtures (support/jails.py): `server` ("root", "user"), `base` (a folder every user may enter), `jail`.
+server, base, jail = jails.server, jails.base, jails.jail
 
 
 def test_a_tool_cannot_plant_a_setuid_or_setgid_program_in_a_writable_path(jail: Jail) -> None:

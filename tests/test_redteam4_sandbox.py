@@ -10,37 +10,21 @@ import json
 import os
 import signal
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from support import jails
 from support.binaries import require_binary
 from support.catalogs import write_catalog
-from support.jails import need_root, open_folder, toolrun_as
+from support.jails import Jail, need_root, said, toolrun_as
 from support.procs import pids_matching
 from support.servers import wait_until
-from test_sandbox_walls import Jail, said
 from toolrun.speedups import ENV
 
-
-@pytest.fixture(params=["root", "user"])
-def server(request: pytest.FixtureRequest) -> str:
-    require_binary("bwrap")
-    if request.param == "root":
-        need_root()
-    return str(request.param)
-
-
-@pytest.fixture
-def base() -> Iterator[Path]:
-    yield from open_folder()
-
-
-@pytest.fixture
-def jail(base: Path, server: str) -> Jail:
-    return Jail(base, server)
+# The sandbox fixtures (support/jails.py): `server` ("root", "user"), `base` (a folder every user may enter), `jail`.
+server, base, jail = jails.server, jails.base, jails.jail
 
 
 @pytest.mark.parametrize("speedups", ["on", "jail_pool"], ids=["pool", "no-pool"])

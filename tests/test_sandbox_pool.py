@@ -23,6 +23,7 @@ from support.catalogs import write_catalog
 from support.jails import jail_writable, need_root, open_folder
 from support.procs import pids_matching
 from support.servers import ToolrunServer, wait_until
+from support.speedups import hold
 from support.sysusers import unprivileged
 from toolrun.exec import executor, sandbox, sandboxpool
 from toolrun.models import ResourceLimits, Sandbox
@@ -45,7 +46,7 @@ def server(request: pytest.FixtureRequest) -> str:
 def pool(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The pool on in this process (whatever TOOLRUN_SPEEDUPS says), emptied after the test."""
     require_binary("bwrap")
-    monkeypatch.setattr(sandboxpool, "ENABLED", True)
+    hold(monkeypatch, "jail_pool", True)
     yield
     sandboxpool.close_all()
 
