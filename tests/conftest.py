@@ -6,6 +6,7 @@ The helpers the tests share (servers, clients, catalogs, keys...) are in the `su
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="with -n: also run the door tests with TOOLRUN_SPEEDUPS=off, on one more worker (tests/conftest.py)",
     )
+
+
+# A suite started in the background (`make test &`) inherits SIGINT ignored, and so would every `toolrun` a test starts
+# (an ignored signal stays ignored across exec): the tests that press Ctrl-C on a waiting call need it as a terminal
+# gives it. A handler, unlike "ignored", is reset to the default in a child.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_configure(config: pytest.Config) -> None:

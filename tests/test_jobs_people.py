@@ -232,6 +232,7 @@ def test_a_waiting_call_stopped_by_a_signal_withdraws_its_request_and_says_so(
     finally:
         if waiting.poll() is None:
             os.killpg(waiting.pid, signal.SIGKILL)
+            waiting.communicate()  # reaped, its pipes closed: no zombie left to a later test of this worker
     assert waiting.returncode == code, err
     assert "stopped waiting" in err and "cancelled" in err and "withdrawn" in err, err
     assert_withdrawn(world, job, audited=remote is not None)  # a local call audits only with --audit
