@@ -93,3 +93,22 @@ def test_a_damaged_record_is_no_job_and_an_old_one_still_reads() -> None:
     assert job is not None and job.requester.username == "alice" and job.catalog == ""
     view = public_view(job, BOB)
     assert (view["status"], view["requester"], view["can_decide"]) == ("awaiting_approval", "alice", True)
+
+
+def test_a_page_goes_on_past_damaged_records(tmp_path: Path) -> None:
+    """The store's batch is read as raw records: a batch of damaged ones still moves the list on to the good ones."""
+    service = ToolService(catalogs.load([write_catalog(tmp_path, CATALOG)]))
+    store = memory_jobs()
+    jobs = Jobs(service, store)
+    admin = Identity(username="root", groups=frozenset({"admin"}), anonymous=False, source="key", person="user:root")
+
+    async def scenario() -> list[str]:
+        mine = [await jobs.submit(ALICE, "ops.wipe", {"target": f"db{n}"}) for n in range(2)]
+        for n in range(3):  # newer than both, so the first batch of a page of 2 holds only these
+            await store.create({"id": f"damaged{n}", "state": "running", "created": mine[-1].created + 100 + n})
+        page, cursor = await jobs.list(admin, limit=2)
+        assert cursor is None
+        return [job.id for job in page]
+
+    ids = asyncio.run(scenario())
+    assert len(ids) == 2 and not any(i.startswith("damaged") for i in ids)

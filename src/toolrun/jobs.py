@@ -150,11 +150,11 @@ def decode_cursor(cursor: str) -> tuple[float, str]:
     return float(created), job_id
 
 
-def _position(job: Any, previous: tuple[float, str] | None) -> tuple[float, str] | None:
+def _position(record: Any, previous: tuple[float, str] | None) -> tuple[float, str] | None:
     """Where a record stands in newest-first order (as the store's index orders it: jobindex.columns), so a page
     goes on after a damaged record too; `previous` when the record does not say."""
     try:
-        created, job_id = float(job.created or 0.0), job.id
+        created, job_id = float(record.get("created") or 0.0), record["id"]
     except (AttributeError, KeyError, TypeError, ValueError):
         return previous
     return (created, job_id) if isinstance(job_id, str) else previous
