@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -25,6 +25,10 @@ from ...errors import CallerFull, ClientGone, NotFound, ToolrunError
 from ...jobrecord import AWAITING, FINAL, WITHDRAWN, Job, result_answer
 from ...models import Identity
 from ..disconnect import unless_gone
+
+if TYPE_CHECKING:
+    from ...jobs import Jobs
+    from ...service import ToolService
 
 STATE_PREFIX = "toolrun-job:"
 WAIT = 20.0  # seconds one round waits for the decision before asking again
@@ -82,7 +86,7 @@ def final_answer(job: Job) -> types.CallToolResult:
 class McpJobs:
     """Approval over MCP for one door; `service` is the door's ToolService (its `start_or_call` makes the job)."""
 
-    def __init__(self, service: Any) -> None:
+    def __init__(self, service: ToolService) -> None:
         self.service = service
 
     async def resume(self, ctx: Any, identity: Identity, params: Any) -> Any:
@@ -210,7 +214,7 @@ def _client_elicits(ctx: Any) -> bool:
     return isinstance(declared, dict) and declared.get("elicitation") is not None
 
 
-async def _follower(jobs: Any, identity: Identity, job: Job) -> str:
+async def _follower(jobs: Jobs, identity: Identity, job: Job) -> str:
     """A place in the caller's share of waits on jobs (Jobs.follower). Past it the call is not waited on: its
     request awaiting approval is withdrawn, so nothing of a call answered with an error runs later unattended."""
     try:
@@ -222,7 +226,7 @@ async def _follower(jobs: Any, identity: Identity, job: Job) -> str:
         raise
 
 
-async def _withdraw_shielded(jobs: Any, identity: Identity, job_id: str) -> None:
+async def _withdraw_shielded(jobs: Jobs, identity: Identity, job_id: str) -> None:
     """The waiting client went away: withdraw its request, even while this task is being cancelled."""
     try:
         await asyncio.shield(jobs.withdraw(identity, job_id))

@@ -25,7 +25,7 @@ low-level server toolrun already runs (`add_request_handler`); nothing here need
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
@@ -35,6 +35,9 @@ from ...errors import Conflict, NotFound, ToolrunError
 from ...jobrecord import AWAITING, RUNNING, Job
 from ...models import Identity, ToolSpec
 from .approvals import final_answer, question
+
+if TYPE_CHECKING:
+    from ...jobs import Jobs
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 POLL_MS = 1000  # pollIntervalMs suggested to clients
@@ -187,8 +190,9 @@ class McpTasks:
         self.door = door
 
     @property
-    def jobs(self) -> Any:
-        return self.door.service.jobs
+    def jobs(self) -> Jobs:
+        jobs: Jobs = self.door.service.jobs
+        return jobs
 
     def register(self, server: Any) -> None:
         server.extensions[EXTENSION] = {}
