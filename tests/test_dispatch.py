@@ -110,7 +110,7 @@ def serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[
         def new_job() -> str:
             assert client.portal is not None
             job = client.portal.call(partial(parts.service.jobs.submit, user, "t.gated", {}))
-            return str(job["id"])
+            return str(job.id)
 
         return Served(client, parts, keys, new_job)
 

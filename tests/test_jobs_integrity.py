@@ -27,7 +27,7 @@ from support.catalogs import write_catalog
 from support.jobs import JobUsers
 from support.procs import pids_matching
 from support.servers import Processes, ToolrunServer, toolrun_cli, wait_until
-from toolrun.jobrecord import digest
+from toolrun.jobrecord import Job, digest
 from toolrun.models import Example, Output, Param, ResourceLimits, Sandbox, ToolSpec
 
 MARK = f"integritymark{uuid.uuid4().hex[:8]}"
@@ -586,14 +586,14 @@ def test_a_reload_between_the_approval_and_the_run_never_runs_the_new_tool(tmp_p
     alice = Identity(username="alice", groups=frozenset({"ops"}), anonymous=False, source="key", person="user:alice")
     bob = Identity(username="bob", groups=frozenset({"oncall"}), anonymous=False, source="key", person="user:bob")
 
-    async def scenario() -> dict[str, Any]:
+    async def scenario() -> Job:
         job = await jobs.submit(alice, "ops.wipe", {"target": "db1"})
-        await jobs.approve(bob, job["id"])
-        return await jobs.wait(alice, job["id"], 10)
+        await jobs.approve(bob, job.id)
+        return await jobs.wait(alice, job.id, 10)
 
     ended = asyncio.run(scenario())
     assert not marker.exists()
-    assert ended["state"] == "failed" and "changed between its approval and its run" in ended["error"], ended
+    assert ended.state == "failed" and "changed between its approval and its run" in (ended.error or ""), ended
 
 
 def test_approve_and_cancel_at_once_leave_one_story(server: tuple[ToolrunServer, JobUsers], tmp_path: Path) -> None:

@@ -18,6 +18,8 @@ import pytest
 from support.catalogs import write_catalog
 from support.jobs import JobUsers
 from support.servers import Processes, ToolrunServer, clean_env, toolrun_cli, wait_until
+from toolrun.jobrecord import Job
+from toolrun.models import Identity
 from toolrun.telemetry.notify import masked, message
 
 SECRET = "s3cret-hmac-key"
@@ -199,7 +201,7 @@ def test_a_local_cli_request_is_told_before_the_command_exits(tmp_path: Path) ->
 
 
 def test_the_text_reads_well_and_urls_are_masked() -> None:
-    job = {"requester": {"username": "alice"}, "tool": "ops.x", "approvers": ["oncall"], "reason": None}
+    job = Job(id="j1", tool="ops.x", state="expired", requester=Identity(username="alice"), approvers=("oncall",))
     assert message("expired", job, None, "") == "alice's request to run ops.x expired: nobody decided in time."
     assert masked("https://hooks.slack.com/services/T0/B0/secret") == "https://hooks.slack.com/…"
     assert masked("not a url") == "[webhook]"

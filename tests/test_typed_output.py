@@ -320,11 +320,11 @@ def test_a_jobs_result_keeps_the_value(service: ToolService) -> None:
 
     async def main() -> Any:
         job = await service.jobs.submit(user, "sys.disk", {"path": "/j", "used": "9"}, as_json=True)
-        return await service.jobs.wait(user, job["id"], 10.0)
+        return await service.jobs.wait(user, job.id, 10.0)
 
     job = asyncio.run(main())
-    assert job["state"] == "succeeded"
-    text, payload = result_answer(job["result"])
+    assert job.state == "succeeded" and job.result is not None
+    text, payload = result_answer(job.result)
     assert payload["result"] == {"path": "/j", "used": 9}
     assert json.loads(text) == {"path": "/j", "used": 9}
 

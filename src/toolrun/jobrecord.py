@@ -1,6 +1,7 @@
-"""A job's record as plain functions: what an approval binds (`digest`), who may see and decide
-(`visible`, `is_approver`, `is_requester`), the result kept, the output so far, and the view shown
-to a door (`public_view`). The state machine that changes records is jobs.py."""
+"""A job's record: the frozen `Job` the jobs code reads by attribute (read from and written to the store's JSON
+record at one edge, `Job.from_record` / `Job.to_record`), and plain functions: what an approval binds (`digest`),
+who may see and decide (`visible`, `is_approver`, `is_requester`), the result kept, the output so far, and the
+view shown to a door (`public_view`, `Job.view`). The state machine that changes records is jobs.py."""
 
 from __future__ import annotations
 
@@ -101,6 +102,156 @@ def well_formed(job: Any) -> bool:
     return job["state"] in STATES and isinstance(requester.get("username"), str) and "anonymous" in requester
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Job:
+    """A job's record, read by attribute. The state engines keep it as a JSON object (`to_record`; `from_record`
+    reads one back, None for a damaged or foreign one); a change is a new Job (`dataclasses.replace`). The fields
+    after `hold_until` are in a record only once set (`to_record` leaves them out while they are None/False)."""
+
+    id: str
+    tool: str
+    state: str
+    requester: Identity = dataclasses.field(default_factory=Identity)
+    approvers: tuple[str, ...] = ()
+    args: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    secrets: tuple[str, ...] = ()  # the names in `args` that are secret: scrubbed when the job ends
+    shown_args: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    digest: str = ""
+    salt: str | None = None
+    catalog: str = ""
+    plan: Mapping[str, Any] | None = None
+    created: float = 0.0
+    updated: float = 0.0
+    expires_at: float | None = None
+    door: str = ""
+    request_id: str | None = None
+    trace: str = ""
+    as_json: bool = False
+    decided_by: str | None = None
+    decided_at: float | None = None
+    reason: str | None = None
+    error: str | None = None
+    result: Mapping[str, Any] | None = None
+    output: Mapping[str, Any] | None = None
+    runner: str | None = None
+    heartbeat: float | None = None
+    cancel: bool = False
+    finished: float | None = None
+    hold_until: float | None = None
+    runner_space: str | None = None
+    started: float | None = None
+    withdrawn: bool = False
+    cancelled_by: str | None = None
+    cancel_reason: str | None = None
+
+    @classmethod
+    def from_record(cls, record: object) -> Job | None:
+        """The job a stored record holds, or None when it lacks what every view and rule reads (`well_formed`)."""
+        if not well_formed(record):
+            return None
+        assert isinstance(record, dict)
+        r = record.get
+        return cls(
+            id=record["id"],
+            tool=record["tool"],
+            state=record["state"],
+            requester=_requester(record["requester"]),
+            approvers=tuple(record["approvers"]),
+            args=r("args") or {},
+            secrets=tuple(r("secrets") or ()),
+            shown_args=record["shown_args"],
+            digest=record["digest"],
+            salt=r("salt"),
+            catalog=r("catalog") or "",
+            plan=r("plan"),
+            created=record["created"],
+            updated=record["updated"],
+            expires_at=r("expires_at"),
+            door=r("door") or "",
+            request_id=r("request_id"),
+            trace=r("trace") or "",
+            as_json=bool(r("as_json")),
+            decided_by=r("decided_by"),
+            decided_at=r("decided_at"),
+            reason=r("reason"),
+            error=r("error"),
+            result=r("result"),
+            output=r("output"),
+            runner=r("runner"),
+            heartbeat=r("heartbeat"),
+            cancel=bool(r("cancel")),
+            finished=r("finished"),
+            hold_until=r("hold_until"),
+            runner_space=r("runner_space"),
+            started=r("started"),
+            withdrawn=bool(r("withdrawn")),
+            cancelled_by=r("cancelled_by"),
+            cancel_reason=r("cancel_reason"),
+        )
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSON object the engines store: the same fields, in the same order, as a record has always had."""
+        record: dict[str, Any] = {
+            "id": self.id,
+            "tool": self.tool,
+            "state": self.state,
+            "requester": identity_fields(self.requester),
+            "approvers": list(self.approvers),
+            "args": dict(self.args),
+            "secrets": list(self.secrets),
+            "shown_args": dict(self.shown_args),
+            "digest": self.digest,
+            "salt": self.salt,
+            "catalog": self.catalog,
+            "plan": self.plan,
+            "created": self.created,
+            "updated": self.updated,
+            "expires_at": self.expires_at,
+            "door": self.door,
+            "request_id": self.request_id,
+            "trace": self.trace,
+            "as_json": self.as_json,
+            "decided_by": self.decided_by,
+            "decided_at": self.decided_at,
+            "reason": self.reason,
+            "error": self.error,
+            "result": self.result,
+            "output": self.output,
+            "runner": self.runner,
+            "heartbeat": self.heartbeat,
+            "cancel": self.cancel,
+            "finished": self.finished,
+            "hold_until": self.hold_until,
+        }
+        if self.runner_space is not None:
+            record["runner_space"] = self.runner_space
+        if self.started is not None:
+            record["started"] = self.started
+        if self.withdrawn:
+            record["withdrawn"] = True
+        if self.cancelled_by is not None:
+            record.update(cancelled_by=self.cancelled_by, cancel_reason=self.cancel_reason)
+        return record
+
+    def view(self, identity: Identity) -> dict[str, Any]:
+        """The job as `identity` sees it at a door (`public_view`)."""
+        return public_view(self, identity)
+
+
+def _requester(r: Mapping[str, Any]) -> Identity:
+    return Identity(
+        username=r["username"],
+        email=r.get("email") or "",
+        groups=frozenset(r.get("groups") or ()),
+        anonymous=r["anonymous"],
+        client=r.get("client") or "",
+        key_prefix=r.get("key_prefix") or "",
+        source=r.get("source") or "",
+        person=r.get("person") or "",
+        since=float(r.get("since") or 0.0),
+    )
+
+
 def new_job_id() -> str:
     """16 random URL-safe characters (96 bits) that never start with `-`, so `toolrun jobs show ID` never reads
     an id as an option."""
@@ -173,11 +324,11 @@ def catalog_file(tool: ToolSpec) -> str:
     return os.path.realpath(tool.file) if tool.file else ""
 
 
-def scrubbed_args(job: Mapping[str, Any]) -> dict[str, Any]:
+def scrubbed_args(job: Job) -> dict[str, Any]:
     """The raw arguments without the values of secret parameters: what a job keeps once it ended (nothing runs
     from it any more; views show `shown_args`)."""
-    secret = set(job.get("secrets") or ())
-    return {name: value for name, value in (job.get("args") or {}).items() if name not in secret}
+    secret = set(job.secrets)
+    return {name: value for name, value in job.args.items() if name not in secret}
 
 
 def identity_fields(identity: Identity) -> dict[str, Any]:
@@ -194,68 +345,53 @@ def identity_fields(identity: Identity) -> dict[str, Any]:
     }
 
 
-def requester_identity(job: Mapping[str, Any]) -> Identity:
-    r = job["requester"]
-    return Identity(
-        username=r["username"],
-        email=r["email"],
-        groups=frozenset(r["groups"]),
-        anonymous=r["anonymous"],
-        client=r["client"],
-        key_prefix=r["key_prefix"],
-        source=r.get("source", ""),
-        person=r.get("person", ""),
-        since=float(r.get("since") or 0.0),
-    )
-
-
-def is_requester(identity: Identity, job: Mapping[str, Any]) -> bool:
+def is_requester(identity: Identity, job: Job) -> bool:
     """Whether `identity` is the person who asked for this job: the same person (`Identity.person`: where the
     name comes from and the name), never merely the same string. A token with `sub=alice` is not API-key
     alice (unless `oauth_users` maps it), and API user `root` is not the local operator `root`. A record
     without a person (older than persons) is nobody's: only its approvers and admins see it."""
-    r = job["requester"]
-    if r["anonymous"] or identity.anonymous:
+    r = job.requester
+    if r.anonymous or identity.anonymous:
         return False
-    person = r.get("person") or ""
+    person = r.person
     if not person or identity.person != person:
         return False
     # A key-store user deleted and created again under the name is another person: the new one neither sees nor
     # withdraws the old one's jobs. (A token that oauth_users maps to the name carries no creation time.)
-    since = r.get("since") or 0.0
+    since = r.since
     return not (since and identity.since and since != identity.since)
 
 
 _NETWORK_REALMS = ("user", "token")  # people who call through the server with a key or a token
 
 
-def may_be_requester(identity: Identity, job: Mapping[str, Any]) -> bool:
+def may_be_requester(identity: Identity, job: Job) -> bool:
     """Whether `identity` is, or could be, the requester, for the rule that the requester never decides: the
     same person, or a key user or token subject whose name is the requester's but for case (a person with a
     key `alice` and a token `Alice` must not approve its own call through the other credential)."""
     if is_requester(identity, job):
         return True
-    r = job["requester"]
-    if r["anonymous"] or identity.anonymous:
+    r = job.requester
+    if r.anonymous or identity.anonymous:
         return False
-    mine, theirs = identity.person.partition(":"), str(r.get("person") or "").partition(":")
+    mine, theirs = identity.person.partition(":"), r.person.partition(":")
     if mine[0] not in _NETWORK_REALMS or theirs[0] not in _NETWORK_REALMS:
         return False
     return mine[2].casefold() == theirs[2].casefold()
 
 
-def can_decide(identity: Identity, job: Mapping[str, Any]) -> bool:
+def can_decide(identity: Identity, job: Job) -> bool:
     """An approver (or admin) who is not, and could not be, the requester."""
     return is_approver(identity, job) and not may_be_requester(identity, job)
 
 
-def is_approver(identity: Identity, job: Mapping[str, Any]) -> bool:
+def is_approver(identity: Identity, job: Job) -> bool:
     if identity.anonymous:
         return False
-    return identity.is_admin or not identity.groups.isdisjoint(job["approvers"])
+    return identity.is_admin or not identity.groups.isdisjoint(job.approvers)
 
 
-def visible(identity: Identity, job: Mapping[str, Any]) -> bool:
+def visible(identity: Identity, job: Job) -> bool:
     return is_requester(identity, job) or is_approver(identity, job)
 
 
@@ -421,45 +557,44 @@ class OutputDelta:
         return delta
 
 
-def public_view(job: Mapping[str, Any], identity: Identity) -> dict[str, Any]:
+def public_view(job: Job, identity: Identity) -> dict[str, Any]:
     """A job as its viewers see it: never the raw arguments (secrets), never the runner's internals; every text
     one UTF-8 can carry (shown_text)."""
     return dict(shown_text(_view(job, identity)))
 
 
-def _view(job: Mapping[str, Any], identity: Identity) -> dict[str, Any]:
+def _view(job: Job, identity: Identity) -> dict[str, Any]:
     view: dict[str, Any] = {
-        "job": job["id"],
-        "status": job["state"],
-        "tool": job["tool"],
-        "requester": job["requester"]["username"] or None,
-        "requester_source": job["requester"].get("source") or None,
-        "approvers": job["approvers"],
-        "args": job["shown_args"],
-        "digest": job["digest"],
-        "created": job["created"],
-        "updated": job["updated"],
-        "expires_at": job["expires_at"],
-        "decided_by": job["decided_by"],
-        "reason": job["reason"],
-        "error": job["error"],
-        "can_decide": job["state"] == AWAITING and can_decide(identity, job),
+        "job": job.id,
+        "status": job.state,
+        "tool": job.tool,
+        "requester": job.requester.username or None,
+        "requester_source": job.requester.source or None,
+        "approvers": list(job.approvers),
+        "args": dict(job.shown_args),
+        "digest": job.digest,
+        "created": job.created,
+        "updated": job.updated,
+        "expires_at": job.expires_at,
+        "decided_by": job.decided_by,
+        "reason": job.reason,
+        "error": job.error,
+        "can_decide": job.state == AWAITING and can_decide(identity, job),
     }
-    if job.get("cancelled_by"):  # a cancel asked while it ran (it may have ended otherwise first)
-        view["cancelled_by"] = job["cancelled_by"]
-        view["cancel_reason"] = job.get("cancel_reason")
-    if is_approver(identity, job) and job.get("plan") is not None:
-        view["plan"] = job["plan"]
-    if job.get("output"):  # so far while it runs; what it printed once it ended (its result holds the rest)
-        view["output"] = job["output"]
-    result = job.get("result")
+    if job.cancelled_by:  # a cancel asked while it ran (it may have ended otherwise first)
+        view["cancelled_by"] = job.cancelled_by
+        view["cancel_reason"] = job.cancel_reason
+    if is_approver(identity, job) and job.plan is not None:
+        view["plan"] = job.plan
+    if job.output:  # so far while it runs; what it printed once it ended (its result holds the rest)
+        view["output"] = job.output
+    result = job.result
     if result is not None:
-        as_json = job.get("as_json")
         text, payload = result_answer(result)
         view["result"] = {
             "status": result["status"],
-            "content_type": "application/json" if as_json else "text/plain; charset=utf-8",
-            "body": json.dumps(payload, ensure_ascii=False) if as_json else text,
+            "content_type": "application/json" if job.as_json else "text/plain; charset=utf-8",
+            "body": json.dumps(payload, ensure_ascii=False) if job.as_json else text,
             "exit_code": result["exit_code"],
         }
     return view

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import dataclasses
 import json
 import logging
 import os
@@ -66,6 +67,7 @@ from .jobrecord import (
     RUNNING,
     STATES,
     WITHDRAWN,
+    Job,
     OutputWatch,
     catalog_file,
     check_reason,
@@ -78,11 +80,9 @@ from .jobrecord import (
     may_be_requester,
     new_job_id,
     outcome_of,
-    requester_identity,
     result_record,
     scrubbed_args,
     visible,
-    well_formed,
 )
 from .models import CallOrigin, CallResult, Identity, ToolSpec
 from .telemetry.notify import Notifier
@@ -132,9 +132,9 @@ PAGE_DEFAULT = 100  # jobs in one page of GET /jobs (and `toolrun jobs list`) wh
 PAGE_MAX = 1000  # the largest `limit`
 
 
-def encode_cursor(job: Mapping[str, Any]) -> str:
+def encode_cursor(job: Job) -> str:
     """The opaque cursor of the page that follows `job` (newest first)."""
-    text = json.dumps([job["created"], job["id"]], separators=(",", ":"))
+    text = json.dumps([job.created, job.id], separators=(",", ":"))
     return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
 
@@ -150,11 +150,11 @@ def decode_cursor(cursor: str) -> tuple[float, str]:
     return float(created), job_id
 
 
-def _position(job: Any, previous: tuple[float, str] | None) -> tuple[float, str] | None:
+def _position(record: Any, previous: tuple[float, str] | None) -> tuple[float, str] | None:
     """Where a record stands in newest-first order (as the store's index orders it: jobindex.columns), so a page
     goes on after a damaged record too; `previous` when the record does not say."""
     try:
-        created, job_id = float(job.get("created") or 0.0), job["id"]
+        created, job_id = float(record.get("created") or 0.0), record["id"]
     except (AttributeError, KeyError, TypeError, ValueError):
         return previous
     return (created, job_id) if isinstance(job_id, str) else previous
@@ -270,7 +270,7 @@ class Jobs:
         origin: CallOrigin | None = None,
         as_json: bool = False,
         hold: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> Job:
         """A new job for this call: awaiting approval, or running at once. Counts in the caller's rate bucket
         now (the run does not count again); a parameter error is the caller's error at once, as for any call.
 
@@ -294,41 +294,31 @@ class Jobs:
         moment = time.time()
         origin = origin or CallOrigin()
         salt = secrets.token_hex(16)  # the digest's key: jobrecord.digest
-        job: dict[str, Any] = {
-            "id": new_job_id(),
-            "tool": tool.key,
-            "state": AWAITING if tool.approval else RUNNING,
-            "requester": identity_fields(identity),
-            "approvers": list(tool.approvers) if tool.approval else ["admin"],
-            "args": values,
-            "secrets": sorted(tool.secret_names & set(values)),  # scrubbed from `args` when the job ends
-            "shown_args": audit_args(tool, values),
-            "digest": digest(tool, values, salt),
-            "salt": salt,
-            "catalog": catalog_file(tool),
-            "plan": self._plan(tool, values),
-            "created": moment,
-            "updated": moment,
-            "expires_at": moment + (tool.approval_timeout or self.approval_timeout) if tool.approval else None,
-            "door": origin.door,
-            "request_id": origin.request_id,
-            "trace": telemetry.current_traceparent(),  # the requester's span: the run links to it
-            "as_json": as_json,
-            "decided_by": None,
-            "decided_at": None,
-            "reason": None,
-            "error": None,
-            "result": None,
-            "output": None,
-            "runner": None,
-            "heartbeat": None,
-            "cancel": False,
-            "finished": None,
-            "hold_until": moment + hold if hold is not None and tool.approval else None,
-        }
+        job = Job(
+            id=new_job_id(),
+            tool=tool.key,
+            state=AWAITING if tool.approval else RUNNING,
+            requester=identity,
+            approvers=tuple(tool.approvers) if tool.approval else ("admin",),
+            args=values,
+            secrets=tuple(sorted(tool.secret_names & set(values))),  # scrubbed from `args` when the job ends
+            shown_args=audit_args(tool, values),
+            digest=digest(tool, values, salt),
+            salt=salt,
+            catalog=catalog_file(tool),
+            plan=self._plan(tool, values),
+            created=moment,
+            updated=moment,
+            expires_at=moment + (tool.approval_timeout or self.approval_timeout) if tool.approval else None,
+            door=origin.door,
+            request_id=origin.request_id,
+            trace=telemetry.current_traceparent(),  # the requester's span: the run links to it
+            as_json=as_json,
+            hold_until=moment + hold if hold is not None and tool.approval else None,
+        )
         if not tool.approval:
-            job.update(runner=self.runner, runner_space=PID_SPACE, heartbeat=moment, started=moment)
-        await self.store.create(job)
+            job = dataclasses.replace(job, runner=self.runner, runner_space=PID_SPACE, heartbeat=moment, started=moment)
+        await self.store.create(job.to_record())
         self._audit("job requested", job, identity, None)
         if not tool.approval:
             self._start(job)
@@ -393,7 +383,7 @@ class Jobs:
 
     # -- reading ---------------------------------------------------------------------------------
 
-    async def get(self, identity: Identity, job_id: str) -> dict[str, Any]:
+    async def get(self, identity: Identity, job_id: str) -> Job:
         """The job, if this caller may see it; else NotFound, the same as an unknown id."""
         entry = await self._load(job_id)
         if entry is None or not visible(identity, entry[1]):
@@ -402,26 +392,27 @@ class Jobs:
 
     async def list(
         self, identity: Identity, state: str | None = None, *, limit: int = PAGE_DEFAULT, cursor: str | None = None
-    ) -> tuple[list[dict[str, Any]], str | None]:
+    ) -> tuple[list[Job], str | None]:
         """One page of the jobs this caller may see, newest first: (jobs, the cursor of the next page or None).
         Only the jobs of the page are read (the store's indexes choose them)."""
         if identity.anonymous:
             return [], None
         after = decode_cursor(cursor) if cursor else None
         viewer = None if identity.is_admin else identity
-        out: list[dict[str, Any]] = []
+        out: list[Job] = []
         want = limit + 1  # one more than the page: whether a next page exists
         while len(out) < want:
             batch = await self.store.page(state=state, viewer=viewer, before=after, limit=want)
             start = after
-            for version, job in batch:
-                after = _position(job, after)
-                if not well_formed(job):  # a damaged record is left out; it never breaks the list
+            for version, record in batch:
+                after = _position(record, after)
+                job = Job.from_record(record)
+                if job is None:  # a damaged record is left out; it never breaks the list
                     continue
-                refreshed = await self._refresh(job["id"], version, job)
+                refreshed = await self._refresh(job.id, version, job)
                 if refreshed is None or not visible(identity, refreshed[1]):
                     continue
-                if state is None or refreshed[1]["state"] == state:
+                if state is None or refreshed[1].state == state:
                     out.append(refreshed[1])
             if len(batch) < want or after == start:
                 break
@@ -437,52 +428,58 @@ class Jobs:
         """What time decides, on the jobs it is due for only (an approval deadline passed, a heartbeat late), and
         the jobs whose retention ended dropped (the store reclaims their space). Every server runs it every 5 s."""
         moment = time.time()
-        for version, job in await self.store.due(moment, moment - 2 * HEARTBEAT):
-            if well_formed(job):
-                await self._refresh(job["id"], version, job)
+        for version, record in await self.store.due(moment, moment - 2 * HEARTBEAT):
+            job = Job.from_record(record)
+            if job is not None:
+                await self._refresh(job.id, version, job)
         await self.store.purge(moment - self.retention)
 
-    async def _load(self, job_id: str) -> tuple[int, dict[str, Any]] | None:
+    async def _entry(self, job_id: str) -> tuple[int, Job] | None:
+        """The stored job and its version; None when there is none, or a damaged or foreign record."""
+        entry = await self.store.get(job_id)
+        job = Job.from_record(entry[1]) if entry is not None else None
+        return None if entry is None or job is None else (entry[0], job)
+
+    async def _load(self, job_id: str) -> tuple[int, Job] | None:
         if not job_id or len(job_id) > 64:
             return None
-        entry = await self.store.get(job_id)
-        if entry is None or not well_formed(entry[1]):
+        entry = await self._entry(job_id)
+        if entry is None:
             return None
         return await self._refresh(job_id, *entry)
 
-    async def _refresh(self, job_id: str, version: int, job: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+    async def _refresh(self, job_id: str, version: int, job: Job) -> tuple[int, Job] | None:
         """Apply what time decides: an approval deadline passed, a runner that stopped, a retention ended."""
         moment = time.time()
-        if job["state"] in FINAL and job.get("finished") and moment - job["finished"] > self.retention:
+        if job.state in FINAL and job.finished and moment - job.finished > self.retention:
             await self.store.delete(job_id)
             return None
         change: dict[str, Any] | None = None
-        if job["state"] == AWAITING and job.get("hold_until") is not None and moment >= job["hold_until"]:
+        if job.state == AWAITING and job.hold_until is not None and moment >= job.hold_until:
             change = self._withdrawal(job)
-        elif job["state"] == AWAITING and job["expires_at"] is not None and moment >= job["expires_at"]:
+        elif job.state == AWAITING and job.expires_at is not None and moment >= job.expires_at:
             change = {"state": "expired", "error": "no decision within the approval timeout"}
-        elif job["state"] == RUNNING and self._runner_gone(job, moment):
+        elif job.state == RUNNING and self._runner_gone(job, moment):
             change = {"state": "failed", "error": "the worker running it stopped (no heartbeat)"}
         if change is None:
             return version, job
-        updated = await self._move(job_id, (job["state"],), change)
+        updated = await self._move(job_id, (job.state,), change)
         if updated is not None and change.get("withdrawn"):  # a hold that lapsed: no door writes this record
-            self._audit("job cancelled", updated[1], SYSTEM, updated[1]["reason"])
+            self._audit("job cancelled", updated[1], SYSTEM, updated[1].reason)
         if updated is None:
-            entry = await self.store.get(job_id)
-            return entry
-        if updated[1]["state"] == "failed":
-            self._audit("job failed", updated[1], SYSTEM, updated[1]["error"])
+            return await self._entry(job_id)
+        if updated[1].state == "failed":
+            self._audit("job failed", updated[1], SYSTEM, updated[1].error)
         return updated
 
-    def _runner_gone(self, job: Mapping[str, Any], moment: float) -> bool:
-        if job["id"] in self.tasks or job["id"] in self.settling:  # this process runs it, or writes how it ended
+    def _runner_gone(self, job: Job, moment: float) -> bool:
+        if job.id in self.tasks or job.id in self.settling:  # this process runs it, or writes how it ended
             return False
-        runner = job.get("runner") or ""
+        runner = job.runner or ""
         if runner == self.runner:
             return True  # named as this process's, yet this process does not run it
         pid = runner.split(":")[-2] if runner.count(":") >= 2 else ""
-        if PID_SPACE and job.get("runner_space") == PID_SPACE and pid.isdigit():
+        if PID_SPACE and job.runner_space == PID_SPACE and pid.isdigit():
             # The same kernel and PID namespace: the pid is that process, or nobody's.
             if int(pid) == pidcache.pid():
                 return True  # this pid is now this process: the runner was an earlier one (a restart)
@@ -493,45 +490,44 @@ class Jobs:
             except PermissionError:
                 pass
         # Elsewhere (another machine, container or PID namespace): only its heartbeat tells.
-        return bool(job.get("heartbeat") is not None and moment - job["heartbeat"] > STALE_AFTER)
+        return bool(job.heartbeat is not None and moment - job.heartbeat > STALE_AFTER)
 
     async def _move(
         self, job_id: str, allowed: tuple[str, ...], change: Mapping[str, Any], runner: str | None = None
-    ) -> tuple[int, dict[str, Any]] | None:
+    ) -> tuple[int, Job] | None:
         """Apply `change` if the job is in one of `allowed` states (compare-and-set; retried on a race), and, with
         `runner`, still run by that runner. None when it is not (another process decided first)."""
         for _ in range(50):
-            entry = await self.store.get(job_id)
-            if entry is None or entry[1]["state"] not in allowed:
+            entry = await self._entry(job_id)
+            if entry is None or entry[1].state not in allowed:
                 return None
-            if runner is not None and entry[1].get("runner") != runner:
+            if runner is not None and entry[1].runner != runner:
                 return None
             version, job = entry
-            new = {**job, **change, "updated": time.time()}
-            if new["state"] != job["state"] and new["state"] not in TRANSITIONS.get(job["state"], ()):
-                raise AssertionError(f"no transition {job['state']} -> {new['state']}")
-            if new["state"] in FINAL and job["state"] not in FINAL:
-                new["finished"] = new["updated"]
-                new["args"] = scrubbed_args(new)
-                new["salt"] = None  # nothing runs from it any more: its digest can no longer be recomputed
-                if new["state"] == "expired":  # decided by time or a reload: no door writes this record
-                    self._audit("job expired", new, SYSTEM, new.get("error"))
-            keep = self.retention if new["state"] in FINAL else None
-            if await self.store.swap(job_id, version, new, keep):
+            new = dataclasses.replace(job, **change, updated=time.time())
+            if new.state != job.state and new.state not in TRANSITIONS.get(job.state, ()):
+                raise AssertionError(f"no transition {job.state} -> {new.state}")
+            if new.state in FINAL and job.state not in FINAL:
+                # nothing runs from it any more: its secrets go, and its digest can no longer be recomputed
+                new = dataclasses.replace(new, finished=new.updated, args=scrubbed_args(new), salt=None)
+                if new.state == "expired":  # decided by time or a reload: no door writes this record
+                    self._audit("job expired", new, SYSTEM, new.error)
+            keep = self.retention if new.state in FINAL else None
+            if await self.store.swap(job_id, version, new.to_record(), keep):
                 return version + 1, new
         raise Conflict(f"job {job_id}: too many concurrent changes")
 
     # -- deciding --------------------------------------------------------------------------------
 
-    async def approve(self, identity: Identity, job_id: str, reason: str = "") -> dict[str, Any]:
+    async def approve(self, identity: Identity, job_id: str, reason: str = "") -> Job:
         check_reason(reason)
         job = await self._decidable(identity, job_id)
-        tool = self.host.lookup(job["tool"])
-        if tool is None or digest(tool, job["args"], job.get("salt") or "") != job["digest"]:
+        tool = self.host.lookup(job.tool)
+        if tool is None or digest(tool, job.args, job.salt or "") != job.digest:
             if not self._tool_changed(tool, job):
                 raise Conflict(
-                    f"{job['tool']} as this process loads it is not the tool requested (from "
-                    f"{job.get('catalog') or 'another catalog'}): approve it where that catalog is loaded; "
+                    f"{job.tool} as this process loads it is not the tool requested (from "
+                    f"{job.catalog or 'another catalog'}): approve it where that catalog is loaded; "
                     "the job still awaits its decision"
                 )
             await self._move(job_id, (AWAITING,), {"state": "expired", "error": "the tool changed since the request"})
@@ -544,7 +540,7 @@ class Jobs:
             raise Conflict(f"job {job_id} was {requester}: nothing runs")
         moment = time.time()
         change = {
-            "requester": identity_fields(requester),  # its groups as they are now, not as they were
+            "requester": requester,  # its groups as they are now, not as they were
             "state": RUNNING,
             "decided_by": identity.username,
             "decided_at": moment,
@@ -561,24 +557,24 @@ class Jobs:
         self._start(moved[1])
         return moved[1]
 
-    async def _requester_now(self, job: Mapping[str, Any]) -> Identity | str:
+    async def _requester_now(self, job: Job) -> Identity | str:
         """The requester as it is now: an API-key requester's key must still be active and its user still exist
         (its groups today, not when it asked); else why the request is withdrawn. Tokens and the local operator
         are taken as they were (a token cannot be asked again)."""
-        r = job["requester"]
-        if r.get("source") != "key" or self.key_store is None:
-            return requester_identity(job)
+        r = job.requester
+        if r.source != "key" or self.key_store is None:
+            return r
         store = self.key_store()
-        user = next((u for u in await store.alist_users() if u.username == r["username"]), None)
+        user = next((u for u in await store.alist_users() if u.username == r.username), None)
         if user is None:
             return "withdrawn: the requester's user was deleted"
         records = await store.alist_keys()
-        record = next((k for k in records if k.prefix == r["key_prefix"]), None)
+        record = next((k for k in records if k.prefix == r.key_prefix), None)
         if record is None or record.state() != "active":
             return "withdrawn: the requester's API key was revoked or expired"
-        return user.identity(r["client"], r["key_prefix"])  # type: ignore[no-any-return]
+        return user.identity(r.client, r.key_prefix)  # type: ignore[no-any-return]
 
-    async def deny(self, identity: Identity, job_id: str, reason: str = "") -> dict[str, Any]:
+    async def deny(self, identity: Identity, job_id: str, reason: str = "") -> Job:
         check_reason(reason)
         await self._decidable(identity, job_id)
         change = {"state": "denied", "decided_by": identity.username, "decided_at": time.time(), "reason": reason}
@@ -588,58 +584,58 @@ class Jobs:
         self._audit("job denied", moved[1], identity, reason or None)
         return moved[1]
 
-    async def _decidable(self, identity: Identity, job_id: str) -> dict[str, Any]:
+    async def _decidable(self, identity: Identity, job_id: str) -> Job:
         job = await self.get(identity, job_id)
         if not is_approver(identity, job):
-            raise Forbidden(f"only the approvers of {job['tool']} ({', '.join(job['approvers'])}) decide on it")
+            raise Forbidden(f"only the approvers of {job.tool} ({', '.join(job.approvers)}) decide on it")
         if may_be_requester(identity, job):
             # Approve and deny alike: the requester may withdraw its call (cancel), never decide it.
             raise Forbidden("the requester of a call cannot decide it (approve or deny); it may withdraw it (cancel)")
-        if job["state"] != AWAITING:
-            raise Conflict(f"job {job_id} is {job['state']}: there is nothing to decide")
+        if job.state != AWAITING:
+            raise Conflict(f"job {job_id} is {job.state}: there is nothing to decide")
         return job
 
-    async def cancel(self, identity: Identity, job_id: str, reason: str = "") -> dict[str, Any]:
+    async def cancel(self, identity: Identity, job_id: str, reason: str = "") -> Job:
         """Cancel a job still waiting or running; a running one's processes are killed as on a timeout. A job that
         moved meanwhile (approved while its requester withdrew it) is looked at again, as it is now."""
         check_reason(reason)
         for _ in range(3):
             job = await self.get(identity, job_id)
-            if job["state"] == AWAITING:
+            if job.state == AWAITING:
                 done = await self._cancel_waiting(identity, job_id, reason)
-            elif job["state"] == RUNNING:
+            elif job.state == RUNNING:
                 done = await self._ask_cancel(identity, job_id, reason)
             else:
                 break
             if done is not None:
                 return done
-        raise Conflict(f"job {job_id} is {job['state']}: it can no longer be cancelled")
+        raise Conflict(f"job {job_id} is {job.state}: it can no longer be cancelled")
 
     @staticmethod
-    def _withdrawal(job: Mapping[str, Any], reason: str = WITHDRAWN) -> dict[str, Any]:
+    def _withdrawal(job: Job, reason: str = WITHDRAWN) -> dict[str, Any]:
         return {
             "state": "cancelled",
             "withdrawn": True,
-            "decided_by": job["requester"]["username"] or None,
+            "decided_by": job.requester.username or None,
             "decided_at": time.time(),
             "reason": reason,
             "hold_until": None,
         }
 
-    async def hold(self, identity: Identity, job_id: str, seconds: float = HOLD) -> dict[str, Any]:
+    async def hold(self, identity: Identity, job_id: str, seconds: float = HOLD) -> Job:
         """The requester is still waiting: its hold on a request awaiting approval lasts `seconds` more. Only the
         requester holds its request (403 for its approvers); a job in any other state is answered as it is."""
         job = await self.get(identity, job_id)
         if not is_requester(identity, job):
             raise Forbidden("only the requester of a call waits on it (hold)")
-        if job["state"] == AWAITING:
+        if job.state == AWAITING:
             moved = await self._move(job_id, (AWAITING,), {"hold_until": time.time() + seconds})
             if moved is not None:
                 return moved[1]
             job = await self.get(identity, job_id)
         return job
 
-    async def withdraw(self, identity: Identity, job_id: str, reason: str = WITHDRAWN) -> dict[str, Any]:
+    async def withdraw(self, identity: Identity, job_id: str, reason: str = WITHDRAWN) -> Job:
         """The waiting requester went away (Ctrl-C, a kill, the UI's Cancel, an MCP client that gave up): its
         request awaiting approval is cancelled with `reason`, and a job already running is cancelled as by
         `cancel`. A job in a final state is answered as it is. `reason` is checked as any reason (the words a
@@ -648,22 +644,22 @@ class Jobs:
         job = await self.get(identity, job_id)
         if not is_requester(identity, job):
             raise Forbidden("only the requester of a call withdraws it")
-        if job["state"] == AWAITING:
+        if job.state == AWAITING:
             moved = await self._move(job_id, (AWAITING,), self._withdrawal(job, reason))
             if moved is not None:
                 self._audit("job cancelled", moved[1], identity, reason)
                 return moved[1]
             job = await self.get(identity, job_id)
-        if job["state"] == RUNNING:
+        if job.state == RUNNING:
             try:
                 return await self.cancel(identity, job_id, reason)
             except Conflict:  # it ended meanwhile (a cancel answers 409 then): a withdrawal answers it as it is
                 job = await self.get(identity, job_id)
-                if job["state"] not in FINAL:
+                if job.state not in FINAL:
                     raise
         return job
 
-    async def _cancel_waiting(self, identity: Identity, job_id: str, reason: str) -> dict[str, Any] | None:
+    async def _cancel_waiting(self, identity: Identity, job_id: str, reason: str) -> Job | None:
         change = {"state": "cancelled", "decided_by": identity.username, "reason": reason or None}
         moved = await self._move(job_id, (AWAITING,), change)
         if moved is None:
@@ -671,7 +667,7 @@ class Jobs:
         self._audit("job cancelled", moved[1], identity, reason or None)
         return moved[1]
 
-    async def _ask_cancel(self, identity: Identity, job_id: str, reason: str) -> dict[str, Any] | None:
+    async def _ask_cancel(self, identity: Identity, job_id: str, reason: str) -> Job | None:
         # Only asked here: the runner ends it, and the trail records how it really ended (a run that finished
         # before the runner saw the request ends `succeeded`, not `cancelled`).
         asked = {"cancel": True, "cancelled_by": identity.username, "cancel_reason": reason or None}
@@ -684,40 +680,40 @@ class Jobs:
             task.cancel()
         return await self.wait(identity, job_id, 3.0)
 
-    async def wait(self, identity: Identity, job_id: str, seconds: float, interval: float = 0.1) -> dict[str, Any]:
+    async def wait(self, identity: Identity, job_id: str, seconds: float, interval: float = 0.1) -> Job:
         """The job once it reaches a final state, or as it is after `seconds`."""
         deadline = time.monotonic() + seconds
         while True:
             job = await self.get(identity, job_id)
-            if job["state"] in FINAL or time.monotonic() >= deadline:
+            if job.state in FINAL or time.monotonic() >= deadline:
                 return job
             await asyncio.sleep(interval)
 
     async def expire_changed(self) -> int:
         """After a reload: pending jobs whose tool is gone or changed become `expired`. How many did."""
         count = 0
-        pending: list[dict[str, Any]] = []
+        pending: list[Job] = []
         after: tuple[float, str] | None = None
         while batch := await self.store.page(state=AWAITING, viewer=None, before=after, limit=PAGE_MAX):
-            pending += [job for _version, job in batch if well_formed(job)]
+            pending += [job for _version, record in batch if (job := Job.from_record(record)) is not None]
             start, after = after, _position(batch[-1][1], after)
             if after == start:
                 break
         for job in pending:
-            tool = self.host.lookup(job["tool"])
-            if tool is None or not tool.approval or digest(tool, job["args"], job.get("salt") or "") != job["digest"]:
+            tool = self.host.lookup(job.tool)
+            if tool is None or not tool.approval or digest(tool, job.args, job.salt or "") != job.digest:
                 if not self._tool_changed(tool, job):
                     continue
                 change = {"state": "expired", "error": "the tool changed since the request (catalog reload)"}
-                if await self._move(job["id"], (AWAITING,), change) is not None:
+                if await self._move(job.id, (AWAITING,), change) is not None:
                     count += 1
         return count
 
-    def _tool_changed(self, tool: ToolSpec | None, job: Mapping[str, Any]) -> bool:
+    def _tool_changed(self, tool: ToolSpec | None, job: Job) -> bool:
         """Whether this server's catalog holds the job's tool changed (or removed from its file), rather than
         another catalog: only a server that loads the catalog file the job was requested from expires it (a
         local `toolrun jobs approve`, where ./tools.yaml may be another catalog, never does)."""
-        requested = job.get("catalog")
+        requested = job.catalog
         if not self.serves_catalog:
             return False
         if not requested:  # a record from before the catalog was kept: as before, any difference expires it
@@ -729,19 +725,19 @@ class Jobs:
 
     # -- running ---------------------------------------------------------------------------------
 
-    def _start(self, job: dict[str, Any]) -> None:
+    def _start(self, job: Job) -> None:
         loop = asyncio.get_running_loop()
         task = loop.create_task(self._execute(job))
-        self.tasks[job["id"]] = task
+        self.tasks[job.id] = task
 
         def done(finished: asyncio.Task[None]) -> None:
-            self.tasks.pop(job["id"], None)
+            self.tasks.pop(job.id, None)
             if finished.cancelled():
                 # Cancelled before its first step (a cancel or a withdrawal racing the approval): `_execute` never
                 # ran, so nothing wrote how it ended; settle the record here (a no-op when it did end).
-                settling = loop.create_task(self._settle(job["id"]))
-                self.settling[job["id"]] = settling
-                settling.add_done_callback(lambda _: self.settling.pop(job["id"], None))
+                settling = loop.create_task(self._settle(job.id))
+                self.settling[job.id] = settling
+                settling.add_done_callback(lambda _: self.settling.pop(job.id, None))
 
         task.add_done_callback(done)
 
@@ -750,7 +746,7 @@ class Jobs:
         ending = {"state": "cancelled", "error": "cancelled before it started; nothing ran"} if asked else None
         await self._finish(job_id, ending or {"state": "failed", "error": "the server stopped while it ran"}, None)
 
-    async def _execute(self, job: dict[str, Any]) -> None:
+    async def _execute(self, job: Job) -> None:
         watch = OutputWatch()
         token = executor.OUTPUT_WATCH.set(watch)
         try:
@@ -764,30 +760,30 @@ class Jobs:
                 if call.done():
                     break
                 change = {"heartbeat": time.time(), "output": watch.snapshot()}
-                moved = await self._move(job["id"], (RUNNING,), change, runner=job["runner"])
+                moved = await self._move(job.id, (RUNNING,), change, runner=job.runner)
                 if moved is None:
                     # The record is no longer this runner's running job (another process declared it failed, or
                     # dropped it): nobody follows this run any more, so it stops, and the record is left as it is.
-                    log.warning("job %s: its record is no longer this runner's; stopping its tool", job["id"])
+                    log.warning("job %s: its record is no longer this runner's; stopping its tool", job.id)
                     call.cancel()
                     await asyncio.wait({call})
                     return
-                if moved[1].get("cancel"):
+                if moved[1].cancel:
                     cancelled = True
                     call.cancel()
         except asyncio.CancelledError:  # cancelled here (this process's cancel), or the server stops
-            cancelled = cancelled or bool(await self._cancel_asked(job["id"]))
+            cancelled = cancelled or bool(await self._cancel_asked(job.id))
             call.cancel()
             if not cancelled:
                 ending = {"state": "failed", "error": "the server stopped while it ran"}
-                await self._finish(job["id"], ending, watch.snapshot())
+                await self._finish(job.id, ending, watch.snapshot())
                 raise
         await asyncio.wait({call})
-        await self._finish(job["id"], self._ending(call, cancelled), watch.snapshot())
+        await self._finish(job.id, self._ending(call, cancelled), watch.snapshot())
 
     async def _cancel_asked(self, job_id: str) -> bool:
-        entry = await self.store.get(job_id)
-        return bool(entry and entry[1].get("cancel"))
+        entry = await self._entry(job_id)
+        return bool(entry and entry[1].cancel)
 
     def _ending(self, call: asyncio.Future[CallResult], cancelled: bool) -> dict[str, Any]:
         if call.cancelled():
@@ -807,22 +803,22 @@ class Jobs:
         moved = await self._move(job_id, (RUNNING,), {**change, "output": output}, runner=runner_id())
         if moved is not None:
             ended = moved[1]
-            by = ended.get("cancelled_by") if ended["state"] == "cancelled" else None
-            reason = ended.get("cancel_reason") if ended["state"] == "cancelled" else None
-            self._audit(f"job {ended['state']}", ended, by or SYSTEM, reason or ended.get("error"))
+            by = ended.cancelled_by if ended.state == "cancelled" else None
+            reason = ended.cancel_reason if ended.state == "cancelled" else None
+            self._audit(f"job {ended.state}", ended, by or SYSTEM, reason or ended.error)
 
-    async def _call(self, job: dict[str, Any]) -> CallResult:
-        identity = requester_identity(job)
-        origin = CallOrigin(job["door"], job["request_id"] or job["id"], job_id=job["id"], link=job.get("trace") or "")
-        approved = job["digest"] if job.get("decided_by") else None  # an async job was approved by nobody
+    async def _call(self, job: Job) -> CallResult:
+        identity = job.requester
+        origin = CallOrigin(job.door, job.request_id or job.id, job_id=job.id, link=job.trace or "")
+        approved = job.digest if job.decided_by else None  # an async job was approved by nobody
         return await self.host.call(
             identity,
-            job["tool"],
-            job["args"],
+            job.tool,
+            job.args,
             origin=origin,
             counted=True,
             approved=approved,
-            salt=job.get("salt") or "",
+            salt=job.salt or "",
         )
 
     async def stop(self) -> None:
@@ -836,7 +832,7 @@ class Jobs:
 
     # -- audit -----------------------------------------------------------------------------------
 
-    def _audit(self, message: str, job: Mapping[str, Any], by: Identity | str, reason: str | None) -> None:
+    def _audit(self, message: str, job: Job, by: Identity | str, reason: str | None) -> None:
         """One line of the trail: what happened (`event`, `state`), to whom (`user`, the requester, and the job),
         by whom (`by`: a person, or `toolrun` for what time or the runner decided) and why (`reason`); the
         approvers' webhooks are told too (`_notify`)."""
@@ -846,34 +842,34 @@ class Jobs:
         audit = self.host.audit
         if audit is None:
             return
-        requester = job["requester"]
+        requester = job.requester
         event = message.removeprefix("job ").replace(" ", "_")
         audit.write(
             {
-                "job": job["id"],
+                "job": job.id,
                 "event": event,
-                "tool": job["tool"],
-                "user": requester["username"] or None,
-                "client": requester["client"] or None,
-                "door": job["door"],
-                "request_id": job["request_id"] or None,
-                "state": job["state"],
+                "tool": job.tool,
+                "user": requester.username or None,
+                "client": requester.client or None,
+                "door": job.door,
+                "request_id": job.request_id or None,
+                "state": job.state,
                 "by": by,
                 "decider": by if event in ("approved", "denied") else None,
                 "reason": reason,
-                "digest": job["digest"],
-                "args": job["shown_args"],
+                "digest": job.digest,
+                "args": job.shown_args,
             },
             message,
         )
 
-    def _notify(self, event: str, job: Mapping[str, Any], decider: Identity | None, by: str | None) -> None:
+    def _notify(self, event: str, job: Job, decider: Identity | None, by: str | None) -> None:
         """Tell the approvers' webhooks about a request and what became of it (not about async jobs)."""
-        if job.get("expires_at") is None:  # no approval involved
+        if job.expires_at is None:  # no approval involved
             return
         if event == "cancelled" and decider is not None and is_requester(decider, job):
             event = "withdrawn"
-        tool = self.host.registry.tools.get(job["tool"])
+        tool = self.host.registry.tools.get(job.tool)
         extra = tool.notify if tool is not None else ()
         if self.notifier.urls or extra:
             self.notifier.send(event, job, by, extra)

@@ -40,7 +40,7 @@ from .errors import (
 )
 from .exec import executor, render, sandbox
 from .exec.fnthreads import FN_THREADS
-from .jobrecord import digest
+from .jobrecord import Job, digest
 from .models import CallOrigin, CallResult, Identity, ToolSpec
 from .registry import Page, Registry
 from .search.relevance import DEFAULT_MIN_SCORE
@@ -63,16 +63,16 @@ MAX_COMMAND = 128 * 1024 - 1
 class JobStarted:
     """A call that became a job instead of running now (`ToolService.start_or_call`): the job's record."""
 
-    job: dict[str, Any]
+    job: Job
     asked: bool  # the caller asked for it (HTTP `Prefer: respond-async`), not its tool
 
     @property
     def id(self) -> str:
-        return str(self.job["id"])
+        return self.job.id
 
     @property
     def state(self) -> str:
-        return str(self.job["state"])
+        return self.job.state
 
 
 class Observer(Protocol):

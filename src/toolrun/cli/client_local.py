@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .common import load_settings, make_service, open_access, operator_identity
 
 if TYPE_CHECKING:
+    from ..jobrecord import Job
     from ..jobs import Jobs
     from ..models import CallResult, ToolSpec
     from ..service import ToolService
@@ -136,16 +137,14 @@ class LocalClient:
 
     # -- jobs (docs/jobs.md) ---------------------------------------------------------------------
 
-    def _view(self, job: dict[str, Any]) -> dict[str, Any]:
-        from ..jobrecord import public_view
-
-        return public_view(job, self.identity)
+    def _view(self, job: Job) -> dict[str, Any]:
+        return job.view(self.identity)
 
     def _submit(self, key: str, args: dict[str, Any]) -> dict[str, Any]:
         async def go() -> dict[str, Any]:
             job = await self.manager.submit(self.identity, key, args, as_json=True)
             await self.manager.notifier.drain()  # this process ends soon: the approvers' webhooks first
-            return {"job": job["id"], "status": job["state"]}
+            return {"job": job.id, "status": job.state}
 
         return asyncio.run(go())
 
@@ -168,8 +167,8 @@ class LocalClient:
     def jobs(self, status: str | None = None, limit: int | None = None) -> builtins.list[dict[str, Any]]:
         from ..jobs import PAGE_MAX
 
-        async def go() -> builtins.list[dict[str, Any]]:
-            out: builtins.list[dict[str, Any]] = []
+        async def go() -> builtins.list[Job]:
+            out: builtins.list[Job] = []
             cursor: str | None = None
             while True:
                 size = PAGE_MAX if limit is None else min(PAGE_MAX, limit - len(out))
@@ -187,18 +186,18 @@ class LocalClient:
         """An approved job runs in this process, to its end: the job is then as it ended."""
         manager = self.manager
 
-        async def go() -> dict[str, Any]:
+        async def go() -> Job:
             if action == "hold":
-                return dict(await manager.hold(self.identity, job_id))
+                return await manager.hold(self.identity, job_id)
             if action == "withdraw":
-                return dict(await manager.withdraw(self.identity, job_id, _withdrawn(reason)))
-            job = await getattr(manager, action)(self.identity, job_id, reason)
+                return await manager.withdraw(self.identity, job_id, _withdrawn(reason))
+            job: Job = await getattr(manager, action)(self.identity, job_id, reason)
             task = manager.tasks.get(job_id)
             if task is not None:
                 await task
                 job = await manager.get(self.identity, job_id)
             await manager.notifier.drain()
-            return dict(job)
+            return job
 
         return self._view(asyncio.run(go()))
 

@@ -105,14 +105,14 @@ class JobRoutes:
             job, last = first, None
             delta = OutputDelta()  # each event carries the output that is new since the one before
             while True:
-                if job["updated"] != last:
-                    last = job["updated"]
-                    view = public_view(job, identity)
+                if job.updated != last:
+                    last = job.updated
+                    view = job.view(identity)
                     output = delta.step(view.pop("output", None))
                     if output is not None:
                         view["output"] = output
                     yield f"event: job\ndata: {json.dumps(view, ensure_ascii=False)}\n\n".encode()
-                if job["state"] in FINAL:
+                if job.state in FINAL:
                     return
                 await asyncio.sleep(EVENT_INTERVAL)
                 job = await jobs.get(identity, job_id)

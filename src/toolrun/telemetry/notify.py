@@ -22,8 +22,11 @@ import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
+
+if TYPE_CHECKING:
+    from ..jobrecord import Job
 
 log = logging.getLogger("toolrun.notify")
 
@@ -52,15 +55,14 @@ def _args_words(args: Mapping[str, Any]) -> str:
     return f" ({shown[:300]}{'…' if len(shown) > 300 else ''})" if shown else ""
 
 
-def message(event: str, job: Mapping[str, Any], decider: str | None, link: str) -> str:
+def message(event: str, job: Job, decider: str | None, link: str) -> str:
     """The one line a person reads in the channel."""
-    who = job["requester"]["username"] or "someone"
-    tool = job["tool"]
-    approvers = ", ".join(job.get("approvers") or ["admin"])
-    reason = f": {job['reason']}" if job.get("reason") else ""
+    who = job.requester.username or "someone"
+    tool = job.tool
+    approvers = ", ".join(job.approvers or ("admin",))
+    reason = f": {job.reason}" if job.reason else ""
     lines = {
-        "requested": f"{who} asks to run {tool}{_args_words(job.get('shown_args') or {})}: "
-        f"needs approval by {approvers}",
+        "requested": f"{who} asks to run {tool}{_args_words(job.shown_args)}: needs approval by {approvers}",
         "approved": f"{decider} approved {who}'s call of {tool}{reason}",
         "denied": f"{decider} denied {who}'s call of {tool}{reason}",
         "withdrawn": f"{who} withdrew their request to run {tool}{reason}",
@@ -88,25 +90,25 @@ class Notifier:
     def link(self, job_id: str) -> str:
         return f"{self.public_url}/ui/jobs/{quote(job_id)}" if self.public_url else ""
 
-    def body(self, event: str, job: Mapping[str, Any], decider: str | None) -> bytes:
-        link = self.link(job["id"])
+    def body(self, event: str, job: Job, decider: str | None) -> bytes:
+        link = self.link(job.id)
         view = {
-            "id": job["id"],
-            "tool": job["tool"],
-            "state": job["state"],
-            "requester": job["requester"]["username"] or None,
-            "approvers": list(job.get("approvers") or []),
-            "args": dict(job.get("shown_args") or {}),  # secret values are already `[secret]`
+            "id": job.id,
+            "tool": job.tool,
+            "state": job.state,
+            "requester": job.requester.username or None,
+            "approvers": list(job.approvers),
+            "args": dict(job.shown_args),  # secret values are already `[secret]`
             "decided_by": decider,
-            "reason": job.get("reason"),
-            "created": job.get("created"),
-            "expires_at": job.get("expires_at"),
+            "reason": job.reason,
+            "created": job.created,
+            "expires_at": job.expires_at,
             "url": link or None,
         }
         payload = {"text": message(event, job, decider, link), "event": event, "job": view}
         return json.dumps(payload, ensure_ascii=False, default=str).encode()
 
-    def send(self, event: str, job: Mapping[str, Any], decider: str | None, extra: Sequence[str] = ()) -> None:
+    def send(self, event: str, job: Job, decider: str | None, extra: Sequence[str] = ()) -> None:
         """Queue the notification of `event` to every hook; returns at once (a running event loop is needed)."""
         urls = [*self.urls, *(u for u in extra if u not in self.urls)]
         if not urls or event not in EVENTS:

@@ -16,15 +16,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ...errors import CallerFull, ClientGone, NotFound, ToolrunError
-from ...jobrecord import AWAITING, FINAL, WITHDRAWN, result_answer
+from ...jobrecord import AWAITING, FINAL, WITHDRAWN, Job, result_answer
 from ...models import Identity
 from ..disconnect import unless_gone
+
+if TYPE_CHECKING:
+    from ...jobs import Jobs
+    from ...service import ToolService
 
 STATE_PREFIX = "toolrun-job:"
 WAIT = 20.0  # seconds one round waits for the decision before asking again
@@ -36,10 +40,10 @@ POLL = 0.1  # seconds between two looks at a waited-on job
 EMPTY_FORM: dict[str, Any] = {"type": "object", "properties": {}}
 
 
-def question(job: dict[str, Any]) -> str:
-    approvers = ", ".join(job["approvers"])
+def question(job: Job) -> str:
+    approvers = ", ".join(job.approvers)
     return (
-        f"{job['tool']} needs approval by a member of {approvers} (job {job['id']}). "
+        f"{job.tool} needs approval by a member of {approvers} (job {job.id}). "
         "Accept to keep waiting for the decision; decline to withdraw the call."
     )
 
@@ -50,39 +54,39 @@ def _text(text: str, structured: dict[str, Any] | None = None, error: bool = Fal
     )
 
 
-def pending_answer(job: dict[str, Any]) -> types.CallToolResult:
+def pending_answer(job: Job) -> types.CallToolResult:
     """The fallback: the job is waiting; where to follow it."""
-    job_id = job["id"]
+    job_id = job.id
     follow = f"Follow it with GET /jobs/{job_id} or `toolrun jobs tail {job_id}`"
-    if job["state"] == AWAITING:
+    if job.state == AWAITING:
         text = (
-            f"{job['tool']} needs approval by a member of {', '.join(job['approvers'])}: job {job_id} awaits the "
+            f"{job.tool} needs approval by a member of {', '.join(job.approvers)}: job {job_id} awaits the "
             f"decision. {follow}; an approver runs `toolrun jobs approve {job_id}`."
         )
     else:
-        text = f"job {job_id} ({job['tool']}) is {job['state']}. {follow}."
-    return _text(text, {"job": job_id, "status": job["state"], "location": f"/jobs/{job_id}"}, error=True)
+        text = f"job {job_id} ({job.tool}) is {job.state}. {follow}."
+    return _text(text, {"job": job_id, "status": job.state, "location": f"/jobs/{job_id}"}, error=True)
 
 
-def final_answer(job: dict[str, Any]) -> types.CallToolResult:
+def final_answer(job: Job) -> types.CallToolResult:
     """A decided job as the tool result the plain call would have given (or why it did not run)."""
-    result = job.get("result")
+    result = job.result
     if result is not None and result["status"] == 200:
         text, payload = result_answer(result)
         return _text(text, payload)
     if result is not None:
         return _text(result["text"], {"error": result["json"].get("type"), "message": result["text"]}, error=True)
-    why = f" by {job['decided_by']}" if job.get("decided_by") else ""
-    why += f": {job['reason']}" if job.get("reason") else ""
-    why += f" ({job['error']})" if job.get("error") else ""
-    text = f"job {job['id']} ({job['tool']}) was {job['state']}{why}; the tool did not run."
-    return _text(text, {"job": job["id"], "status": job["state"]}, error=True)
+    why = f" by {job.decided_by}" if job.decided_by else ""
+    why += f": {job.reason}" if job.reason else ""
+    why += f" ({job.error})" if job.error else ""
+    text = f"job {job.id} ({job.tool}) was {job.state}{why}; the tool did not run."
+    return _text(text, {"job": job.id, "status": job.state}, error=True)
 
 
 class McpJobs:
     """Approval over MCP for one door; `service` is the door's ToolService (its `start_or_call` makes the job)."""
 
-    def __init__(self, service: Any) -> None:
+    def __init__(self, service: ToolService) -> None:
         self.service = service
 
     async def resume(self, ctx: Any, identity: Identity, params: Any) -> Any:
@@ -96,14 +100,14 @@ class McpJobs:
         responses = params.input_responses or {}
         answer = responses.get("approval")
         action = getattr(answer, "action", None) if answer is not None else None
-        if job["state"] == AWAITING and action in ("decline", "cancel"):
+        if job.state == AWAITING and action in ("decline", "cancel"):
             try:
                 job = await jobs.withdraw(identity, job_id, f"{WITHDRAWN} (declined)")
             except ToolrunError:
                 job = await jobs.get(identity, job_id)
         return await self.follow(ctx, identity, job, first=False)
 
-    async def follow(self, ctx: Any, identity: Identity, job: dict[str, Any], first: bool = True) -> Any:
+    async def follow(self, ctx: Any, identity: Identity, job: Job, first: bool = True) -> Any:
         """Wait for the job the way the client can: a 2026-07-28 client gets rounds held up to WAIT seconds each,
         a handshake-era client with elicitation gets questions, any other client the job to follow."""
         if getattr(ctx, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
@@ -111,18 +115,18 @@ class McpJobs:
         jobs = self.service.jobs
         owner = await _follower(jobs, identity, job)  # a held call is a job's stream by another door
         try:
-            job = await jobs.wait(identity, job["id"], FIRST if job["state"] == AWAITING else WAIT)
-            if job["state"] == AWAITING:
+            job = await jobs.wait(identity, job.id, FIRST if job.state == AWAITING else WAIT)
+            if job.state == AWAITING:
                 job = await self._ask(ctx, identity, job)
-            elif job["state"] not in FINAL:
-                job = await jobs.wait(identity, job["id"], WAIT)
+            elif job.state not in FINAL:
+                job = await jobs.wait(identity, job.id, WAIT)
         finally:
             jobs.release(owner)
-        if job["state"] in FINAL:
+        if job.state in FINAL:
             return final_answer(job)
         return pending_answer(job)
 
-    async def _round(self, ctx: Any, identity: Identity, job: dict[str, Any], first: bool) -> Any:
+    async def _round(self, ctx: Any, identity: Identity, job: Job, first: bool) -> Any:
         """One 2026-07-28 round: held up to WAIT seconds (the first only FIRST when the question can be shown),
         holding the request meanwhile; then the result, or `input_required` again. The question (an elicitation)
         goes only to a client that declared elicitation; any other gets a state-only round, which its driver
@@ -130,19 +134,19 @@ class McpJobs:
         elicits = _client_elicits(ctx)
         seconds = FIRST if first and elicits else WAIT
         job = await self._held_wait(ctx, identity, job, seconds)
-        if job["state"] in FINAL:
+        if job.state in FINAL:
             return final_answer(job)
-        if job["state"] == AWAITING:
-            await self.service.jobs.hold(identity, job["id"], GRACE)
-        state = STATE_PREFIX + job["id"]
-        if job["state"] == AWAITING and elicits:
+        if job.state == AWAITING:
+            await self.service.jobs.hold(identity, job.id, GRACE)
+        state = STATE_PREFIX + job.id
+        if job.state == AWAITING and elicits:
             form = types.ElicitRequestFormParams(message=question(job), requested_schema=EMPTY_FORM)
             return types.InputRequiredResult(
                 input_requests={"approval": types.ElicitRequest(params=form)}, request_state=state
             )
         return types.InputRequiredResult(request_state=state)
 
-    async def _held_wait(self, ctx: Any, identity: Identity, job: dict[str, Any], seconds: float) -> dict[str, Any]:
+    async def _held_wait(self, ctx: Any, identity: Identity, job: Job, seconds: float) -> Job:
         """Wait up to `seconds` for the job to leave its state, holding the request while it awaits approval. A
         client that goes away meanwhile (its connection lost, over HTTP; the request cancelled) withdraws it."""
         jobs = self.service.jobs
@@ -151,23 +155,23 @@ class McpJobs:
         try:
             return await unless_gone(scope, self._poll(identity, job, seconds))
         except (asyncio.CancelledError, ClientGone):
-            await _withdraw_shielded(jobs, identity, job["id"])
+            await _withdraw_shielded(jobs, identity, job.id)
             raise
         finally:
             jobs.release(owner)
 
-    async def _poll(self, identity: Identity, job: dict[str, Any], seconds: float) -> dict[str, Any]:
+    async def _poll(self, identity: Identity, job: Job, seconds: float) -> Job:
         jobs = self.service.jobs
-        if job["state"] == AWAITING:
-            await jobs.hold(identity, job["id"], seconds + GRACE)
+        if job.state == AWAITING:
+            await jobs.hold(identity, job.id, seconds + GRACE)
         deadline = time.monotonic() + seconds
         while True:
-            job = await jobs.get(identity, job["id"])
-            if job["state"] in FINAL or time.monotonic() >= deadline:
+            job = await jobs.get(identity, job.id)
+            if job.state in FINAL or time.monotonic() >= deadline:
                 return job
             await asyncio.sleep(POLL)
 
-    async def _ask(self, ctx: Any, identity: Identity, job: dict[str, Any]) -> dict[str, Any]:
+    async def _ask(self, ctx: Any, identity: Identity, job: Job) -> Job:
         """A handshake-era client: ask it to wait (or withdraw) with `elicitation/create` where it declared
         elicitation and there is a channel back; the job as it stands after. A client that goes away withdraws."""
         session = getattr(ctx, "session", None)
@@ -177,20 +181,20 @@ class McpJobs:
         jobs = self.service.jobs
         try:
             for _ in range(ROUNDS):
-                await jobs.hold(identity, job["id"], GRACE)  # the person may take a while to answer
+                await jobs.hold(identity, job.id, GRACE)  # the person may take a while to answer
                 answer = await session.elicit_form(question(job), EMPTY_FORM)
                 if answer.action != "accept":
-                    withdrawn: dict[str, Any] = await jobs.withdraw(identity, job["id"], f"{WITHDRAWN} (declined)")
+                    withdrawn: Job = await jobs.withdraw(identity, job.id, f"{WITHDRAWN} (declined)")
                     return withdrawn
                 job = await self._held_wait(ctx, identity, job, WAIT)
-                if job["state"] != AWAITING:
-                    ended: dict[str, Any] = await jobs.wait(identity, job["id"], WAIT)
+                if job.state != AWAITING:
+                    ended: Job = await jobs.wait(identity, job.id, WAIT)
                     return ended
         except asyncio.CancelledError:
-            await _withdraw_shielded(jobs, identity, job["id"])
+            await _withdraw_shielded(jobs, identity, job.id)
             raise
         except Exception:  # the channel back broke: the client is gone
-            await _withdraw_shielded(jobs, identity, job["id"])
+            await _withdraw_shielded(jobs, identity, job.id)
             raise
         return job
 
@@ -210,19 +214,19 @@ def _client_elicits(ctx: Any) -> bool:
     return isinstance(declared, dict) and declared.get("elicitation") is not None
 
 
-async def _follower(jobs: Any, identity: Identity, job: dict[str, Any]) -> str:
+async def _follower(jobs: Jobs, identity: Identity, job: Job) -> str:
     """A place in the caller's share of waits on jobs (Jobs.follower). Past it the call is not waited on: its
     request awaiting approval is withdrawn, so nothing of a call answered with an error runs later unattended."""
     try:
         return str(jobs.follower(identity, "waits on jobs"))
     except CallerFull:
-        if job["state"] == AWAITING:
+        if job.state == AWAITING:
             with contextlib.suppress(ToolrunError):
-                await jobs.withdraw(identity, job["id"], f"{WITHDRAWN} (over its share of waits on jobs)")
+                await jobs.withdraw(identity, job.id, f"{WITHDRAWN} (over its share of waits on jobs)")
         raise
 
 
-async def _withdraw_shielded(jobs: Any, identity: Identity, job_id: str) -> None:
+async def _withdraw_shielded(jobs: Jobs, identity: Identity, job_id: str) -> None:
     """The waiting client went away: withdraw its request, even while this task is being cancelled."""
     try:
         await asyncio.shield(jobs.withdraw(identity, job_id))

@@ -25,16 +25,19 @@ low-level server toolrun already runs (`add_request_handler`); nothing here need
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ...errors import Conflict, NotFound, ToolrunError
-from ...jobrecord import AWAITING, RUNNING
+from ...jobrecord import AWAITING, RUNNING, Job
 from ...models import Identity, ToolSpec
 from .approvals import final_answer, question
+
+if TYPE_CHECKING:
+    from ...jobs import Jobs
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 POLL_MS = 1000  # pollIntervalMs suggested to clients
@@ -104,19 +107,19 @@ def _iso(moment: float | None) -> str:
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def approval_key(job: dict[str, Any]) -> str:
+def approval_key(job: Job) -> str:
     """The key of the approval question in `inputRequests` (unique over the task's lifetime: one question)."""
-    return f"approval-{job['id']}"
+    return f"approval-{job.id}"
 
 
-def task_fields(job: dict[str, Any], retention: float) -> dict[str, Any]:
+def task_fields(job: Job, retention: float) -> dict[str, Any]:
     """The job as a DetailedTask (SEP-2663): status and the payload of that status."""
-    state = job["state"]
+    state = job.state
     task: dict[str, Any] = {
-        "taskId": job["id"],
+        "taskId": job.id,
         "status": "working",
-        "createdAt": _iso(job["created"]),
-        "lastUpdatedAt": _iso(job["updated"]),
+        "createdAt": _iso(job.created),
+        "lastUpdatedAt": _iso(job.updated),
         "ttlMs": int(retention * 1000),
         "pollIntervalMs": POLL_MS,
     }
@@ -126,22 +129,22 @@ def task_fields(job: dict[str, Any], retention: float) -> dict[str, Any]:
         )
         request = types.ElicitRequest(params=form).model_dump(by_alias=True, exclude_none=True, mode="json")
         task.update(status="input_required", statusMessage=question(job), inputRequests={approval_key(job): request})
-        if job.get("expires_at"):
-            task["ttlMs"] = max(0, int((job["expires_at"] - job["created"] + retention) * 1000))
+        if job.expires_at:
+            task["ttlMs"] = max(0, int((job.expires_at - job.created + retention) * 1000))
     elif state == RUNNING:
-        task["statusMessage"] = f"{job['tool']} is running (job {job['id']})"
+        task["statusMessage"] = f"{job.tool} is running (job {job.id})"
     elif state == "cancelled":
-        by = f" by {job['decided_by']}" if job.get("decided_by") else ""
-        why = f": {job['reason']}" if job.get("reason") else ""
-        task.update(status="cancelled", statusMessage=f"job {job['id']} was cancelled{by}{why}")
+        by = f" by {job.decided_by}" if job.decided_by else ""
+        why = f": {job.reason}" if job.reason else ""
+        task.update(status="cancelled", statusMessage=f"job {job.id} was cancelled{by}{why}")
     else:
         answer = final_answer(job)
         task.update(status="completed", result=answer.model_dump(by_alias=True, exclude_none=True, mode="json"))
-        task["statusMessage"] = f"job {job['id']} {job['state']}"
+        task["statusMessage"] = f"job {job.id} {job.state}"
     return task
 
 
-def created(job: dict[str, Any], retention: float) -> dict[str, Any]:
+def created(job: Job, retention: float) -> dict[str, Any]:
     """The `tools/call` answer that hands the client a task: a CreateTaskResult."""
     fields = task_fields(job, retention)
     seed = {k: fields[k] for k in ("taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs")}
@@ -187,8 +190,9 @@ class McpTasks:
         self.door = door
 
     @property
-    def jobs(self) -> Any:
-        return self.door.service.jobs
+    def jobs(self) -> Jobs:
+        jobs: Jobs = self.door.service.jobs
+        return jobs
 
     def register(self, server: Any) -> None:
         server.extensions[EXTENSION] = {}
@@ -197,7 +201,7 @@ class McpTasks:
         server.add_request_handler("tasks/update", TaskUpdateParams, self.update)
         server.add_request_handler("tasks/cancel", TaskIdParams, self.cancel)
 
-    async def _job(self, ctx: Any, task_id: str) -> tuple[Identity, dict[str, Any]]:
+    async def _job(self, ctx: Any, task_id: str) -> tuple[Identity, Job]:
         if not declared(ctx):  # SEP-2575: the capability this method needs is missing
             data: dict[str, Any] = {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}
             raise MCPError(types.MISSING_REQUIRED_CLIENT_CAPABILITY, "Missing required client capability", data)
@@ -221,9 +225,9 @@ class McpTasks:
         responses = params.input_responses if isinstance(params.input_responses, dict) else {}
         answer = responses.get(approval_key(job))
         action = answer.get("action") if isinstance(answer, dict) else getattr(answer, "action", None)
-        if job["state"] == AWAITING and action in ("decline", "cancel"):
+        if job.state == AWAITING and action in ("decline", "cancel"):
             try:
-                await self.jobs.cancel(identity, job["id"], "withdrawn by the requester")
+                await self.jobs.cancel(identity, job.id, "withdrawn by the requester")
             except Conflict:  # decided meanwhile: the answer no longer applies
                 pass
         return {}  # an empty acknowledgement (`resultType: complete` on 2026-07-28, added by the SDK)
@@ -231,7 +235,7 @@ class McpTasks:
     async def cancel(self, ctx: Any, params: TaskIdParams) -> dict[str, Any]:
         identity, job = await self._job(ctx, params.task_id)
         try:
-            await self.jobs.cancel(identity, job["id"], "cancelled by the client (tasks/cancel)")
+            await self.jobs.cancel(identity, job.id, "cancelled by the client (tasks/cancel)")
         except Conflict:  # it already ended: acknowledged all the same
             pass
         return {}  # an empty acknowledgement (`resultType: complete` on 2026-07-28, added by the SDK)
