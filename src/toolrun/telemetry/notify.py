@@ -22,11 +22,34 @@ import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import quote, urlsplit
 
-if TYPE_CHECKING:
-    from ..jobrecord import Job
+from ..models import Identity
+
+
+class Job(Protocol):
+    """What a notification reads of a job (jobrecord.Job has it: this module sits below the jobs' layer)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def tool(self) -> str: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def requester(self) -> Identity: ...
+    @property
+    def approvers(self) -> tuple[str, ...]: ...
+    @property
+    def shown_args(self) -> Mapping[str, Any]: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def created(self) -> float: ...
+    @property
+    def expires_at(self) -> float | None: ...
+
 
 log = logging.getLogger("toolrun.notify")
 
