@@ -9,6 +9,7 @@ nothing is written to the user's `~/.mcp-inspector`.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -36,6 +37,15 @@ def inspector(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     cache = getattr(request.config, "cache", None)
     prefix = cache.mkdir(f"mcp-inspector-{INSPECTOR_VERSION}") if cache else tmp_path_factory.mktemp("inspector")
     executable = Path(prefix) / "node_modules" / ".bin" / "mcp-inspector"
+    # One test process at a time installs (`make test` runs these tests on several workers: two npm installs into
+    # one folder break each other, ENOENT and ENOTEMPTY).
+    with open(Path(prefix) / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _install(npm, Path(prefix), executable)
+    return executable
+
+
+def _install(npm: str, prefix: Path, executable: Path) -> None:
     if not executable.exists():
         done = subprocess.run(
             [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel=error", PACKAGE],
@@ -49,7 +59,6 @@ def inspector(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
             if os.environ.get("CI") == "true":
                 pytest.fail(message)
             pytest.skip(message)  # e.g. no network on a developer machine
-    return executable
 
 
 @dataclass
