@@ -115,3 +115,34 @@ def test_every_name_uses_only_the_characters_mcp_clients_accept() -> None:
     names = direct_names(["a.b.c", "a__b.c", "team.infra.re-start", "x." + "y" * 80])
     allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
     assert all(set(n) <= allowed and len(n) <= 64 for n in names)
+
+
+def test_a_tool_of_a_catalog_swapped_in_before_the_door_heard_of_it_is_listed_and_callable(tmp_path: Path) -> None:
+    """A reload swaps the service's catalog, then tells the MCP door (which re-indexes its direct names). A
+    tools/list or tools/call between the two failed with an opaque error naming the new key (`MCPError(0,
+    "'ops.two'")`, seen with two workers): the door now indexes again when it meets a key it has no name for."""
+    home = tmp_path / "home"
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    first = write_catalog(
+        tmp_path / "one", "version: 1\ntools:\n  - name: one\n    group: ops\n    public: true\n    exec: printf one\n"
+    )
+    service = ToolService.from_paths([str(first)], Settings.load(environ={"TOOLRUN_HOME": str(home)}))
+    door = McpDoor(service, lambda ctx: ANON, direct=True)
+    second = write_catalog(
+        tmp_path / "two",
+        "version: 1\ntools:\n  - name: one\n    group: ops\n    public: true\n    exec: printf one\n"
+        "  - name: two\n    group: ops\n    public: true\n    exec: printf two\n",
+    )
+    service.swap(
+        ToolService.from_paths([str(second)], Settings.load(environ={"TOOLRUN_HOME": str(home)})).state.catalog
+    )
+
+    async def main() -> tuple[list[str], Any]:
+        async with Client(build_server(door)) as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            return names, await client.call_tool(direct_name("ops.two"), {})
+
+    names, result = anyio.run(main)
+    assert direct_name("ops.two") in names
+    assert result.is_error is False and result.content[0].text == "two"

@@ -295,6 +295,25 @@ class McpDoor:
         self._direct_keys = direct_names(self.service.tool_keys(), chosen) if self.direct else {}
         self._direct_names = {key: name for name, key in self._direct_keys.items()}
 
+    def _name_of(self, key: str) -> str:
+        """A direct tool's MCP name. A reload swaps the service's catalog before it tells this door
+        (`catalog_changed`): a key met in between gets the names indexed again."""
+        name = self._direct_names.get(key)
+        if name is None:
+            self._index_direct_names()
+            name = self._direct_names[key]
+        return name
+
+    def _key_of(self, name: str) -> str | None:
+        """The tool key of a direct MCP name (None: no such tool), indexed again once when the name is new to it."""
+        if not self.direct:
+            return None
+        key = self._direct_keys.get(name)
+        if key is None and name not in META_TOOLS:
+            self._index_direct_names()
+            key = self._direct_keys.get(name)
+        return key
+
     def remember(self, ctx: Any) -> None:
         """Keep the caller's session, if it is a handshake-era one, for `notifications/tools/list_changed`."""
         session = getattr(ctx, "session", None)
@@ -353,7 +372,7 @@ class McpDoor:
         for tool in visible[start : start + LIST_PAGE]:
             tools.append(
                 types.Tool(
-                    name=self._direct_names[tool.key],
+                    name=self._name_of(tool.key),
                     title=tool.key,
                     description=direct_description(tool),
                     input_schema=param_schema(tool),
@@ -370,7 +389,7 @@ class McpDoor:
         if name in META_TOOLS:
             schema: dict[str, Any] = META_TOOLS[name]["schema"]
             return schema
-        key = self._direct_keys.get(name)
+        key = self._key_of(name)
         if key is None:
             return None
         tool = self.service.lookup(key)
@@ -424,7 +443,7 @@ class McpDoor:
                 return self.describe(identity, args)
             if params.name == "whoami":
                 return self.whoami(identity)
-            key = self._direct_keys.get(params.name) if self.direct else None
+            key = self._key_of(params.name)
             if key is not None and self.service.visible(identity, key) is not None:
                 return await self.run(ctx, identity, key, args, self.session_id(ctx, identity), direct=True)
             raise self.unknown_name(identity, params.name)
@@ -440,7 +459,7 @@ class McpDoor:
         A hidden tool's direct name gets the very answer a made-up name gets."""
         names = list(META_TOOLS)
         if self.direct:
-            names += [self._direct_names[t.key] for t in self.service.list(identity)]
+            names += [self._name_of(t.key) for t in self.service.list(identity)]
         return NotFound(name, difflib.get_close_matches(name, names, n=3, cutoff=0.6))
 
     async def execute(self, ctx: Any, identity: Identity, args: dict[str, Any]) -> types.CallToolResult:
