@@ -18,9 +18,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from support import jails
 from support.binaries import require_binary
 from support.catalogs import write_catalog
-from support.jails import jail_writable, need_root, open_folder
+from support.jails import jail_writable
 from support.procs import pids_matching
 from support.servers import ToolrunServer, wait_until
 from support.speedups import hold
@@ -28,18 +29,8 @@ from support.sysusers import unprivileged
 from toolrun.exec import executor, sandbox, sandboxpool
 from toolrun.models import ResourceLimits, Sandbox
 
-
-@pytest.fixture
-def base() -> Iterator[Path]:
-    yield from open_folder()
-
-
-@pytest.fixture(params=["root", "user"])
-def server(request: pytest.FixtureRequest) -> str:
-    require_binary("bwrap")
-    if request.param == "root":
-        need_root()
-    return str(request.param)
+# The sandbox fixtures (support/jails.py): `server` ("root", "user"), `base` (a folder every user may enter).
+server, base = jails.server, jails.base
 
 
 @pytest.fixture
