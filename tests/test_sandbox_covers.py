@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from support import jails
+from support.binaries import require_binary
 from support.jails import Jail
 from support.procs import pids_matching
 from support.servers import clean_env, wait_until
@@ -206,3 +207,22 @@ def test_a_folder_holding_the_catalog_beside_too_many_entries_is_a_clear_error(j
     done = jail.call("t.ls")
     assert done.returncode == 0, jails.said(done)
     assert "file1\n" in done.stdout and "tools.yaml" not in done.stdout, done.stdout
+
+
+def test_a_folder_holding_the_catalog_that_cannot_be_listed_is_a_clear_error(base: Path) -> None:
+    """A server that is not root may read its catalog in a folder it cannot list (mode 0711): the copy needs the
+    listing, so the call fails before anything runs, saying why (not a traceback)."""
+    require_binary("bwrap")
+    jails.need_root()  # the server then runs as another user, who may not list the folder
+    jail = Jail(base, "user")
+    folder = base / "cat"
+    folder.mkdir(mode=0o755)
+    catalog = folder / "tools.yaml"
+    catalog.write_text("group: t\ntools:\n  - name: ls\n    exec: ls\n    cwd: .\n    sandbox: true\n")
+    os.chmod(catalog, 0o644)
+    folder.chmod(0o711)  # others may pass through, not list (the test's server user is another user when root)
+    jail.catalog = catalog
+    done = jail.call("t.ls")
+    assert done.returncode != 0, jails.said(done)
+    assert "shows such a folder as a copy of its other entries, but it cannot be listed here" in done.stderr
+    assert "Traceback" not in done.stderr, done.stderr

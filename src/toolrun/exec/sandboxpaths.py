@@ -502,7 +502,14 @@ class _View:
         st = os.fstat(fd)
         catalog_folder = (st.st_dev, st.st_ino) in self.own.catalog_folders
         self.args += ["--perms", f"{stat.S_IMODE(st.st_mode) & 0o777:04o}", "--tmpfs", dest]
-        for name, ident, kind, target in _entries(fd, st):
+        try:
+            listed = _entries(fd, st)
+        except OSError as exc:
+            raise SandboxUnavailable(
+                f"{dest} holds toolrun's own files (catalog, env files), and a sandbox shows such a folder as a copy "
+                f"of its other entries, but it cannot be listed here ({exc.strerror})"
+            ) from None
+        for name, ident, kind, target in listed:
             if ident in self.own.objects or (catalog_folder and name.endswith((".yaml", ".yml"))):
                 continue  # toolrun's own, or a catalog file the next load reads
             where = f"{dest.rstrip('/')}/{name}"
