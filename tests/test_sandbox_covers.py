@@ -226,3 +226,20 @@ def test_a_folder_holding_the_catalog_that_cannot_be_listed_is_a_clear_error(bas
     assert done.returncode != 0, jails.said(done)
     assert "shows such a folder as a copy of its other entries, but it cannot be listed here" in done.stderr
     assert "Traceback" not in done.stderr, done.stderr
+
+
+def test_validate_catalog_warns_of_a_catalog_file_directly_in_etc(base: Path) -> None:
+    """/etc is shown whole (a copy would cost bwrap over 100 ms a call), so a catalog or env file directly in it is
+    covered by a mount over its name only: validate-catalog says so, and where to keep it instead."""
+    require_binary("bwrap")
+    jails.need_root()
+    catalog = Path("/etc") / f"toolrun-covers-{uuid.uuid4().hex[:8]}.yaml"
+    catalog.write_text("group: t\ntools:\n  - name: boxed\n    exec: echo hi\n    sandbox: true\n")
+    try:
+        jail = Jail(base, "root")
+        jail.catalog = catalog
+        done = jail.validate()
+    finally:
+        catalog.unlink()
+    assert f"{catalog} lies directly in /etc, which every sandbox shows" in done.stdout, jails.said(done)
+    assert "keep it in a folder of its own, such as /etc/toolrun/" in done.stdout

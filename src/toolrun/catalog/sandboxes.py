@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Problem
-from ..exec.sandbox import SANDBOX_USER, engine, hide, holds_root, refused_path, resolve_path
+from ..exec.sandbox import SANDBOX_USER, SYSTEM_READ_ONLY, engine, hide, holds_root, refused_path, resolve_path
 from ..models import Sandbox, ToolSpec
 from .loadcontext import Declared, LoadContext
 
@@ -163,9 +163,31 @@ def resolve(
     _host_warnings(boxed, probe, problems)
     _shared_user_errors(boxed, [t for t in out.values() if t.sandbox is None and t.user], problems)
     if probe:
+        _system_file_warnings(boxed, tools, problems)
         _shared_warnings(boxed, problems)
         _unsandboxed_cwd_warnings(boxed, [t for t in out.values() if t.sandbox is None and t.cwd], problems)
     return out
+
+
+def _system_file_warnings(boxed: list[ToolSpec], tools: dict[str, ToolSpec], problems: list[Problem]) -> None:
+    """validate-catalog: a catalog file or env file directly in /etc or /usr, which every sandbox shows. A folder
+    holding toolrun's files is shown as a copy without them, but /etc itself is shown whole: such a file is covered
+    by a mount over its name only, and replacing it by rename while a sandboxed call runs shows that call the new
+    file (docs/security.md)."""
+    if not boxed:
+        return
+    said: set[str] = set()
+    for t in tools.values():
+        for path in (t.file, t.env_file):
+            real = os.path.realpath(path) if path else ""
+            if real and real not in said and os.path.dirname(real) in SYSTEM_READ_ONLY:
+                said.add(real)
+                message = (
+                    f"{real} lies directly in {os.path.dirname(real)}, which every sandbox shows: replaced by rename "
+                    "while a sandboxed call runs, it shows there (keep it in a folder of its own, such as "
+                    "/etc/toolrun/)"
+                )
+                problems.append(Problem(t.file, t.line, t.col, t.key, message, "warning"))
 
 
 def _shared_warnings(boxed: list[ToolSpec], problems: list[Problem]) -> None:
