@@ -108,3 +108,22 @@ def test_a_tool_of_another_user_reaches_no_waiting_or_running_jail(base: Path) -
         assert word not in spied, spied
     assert after == "hi\n", after
     assert "slept" in slow["out"], slow
+
+
+def test_a_tool_without_a_sandbox_may_not_share_a_sandboxed_tools_own_user(base: Path) -> None:
+    """The same holds for a sandboxed tool's own `user:` (its jails belong to that user), whoever the server runs as;
+    a tool without a sandbox and with a user no sandboxed tool runs as is fine."""
+    jail = Jail(base, "root")
+    jail.write(
+        "group: t\ntools:\n  - name: boxed\n    exec: echo hi\n    user: daemon\n    sandbox: true\n"
+        "  - name: plain\n    exec: echo hi\n    user: daemon\n"
+    )
+    done = jail.validate()
+    assert done.returncode != 0, said(done)
+    assert "t.plain: it runs as daemon without a sandbox, the user sandboxed tool t.boxed runs as" in said(done)
+    jail.write(
+        "group: t\ntools:\n  - name: boxed\n    exec: echo hi\n    user: daemon\n    sandbox: true\n"
+        "  - name: plain\n    exec: echo hi\n    user: bin\n"
+    )
+    done = jail.validate()
+    assert "without a sandbox, the user sandboxed tool" not in said(done), said(done)
