@@ -243,3 +243,22 @@ def test_validate_catalog_warns_of_a_catalog_file_directly_in_etc(base: Path) ->
         catalog.unlink()
     assert f"{catalog} lies directly in /etc, which every sandbox shows" in done.stdout, jails.said(done)
     assert "keep it in a folder of its own, such as /etc/toolrun/" in done.stdout
+
+
+def test_a_writable_path_inside_a_copied_folder_stays_writable(jail: Jail) -> None:
+    """The copy is made before the profile's own paths are bound: a `writable` folder beside the catalog (inside the
+    `cwd: .` shown as a copy) is bound over the copy's entry, and writes reach the host."""
+    folder = jail.base / "cat"
+    folder.mkdir(mode=0o755)
+    out = jail.writable("cat/out")
+    catalog = folder / "tools.yaml"
+    catalog.write_text(
+        "group: t\ntools:\n  - name: keep\n    exec: echo kept > out/note && cat out/note && ls\n    cwd: .\n"
+        f"    sandbox: {{writable: [{out}]}}\n"
+    )
+    os.chmod(catalog, 0o644)
+    jail.catalog = catalog
+    done = jail.call("t.keep")
+    assert done.returncode == 0, jails.said(done)
+    assert done.stdout.split() == ["kept", "out"], done.stdout  # tools.yaml is not there
+    assert (out / "note").read_text() == "kept\n"
