@@ -20,6 +20,7 @@ would follow it. So at each call, and never from a cache:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import fcntl
@@ -576,7 +577,8 @@ def _entries(fd: int, st: os.stat_result) -> list[tuple[str, Ident, str, str]]:
     found.sort()
     if time.time_ns() - st.st_mtime_ns > 1_000_000_000:  # not changed within the last second
         if len(_LISTED) >= 64:
-            _LISTED.pop(next(iter(_LISTED)))
+            with contextlib.suppress(KeyError, RuntimeError, StopIteration):  # calls in other threads list too
+                _LISTED.pop(next(iter(_LISTED)))
         _LISTED[key] = found
     return found
 
