@@ -143,8 +143,12 @@ def binds(runs: int) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "a" / "b"
-        for name in ("r1", "r2", "w", "cwd", "catalogs"):
+        for name in ("r1", "r2", "w", "cwd", "catalogs", "beside"):
             (base / name).mkdir(parents=True)
+        for i in range(10):  # a cwd holding its catalog file beside 10 scripts: shown as a copy of the 10
+            (base / "beside" / f"script{i}.sh").write_text("echo hi\n")
+        beside = [str(base / "beside" / "tools.yaml")]
+        Path(beside[0]).write_text("group: g\n")
         loaded = [str(base / "catalogs" / f"tools{i}.yaml") for i in range(200)]  # catalog files a load read
         for path in loaded:
             Path(path).write_text("group: g\n")
@@ -153,13 +157,14 @@ def binds(runs: int) -> None:
             "no bound path": ((), (), None, []),
             "2 readable, 1 writable, a cwd": ((f"{base}/r1", f"{base}/r2"), (f"{base}/w",), f"{base}/cwd", []),
             "a cwd holding 200 catalog files": ((), (), f"{base}/catalogs", loaded),
+            "a cwd: its catalog and 10 files": ((), (), f"{base}/beside", beside),
         }
         print(f"\n{'bound paths':32s} {'median us':>10s} {'p90 us':>8s}")
         for name, (readable, writable, cwd, files) in shapes.items():
             times = []
             for _ in range(runs):
                 started = time.perf_counter()
-                opened = open_binds(readable, writable, cwd, private, True, files)
+                opened = open_binds(readable, writable, cwd, private, True, files, (), sandbox.SYSTEM_READ_ONLY)
                 times.append(time.perf_counter() - started)
                 opened.close()
             times.sort()

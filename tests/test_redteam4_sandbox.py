@@ -53,7 +53,8 @@ def test_validate_catalog_warns_of_an_unsandboxed_tool_running_as_a_sandboxed_to
     nobody` (which the docs once suggested for fork-heavy tools) is `nobody` on the host, outside every namespace: it
     wrote its own command into a jail waiting in the pool (`/proc/<waiter>/fd/0`), and the next call of the
     sandboxed tool ran it: it read that call's environment (an `API_TOKEN`) and answered in its place. Without the
-    pool it reads a running call's environment and traces it. validate-catalog said nothing; it warns now."""
+    pool it reads a running call's environment and traces it. validate-catalog said nothing; it warned, and now
+    refuses it (test_sandbox_own_user.py)."""
     require_binary("bwrap")
     need_root()
     jail = Jail(base, "root")
@@ -63,10 +64,9 @@ def test_validate_catalog_warns_of_an_unsandboxed_tool_running_as_a_sandboxed_to
         "  - name: own\n    exec: echo mine\n    user: daemon\n"
     )
     done = jail.validate()
-    assert "t.forks: warning: it runs as nobody without a sandbox, the user sandboxed tool t.boxed runs as" in said(
-        done
-    )
-    assert "t.own: warning: it runs as" not in said(done), said(done)
+    assert done.returncode != 0, said(done)
+    assert "t.forks: it runs as nobody without a sandbox, the user sandboxed tool t.boxed runs as" in said(done)
+    assert "t.own: it runs as" not in said(done), said(done)
 
 
 def test_a_covered_file_replaced_after_a_jail_was_prepared_stays_covered(server: str, base: Path) -> None:

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Problem
-from ..exec.sandbox import SANDBOX_USER, engine, hide, holds_root, refused_path, resolve_path
+from ..exec.sandbox import SANDBOX_USER, SYSTEM_READ_ONLY, engine, hide, holds_root, refused_path, resolve_path
 from ..models import Sandbox, ToolSpec
 from .loadcontext import Declared, LoadContext
 
@@ -161,11 +161,33 @@ def resolve(
     # The catalog files and env files: hidden from every sandbox (other tools' `env:` values, the sandboxes).
     hide({*(t.file for t in tools.values()), *(t.env_file for t in tools.values()), *(d.file for d in declared)})
     _host_warnings(boxed, probe, problems)
+    _shared_user_errors(boxed, [t for t in out.values() if t.sandbox is None and t.user], problems)
     if probe:
+        _system_file_warnings(boxed, tools, problems)
         _shared_warnings(boxed, problems)
         _unsandboxed_cwd_warnings(boxed, [t for t in out.values() if t.sandbox is None and t.cwd], problems)
-        _shared_user_warnings(boxed, [t for t in out.values() if t.sandbox is None and t.user], problems)
     return out
+
+
+def _system_file_warnings(boxed: list[ToolSpec], tools: dict[str, ToolSpec], problems: list[Problem]) -> None:
+    """validate-catalog: a catalog file or env file directly in /etc or /usr, which every sandbox shows. A folder
+    holding toolrun's files is shown as a copy without them, but /etc itself is shown whole: such a file is covered
+    by a mount over its name only, and replacing it by rename while a sandboxed call runs shows that call the new
+    file (docs/security.md)."""
+    if not boxed:
+        return
+    said: set[str] = set()
+    for t in tools.values():
+        for path in (t.file, t.env_file):
+            real = os.path.realpath(path) if path else ""
+            if real and real not in said and os.path.dirname(real) in SYSTEM_READ_ONLY:
+                said.add(real)
+                message = (
+                    f"{real} lies directly in {os.path.dirname(real)}, which every sandbox shows: replaced by rename "
+                    "while a sandboxed call runs, it shows there (keep it in a folder of its own, such as "
+                    "/etc/toolrun/)"
+                )
+                problems.append(Problem(t.file, t.line, t.col, t.key, message, "warning"))
 
 
 def _shared_warnings(boxed: list[ToolSpec], problems: list[Problem]) -> None:
@@ -202,11 +224,13 @@ def _unsandboxed_cwd_warnings(boxed: list[ToolSpec], plain: list[ToolSpec], prob
             problems.append(Problem(t.file, t.line, t.col, t.key, message, "warning"))
 
 
-def _shared_user_warnings(boxed: list[ToolSpec], plain: list[ToolSpec], problems: list[Problem]) -> None:
-    """validate-catalog: a tool without a sandbox that runs as the user a sandboxed tool runs as (its `user:`, or
-    SANDBOX_USER for a root server's tool without one). On the host it is that user, outside every namespace: it can
-    read a sandboxed call's environment, write to its pipes and trace it, and give a jail waiting for its call (the
-    jail pool) its own command: it reads that call's words (secrets included) and answers in its place."""
+def _shared_user_errors(boxed: list[ToolSpec], plain: list[ToolSpec], problems: list[Problem]) -> None:
+    """A load error: a tool without a sandbox whose `user:` is the user a sandboxed tool runs as (its `user:`, or
+    SANDBOX_USER for a root server's tool without one). On the host it would be that user, outside every namespace,
+    and so own the user namespace of every such jail (the kernel then grants it every capability there: being
+    non-dumpable protects nothing): it could read a sandboxed call's environment, write to its pipes and trace it,
+    and give a jail waiting for its call (the jail pool) its own command, which reads that call's words (secrets
+    included) and answers in its place."""
     as_root = os.geteuid() == 0
     users: dict[str, str] = {}
     for t in boxed:
@@ -217,11 +241,11 @@ def _shared_user_warnings(boxed: list[ToolSpec], plain: list[ToolSpec], problems
         key = users.get(t.user or "")
         if key is not None:
             message = (
-                f"it runs as {t.user} without a sandbox, the user sandboxed tool {key} runs as: on the host it can "
-                f"read {key}'s calls (their environment, stdin and output) and take them over, waiting jails "
-                "included (give one of them a user of its own)"
+                f"it runs as {t.user} without a sandbox, the user sandboxed tool {key} runs as: on the host it could "
+                f"read {key}'s calls (their environment, stdin and output), trace them and take them over, waiting "
+                f"jails included; give it another `user:` (one no sandboxed tool runs as), or a sandbox"
             )
-            problems.append(Problem(t.file, t.line, t.col, t.key, message, "warning"))
+            problems.append(Problem(t.file, t.line, t.col, t.key, message))
 
 
 def _host_warnings(boxed: list[ToolSpec], probe: bool, problems: list[Problem]) -> None:

@@ -9,9 +9,10 @@ A tool with `sandbox:` runs as `bwrap <jail> -- /bin/sh -c <command>`. The jail 
   urandom only; /proc is the sandbox's own (it shows the sandbox's processes only);
 - nothing of toolrun's own (config, data, cache dirs: the key store, the state file; the config file,
   the audit log; the catalog and env files): the paths a profile binds are opened at each call without
-  following links, checked by device and inode, and bound by descriptor (sandboxpaths.py); where a
-  `readable` path or the `cwd` contains one of toolrun's, or /etc and /usr do (a catalog in /etc/toolrun), it is
-  covered by an empty read-only tmpfs (a directory) or /dev/null (a file); a bound path inside one, or a
+  following links, checked by device and inode, and bound by descriptor (sandboxpaths.py); a folder that holds
+  one of toolrun's, in a `readable` path or the `cwd` or in /etc and /usr (a catalog in /etc/toolrun), is shown as a
+  copy (a tmpfs of the jail's own holding binds of its other entries: a file renamed over one of toolrun's on the
+  host changes nothing the jail shows; sandboxpaths._View); a bound path inside one, or a
   `writable` path that holds one (or where one not made yet would be made), fails the call;
 - never root: a root server's tool without `user:` runs as SANDBOX_USER (setpriv before bwrap, which then
   makes an unprivileged user namespace); `user: root` is refused. /proc is read-only as a whole (bwrap
@@ -44,7 +45,6 @@ import functools
 import json
 import os
 import shutil
-import stat
 import subprocess
 import time
 from collections.abc import Iterable, Mapping
@@ -306,14 +306,14 @@ def _base_args(box: Sandbox) -> list[str]:
 def jail_args(box: Sandbox, cwd: str | None, binds: Binds) -> tuple[str, ...]:
     """bwrap's options (everything before `--seccomp`) for `box` and a tool's `cwd`, with the paths of `binds`
     (opened and checked at this call) bound by descriptor."""
-    args = _base_args(box)
+    args = [*_base_args(box), *binds.views]  # folders that hold toolrun's files, as copies, before what lies inside
     for path, flag, number in binds.args:
         args += [flag, str(number), path]
     if box.network == "host":
         resolv = os.path.realpath("/etc/resolv.conf")  # often a link into /run (systemd-resolved): DNS needs it
         if not _inside(resolv, ["/etc", *binds.paths]):
             args += ["--ro-bind-try", resolv, resolv]
-    for path, is_dir in (*binds.masks, *_system_masks(binds.masks)):
+    for path, is_dir in binds.masks:  # toolrun's files directly in /etc or /usr (docs/security.md: what remains)
         cover = ["--perms", "0000", "--tmpfs", path, "--remount-ro", path]
         args += cover if is_dir else ["--ro-bind", "/dev/null", path]
     return (*args, "--remount-ro", "/", "--chdir", cwd or "/tmp")
@@ -322,29 +322,6 @@ def jail_args(box: Sandbox, cwd: str | None, binds: Binds) -> tuple[str, ...]:
 def _system_roots() -> tuple[str, ...]:
     """The host folders every sandbox shows at their own names: /usr, /etc, and /bin, /lib... where not links."""
     return (*SYSTEM_READ_ONLY, *(p for p in SYSTEM_LINKS if not os.path.islink(p) and os.path.isdir(p)))
-
-
-@functools.lru_cache(maxsize=8)
-def _in_system(paths: frozenset[str], roots: tuple[str, ...]) -> tuple[str, ...]:
-    """The real paths of `paths` that lie inside `roots` (sorted: a folder before what lies inside it)."""
-    return tuple(sorted({real for p in paths if _inside(real := os.path.realpath(p), roots)}))
-
-
-def _system_masks(bound: Iterable[tuple[str, bool]]) -> list[tuple[str, bool]]:
-    """Covers for toolrun's own files and folders inside the system folders every sandbox shows (the docs keep the
-    catalog in /etc/toolrun): the config, data and cache folders, the config file and audit log, the catalog and env
-    files; none already covered in `bound`, none inside a folder covered here."""
-    found: list[tuple[str, bool]] = []
-    covered = {path for path, _ in bound}
-    for real in _in_system(frozenset((*private_paths(), *HIDDEN_FILES)), _system_roots()):
-        if real in covered or _inside(real, [p for p, is_dir in found if is_dir]):
-            continue
-        try:
-            info = os.lstat(real)
-        except OSError:
-            continue  # not made yet
-        found.append((real, stat.S_ISDIR(info.st_mode)))
-    return found
 
 
 class Launch:
@@ -555,7 +532,14 @@ def plan(box: Sandbox, cwd: str | None, user: str | None, key: str = "") -> Plan
     renumbered = uses_posix_spawn()
     try:
         binds = open_binds(
-            box.readable, box.writable, cwd, private_paths(), renumbered, HIDDEN_FILES, tuple(_CATALOG_PATHS)
+            box.readable,
+            box.writable,
+            cwd,
+            private_paths(),
+            renumbered,
+            HIDDEN_FILES,
+            tuple(_CATALOG_PATHS),
+            _system_roots(),
         )
     except SandboxUnavailable as exc:
         raise SandboxUnavailable(_refusal(key, str(exc))) from None

@@ -10,7 +10,7 @@ would follow it. So at each call, and never from a cache:
 - the opened object is checked by device and inode, not by name, against toolrun's own files and folders (the
   config, data and cache folders, the config file, the audit log, the catalog and env files): a bound path that is
   one of them, or lies inside one, fails the call; so does a `writable` path that holds one; a `readable` path or
-  `cwd` that holds one gets it covered;
+  `cwd` that holds one, and each folder between it and toolrun's file, is shown as a copy without it (`_View`);
 - bwrap binds the descriptor (`--ro-bind-fd`, `--bind-fd`). bwrap 0.8 turns that descriptor back into the object's
   current name (realpath of /proc/self/fd/N) and mounts the name, so a name swapped in that window could still be
   mounted instead: the tool's shell, before anything else, compares each bound path with a second descriptor of the
@@ -20,6 +20,7 @@ would follow it. So at each call, and never from a cache:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import fcntl
@@ -48,8 +49,12 @@ Ident = tuple[int, int]
 # time, real path, the files asked for) -> (their identities, the folders above them, those not made yet).
 _SCANNED: dict[
     tuple[int, int, int, str, tuple[str, ...]],
-    tuple[dict[Ident, str], dict[Ident, list[tuple[str, int, bool]]], dict[Ident, str]],
+    tuple[dict[Ident, str], dict[Ident, list[tuple[str, int, bool]]], dict[Ident, str], set[Ident]],
 ] = {}
+# A folder's entries as an earlier call listed them (see _entries): (device, inode, modification time) -> (name,
+# device, inode, kind) of each, kind "l" (a link: its target), "d" or "f".
+_LISTED: dict[tuple[int, int, int], list[tuple[str, Ident, str, str]]] = {}
+MAX_SHOWN = 32  # entries a call may show of the folders that hold toolrun's files (each is one bind, bench/sandbox.py)
 
 
 class _OpenHow(ctypes.Structure):
@@ -130,6 +135,9 @@ class Own:
     # A folder -> one of toolrun's own not made yet that would lie inside it (a writable path there could make it),
     # or a catalog folder's next catalog file.
     future: dict[Ident, str] = field(default_factory=dict)
+    # Every folder that holds one of them, at any depth: a sandbox shows such a folder as a copy of its other entries.
+    holders: set[Ident] = field(default_factory=set)
+    catalog_folders: set[Ident] = field(default_factory=set)  # folders the server loads every *.yaml / *.yml of
 
     @classmethod
     def of(
@@ -146,6 +154,9 @@ class Own:
         for path in folders_loaded:  # catalog folders: no writable path may add a catalog file to one
             if os.path.isdir(path):
                 own._add_future(os.path.join(path, "*.yaml"))
+                idents = _real_folder(path)[1]  # the folder, and those above it: shown as copies without catalogs
+                own.catalog_folders.add(idents[0])
+                own.holders.update(idents)
         folders: dict[str, tuple[str, list[Ident]]] = {}  # a folder's name -> its real path and the idents above
         for path in private:
             own._add(path, folders)
@@ -176,13 +187,14 @@ class Own:
             scan = Own()
             for path in paths:
                 scan._add(path, folders)  # every folder above: the cache serves any `near`
-            found = (scan.objects, scan.above, scan.future)
+            found = (scan.objects, scan.above, scan.future, scan.holders)
             if key is not None and time.time_ns() - key[2] > 1_000_000_000:  # not changed within the last second
                 if len(_SCANNED) >= 64:
                     _SCANNED.pop(next(iter(_SCANNED)))
                 _SCANNED[key] = found
-        objects, above_found, future = found
+        objects, above_found, future, holders = found
         self.objects.update(objects)
+        self.holders.update(holders)
         for ident, entries in above_found.items():
             if near is None or ident in near:
                 self.above.setdefault(ident, []).extend(entries)
@@ -210,6 +222,7 @@ class Own:
         real = os.path.join(real_folder, base)
         self.objects[(st.st_dev, st.st_ino)] = real
         is_dir = stat.S_ISDIR(st.st_mode)
+        self.holders.update(above)
         for depth, ident in enumerate(above, 1):
             if near is None or ident in near:
                 self.above.setdefault(ident, []).append((real, depth, is_dir))
@@ -246,10 +259,11 @@ def _real_folder(folder: str) -> tuple[str, list[Ident]]:
 class Binds:
     """The checked paths of one call: bwrap's (dest, flag, descriptor number) triples, the covers, the descriptors."""
 
-    args: list[tuple[str, str, int]] = field(default_factory=list)
+    args: list[tuple[str, str, int]] = field(default_factory=list)  # bound paths the shell checks (verify)
     verify: list[tuple[str, int]] = field(default_factory=list)  # (bound path, the number of its second descriptor)
     paths: list[str] = field(default_factory=list)
-    masks: list[tuple[str, bool]] = field(default_factory=list)
+    masks: list[tuple[str, bool]] = field(default_factory=list)  # covers of toolrun's files directly in /etc, /usr
+    views: list[str] = field(default_factory=list)  # bwrap's options showing folders that hold toolrun's files
     checks: list[int] = field(default_factory=list)  # the shell's descriptors: 4, 5... in the child
     idents: list[Ident] = field(default_factory=list)  # the bound objects' device and inode (a pooled jail's key)
     fds: list[int] = field(default_factory=list)  # bwrap's: after its filter and status descriptors
@@ -287,38 +301,48 @@ def open_binds(
     renumbered: bool,
     files: Iterable[str] = (),
     catalogs: Iterable[str] = (),
+    system: Iterable[str] = (),
 ) -> Binds:
     """Open and check every path `box` binds (see the module's doc) against toolrun's `private` folders and files and
     the catalog and env `files` (and the catalog folders loaded, `catalogs`: no writable path may be or hold one);
     SandboxUnavailable (the reason, to go after "runs in a sandbox, and") when one
-    cannot be bound safely, FileNotFoundError for a missing `cwd`."""
+    cannot be bound safely, FileNotFoundError for a missing `cwd`. `system`: the host folders every sandbox shows
+    whole (/usr, /etc): the folders inside them that hold toolrun's files are shown as copies (`_View`)."""
     wanted = [(p, "readable") for p in readable] + [(p, "writable") for p in writable]
     if cwd is not None:
         wanted.append((cwd, "cwd"))
     opened: list[_Opened] = []
+    roots: list[_Opened] = []
     try:
         for path, kind in wanted:
             item = _open_one(path, kind)
             if item is not None:
                 opened.append(item)
+        for path in system:
+            item = _open_one(path, "system")
+            if item is not None:
+                roots.append(item)
         # A catalog or env file matters where it lies under a bound folder, or is a bound file itself.
-        near = None if any(i.is_file for i in opened) else {i.ident for i in opened}
+        near = None if any(i.is_file for i in opened) else {i.ident for i in (*opened, *roots)}
         own = Own.of(private, files, near, catalogs)
         for item in opened:
             _check(item.path, item.kind, item.ident, item.ancestry, own)
-        return _binds(opened, own, renumbered)
+        return _binds(opened, own, renumbered, roots)
     except BaseException:
         for item in opened:
             if item.fd >= 0:
                 os.close(item.fd)
         raise
+    finally:
+        for item in roots:
+            os.close(item.fd)
 
 
 def _open_one(path: str, kind: str) -> _Opened | None:
     try:
         fd = open_nofollow(path)
     except OSError as exc:
-        if exc.errno == errno.ENOENT and kind == "readable":
+        if exc.errno == errno.ENOENT and kind in ("readable", "system"):
             return None  # a readable path missing here is left out, as ever
         if exc.errno == errno.ENOENT and kind == "cwd":
             raise FileNotFoundError(errno.ENOENT, "No such file or directory", path) from None
@@ -326,7 +350,7 @@ def _open_one(path: str, kind: str) -> _Opened | None:
     try:
         st = os.fstat(fd)
         ident = (st.st_dev, st.st_ino)
-        ancestry = _ancestry(fd, path)
+        ancestry = _ancestry(fd, path) if kind != "system" else []
     except BaseException:
         os.close(fd)
         raise
@@ -366,9 +390,10 @@ def _check(path: str, kind: str, ident: Ident, ancestry: list[Ident], own: Own) 
         )
 
 
-def _binds(opened: list[_Opened], own: Own, renumbered: bool) -> Binds:
-    """bwrap's binds of the `opened` paths (a parent before what lies inside it), and the covers of what they hold
-    of toolrun's. The cwd is bound only when no other bound path shows it already (a writable cwd stays writable)."""
+def _binds(opened: list[_Opened], own: Own, renumbered: bool, roots: list[_Opened]) -> Binds:
+    """bwrap's binds of the `opened` paths (a parent before what lies inside it); a `readable` path or the cwd that
+    holds toolrun's files, and a folder of a system `roots` one that does, is shown as a copy (`_view`). The cwd is
+    bound only when no other bound path shows it already (a writable cwd stays writable)."""
     shown = {item.ident for item in opened if item.kind != "cwd"}
     kept = [i for i in opened if i.kind != "cwd" or (i.ident not in shown and not shown.intersection(i.ancestry))]
     for item in opened:
@@ -385,24 +410,177 @@ def _binds(opened: list[_Opened], own: Own, renumbered: bool) -> Binds:
         raise SandboxUnavailable(
             "this host's C library has no posix_spawn with closefrom, which a sandbox with bound paths needs"
         )
-    binds = Binds()
-    count = len(kept)
-    base = FIRST_FD + 2 * count + 2
-    for index, item in enumerate(kept):
-        fd = fcntl.fcntl(item.fd, fcntl.F_DUPFD_CLOEXEC, base)
-        os.close(item.fd)
-        item.fd = fd
-        binds.fds.append(fd)
-        binds.checks.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, base))
-        binds.args.append((item.path, _FLAGS[item.kind], FIRST_FD + count + 2 + index))
-        binds.verify.append((item.path, FIRST_FD + index))
-        binds.paths.append(item.path)
-        binds.idents.append(item.ident)
-        if item.kind != "writable":
-            for real, depth, is_dir in own.above.get(item.ident, ()):
-                rest = "/".join(real.split("/")[-depth:])
-                binds.masks.append((f"{item.path.rstrip('/')}/{rest}", is_dir))
+    copied = [i for i in kept if i.kind != "writable" and not i.is_file and i.ident in own.holders]
+    plain = [i for i in kept if i not in copied]
+    view = _View(own, FIRST_FD + 2 * len(plain) + 2)
+    try:
+        for root in roots:
+            view.system(root)
+        for item in copied:
+            view.copy(item.fd, item.path, None)
+            view.idents.append(item.ident)
+            view.paths.append(item.path)
+    except BaseException:
+        view.close()
+        raise
+    finally:
+        for item in copied:
+            os.close(item.fd)
+            item.fd = -1
+    binds = Binds(masks=view.masks, views=view.args, paths=view.paths)
+    found = [item.fd for item in plain] + view.fds
+    try:
+        base = FIRST_FD + 2 * len(found) + 2
+        for index, item in enumerate(plain):
+            binds.checks.append(fcntl.fcntl(item.fd, fcntl.F_DUPFD_CLOEXEC, base))
+            binds.args.append((item.path, _FLAGS[item.kind], FIRST_FD + len(plain) + 2 + index))
+            binds.verify.append((item.path, FIRST_FD + index))
+            binds.paths.append(item.path)
+            binds.idents.append(item.ident)
+        for fd in found:
+            binds.fds.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, base))
+    except BaseException:
+        binds.close()
+        raise
+    finally:
+        for fd in found:
+            os.close(fd)
+        for item in plain:
+            item.fd = -1
+    binds.idents += view.idents
     return binds
+
+
+class _View:
+    """bwrap's options showing folders that hold toolrun's files as copies: a folder of the jail's own (an empty
+    tmpfs), in which each entry but toolrun's (its catalog and env files, its folders) is bound by descriptor (a
+    link is made anew, pointing where the host's does), and each entry holding one of toolrun's files is such a copy
+    in turn. Nothing in a copy is a host folder's entry: an operator who renames a new catalog file over the old one
+    (an editor's save, `sed -i`) changes no name the jail shows, so the call sees neither the old file nor the new.
+    `first`: the number bwrap's first entry descriptor has in the child."""
+
+    def __init__(self, own: Own, first: int) -> None:
+        self.own, self.first = own, first
+        self.args: list[str] = []
+        self.fds: list[int] = []
+        self.idents: list[Ident] = []
+        self.paths: list[str] = []
+        self.masks: list[tuple[str, bool]] = []
+        self.left = MAX_SHOWN
+
+    def close(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = []
+
+    def system(self, root: _Opened) -> None:
+        """The folders of `root` (/etc, /usr: shown whole, at their own names) that hold toolrun's files, as copies
+        (their entries bound by name: only root may change a system folder); toolrun's files directly in `root`
+        are covered (a mount over the name)."""
+        if root.ident not in self.own.holders:
+            return
+        done: set[str] = set()
+        for real, depth, is_dir in self.own.above.get(root.ident, ()):
+            name = real.split("/")[-depth]
+            if depth == 1:
+                self.masks.append((real, is_dir))
+            elif name not in done:
+                done.add(name)
+                try:
+                    fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=root.fd)
+                except OSError as exc:
+                    raise SandboxUnavailable(
+                        f"{root.path}/{name} holds toolrun's own {real} and cannot be opened here ({exc.strerror})"
+                    ) from None
+                try:
+                    self.copy(fd, f"{root.path}/{name}", f"{root.path}/{name}")
+                finally:
+                    os.close(fd)
+
+    def copy(self, fd: int, dest: str, source: str | None) -> None:
+        """Show the folder of `fd` at `dest` as a copy; `source`: its name, to bind its entries by (None: by
+        descriptor)."""
+        st = os.fstat(fd)
+        catalog_folder = (st.st_dev, st.st_ino) in self.own.catalog_folders
+        self.args += ["--perms", f"{stat.S_IMODE(st.st_mode) & 0o777:04o}", "--tmpfs", dest]
+        try:
+            listed = _entries(fd, st)
+        except OSError as exc:
+            raise SandboxUnavailable(
+                f"{dest} holds toolrun's own files (catalog, env files), and a sandbox shows such a folder as a copy "
+                f"of its other entries, but it cannot be listed here ({exc.strerror})"
+            ) from None
+        for name, ident, kind, target in listed:
+            if ident in self.own.objects or (catalog_folder and name.endswith((".yaml", ".yml"))):
+                continue  # toolrun's own, or a catalog file the next load reads
+            where = f"{dest.rstrip('/')}/{name}"
+            if kind == "l":
+                self.args += ["--symlink", target, where]
+                continue
+            self.left -= 1
+            if self.left < 0:
+                raise SandboxUnavailable(
+                    f"{dest} holds toolrun's own files (catalog, env files) beside more than {MAX_SHOWN} other "
+                    "entries, and a sandbox shows such a folder as a copy of at most that many: keep catalog and env "
+                    "files in a folder of their own"
+                )
+            if kind == "d" and ident in self.own.holders:
+                sub = _open_entry(fd, name, ident, dest)
+                try:
+                    self.copy(sub, where, None if source is None else f"{source}/{name}")
+                finally:
+                    os.close(sub)
+            elif source is not None:
+                self.args += ["--ro-bind", f"{source}/{name}", where]
+                self.idents.append(ident)
+            else:
+                self.fds.append(_open_entry(fd, name, ident, dest))
+                self.args += ["--ro-bind-fd", str(self.first + len(self.fds) - 1), where]
+                self.idents.append(ident)
+        self.args += ["--remount-ro", dest]
+
+
+def _open_entry(folder: int, name: str, ident: Ident, dest: str) -> int:
+    """An O_PATH descriptor of `name` in `folder`, which must still be the object listed (`ident`)."""
+    try:
+        fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+    except OSError as exc:
+        raise SandboxUnavailable(f"{dest}/{name} changed while the sandbox was set up ({exc.strerror})") from None
+    st = os.fstat(fd)
+    if (st.st_dev, st.st_ino) != ident:
+        os.close(fd)
+        raise SandboxUnavailable(f"{dest}/{name} changed while the sandbox was set up")
+    return fd
+
+
+def _entries(fd: int, st: os.stat_result) -> list[tuple[str, Ident, str, str]]:
+    """(name, identity, kind: "l" a link, "d" a folder, "f" anything else; a link's target) of each entry of the
+    folder of `fd`, sorted; the same as an earlier call found when the folder has not changed since (its device,
+    inode and modification time, not modified in the second before that listing)."""
+    key = (st.st_dev, st.st_ino, st.st_mtime_ns)
+    found = _LISTED.get(key)
+    if found is not None:
+        return found
+    listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+    found = []
+    try:
+        with os.scandir(listing) as entries:
+            for entry in entries:
+                info = entry.stat(follow_symlinks=False)
+                ident = (info.st_dev, info.st_ino)
+                if stat.S_ISLNK(info.st_mode):
+                    found.append((entry.name, ident, "l", os.readlink(entry.name, dir_fd=listing)))
+                else:
+                    found.append((entry.name, ident, "d" if stat.S_ISDIR(info.st_mode) else "f", ""))
+    finally:
+        os.close(listing)
+    found.sort()
+    if time.time_ns() - st.st_mtime_ns > 1_000_000_000:  # not changed within the last second
+        if len(_LISTED) >= 64:
+            with contextlib.suppress(KeyError, RuntimeError, StopIteration):  # calls in other threads list too
+                _LISTED.pop(next(iter(_LISTED)))
+        _LISTED[key] = found
+    return found
 
 
 def checked(binds: Binds, said: str = "ok", keep: bool = False) -> str:

@@ -40,7 +40,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
 
 from .. import speedups
 from ..errors import SandboxUnavailable
@@ -71,7 +71,7 @@ class Jail:
     def __init__(self, digest: str, pid: int, stdin: int, out: int, err: int, launch: _sandbox.Launch) -> None:
         self.digest, self.pid, self.stdin, self.out, self.err, self.launch = digest, pid, stdin, out, err, launch
         self.born = time.monotonic()
-        self.after: tuple[Any, ...] | None = None  # the refill to schedule once its call is over (`finished`)
+        self.after: Refill | None = None  # the refill to schedule once its call is over (`finished`)
 
     def alive(self) -> bool:
         """Not known to be gone: the waiter has not closed the channel (it holds it until it runs the call)."""
@@ -92,6 +92,32 @@ class Jail:
             os.close(fd)
         self.launch.close()
         _DYING.append(self.pid)
+
+
+@dataclass(slots=True)
+class Refill:
+    """What refilling a profile's jails after a call needs: the digest they are for (`wanted`), what `sandbox.plan`
+    takes to plan each again (the call's profile, cwd, user and tool key, and the setpriv of a tool's `user:`), and
+    `spare`, a plan checked at that call that no jail was started with: the first new jail takes its descriptors,
+    else `close` closes them."""
+
+    wanted: str
+    box: Sandbox
+    cwd: str | None
+    user: str | None
+    user_prefix: tuple[str, ...]
+    key: str
+    spare: _sandbox.Plan | None
+
+    def plan(self) -> _sandbox.Plan:
+        """The spare plan (once), else one made now."""
+        found, self.spare = self.spare, None
+        return found or _sandbox.plan(self.box, self.cwd, self.user, self.key)
+
+    def close(self) -> None:
+        if self.spare is not None:
+            self.spare.binds.close()
+            self.spare = None
 
 
 def _kill(pgid: int) -> None:
@@ -176,7 +202,7 @@ def _take(box: Sandbox, cwd: str | None, user: str | None, user_prefix: tuple[st
         found = _start(plan, wanted, user_prefix)
         spare = None  # its descriptors went to the jail
     if again:
-        found.after = (wanted, box, cwd, user, user_prefix, key, spare)
+        found.after = Refill(wanted, box, cwd, user, user_prefix, key, spare)
     elif spare is not None:
         spare.binds.close()
     return found
@@ -191,7 +217,7 @@ def finished(jail: Jail | None) -> None:
     if after is None:
         return
     with _LOCK:
-        _schedule(_pool(), *after)
+        _schedule(_pool(), after)
 
 
 def _forget_older(pool: _Pool, profile: tuple[object, ...], wanted: str) -> None:
@@ -204,66 +230,38 @@ def _forget_older(pool: _Pool, profile: tuple[object, ...], wanted: str) -> None
             jail.discard()
 
 
-def _schedule(
-    pool: _Pool,
-    wanted: str,
-    box: Sandbox,
-    cwd: str | None,
-    user: str | None,
-    user_prefix: tuple[str, ...],
-    key: str,
-    spare: _sandbox.Plan | None,
-) -> None:
-    """Refill `wanted`'s jails at the loop's next turn, and reap idle ones later."""
+def _schedule(pool: _Pool, order: Refill) -> None:
+    """Refill `order.wanted`'s jails at the loop's next turn, and reap idle ones later."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
-        if spare is not None:
-            spare.binds.close()
+        order.close()
         return
-    loop.call_soon(_refill, wanted, box, cwd, user, user_prefix, key, spare)
+    loop.call_soon(_refill, order)
     if pool.timer is None or pool.timer_loop is not loop or loop.is_closed():
         pool.timer_loop = loop
         pool.timer = loop.call_later(IDLE / 3, _tick)
 
 
-def _refill(
-    wanted: str,
-    box: Sandbox,
-    cwd: str | None,
-    user: str | None,
-    user_prefix: tuple[str, ...],
-    key: str,
-    spare: _sandbox.Plan | None,
-) -> None:
+def _refill(order: Refill) -> None:
     with _LOCK:
-        _fill(wanted, box, cwd, user, user_prefix, key, spare)
+        _fill(order)
 
 
-def _fill(
-    wanted: str,
-    box: Sandbox,
-    cwd: str | None,
-    user: str | None,
-    user_prefix: tuple[str, ...],
-    key: str,
-    spare: _sandbox.Plan | None,
-) -> None:
+def _fill(order: Refill) -> None:
     pool = _pool()
     _trim(pool)
     try:
-        while wanted in pool.called and len(pool.jails.get(wanted, ())) < PER_PROFILE:
-            plan = spare or _sandbox.plan(box, cwd, user, key)
-            spare = None
-            if digest(plan, user_prefix) != wanted:  # the profile or its paths changed since: none for the old one
+        while order.wanted in pool.called and len(pool.jails.get(order.wanted, ())) < PER_PROFILE:
+            plan = order.plan()
+            if digest(plan, order.user_prefix) != order.wanted:  # the profile or its paths changed since: none
                 plan.binds.close()
                 return
-            pool.jails.setdefault(wanted, []).append(_start(plan, wanted, user_prefix))
+            pool.jails.setdefault(order.wanted, []).append(_start(plan, order.wanted, order.user_prefix))
     except (OSError, SandboxUnavailable):
         return  # the next call meets the same problem itself, and reports it
     finally:
-        if spare is not None:
-            spare.binds.close()
+        order.close()
 
 
 def _trim(pool: _Pool) -> None:
