@@ -1,0 +1,74 @@
+"""The sixth red team on jobs and their limits (issue 34's "fresh red team", also attacking the walls beyond the
+sandbox): attacks a hostile caller with a low-privilege key tried against a real `toolrun serve`. Each test failed on
+the code before its fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+
+from support.keys import create_key
+from support.servers import serve_catalog
+
+CATALOG = """\
+group: ops
+tools:
+  - name: ask
+    exec: echo asked
+    approval: required
+    approvers: [admins]
+  - name: slow
+    exec: sleep 30
+    async: true
+"""
+
+
+async def _at_once(url: str, key: str, count: int) -> Counter[int]:
+    """`count` POSTs of the same call, all sent before any is answered: their status codes."""
+    limits = httpx.Limits(max_connections=count, max_keepalive_connections=count)
+    async with httpx.AsyncClient(timeout=30, limits=limits) as client:
+
+        async def one() -> int:
+            answer = await client.post(url, json={}, headers={"X-API-Key": key})
+            return answer.status_code
+
+        return Counter(await asyncio.gather(*(one() for _ in range(count))))
+
+
+def _live(url: str, key: str) -> list[str]:
+    """The caller's jobs awaiting approval or running, as GET /jobs lists them."""
+    with httpx.Client(timeout=10) as client:
+        listed = client.get(f"{url}/jobs", params={"limit": 100}, headers={"X-API-Key": key})
+    assert listed.status_code == 200, listed.text
+    jobs = listed.json()
+    jobs = jobs["jobs"] if isinstance(jobs, dict) else jobs
+    return [j["job"] for j in jobs if j["status"] in ("awaiting_approval", "running")]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("tool", ["ask", "slow"])
+def test_requests_sent_at_once_hold_no_more_live_jobs_than_the_callers_cap(
+    tmp_path: Path, workers: int, tool: str
+) -> None:
+    """`job_max_live_per_caller` (and, for async calls, half the concurrency pool) was checked by counting the
+    caller's live jobs, then creating the new one: requests sent at once all counted before any was created. With
+    a cap of 3, 30 concurrent requests of one key made 30 jobs awaiting approval (one worker; 6 with two), and 30
+    async runs where half of `max_concurrent_calls` (4) allows 2. The new job is now counted again once it exists,
+    and taken back when it is one too many."""
+    settings = {"SVC_JOB_MAX_LIVE_PER_CALLER": 3, "SVC_MAX_CONCURRENT_CALLS": 4}
+    server = serve_catalog(tmp_path, CATALOG, settings, args=("--workers", str(workers)))
+    with server.start():
+        key = create_key(server.env, "mallory", "ops")
+        answers = asyncio.run(_at_once(f"{server.url}/tools/ops.{tool}", key, 30))
+        live = _live(server.url, key)
+        with httpx.Client(timeout=30) as client:  # a refused request left nothing behind that counts
+            again = client.post(f"{server.url}/tools/ops.{tool}", json={}, headers={"X-API-Key": key})
+    cap = 3 if tool == "ask" else 2
+    assert answers[202] <= cap and len(live) <= cap, (answers, live)
+    assert set(answers) <= {202, 429}, answers
+    assert again.status_code == (202 if len(live) < cap else 429), again.text
