@@ -1,0 +1,92 @@
+"""The sixth red team on the sandbox (issue 34's "fresh red team"): attacks a hostile tool tried, each driven as a
+tool would, with a real bwrap, through the real `toolrun` command, with the server as root and as a user that is
+not root. Each test failed on the code before its fix.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support import jails
+from support.binaries import require_binary
+from support.jails import Jail, said, toolrun_as
+from support.servers import wait_until
+
+# The sandbox fixtures (support/jails.py): `server` ("root", "user"), `base` (a folder every user may enter), `jail`.
+server, base, jail = jails.server, jails.base, jails.jail
+
+PYTHON = "/usr/bin/python3"
+
+
+def _python_tool(name: str, script: str, profile: str, *args: str) -> str:
+    """A catalog entry: `python3 -c SCRIPT ARGS` in the sandbox `profile`."""
+    command = " ".join([PYTHON, "-c", shlex.quote(script), *args])
+    return f"  - name: {name}\n    exec: {json.dumps(command)}\n    sandbox: {profile}\n"
+
+
+@pytest.fixture
+def redis_socket(base: Path) -> Iterator[Path]:
+    """A redis-server listening on a Unix socket only, in `base`/app (a folder any user may enter), its socket open
+    to every user (as a socket shared with the server's group would be to the server's user)."""
+    binary = require_binary("redis-server")
+    app = base / "app"
+    app.mkdir()
+    app.chmod(0o755)
+    socket_path = app / "redis.sock"
+    argv = [binary, "--port", "0", "--unixsocket", str(socket_path), "--unixsocketperm", "777", "--save", ""]
+    argv += ["--appendonly", "no", "--dir", str(base), "--daemonize", "no", "--loglevel", "warning"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(socket_path.exists, 15, "redis-server's socket")
+        yield socket_path
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+# Connects to the socket and asks Redis for its keys: toolrun's key store under `toolrun:key:...`.
+_KEYS = """\
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+except OSError as exc:
+    print("refused", exc.errno)
+    raise SystemExit(0)
+s.sendall(b"*2\\r\\n$4\\r\\nKEYS\\r\\n$1\\r\\n*\\r\\n")
+print("redis said", s.recv(65536))
+"""
+
+
+def test_toolruns_own_redis_socket_is_hidden_and_no_writable_path_may_hold_it(jail: Jail, redis_socket: Path) -> None:
+    """With `redis_url = "unix:///.../redis.sock"`, toolrun's key store, jobs and state answer on that socket; a
+    sandboxed tool whose `readable` folder held it connected and read (and could write) the key store: `KEYS *`
+    listed `toolrun:key:...` and `toolrun:user:...`. With a `writable` folder it could also put a listener of its own
+    in the socket's place, which the server's next connection would take for its key store. The socket is now
+    toolrun's own like the key store's file: covered where a bound folder holds it, and a writable one fails the
+    call."""
+    app = redis_socket.parent
+    env = {"SVC_REDIS_URL": f"unix://{redis_socket}"}
+    jail.write(
+        "group: t\ntools:\n"
+        + _python_tool("peek", _KEYS, f"{{readable: [{app}]}}", str(redis_socket))
+        + f"  - name: plant\n    exec: echo hi\n    sandbox: {{writable: [{app}]}}\n"
+    )
+    with socket.socket(socket.AF_UNIX) as client:  # a record of the key store's kind, as `toolrun keys` writes
+        client.connect(str(redis_socket))
+        client.sendall(b"SET toolrun:user:boss admin\r\n")
+        assert client.recv(100) == b"+OK\r\n"
+    peek = toolrun_as(jail.server, jail.home, "call", "-c", str(jail.catalog), "t.peek", env=env)
+    assert peek.returncode == 0, said(peek)
+    assert "redis said" not in peek.stdout and "toolrun:" not in peek.stdout, said(peek)
+    assert peek.stdout.startswith("refused"), said(peek)
+    plant = toolrun_as(jail.server, jail.home, "call", "-c", str(jail.catalog), "t.plant", env=env)
+    assert plant.returncode != 0 and "hi" not in plant.stdout, said(plant)
+    assert f"holds toolrun's own {redis_socket}" in plant.stderr, said(plant)
