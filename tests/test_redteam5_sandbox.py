@@ -13,17 +13,21 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from support import jails
 from support.binaries import require_binary
+from support.catalogs import write_catalog
 from support.jails import Jail, said, toolrun_as
 from support.servers import wait_until
+from support.sysusers import SERVER_USERS, UserServer, server_user, shared_dir
 
 # The sandbox fixtures (support/jails.py): `server` ("root", "user"), `base` (a folder every user may enter), `jail`.
 server, base, jail = jails.server, jails.base, jails.jail
 
 PYTHON = "/usr/bin/python3"
+EXECUTE_LOST = {"name": "execute", "arguments": {"key": "t.lost", "arguments": {}}}
 
 
 def _python_tool(name: str, script: str, profile: str, *args: str) -> str:
@@ -122,3 +126,36 @@ def test_the_filter_refuses_the_rest_of_the_mount_api_and_of_reaching_into_other
     assert done.returncode == 0, said(done)
     answers = dict(line.split(" ", 1) for line in done.stdout.splitlines())
     assert answers == dict.fromkeys(("open_tree_attr", "pidfd_getfd", "process_madvise", "quotactl_fd"), "EPERM")
+
+
+@pytest.mark.parametrize("kind", SERVER_USERS)
+def test_a_sandboxed_tool_whose_cwd_is_gone_answers_503_without_the_path(kind: str) -> None:
+    """A call that cannot get its sandbox answers 503 with a short message, the reason (the path that is missing)
+    in the server's log only; but a sandboxed tool whose `cwd` did not exist answered any caller `500
+    FileNotFoundError: [Errno 2] No such file or directory: '/srv/.../work'` (the server's path), over REST and
+    MCP alike. It is now a SandboxUnavailable like a missing `writable` path: 503, the path logged."""
+    require_binary("bwrap")
+    user = server_user(kind)
+    with shared_dir(user) as folder:
+        gone = folder / "cwd-gone-x7"
+        catalog = write_catalog(
+            folder,
+            f"group: t\ntools:\n  - name: lost\n    public: true\n    exec: echo hi\n    cwd: {gone}\n"
+            "    sandbox: true\n",
+        )
+        catalog.chmod(0o644)
+        with UserServer(folder, catalog, user).start() as srv, httpx.Client(base_url=srv.url, timeout=30) as client:
+            rest = client.post("/tools/t.lost", json={})
+            mcp = client.post(
+                "/mcp",
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": EXECUTE_LOST},
+                headers={"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"},
+            )
+            srv.stop()
+            log = srv.log()
+    assert rest.status_code == 503, rest.text
+    assert rest.text.startswith("SandboxUnavailable: tool t.lost runs in a sandbox that cannot be set up"), rest.text
+    for body in (rest.text, mcp.text):
+        assert "cwd-gone-x7" not in body and "No such file" not in body, body
+    assert "cannot be set up on this server" in mcp.text, mcp.text
+    assert f"its working directory {gone} does not exist here" in log

@@ -575,6 +575,8 @@ def plan(box: Sandbox, cwd: str | None, user: str | None, key: str = "") -> Plan
         )
     except SandboxUnavailable as exc:
         raise SandboxUnavailable(_refusal(key, str(exc))) from None
+    except FileNotFoundError:  # the cwd: a sandbox that cannot be set up, its path for the server's log only
+        raise SandboxUnavailable(_refusal(key, f"its working directory {cwd} does not exist here")) from None
     prefix = tuple(_drop_argv(*drop)) if drop is not None and user is None else ()
     no_network = box.network != "host"  # the filter refuses the socket families no network namespace covers
     return Plan(found.path, jail_args(box, cwd, binds), binds, drop, prefix, no_network, renumbered)
