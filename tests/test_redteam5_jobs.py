@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from support.keys import create_key
-from support.servers import serve_catalog
+from support.servers import ToolrunServer, serve_catalog, toolrun_cli
 
 CATALOG = """\
 group: ops
@@ -72,3 +72,39 @@ def test_requests_sent_at_once_hold_no_more_live_jobs_than_the_callers_cap(
     assert answers[202] <= cap and len(live) <= cap, (answers, live)
     assert set(answers) <= {202, 429}, answers
     assert again.status_code == (202 if len(live) < cap else 429), again.text
+
+
+def _remember(url: str, key: str, value: str) -> str:
+    """`pub.remember` over MCP (HTTP) in the session named `work`: the value the session held, then stores `value`."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": "execute",
+            "arguments": {"key": "pub.remember", "arguments": {"value": value}, "session": "work"},
+        },
+    }
+    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18", "x-api-key": key}
+    answer = httpx.post(f"{url}/mcp", json=body, headers=headers, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return str(answer.json()["result"]["content"][0]["text"])
+
+
+def test_a_deleted_user_recreated_with_the_same_name_does_not_inherit_its_session_values(tmp_path: Path) -> None:
+    """A user deleted and created again under the same name is another person: jobs already knew it (the requester
+    rule compares when the user was made), but fn tools' session values were kept under the name alone for a day:
+    the new `sam`, calling with the session name the old one used (`work`), read what the old `sam` had stored
+    there. Session values are now kept per person and the user's creation time."""
+    from support.mcp import CATALOG
+
+    server = ToolrunServer(tmp_path / "srv", CATALOG)
+    with server.start():
+        old = create_key(server.env, "sam")
+        assert _remember(server.url, old, "the old sam's secret") == "unset|True"
+        assert _remember(server.url, old, "kept") == "the old sam's secret|True"  # one person's session holds
+        deleted = toolrun_cli("users", "delete", "sam", env=server.env)
+        assert deleted.returncode == 0, deleted.stderr
+        new = create_key(server.env, "sam")
+        seen = _remember(server.url, new, "the new sam's")
+    assert seen == "unset|True", f"the new sam read the old one's session value: {seen}"
