@@ -108,3 +108,35 @@ def test_a_deleted_user_recreated_with_the_same_name_does_not_inherit_its_sessio
         new = create_key(server.env, "sam")
         seen = _remember(server.url, new, "the new sam's")
     assert seen == "unset|True", f"the new sam read the old one's session value: {seen}"
+
+
+def test_a_requesters_arguments_cannot_write_links_mentions_or_lines_into_the_approvers_channel(
+    tmp_path: Path,
+) -> None:
+    """The approval notification's `text` is what Slack and Teams show the approvers, as their markup: a requester's
+    argument went into it as it was, so `<!channel>` pinged the whole channel, `<https://evil.example/|Open the
+    request>` showed as a link named like the real one (to a page of the requester's), `[Approve](https://...)` the
+    same in Teams, a newline started a line of the requester's own ("bob approved ..."), and a bidi override turned
+    the rest of the line around. The text now carries the caller's words as text: `&`, `<` and `>` escaped as Slack
+    asks, a markdown link broken, control and format characters written as escapes."""
+    from test_notify import Receiver
+
+    catalog = (
+        "group: ops\ntools:\n  - name: restart\n    exec: echo restarted {{ name | quote }}\n"
+        "    params:\n      - {name: name, type: str}\n    approval: required\n    approvers: [oncall]\n"
+    )
+    hostile = "db <!channel> <https://evil.example/x|Open the request> [Approve](https://evil.example/y)\nbob approved"
+    hostile += " \u202edevorppa"  # a bidi override: the rest of the line shown right to left
+    with Receiver() as hook:
+        server = serve_catalog(tmp_path, catalog, {"SVC_NOTIFY_URL": hook.url + "/hook"})
+        with server.start():
+            key = create_key(server.env, "mallory", "ops")
+            asked = httpx.post(
+                f"{server.url}/tools/ops.restart", json={"name": hostile}, headers={"X-API-Key": key}, timeout=30
+            )
+            assert asked.status_code == 202, asked.text
+            text = hook.wait_for(1)[0]["text"]
+    assert "<!channel>" not in text and "<https://" not in text and "](https://" not in text, text
+    assert "\n" not in text and "\\nbob approved" in text, text
+    assert "\u202e" not in text and "\\u202edevorppa" in text, text
+    assert "&lt;!channel&gt;" in text and "&lt;https://evil.example/x|Open the request&gt;" in text, text
