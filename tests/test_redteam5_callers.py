@@ -5,6 +5,7 @@ fix.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import httpx
@@ -38,3 +39,29 @@ def test_an_anonymous_ipv6_client_gets_one_rate_limit_bucket_for_its_network_not
     assert one_network == [200, 200, 200, 429, 429, 429], one_network
     assert another_network == [200], another_network  # another network is another caller
     assert ipv4 == [200, 200, 200, 200], ipv4  # an IPv4 address is a caller by itself
+
+
+def test_one_caller_opening_sessions_in_a_loop_never_pushes_out_anothers() -> None:
+    """A one-process server keeps MCP sessions and fn session values in memory, at most 10,000 of each, the least
+    recently used going first: one anonymous client sending `initialize` in a loop (or one key calling an fn tool
+    with ever new session names) pushed every other caller's session out, and their next request was `404 Session
+    not found` (their session values gone). Each caller now holds at most a tenth of a store: past it, its own
+    oldest session goes. (The stores as the server builds them, with a bound of 100 instead of 10,000.)"""
+    from toolrun.state.memory import MemoryMcpSessions, MemorySessions
+
+    async def go() -> tuple[str | None, dict[str, object], int]:
+        mcp, values = MemoryMcpSessions(max_sessions=100), MemorySessions(max_sessions=100)
+        await mcp.open("bobs-session", "user:bob")
+        await values.save("user:bob\x1fwork", {"draft": "bob's"})
+        for n in range(1000):
+            await mcp.open(f"flood-{n}", "anon:203.0.113.9")
+            await values.save(f"user:mallory\x1fname-{n}", {"n": n})
+        flood_kept = sum([await mcp.owner(f"flood-{n}") is not None for n in range(1000)])
+        latest = await mcp.owner("flood-999")
+        assert latest == "anon:203.0.113.9"  # the flood's own latest sessions stay
+        return await mcp.owner("bobs-session"), await values.load("user:bob\x1fwork"), flood_kept
+
+    bob, draft, flood_kept = asyncio.run(go())
+    assert bob == "user:bob", "one anonymous client's initialize loop pushed bob's MCP session out"
+    assert draft == {"draft": "bob's"}, "one key's new session names pushed bob's session values out"
+    assert flood_kept == 10  # a tenth of the bound: the flood pushed out its own
