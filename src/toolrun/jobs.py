@@ -319,12 +319,24 @@ class Jobs:
         if not tool.approval:
             job = dataclasses.replace(job, runner=self.runner, runner_space=PID_SPACE, heartbeat=moment, started=moment)
         await self.store.create(job.to_record())
+        await self._still_within_share(identity, tool, job.id)
         self._audit("job requested", job, identity, None)
         if not tool.approval:
             self._start(job)
         return job
 
-    async def _within_share(self, identity: Identity, tool: ToolSpec, values: Mapping[str, Any]) -> None:
+    async def _still_within_share(self, identity: Identity, tool: ToolSpec, job_id: str) -> None:
+        """Count the caller's live jobs again now that the new one exists, and take it back when it is one too many.
+        The count before it (`_within_share`) does not hold against requests sent at once: each counted before any
+        was created (30 at once all passed a cap of 3). Counted after, every job kept saw every job kept before it,
+        so no more than the cap are ever kept; requests racing past the cap may all be refused, never all kept."""
+        try:
+            await self._within_share(identity, tool, {}, made=1)
+        except CallerFull:
+            await self.store.delete(job_id)
+            raise
+
+    async def _within_share(self, identity: Identity, tool: ToolSpec, values: Mapping[str, Any], made: int = 0) -> None:
         """What one record and one caller may hold: parameters of at most ARGS_MAX bytes, at most `max_live` jobs
         awaiting approval or running, and running async jobs on at most half the concurrency pool (so that the
         async calls of a client that went away never hold every slot)."""
@@ -333,6 +345,8 @@ class Jobs:
             self._observe(tool.key, "invalid")
             raise PayloadTooLarge(ARGS_MAX, f"the JSON of the parameters of a call that becomes a job ({size} bytes)")
         live = await self.store.live(identity.person)
+        if made:  # the new job itself is among them (awaiting approval, or running for an async call)
+            live[AWAITING if tool.approval else RUNNING] -= made
         if sum(live.values()) >= self.max_live:
             self._observe(tool.key, "rate_limited")
             raise CallerFull(

@@ -7,6 +7,7 @@ pydantic models in schema.py, which only the cold load imports.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -309,8 +310,25 @@ class Identity:
     @property
     def bucket(self) -> str:
         if self.anonymous:
-            return f"anon:{self.client or '-'}"
+            return f"anon:{anonymous_network(self.client) if self.client else '-'}"
         return self.person or f"user:{self.username}"
+
+
+@functools.lru_cache(maxsize=4096)
+def anonymous_network(client: str) -> str:
+    """What tells an anonymous caller apart: its IPv4 address, or the /64 network of its IPv6 one. A host is given a
+    /64 at least, so one bucket per IPv6 address would give one client 2**64 rate-limit buckets."""
+    if ":" not in client:
+        return client
+    import ipaddress
+
+    try:
+        address = ipaddress.IPv6Address(client)
+    except ValueError:
+        return client
+    if address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(ipaddress.IPv6Network((address, 64), strict=False))
 
 
 @dataclass(frozen=True, slots=True)

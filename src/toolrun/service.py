@@ -486,7 +486,9 @@ class ToolService:
             entry = state.fns[tool.key] = (fn, inspect.iscoroutinefunction(fn))
         fn, is_async = entry
         persistent = session_id is not None and self.sessions is not None
-        sid = f"{identity.bucket}\x1f{session_id}"
+        # Kept per person: a user deleted and made again under the name is another person (Identity.since).
+        owner = f"{identity.bucket}@{identity.since!r}" if identity.since else identity.bucket
+        sid = f"{owner}\x1f{session_id}"
         session = await self.sessions.load(sid) if persistent and self.sessions else {}
         ctx = context.CallContext(identity=identity, session=session, persistent=persistent)
         token = context.activate(ctx)

@@ -69,13 +69,25 @@ def with_iso(view: dict[str, Any]) -> dict[str, Any]:
     return {k: iso(v) if k in TIME_FIELDS else v for k, v in view.items()}
 
 
+def shown_output(stream: Any, text: str) -> str:
+    """A job's output as `stream` takes it: to a terminal, with control and format characters written out
+    (`terminal_text`): the job may be another person's, and its output holds what that person sent wherever the tool
+    echoes an argument (an escape sequence would rewrite the lines an approver reads, set the clipboard); to a
+    pipe or a file, exactly as the tool printed it."""
+    try:
+        terminal = stream.isatty()
+    except (AttributeError, ValueError):
+        terminal = False
+    return terminal_text(text) if terminal else text
+
+
 def _new_output(view: dict[str, Any], printed: list[int]) -> None:
     """Write what the running job printed since the last look: stdout to stdout, stderr to stderr."""
     output = view.get("output") or {}
     for i, (name, stream) in enumerate((("stdout", sys.stdout), ("stderr", sys.stderr))):
         head = output.get(f"{name}_head", "")
         if len(head) > printed[i] and not output.get(f"{name}_tail"):
-            stream.write(head[printed[i] :])
+            stream.write(shown_output(stream, head[printed[i] :]))
             stream.flush()
             printed[i] = len(head)
 
@@ -144,10 +156,10 @@ def finish(view: dict[str, Any], as_json: bool, printed: tuple[int, int] = (0, 0
         from ..formatting import result_text
 
         text = ex.stdout if ex is not None else result_text(call.value)
-        sys.stdout.write(text[printed[0] :])
+        sys.stdout.write(shown_output(sys.stdout, text[printed[0] :]))
         sys.stdout.flush()
         if ex is not None:
-            sys.stderr.write(ex.stderr[printed[1] :])
+            sys.stderr.write(shown_output(sys.stderr, ex.stderr[printed[1] :]))
         elif text and not text.endswith("\n"):
             sys.stdout.write("\n")
     if not call.ok and ex is not None:

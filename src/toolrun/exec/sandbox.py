@@ -203,6 +203,7 @@ _PRIVATE_ENV = (
     "XDG_CACHE_HOME",
     "SVC_CONFIG",
     "SVC_AUDIT_LOG",
+    "SVC_REDIS_URL",
 )
 
 
@@ -215,6 +216,8 @@ def private_paths(environ: Mapping[str, str] | None = None, settings: Settings |
         found = [str(p) for p in settings.dirs.values()]
         if settings.audit_log and settings.audit_log != "-":
             found.append(os.path.abspath(settings.audit_log))
+        if (socket := redis_socket(settings.redis_url)) is not None:
+            found.append(socket)
         _EXTRA_PRIVATE.update(found)
     return _private(tuple(environ.get(name) for name in _PRIVATE_ENV), frozenset(_EXTRA_PRIVATE))
 
@@ -243,7 +246,20 @@ def _private(values: tuple[str | None, ...], extra: frozenset[str]) -> tuple[str
     found.update(
         os.path.abspath(environ[name]) for name in ("SVC_CONFIG", "SVC_AUDIT_LOG") if environ.get(name, "-") != "-"
     )
+    if (socket := redis_socket(environ.get("SVC_REDIS_URL"))) is not None:
+        found.add(socket)
     return tuple(sorted(found))
+
+
+def redis_socket(url: str | None) -> str | None:
+    """The socket file of a `unix://` redis_url: toolrun's key store, jobs and state answer there, to whoever can
+    connect (a tool that binds its folder), so it is toolrun's own like the key store's file."""
+    if not url or not url.lower().startswith("unix:"):
+        return None
+    from urllib.parse import urlsplit
+
+    path = urlsplit(url).path
+    return os.path.abspath(path) if path else None
 
 
 def _inside(path: str, roots: Iterable[str]) -> bool:
@@ -543,6 +559,8 @@ def plan(box: Sandbox, cwd: str | None, user: str | None, key: str = "") -> Plan
         )
     except SandboxUnavailable as exc:
         raise SandboxUnavailable(_refusal(key, str(exc))) from None
+    except FileNotFoundError:  # the cwd: a sandbox that cannot be set up, its path for the server's log only
+        raise SandboxUnavailable(_refusal(key, f"its working directory {cwd} does not exist here")) from None
     prefix = tuple(_drop_argv(*drop)) if drop is not None and user is None else ()
     no_network = box.network != "host"  # the filter refuses the socket families no network namespace covers
     return Plan(found.path, jail_args(box, cwd, binds), binds, drop, prefix, no_network, renumbered)

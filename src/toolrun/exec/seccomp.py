@@ -4,11 +4,11 @@ bubblewrap loads it (`bwrap --seccomp FD`) into the sandboxed process right befo
 command starts; every process the tool starts inherits it, and nothing can remove it. It refuses
 the system calls that serve to escape or attack a sandbox, and allows everything else:
 
-- refused with EPERM: ptrace and process_vm_readv/writev (reading or steering other processes),
-  mount, umount2, pivot_root, chroot and the new mount API (open_tree, move_mount, fsopen,
-  fsconfig, fsmount, fspick, mount_setattr), unshare and setns (new or other namespaces),
-  the kernel keyring (keyctl, add_key, request_key), bpf, userfaultfd, perf_event_open,
-  kexec_load, kexec_file_load, init/finit/delete_module, reboot, swapon/swapoff, acct, quotactl,
+- refused with EPERM: ptrace, process_vm_readv/writev, pidfd_getfd and process_madvise (reading or
+  steering other processes), mount, umount2, pivot_root, chroot and the new mount API (open_tree,
+  open_tree_attr, move_mount, fsopen, fsconfig, fsmount, fspick, mount_setattr), unshare and setns (new or
+  other namespaces), the kernel keyring (keyctl, add_key, request_key), bpf, userfaultfd, perf_event_open,
+  kexec_load, kexec_file_load, init/finit/delete_module, reboot, swapon/swapoff, acct, quotactl, quotactl_fd,
   syslog, vhangup, lookup_dcookie, open_by_handle_at and name_to_handle_at (file handles that
   reach outside the mounted view), io_uring (its operations bypass seccomp), uselib, iopl, ioperm;
 - clone with any CLONE_NEW* flag (a new namespace) is refused with EPERM, and clone3, whose flags
@@ -58,7 +58,8 @@ init_module 175 105     finit_module 313 273       delete_module 176 106       r
 swapon 167 224          swapoff 168 225            acct 163 89                 quotactl 179 60
 syslog 103 116          vhangup 153 58             lookup_dcookie 212 18       open_by_handle_at 304 265
 name_to_handle_at 303 264  io_uring_setup 425 425  io_uring_enter 426 426      io_uring_register 427 427
-uselib 134 -            iopl 172 -                 ioperm 173 -
+uselib 134 -            iopl 172 -                 ioperm 173 -               open_tree_attr 467 467
+quotactl_fd 443 443     pidfd_getfd 438 438        process_madvise 440 440
 clone 56 220            clone3 435 435             ioctl 16 29                 prctl 157 167
 setsockopt 54 208       socket 41 198              socketpair 53 199           openat2 437 437
 chmod 90 -              fchmod 91 52               fchmodat 268 53             fchmodat2 452 452

@@ -50,17 +50,48 @@ class MemoryLimiter:
         return (count if window == index else 0), (index + 1) * self.window - now
 
 
+class _Shares:
+    """Each owner's sessions, oldest first, and the share of a store one owner may hold (a tenth of it): past its
+    share, an owner's own oldest session goes, so one caller opening sessions in a loop (an anonymous address, a
+    key calling with ever new session names) never pushes another caller's out of the store."""
+
+    def __init__(self, max_sessions: int) -> None:
+        self.share = max(1, max_sessions // 10)
+        self.held: dict[str, OrderedDict[str, None]] = {}
+
+    def add(self, owner: str, sid: str) -> str | None:
+        """Count `sid` as `owner`'s most recent; the owner's own oldest one to drop when it is past its share."""
+        mine = self.held.setdefault(owner, OrderedDict())
+        mine[sid] = None
+        mine.move_to_end(sid)
+        return mine.popitem(last=False)[0] if len(mine) > self.share else None
+
+    def drop(self, owner: str, sid: str) -> None:
+        mine = self.held.get(owner)
+        if mine is not None:
+            mine.pop(sid, None)
+            if not mine:
+                del self.held[owner]
+
+
+def _session_owner(sid: str) -> str:
+    """Whose session values `sid` holds: the caller before the separator (service.py writes `<caller>\x1f<name>`)."""
+    return sid.partition("\x1f")[0]
+
+
 class MemorySessions:
     """Session values in this process (kinds.SessionStore).
 
     Bounded: sessions idle for `ttl` seconds are dropped, and past `max_sessions` the least
-    recently used one goes first, so named or abandoned sessions cannot grow memory forever.
+    recently used one goes first, so named or abandoned sessions cannot grow memory forever; one caller holds at
+    most a tenth of them (`_Shares`).
     """
 
     def __init__(self, max_sessions: int = 10_000, ttl: float = SESSION_TTL) -> None:
         self.max_sessions = max_sessions
         self.ttl = ttl
         self._data: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
+        self._shares = _Shares(max_sessions)
 
     async def load(self, sid: str) -> dict[str, Any]:
         entry = self._data.get(sid)
@@ -68,6 +99,7 @@ class MemorySessions:
             return {}
         if time.monotonic() - entry[0] > self.ttl:
             del self._data[sid]
+            self._shares.drop(_session_owner(sid), sid)
             return {}
         self._data.move_to_end(sid)
         return dict(entry[1])
@@ -75,8 +107,12 @@ class MemorySessions:
     async def save(self, sid: str, values: dict[str, Any]) -> None:
         self._data[sid] = (time.monotonic(), dict(values))
         self._data.move_to_end(sid)
+        own_oldest = self._shares.add(_session_owner(sid), sid)
+        if own_oldest is not None:
+            del self._data[own_oldest]
         while len(self._data) > self.max_sessions:
-            self._data.popitem(last=False)
+            gone, _ = self._data.popitem(last=False)
+            self._shares.drop(_session_owner(gone), gone)
 
 
 class MemoryMcpSessions:
@@ -86,11 +122,16 @@ class MemoryMcpSessions:
         self.max_sessions = max_sessions
         self.ttl = ttl
         self._owners: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self._shares = _Shares(max_sessions)  # one caller's sessions in a loop push out its own, not another's
 
     async def open(self, sid: str, owner: str) -> None:
         self._owners[sid] = (owner, time.monotonic())
+        own_oldest = self._shares.add(owner, sid)
+        if own_oldest is not None:
+            del self._owners[own_oldest]
         while len(self._owners) > self.max_sessions:
-            self._owners.popitem(last=False)
+            gone, (was, _) = self._owners.popitem(last=False)
+            self._shares.drop(was, gone)
 
     async def owner(self, sid: str) -> str | None:
         entry = self._owners.get(sid)
@@ -99,13 +140,16 @@ class MemoryMcpSessions:
         now = time.monotonic()
         if now - entry[1] > self.ttl:
             del self._owners[sid]
+            self._shares.drop(entry[0], sid)
             return None
         self._owners[sid] = (entry[0], now)
         self._owners.move_to_end(sid)
         return entry[0]
 
     async def close(self, sid: str) -> None:
-        self._owners.pop(sid, None)
+        entry = self._owners.pop(sid, None)
+        if entry is not None:
+            self._shares.drop(entry[0], sid)
 
 
 _before = before  # the page's parameter of that name hides it

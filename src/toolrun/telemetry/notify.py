@@ -21,6 +21,7 @@ import hmac
 import json
 import logging
 import time
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import quote, urlsplit
@@ -92,7 +93,28 @@ def message(event: str, job: Job, decider: str | None, link: str) -> str:
         "cancelled": f"{decider or 'toolrun'} cancelled {who}'s call of {tool}{reason}",
         "expired": f"{who}'s request to run {tool} expired: nobody decided in time",
     }
-    return f"{lines[event]}. Open: {link}" if link else f"{lines[event]}."
+    line = as_text(lines[event])
+    return f"{line}. Open: {link}" if link else f"{line}."
+
+
+def as_text(words: str) -> str:
+    """`words` (a caller's arguments and reasons among them) shown as text, never as the markup Slack and Teams read
+    in `text`: `&`, `<` and `>` escaped as Slack asks (no `<!channel>`, no `<url|a name of one's choosing>`), a
+    markdown link broken (`[a](url)` in Teams), control and format characters written as escapes (no line of one's
+    own, no bidi override turning the line around)."""
+    if not (words.isascii() and words.isprintable()):
+        words = "".join(_visible(c) for c in words)
+    words = words.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return words.replace("](", "] (")
+
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _visible(c: str) -> str:
+    if unicodedata.category(c) not in ("Cc", "Cf"):
+        return c
+    return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
 
 
 class Notifier:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ... import telemetry
@@ -65,7 +65,8 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
     from .door import McpDoor, build_server, new_stdio_session
     from .stream import StreamHub
 
-    door = McpDoor(service, lambda ctx: identity, direct=settings.mcp_direct, stdio_session=new_stdio_session())
+    who = _checked_identity(access, raw_key, identity) if raw_key else (lambda ctx: identity)
+    door = McpDoor(service, who, direct=settings.mcp_direct, stdio_session=new_stdio_session())
     # Only its subscriptions/listen is used here: how a 2026-07-28 client over stdio hears of a reload.
     streams = StreamHub(
         None, keepalive=settings.mcp_stream_keepalive, write_timeout=0, max_streams=settings.mcp_max_streams
@@ -104,3 +105,30 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
         anyio.run(main)
     finally:
         telemetry.shutdown()
+
+
+RECHECK = 1.0  # seconds: how long the key store's word on TOOLRUN_API_KEY is trusted
+
+
+def _checked_identity(access: Access, raw_key: str, identity: Identity) -> Callable[[Any], Identity]:
+    """`identify(ctx)` for a stdio client with TOOLRUN_API_KEY: the key store's word, asked again at most once a
+    second, so a key revoked or expired (or a user's groups changed) while the server runs applies within a
+    second, as over HTTP, where each request is checked; a stdio session can last for days."""
+    import time
+
+    from ...errors import Unauthorized
+
+    known, checked = identity, time.monotonic()
+
+    def identify(ctx: Any) -> Identity:
+        nonlocal known, checked
+        now = time.monotonic()
+        if now - checked >= RECHECK:
+            try:
+                known = access.identify_now(raw_key, "required", "stdio")
+            except Unauthorized:
+                raise Unauthorized("TOOLRUN_API_KEY is no longer a valid key (revoked or expired)") from None
+            checked = now
+        return known
+
+    return identify
