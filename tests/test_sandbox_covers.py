@@ -47,7 +47,7 @@ tools:
       n=0
       while [ ! -e {flag}/stop ] && [ $n -lt 400 ]; do
         for f in {watched}; do
-          if cat "$f" 2>/dev/null | grep -q new-secret; then echo "LEAKED $f"; fi
+          if cat "$f" 2>/dev/null | grep -q {secret}; then echo "LEAKED $f"; fi
         done
         ls {listed} 2>/dev/null | grep -q new-name && echo "LEAKED a new name"
         n=$((n+1)); sleep 0.05
@@ -128,7 +128,10 @@ def _run_while_replacing(
     marker = f"covers-{uuid.uuid4().hex[:12]}"
     flag = jail.base / "flag"
     flag.mkdir(mode=0o755)
-    text = CATALOG.format(marker=marker, flag=flag, where=where, watched=watched, listed=listed, shown=shown)
+    secret = f"new-secret-{marker}"  # this test's own: a concurrent test's grep is not this call running
+    text = CATALOG.format(
+        marker=marker, flag=flag, where=where, watched=watched, listed=listed, shown=shown, secret=secret
+    )
     catalog = folder / "tools.yaml"
     catalog.write_text(text.replace("TOKENVALUE", "old-token"))
     (folder / "secrets.env").write_text("SECRET=old-env\n")
@@ -136,10 +139,10 @@ def _run_while_replacing(
         os.chmod(path, 0o644)
     call = _start_call(jail, catalog, door)
     try:
-        wait_until(lambda: bool(pids_matching("grep -q new-secret")) or call.poll() is not None, 30, "the call runs")
+        wait_until(lambda: bool(pids_matching(f"grep -q {secret}")) or call.poll() is not None, 30, "the call runs")
         time.sleep(0.3)  # the call reads the covered files as they were: nothing
-        _replace(catalog, text.replace("TOKENVALUE", "new-secret-token"))
-        _replace(folder / "secrets.env", "SECRET=new-secret-env\n")
+        _replace(catalog, text.replace("TOKENVALUE", f"{secret}-token"))
+        _replace(folder / "secrets.env", f"SECRET={secret}-env\n")
         (folder / "new-name.yaml").write_text("group: x\ntools: []\n")  # a catalog file made while the call runs
         time.sleep(1.0)
         (flag / "stop").touch()
