@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from toolrun.models import EXEC_RETURN_TYPE, Identity, Param, ToolSpec
 from toolrun.registry import Registry
-from toolrun.search.textsearch import analyze, query_words
+from toolrun.search.textsearch import query_words
 
 ADMIN = Identity(username="root", groups=frozenset({"admin"}), anonymous=False)
 
@@ -201,21 +201,3 @@ def test_the_related_words_table_is_read_on_the_first_search_only() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout == "False\n['b.pay'] True\n"
-
-
-def test_a_camel_case_param_or_tool_name_is_found_by_its_words_and_as_written() -> None:
-    # real MCP servers name params in camelCase (github's discussionNumber, chrome-devtools' bringToFront): the words
-    # of a query written apart find them, and so does the name as written; a description's PostgreSQL stays one word
-    catalog = [
-        tool("github.browse_discussions", "List the discussions of a repository.", ("owner", "repo", "perPage")),
-        tool("github.get_discussion", "Get a discussion of a repository.", ("owner", "repo", "discussionNumber")),
-        tool("github.get_issue", "Get an issue of a repository.", ("owner", "repo", "issue_number")),
-        tool("browser.select_page", "Select a page as the context for future calls.", ("pageIdx", "bringToFront")),
-        tool("browser.new_page", "Open a new page.", ("url",)),
-        tool("db.vacuum", "Vacuum a PostgreSQL table.", ("table",)),
-    ]
-    assert page(catalog, "discussion number 57", 1) == ["github.get_discussion"]
-    assert page(catalog, "discussionNumber=57", 1) == ["github.get_discussion"]
-    assert page(catalog, "bring to front", 1) == ["browser.select_page"]
-    raw = analyze(catalog[-1]).raw
-    assert "postgresql" in raw and "sql" not in raw and "postgre" not in raw

@@ -5,11 +5,10 @@ so every ranking input (document count, average length, each word's document fre
 vocabulary that prefixes and typos expand into) comes from visible tools only: a hidden tool
 cannot change the order, the totals or the expansions of anyone's search.
 
-Analysis: text is split into lower-cased words (letters and digits; `_`, `.`, `-` separate; a tool's camelCase
-name or param name is also its parts: `issueNumber` is `issuenumber`, `issue` and `number`) and each word is
-reduced to its stem (`restarts`, `restarting`, `restarted` -> `restart`). Fields are weighted: key, name and title
-x3, keywords x2.5, groups x2, param names x1.5, description x1, param descriptions x0.5.
-Scores are BM25 (k1 1.2, b 0.75).
+Analysis: text is split into lower-cased words (letters and digits; `_`, `.`, `-` separate) and
+each word is reduced to its stem (`restarts`, `restarting`, `restarted` -> `restart`). Fields
+are weighted: key, name and title x3, keywords x2.5, groups x2, param names x1.5, description
+x1, param descriptions x0.5. Scores are BM25 (k1 1.2, b 0.75).
 
 A query word matches, best first: its stem (x1), a word it begins (x0.8: `disk` finds `disks`,
 a half-typed last word works), a word one edit away when the word itself is in no tool (x0.9: a
@@ -190,37 +189,22 @@ class Analyzed:
 _WEIGHTS: dict[float, float] = {}  # one float object per distinct weight (sums of a few field weights)
 
 
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")  # issueNumber, commitID, HTTPHeaders
-
-
-def _parts(token: str) -> list[str]:
-    """A word of a tool's name or a param's, lower-cased, and the words a camelCase one joins (`discussionNumber`:
-    itself, `discussion`, `number`): a query finds it written either way. (Names only: a description's `PostgreSQL`
-    is one word.)"""
-    word = token.lower()
-    if word == token or token.isupper():
-        return [word]
-    parts = _CAMEL.split(token)
-    return [word, *(p.lower() for p in parts)] if len(parts) > 1 else [word]
-
-
 def analyze(tool: ToolSpec) -> Analyzed:
     weights: dict[str, float] = {}
     raw: dict[str, None] = {}
 
-    def add(text: str, weight: float, split: bool = False) -> None:
-        for token in _WORD.findall(text):
-            for word in _parts(token) if split else (token.lower(),):
-                raw[word] = None
-                s = cached_stem(word)
-                weights[s] = weights.get(s, 0.0) + weight
+    def add(text: str, weight: float) -> None:
+        for word in _WORD.findall(text.lower()):
+            raw[word] = None
+            s = cached_stem(word)
+            weights[s] = weights.get(s, 0.0) + weight
 
-    add(tool.key, 3.0, True)
-    add(tool.name, 3.0, True)
+    add(tool.key, 3.0)
+    add(tool.name, 3.0)
     add(str(tool.annotations.get("title") or ""), 3.0)
     add(" ".join(tool.keywords), 2.5)
     add(" ".join(tool.groups), 2.0)
-    add(" ".join(p.name for p in tool.params), 1.5, True)
+    add(" ".join(p.name for p in tool.params), 1.5)
     add(tool.description, 1.0)
     add(" ".join(p.description for p in tool.params), 0.5)
     if len(_WEIGHTS) < 4096:
