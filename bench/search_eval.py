@@ -627,7 +627,16 @@ def main() -> None:
         action="store_true",
         help="with --semantic: lexical, semantic alone and fused per kind (issue 38's rule)",
     )
+    parser.add_argument(
+        "--semantic-diversity",
+        type=float,
+        help="an experiment: the nearest tools' diversity strength (the product's: vectors.SEMANTIC_DIVERSITY, 0.5)",
+    )
     args = parser.parse_args()
+    if args.semantic_diversity is not None:
+        from toolrun.search import vectors
+
+        vectors.SEMANTIC_DIVERSITY = args.semantic_diversity
     if args.write_catalog or args.write_heldout:
         if args.write_catalog:
             args.write_catalog.write_text(catalog_text(keywords=args.keywords), encoding="utf-8")
