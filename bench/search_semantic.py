@@ -7,7 +7,9 @@ Starts the server twice on the search evaluation's dev catalog (bench/search_eva
 TOOLRUN_HOME: lexical (`SVC_SEARCH_SEMANTIC=false`), then semantic. For each: the RSS of every process of the
 server (the supervisor, the workers and, with semantic search, the one model process; RSS, and PSS, which splits
 shared pages between their sharers) after every dev query was
-asked once; `/search` p50 and p95 over the dev queries (each asked once, new to the query cache). For the semantic
+asked once; `/search` p50 and p95 over the dev queries (each asked once, new to the query cache), and the CPU time
+the server's processes (supervisor, workers, model process) used for them, per query: unlike the wall time, a
+loaded machine does not inflate it (`bench/search_eval.py --scale` gives its p50 in one process). For the semantic
 server also: the same while the catalog is being embedded in the background (search is lexical then), and how
 long the embedding took. Needs toolrun[semantic].
 """
@@ -90,6 +92,19 @@ def by_mapping(pid: int) -> dict[str, float]:
     return out
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """The CPU time (user and system) the processes have used so far."""
+    total = 0
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def ask_all(url: str, texts: list[str]) -> list[float]:
     times = []
     with httpx.Client(timeout=30) as client:
@@ -133,10 +148,14 @@ def run(catalog: Path, workers: int, semantic: bool, tmp: Path, breakdown: bool 
             print(f"{name}: catalog embedded {time.perf_counter() - started:.0f} s after the start")
             time.sleep(3)  # every worker maps the file
             ask_all(url, ["warm up"])
+        pids = tree(proc.pid)
+        cpu = cpu_seconds(pids)
         times = ask_all(url, texts)  # (no query was embedded before: search was lexical until the vectors were there)
+        cpu = (cpu_seconds(pids) - cpu) * 1000 / len(texts)
         pids = tree(proc.pid)
         rss, pss = sum(rss_mb(p) for p in pids), sum(pss_mb(p) for p in pids)
         print(f"{name}: /search {summary(times)}; {len(pids)} processes: RSS {rss:.0f} MB, PSS {pss:.0f} MB")
+        print(f"{name}: CPU per query, every process of the server together (load-proof): {cpu:.1f} ms (mean)")
         for pid in pids:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:60]
             print(f"    {pid}: RSS {rss_mb(pid):4.0f} MB, PSS {pss_mb(pid):4.0f} MB  {cmd}")

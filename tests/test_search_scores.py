@@ -144,6 +144,40 @@ def test_bounce_the_web_server_finds_the_nginx_restart_with_semantic_on(tmp_path
     assert "nginx.restart" in keys(reg.search(ADMIN, "bounce the web server", 0, 3))
 
 
+def fused_order(reg: Registry, query: str, semantic_order: list[str]) -> list[str]:
+    """The fusion of the query's lexical ranking with a given semantic order (no model: `fuse` is pure)."""
+    from toolrun.search.fusion import LEXICAL_HEAD, fuse
+    from toolrun.search.relevance import Relevance
+    from toolrun.search.textsearch import query_words
+
+    index = reg.index(ADMIN)
+    terms = index.split_compounds(tuple(query_words(query)))
+    lexical, _ = index.rank(terms, LEXICAL_HEAD)
+    near = [next(d for d, t in enumerate(index.tools) if t.key == key) for key in semantic_order]
+    sims = [0.5 - 0.01 * i for i in range(len(near))]  # no tool stands out
+    fused = fuse(lexical, near, [], sims, Relevance.of(index, terms))
+    return [index.tools[d].key for d in fused.ranked]
+
+
+SEMANTIC_ORDER = ["net.port_check", "systemd.status", "proc.top", "docker.ps", "k8s.pods"]
+
+
+def test_one_known_word_among_unknown_ones_does_not_override_the_semantic_order(tmp_path: Path) -> None:
+    # `failed` is the only word of the catalog here: its tool is a strong word match (the word in its name), but it
+    # holds a small share of what was asked, so the semantic side's first two stay first (before: systemd.failed was
+    # put second)
+    reg = ops_registry(tmp_path)
+    order = fused_order(reg, "zorbly quuxen failed frobnitz", SEMANTIC_ORDER)
+    assert order[:2] == SEMANTIC_ORDER[:2], order[:5]
+    assert order.index("systemd.failed") > 2
+
+
+def test_a_strong_word_match_holding_most_of_the_query_stays_second_beside_an_unknown_word(tmp_path: Path) -> None:
+    reg = ops_registry(tmp_path)
+    order = fused_order(reg, "restart nginx zorbly", SEMANTIC_ORDER)
+    assert order.index("nginx.restart") <= 1, order[:5]
+
+
 def test_when_the_words_say_nothing_the_semantic_order_is_kept(tmp_path: Path, model: Any) -> None:
     from toolrun.search.semantic import Semantic
 

@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import threading
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -38,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from . import embedder
 from .fusion import LEXICAL_HEAD, Fused, fuse
 from .helper import Helper
-from .state import Vectors
+from .state import Vectors, ViewRows
 from .vectors import Embed, RawVectorCache, VectorCache, nearest, nearest_scored, query_text
 
 if TYPE_CHECKING:
@@ -158,15 +159,16 @@ class Semantic:
 
     @staticmethod
     def _rows(vectors: Vectors, index: Index) -> Any:
-        """The vector row of each tool of this view (None: vectors of another catalog; wait for this one's)."""
+        """The vector row of each tool of this view, as numpy int64 (None: vectors of another catalog; wait for this
+        one's). Computed once per view and vectors file (`ViewRows`)."""
         import numpy as np
 
-        rows = index.semantic_rows
-        if rows is None or len(rows) != len(index.tools):
-            rows = index.semantic_rows = np.fromiter(
-                (vectors.rows.get(t.key, -1) for t in index.tools), dtype=np.int64, count=len(index.tools)
-            )
-        return None if rows.size and rows.min() < 0 else rows
+        cached = index.semantic_rows
+        if cached is None or cached.path != vectors.path or len(cached.rows) != len(index.tools):
+            rows = array("q", (vectors.rows.get(t.key, -1) for t in index.tools))
+            cached = index.semantic_rows = ViewRows(vectors.path, rows)
+        found = np.frombuffer(cached.rows, dtype=np.int64) if cached.rows else np.zeros(0, dtype=np.int64)
+        return None if found.size and found.min() < 0 else found
 
 
 class HelperSemantic(Semantic):
@@ -201,8 +203,8 @@ class HelperSemantic(Semantic):
         catalog (wait for this one's). A view's tools are in the catalog's order: the helper's positions among the
         rows are the view's document numbers."""
         cached = index.semantic_rows
-        if isinstance(cached, tuple) and cached[0] == vectors.path:
-            return str(cached[1])
+        if cached is not None and cached.path == vectors.path and cached.bitmap is not None:
+            return cached.bitmap
         rows = [vectors.rows.get(t.key, -1) for t in index.tools]
         if rows and min(rows) < 0:
             return None  # vectors of another catalog: wait for this one's
@@ -216,7 +218,7 @@ class HelperSemantic(Semantic):
             for row in rows:
                 bits[row >> 3] |= 1 << (row & 7)
             view = base64.b64encode(bits).decode()
-        index.semantic_rows = (vectors.path, view)
+        index.semantic_rows = ViewRows(vectors.path, bitmap=view)
         return view
 
 

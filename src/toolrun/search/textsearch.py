@@ -40,10 +40,13 @@ from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..models import ToolSpec
 from .stem import stem
+
+if TYPE_CHECKING:
+    from .state import ViewRows
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 MAX_QUERY_TERMS = 16
@@ -277,7 +280,7 @@ class Index:
         self._dicts: OrderedDict[str, dict[int, float]] = OrderedDict()  # unpacked postings, recently used
         self._dict_postings = 0
         self._cache: OrderedDict[tuple[str, ...], tuple[list[int], int]] = OrderedDict()
-        self.semantic_rows: Any = None  # semantic.py: each tool's row in the catalog's vectors (or the helper's bitmap)
+        self.semantic_rows: ViewRows | None = None  # where this view's tools sit in the vectors (semantic.py)
 
     # -- expansion of one query word into weighted stems ---------------------------------------------
 

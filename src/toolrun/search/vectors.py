@@ -114,7 +114,7 @@ def nearest_scored(matrix: Any, rows: Any, vector: Any) -> tuple[list[int], list
         return [], []
     top = np.argpartition(-own, k - 1)[:k]
     top = top[np.argsort(-own[top], kind="stable")]
-    chosen = diversify(matrix[top if len(rows) == len(sims) else rows[top]], own[top])
+    chosen = diversify(matrix[top if len(rows) == len(sims) else rows[top]], own[top], SEMANTIC_DIVERSITY)
     return [int(top[i]) for i in chosen], [round(float(own[top[i]]), 4) for i in chosen]
 
 
