@@ -13,9 +13,9 @@ A tool with `sandbox:` runs as `bwrap <jail> -- /bin/sh -c <command>`. The jail 
   `readable` path or the `cwd` contains one of toolrun's, or /etc and /usr do (a catalog in /etc/toolrun), it is
   covered by an empty read-only tmpfs (a directory) or /dev/null (a file); a bound path inside one, or a
   `writable` path that holds one (or where one not made yet would be made), fails the call;
-- never root: a root server's tool without `user:` runs as SANDBOX_USER (setpriv before bwrap, which then
-  makes an unprivileged user namespace); `user: root` is refused. /proc is read-only as a whole (bwrap
-  0.8 leaves /proc/sys writable) and PROC_HIDDEN are covered;
+- never root: a root server's tool without `user:` runs as SANDBOX_USER (`unshare --setgid --setuid`, or setpriv,
+  before bwrap, which then makes an unprivileged user namespace); `user: root` is refused. /proc is read-only as a
+  whole (bwrap 0.8 leaves /proc/sys writable) and PROC_HIDDEN are covered;
 - private PID, IPC, UTS and cgroup namespaces, and a private network namespace (nothing in it but
   a loopback interface) unless `network: host`; the session toolrun starts every call in (no
   terminal to type into); no new privileges (bwrap sets it); `--die-with-parent`: the sandbox dies
@@ -146,7 +146,7 @@ def _probe(path: str) -> str:
     except ValueError as exc:  # an architecture the filter does not know: no sandbox without it
         return str(exc)
     drop = ids(None)
-    prefix = _parent_guard(_drop_argv(*drop)[1:-2] if drop is not None else [])
+    prefix = _parent_guard(_setpriv_drop(*drop) if drop is not None else [])
     launch = Launch(path, jail_args(DEFAULT, None, Binds()), ["/bin/true"], False, None, drop, prefix)
     try:
         proc = subprocess.Popen(
@@ -178,9 +178,8 @@ def _parent_guard(options: list[str]) -> tuple[str, ...]:
     """An argv prefix that dies with this process: setpriv (with `options`: a user to drop to) sets the
     parent-death signal, and the shell after it execs the rest only while its parent is still this process (a signal
     set after the parent died would never come)."""
-    setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
     guard = 'test "$PPID" = "$0" && exec "$@"; exit 125'
-    return (setpriv, *options, "--pdeathsig=KILL", "--", "/bin/sh", "-c", guard, str(os.getpid()))
+    return (_setpriv(), *options, "--pdeathsig=KILL", "--", "/bin/sh", "-c", guard, str(os.getpid()))
 
 
 def _kill_group(pgid: int) -> None:
@@ -607,9 +606,38 @@ def holds_root(user: str) -> str | None:
 
 
 def _drop_argv(uid: int, gid: int) -> list[str]:
-    """setpriv to `uid` and `gid`, with the parent-death signal (set after the change of user, which clears it)."""
-    setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
-    return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--pdeathsig=KILL", "--"]
+    """The argv prefix that drops a root server's call to `uid` and `gid` before bwrap: util-linux's `unshare
+    --setgid --setuid`, which unshares nothing here, clears the groups, sets the gid, then the uid (every one of
+    real, effective and saved; no capability is left), as `setpriv --reuid --regid --clear-groups` does, with no
+    user lookup and one library less: about 0.6 ms of CPU less per call (bench/README.md). bwrap sets the
+    parent-death signal itself (--die-with-parent), and a jail prepared ahead exits when its server's end of its
+    input closes. Where unshare cannot (util-linux before 2.35), setpriv, with the parent-death signal."""
+    unshare = _unshare()
+    if unshare is not None:
+        return [unshare, "--setgid", str(gid), "--setuid", str(uid), "--"]
+    return [_setpriv(), *_setpriv_drop(uid, gid), "--pdeathsig=KILL", "--"]
+
+
+def _setpriv_drop(uid: int, gid: int) -> list[str]:
+    return [f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
+
+
+@functools.cache
+def _setpriv() -> str:
+    return shutil.which("setpriv") or "/usr/bin/setpriv"
+
+
+@functools.cache
+def _unshare() -> str | None:
+    """util-linux's unshare where it has --setuid and --setgid (asked once per process), else None."""
+    found = shutil.which("unshare")
+    if found is None:
+        return None
+    try:
+        done = subprocess.run([found, "--help"], capture_output=True, timeout=10, env={}, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return found if b"--setuid" in done.stdout and b"--setgid" in done.stdout else None
 
 
 def _refusal(key: str, why: str) -> str:
