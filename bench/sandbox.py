@@ -193,7 +193,7 @@ def _jail_variants() -> dict[str, list[str] | None]:
     least = [*bwrap, "--ro-bind", "/usr", "/usr", *links]
     return {
         "sh -c (no bwrap)": None,
-        "setpriv, then sh -c" if prefix else "(not root: no setpriv)": [*prefix] if prefix else None,
+        f"{os.path.basename(prefix[0])} to nobody, then sh -c" if prefix else "(not root: no drop)": prefix or None,
         "toolrun's default jail": without(),
         "  less --unshare-net": without(named("--unshare-net")),
         "  less ipc, uts, cgroup": without(named("--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")),
@@ -202,7 +202,7 @@ def _jail_variants() -> dict[str, list[str] | None]:
         ),
         "  less the /proc covers": without(proc_covers),
         "  less --remount-ro /proc": without(lambda g: g == ["--remount-ro", "/proc"]),
-        "  less the 5 devices": without(devices),
+        "  less /dev (its nodes and links)": without(devices),
         "  less the /tmp tmpfs": without(named("--size", "--tmpfs", "--chdir")),
         "  less --remount-ro /": without(lambda g: g == ["--remount-ro", "/"]),
         "bwrap, /usr and links only": least,
