@@ -94,7 +94,7 @@ def measure(calls: int, rounds: int) -> None:
             for name, _, _ in ROWS:
                 rate = statistics.median(r for r, _ in figures[name])
                 p50 = statistics.median(p for _, p in figures[name])
-                extra = "" if name == "plain" else f"+{p50 - plain_p50:.2f} ms"
+                extra = "" if name == "plain" else f"{p50 - plain_p50:+.2f} ms"
                 print(f"{name:22s} {rate:9.0f} {p50:8.2f} {extra:>15s}")
 
 

@@ -22,7 +22,8 @@ only on the profile. So, per profile that was called recently, a few jails are s
 - a profile gets jails only once it was called twice within IDLE seconds (a one-call `toolrun call` starts no jail
   ahead), at most PER_PROFILE at a time, and loses them IDLE seconds after
   its last call; at most MAX_PROFILES profiles have jails; a jail older than IDLE is never used. Each jail dies with
-  this process (setpriv --pdeathsig, bwrap --die-with-parent), and an exiting interpreter kills them all.
+  this process (bwrap --die-with-parent, setpriv --pdeathsig for a `user:`; a waiter whose input ends exits), and
+  an exiting interpreter kills them all.
 
 Nothing is shared between calls: each jail has its own namespaces, /tmp, pipes and processes, and serves one call.
 """
@@ -256,10 +257,11 @@ def _fill(
     try:
         while wanted in pool.called and len(pool.jails.get(wanted, ())) < PER_PROFILE:
             plan = spare or _sandbox.plan(box, cwd, user, key)
-            spare = None
-            if digest(plan, user_prefix) != wanted:  # the profile or its paths changed since: none for the old one
+            # the spare is the plan whose digest `wanted` is (_take): only a plan made now is digested again
+            if spare is None and digest(plan, user_prefix) != wanted:  # the profile or its paths changed since
                 plan.binds.close()
                 return
+            spare = None
             pool.jails.setdefault(wanted, []).append(_start(plan, wanted, user_prefix))
     except (OSError, SandboxUnavailable):
         return  # the next call meets the same problem itself, and reports it
@@ -337,9 +339,10 @@ def _start(plan: _sandbox.Plan, wanted: str, user_prefix: tuple[str, ...]) -> Ja
 
 
 def _guarded(prefix: tuple[str, ...]) -> tuple[str, ...]:
-    """The jail's argv prefix, a setpriv (to another user) with the parent-death signal set before bwrap starts.
-    Without a setpriv nothing is added: bwrap sets its own at once (--die-with-parent), and a waiter whose server is
-    gone reads the end of its stdin (the server held the only writer) and exits before anything ran."""
+    """The jail's argv prefix, a setpriv (a tool's `user:`) with the parent-death signal set before bwrap starts.
+    Without a setpriv (no prefix, or a root server's drop to nobody by unshare) nothing is added: bwrap sets its own
+    at once (--die-with-parent), and a waiter whose server is gone reads the end of its stdin (the server held the
+    only writer) and exits before anything ran."""
     if prefix and os.path.basename(prefix[0]) == "setpriv" and "--pdeathsig=KILL" not in prefix:
         return (*prefix[:-1], "--pdeathsig=KILL", "--")
     return prefix
