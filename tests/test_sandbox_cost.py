@@ -167,3 +167,17 @@ def test_a_dev_folder_is_made_once_and_found_again(dev_folder: str) -> None:
     assert (os.stat(dev_folder).st_ino, os.stat(dev_folder).st_uid, oct(made.st_mode)) == (made.st_ino, 0, "0o40755")
     assert sorted(os.listdir(dev_folder)) == DEV.split()
     assert not [p for p in os.listdir("/dev") if p.startswith(".toolrun-jail-dev.")]  # no half-made folder left
+
+
+def test_where_the_folder_cannot_be_made_each_node_is_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    require_binary("bwrap")
+    need_root()
+    hold(monkeypatch, "jail_pool", False)
+    monkeypatch.setattr(sandbox, "DEV_FOLDER", f"/nonexistent-{uuid.uuid4().hex[:8]}/dev")  # no folder to make it in
+    for _ in range(2):  # tried once, then not again in this process
+        assert sandbox._device_args()[:3] == ["--dev-bind", "/dev/null", "/dev/null"]
+        code, out, err = _run(DEV_COMMAND, Sandbox(profile="default", network="none"))
+        assert code == 0, err
+        _check_dev(out)
+    assert sandbox.DEV_FOLDER in sandbox._DEV_UNMADE
+    assert not [p for p in os.listdir("/dev") if p.startswith(".toolrun-jail-dev.")]  # nothing half-made left

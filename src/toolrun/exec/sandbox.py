@@ -313,6 +313,9 @@ def _device_args() -> list[str]:
     return args
 
 
+_DEV_UNMADE: set[str] = set()  # DEV_FOLDER names this process could not make (no mknod here): not tried again
+
+
 def _device_folder() -> bool:
     """DEV_FOLDER is there and exactly as it should be (made now when it is not there at all)."""
     try:
@@ -321,10 +324,13 @@ def _device_folder() -> bool:
         pass
     except OSError:
         return False
+    if DEV_FOLDER in _DEV_UNMADE:
+        return False
     try:
         _make_device_folder()
         return _device_folder_ok()
     except OSError:
+        _DEV_UNMADE.add(DEV_FOLDER)
         return False
 
 
