@@ -301,6 +301,8 @@ def open_binds(
             item = _open_one(path, kind)
             if item is not None:
                 opened.append(item)
+        if not opened:
+            return Binds()  # nothing bound: nothing to check against toolrun's own files (about 70 us a call)
         # A catalog or env file matters where it lies under a bound folder, or is a bound file itself.
         near = None if any(i.is_file for i in opened) else {i.ident for i in opened}
         own = Own.of(private, files, near, catalogs)
