@@ -175,6 +175,44 @@ def test_the_tool_replaces_the_waiter_and_gets_the_calls_words_only(pool: None) 
     assert out.endswith("given\n")  # the call's stdin follows its message, unread by the waiter
 
 
+# What a shell does with the command itself: its status, a trap, `set -e`, a syntax error, stdin, an exec.
+_SHELL_WORDS = [
+    "exit 5",
+    "false",
+    "return 3",
+    "set -e; false; echo not reached",
+    "trap 'echo bye' EXIT; echo hi",
+    "echo hi )",
+    "cat; echo read",
+    "f() { return 4; }; f",
+    "echo $0 $#; shift",
+    "echo a; exec /bin/echo b",
+    "set -u; echo $nope",
+    "cd /nonexistent",
+]
+
+
+@pytest.mark.parametrize("command", _SHELL_WORDS)
+def test_a_prepared_jails_shell_runs_the_command_as_a_fresh_jails_does(
+    pool: None, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """The waiter becomes the tool's shell (it evaluates the command itself instead of starting a second shell, a
+    jail's CPU cost, bench/README.md): the status, the output and the kind of error are a fresh jail's."""
+    box = Sandbox(profile="default", network="none")
+    _twice_then_ready("true", box)
+    taken: list[sandboxpool.Jail] = []
+    take = sandboxpool.take
+    monkeypatch.setattr(sandboxpool, "take", lambda *a, **k: taken.append(take(*a, **k)) or taken[-1])
+    asked = time.monotonic()
+    pooled = _run(command, box, stdin=b"given\n")
+    assert len(taken) == 1 and taken[0].born < asked  # the call ran in a jail prepared before it
+    hold(monkeypatch, "jail_pool", False)
+    fresh = _run(command, box, stdin=b"given\n")
+    assert pooled[:2] == fresh[:2], (pooled, fresh)
+    for words in ("Syntax error", "parameter not set", "can't shift", "can't cd", "bye"):
+        assert (words in pooled[2] + pooled[1]) == (words in fresh[2] + fresh[1]), (pooled, fresh)
+
+
 def test_a_prepared_jail_is_killed_whole_at_the_calls_timeout(pool: None) -> None:
     box = Sandbox(profile="default", network="none")
     _twice_then_ready("true", box)
