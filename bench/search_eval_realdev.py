@@ -18,6 +18,10 @@ tool `<server>.<name>` of group `<server>`, with its name, description and param
   description or params: search_eval.py checks), a param query (param names or `name=value`; none where upstream
   lists no params: the MongoDB, Supabase and Elasticsearch READMEs list none), and a typo query made by held-out's
   procedure (a seeded random edit of a content word of the keyword query: `search_eval_heldout.typo`).
+  The paraphrase check refused three paraphrases, which were rewritten before any score was seen (the only
+  changes after the blind commit): Sentry's uptime monitor ("recent pings ..." -> "latest pings ..."), Jira's
+  update_issue ("modify a ticket's details", whose "s" counted -> "modify the details of a ticket"), Confluence's
+  page history ("... of a wiki article" -> "... of a team doc", refused again, -> "... of an intranet article").
 - Also acceptable: another server's tool doing the same job on the same kind of thing (Supabase's `execute_sql` for
   SQLite's `write_query`, Google Maps' place search for Brave's local search); a tool of another vendor's product
   that only shares a verb (Supabase's `create_project` for Sentry's) is not.
@@ -274,7 +278,7 @@ INTENTS: list[Intent] = [
             "keyword": "uptime monitor details",
             "task": "why is the health check for api.example.com failing",
             "param": "uptimeMonitorId checkLimit=20",
-            "paraphrase": "recent pings of the availability probe for my site",
+            "paraphrase": "latest pings of the availability probe for my site",
         },
         [],
     ),
@@ -549,7 +553,7 @@ INTENTS: list[Intent] = [
             "keyword": "update jira issue",
             "task": "change the priority of PROJ-123 to High and add a comment",
             "param": "issue_key fields additional_fields",
-            "paraphrase": "modify a ticket's details",
+            "paraphrase": "modify the details of a ticket",
         },
         [],
     ),
@@ -626,7 +630,7 @@ INTENTS: list[Intent] = [
             "keyword": "confluence page history version",
             "task": "what did the runbook look like in version 7",
             "param": "page_id version=7 convert_to_markdown",
-            "paraphrase": "an older revision of a wiki article",
+            "paraphrase": "an older revision of an intranet article",
         },
         [],
     ),
