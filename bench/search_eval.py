@@ -21,7 +21,7 @@ Two catalogs and three query sets (keyword, task, typo, param and paraphrase kin
   240 queries (keyword, task, param, paraphrase, and a typo by a seeded random edit), about 1,150 tools with
   varied params and descriptions. Its paraphrases share no content word with their tool (checked as held-out's).
   Decided on together with dev.
-- real-dev: bench/search_eval_realdev.py, a dev set of real tools (issue 38): 374 tools of 20 public MCP servers
+- real-dev: bench/search_eval_realdev.py, a dev set of real tools (issue 38): 374 tools of 19 public MCP servers
   that no other set uses (Slack, GitLab, Sentry, Notion, MongoDB, Supabase, Redis, Jira, Confluence, ...), as
   written upstream; 56 intents whose tools a stated rule chose, queries written blind from the tools file before any
   run: 267 queries (keyword, task, param where upstream lists params, paraphrase, and held-out's seeded typo). Its
