@@ -21,6 +21,11 @@ Two catalogs and three query sets (keyword, task, typo, param and paraphrase kin
   240 queries (keyword, task, param, paraphrase, and a typo by a seeded random edit), about 1,150 tools with
   varied params and descriptions. Its paraphrases share no content word with their tool (checked as held-out's).
   Decided on together with dev.
+- real-dev: bench/search_eval_realdev.py, a dev set of real tools (issue 38): 374 tools of 19 public MCP servers
+  that no other set uses (Slack, GitLab, Sentry, Notion, MongoDB, Supabase, Redis, Jira, Confluence, ...), as
+  written upstream; 56 intents whose tools a stated rule chose, queries written blind from the tools file before any
+  run: 267 queries (keyword, task, param where upstream lists params, paraphrase, and held-out's seeded typo). Its
+  paraphrases share no content stem with their tool (checked as held-out's). Choosing on it is allowed.
 - held-out: bench/search_eval_heldout.py, made apart from dev (other groups and words, another
   typo procedure, noun-first distractors): 48 intents, 240 queries, 24 groups, 1,200 tools. Its
   paraphrases share no content word (after stemming) with their tool's key, description or params:
@@ -46,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import search_eval_dev2 as dev2
 import search_eval_heldout as heldout
 import search_eval_mcp as mcp
+import search_eval_realdev as realdev
 from search_eval_data import EXTRA, INTENTS, KEYWORDS, MORE
 
 KINDS = ("keyword", "task", "typo", "param", "paraphrase", "mixed", "para-shared")
@@ -325,13 +331,13 @@ def dev2_queries() -> list[tuple[str, str, set[str]]]:
     return intent_queries("dev-2", dev2.INTENTS, dev2_overlaps(), dev2.typo)
 
 
-def mcp_catalog_text() -> str:
+def mcp_catalog_text(module: Any = mcp) -> str:
     """The third held-out set's catalog: each real MCP tool as `<server>.<name>` (bench/search_eval_mcp.py), written
-    as JSON (YAML reads it; the upstream descriptions hold every kind of quote)."""
+    as JSON (YAML reads it; the upstream descriptions hold every kind of quote). `module`: real-dev's, for its own."""
     import json
 
     tools = []
-    for tool in mcp.tools():
+    for tool in module.tools():
         params = [
             {"name": p["name"], "type": _mcp_type(p["type"]), "required": False, "description": p["description"]}
             for p in tool["params"]
@@ -355,23 +361,24 @@ def _mcp_type(kind: str) -> str:
     return {"integer": "int", "number": "float", "boolean": "bool", "object": "dict"}.get(kind, "str")
 
 
-def mcp_overlaps() -> list[str]:
-    """Each paraphrase of the third held-out set that shares a content stem with its tool."""
-    found = {(t["server"], t["name"]): t for t in mcp.tools()}
+def mcp_overlaps(module: Any = mcp) -> list[str]:
+    """Each paraphrase of the third held-out set (or real-dev's: `module`) that shares a content stem with its tool."""
+    found = {(t["server"], t["name"]): t for t in module.tools()}
     items = []
-    for server, name, asked, _ in mcp.INTENTS:
+    for server, name, asked, _ in module.INTENTS:
         tool = found[(server, name)]
         params = [(p["name"], p["type"], p["description"]) for p in tool["params"]]
         items.append((server, name, tool["description"], params, asked["paraphrase"]))
     return overlaps(items)
 
 
-def mcp_queries() -> list[tuple[str, str, set[str]]]:
-    """(kind, query, acceptable keys) of the third held-out set (no param query where upstream lists no params)."""
-    if bad := mcp_overlaps():
-        raise SystemExit("mcp paraphrases share words with their tools: " + "; ".join(bad))
+def mcp_queries(module: Any = mcp) -> list[tuple[str, str, set[str]]]:
+    """(kind, query, acceptable keys) of the third held-out set, or real-dev's (`module`); no param query where
+    upstream lists no params."""
+    if bad := mcp_overlaps(module):
+        raise SystemExit(f"{module.__name__} paraphrases share words with their tools: " + "; ".join(bad))
     out = []
-    for server, name, asked, also in mcp.INTENTS:
+    for server, name, asked, also in module.INTENTS:
         ok = {f"{server}.{name}", *also}
         for kind in KINDS[:5]:
             text = heldout.typo(asked["keyword"]) if kind == "typo" else asked[kind]
@@ -385,11 +392,14 @@ def check(workdir: Path) -> list[str]:
     set's catalog loads and each query has a tool of it to find, the checked paraphrases share no content stem
     with their tool, the query counts are what the docstrings say, and the seeded typos are edits, the same on
     every run. Returns what is wrong (empty: nothing)."""
-    wrong = [*dev_overlaps(), *paraphrase_overlaps(), *dev2_overlaps(), *mcp_overlaps()]
+    wrong = [*dev_overlaps(), *paraphrase_overlaps(), *dev2_overlaps(), *mcp_overlaps(), *mcp_overlaps(realdev)]
+    if [(server, name) for server, name, _, _ in realdev.INTENTS] != realdev.chosen():
+        wrong.append("real-dev: its intents are not the tools its rule chooses (search_eval_realdev.chosen)")
     sets = {
         "dev": (catalog_text(), queries(), 280),
         "dev-extra": (catalog_text(), extra_queries(), 56),
         "dev-2": (dev2_catalog_text(), dev2_queries(), 240),
+        "real-dev": (mcp_catalog_text(realdev), mcp_queries(realdev), 267),
         "held-out": (heldout_catalog_text(), heldout_queries(), 240),
         "mcp": (mcp_catalog_text(), mcp_queries(), 192),
         "mcp-independent": (mcp_catalog_text(), independent_queries()[0], None),
@@ -451,7 +461,7 @@ def independent_queries() -> tuple[list[tuple[str, str, set[str]]], list[str]]:
 
 
 SETS = ("dev", "held-out")
-SETS_ORDER = ("dev", "dev-extra", "dev-2", "held-out", "mcp", "mcp-independent")
+SETS_ORDER = ("dev", "dev-extra", "dev-2", "real-dev", "held-out", "mcp", "mcp-independent")
 HELD_OUT = ("held-out", "mcp", "mcp-independent")  # only reported: nothing is chosen on these
 Row = tuple[float, float, float, float, float]  # R@1, R@3, R@10, reciprocal rank, ms
 
@@ -659,6 +669,7 @@ def main() -> None:
             "dev": lambda: (catalog_text(keywords=args.keywords), queries()),
             "dev-extra": lambda: (catalog_text(keywords=args.keywords), extra_queries()),
             "dev-2": lambda: (dev2_catalog_text(), dev2_queries()),
+            "real-dev": lambda: (mcp_catalog_text(realdev), mcp_queries(realdev)),
             "held-out": lambda: (heldout_catalog_text(), heldout_queries()),
             "mcp": lambda: (mcp_catalog_text(), mcp_queries()),
             "mcp-independent": lambda: (mcp_catalog_text(), independent_queries()[0]),
@@ -673,8 +684,9 @@ def main() -> None:
             print_table(f"{name} ({len(asked)} queries, index {build:.2f} s)", registry, table)
             if args.parts and args.semantic:
                 verdicts[name] = parts_table(registry, admin, asked)
-            if name == "mcp":
-                print(f"  {len(mcp.INTENTS)} intents over the tools of {len(mcp.sources())} servers")
+            if name in ("mcp", "real-dev"):
+                module = mcp if name == "mcp" else realdev
+                print(f"  {len(module.INTENTS)} intents over the tools of {len(module.sources())} servers")
             elif name == "mcp-independent":
                 leaky = independent_queries()[1]
                 print(f"  {len(independent()['intents'])} intents by {independent()['written_by']}")
