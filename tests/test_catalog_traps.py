@@ -211,6 +211,19 @@ tools:
     ]
 
 
+def test_a_json_style_escape_in_a_quoted_value_gets_its_own_hint_not_quote_it(tmp_path: Path) -> None:
+    """A description copied from JSON (an emoji as a surrogate pair) is already quoted: the hint says what mends it."""
+    text = 'group: g\ntools:\n  - name: rocket\n    description: "launch \\ud83d\\ude80"\n    exec: echo hi\n'
+    _, problems = catalog_mod.check([write_catalog(tmp_path, text)])
+    [problem] = [p for p in problems if p.severity == "error"]
+    assert problem.key == "g.rocket" and "invalid Unicode character escape" in problem.message
+    assert "surrogate pair" in problem.message and "`\\U0001F680`" in problem.message
+    assert "quote it (" not in problem.message  # it is quoted already
+    (tmp_path / "ok").mkdir()
+    fixed = write_catalog(tmp_path / "ok", text.replace("\\ud83d\\ude80", "\\U0001F680"))
+    assert [p for p in catalog_mod.check([fixed])[1] if p.severity == "error"] == []
+
+
 def test_a_yaml_error_that_quoting_does_not_mend_is_reported_once() -> None:
     from toolrun.catalog.yamlhints import repair
 

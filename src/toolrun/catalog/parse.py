@@ -76,7 +76,9 @@ def parse(ctx: LoadContext, text: str, repaired: tuple[int, ...] = ()) -> tuple[
             context += f" started at line {cmark.line + 1}, column {cmark.column + 1}"
         message = f"YAML syntax error: {what}" + (f" ({context})" if context else "")
         lines = (pos[0] - 1, *((cmark.line,) if cmark is not None else ()))
-        fixed = repair(text, lines, skip=repaired) if len(repaired) < 20 else None
+        if "escape" in what:  # quoting does not mend a bad escape in a quoted value: say what does
+            message += ESCAPE_HINT
+        fixed = repair(text, lines, skip=repaired) if len(repaired) < 20 and "escape" not in what else None
         key = tool_at(text, fixed[2] if fixed else pos[0] - 1)
         ctx.problem_at(pos, key, message + (fixed[1] if fixed else ""))
         if fixed is None:
@@ -88,6 +90,13 @@ def parse(ctx: LoadContext, text: str, repaired: tuple[int, ...] = ()) -> tuple[
     if loader.duplicates:
         report_duplicates(ctx, data)
     return True, data
+
+
+ESCAPE_HINT = (
+    "; in a double-quoted value a backslash starts an escape, and `\\u`/`\\U` must name a whole character (a JSON"
+    " surrogate pair such as `\\ud83d\\ude80` is not one): write the character itself or `\\U0001F680`, or"
+    " single-quote the value (no escapes there)"
+)
 
 
 def catalog_root(ctx: LoadContext, node: yaml.Node) -> bool:
