@@ -78,7 +78,7 @@ def measure(targets: list[Target], seconds: float, rounds: int, script: Path) ->
         for _ in range(rounds):
             for target in targets:
                 result = run_wrk(target.url, c, seconds, script, target.server)
-                calls = result["rps"] * max(1, round(seconds))
+                calls = result["requests"]  # wrk's own count, not req/s times the nominal duration
                 cpu[target.label][c][0] += result["cpu_us"] * calls
                 cpu[target.label][c][1] += calls
                 best = target.results.get(c)

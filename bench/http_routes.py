@@ -379,6 +379,7 @@ def run_wrk(url: str, connections: int, seconds: float, script: Path, server: Se
         if line.startswith("RESULT "):
             raw = json.loads(line[len("RESULT ") :])
             return {
+                "requests": raw["requests"],
                 "rps": raw["requests"] / (raw["duration_us"] / 1e6),
                 "cpu_us": cpu / max(1, raw["requests"]) * 1e6,
                 "tools_us": tools / max(1, raw["requests"]) * 1e6,

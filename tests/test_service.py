@@ -619,3 +619,65 @@ def test_start_or_call_decides_for_every_door_whether_a_call_becomes_a_job(tmp_p
     assert outcome("j.plain", watch=watch).value == "plain" and seen == ["watched"]
     with pytest.raises(NotFound):
         outcome("j.nothing")
+
+
+def test_a_reload_brings_the_new_parameter_checks_with_the_new_catalog(tmp_path: Path) -> None:
+    """The checks prepared per loaded catalog (params.prepare, kept by the catalog's state) never outlive it."""
+    service = make_service(tmp_path)
+    assert asyncio.run(service.call(ADMIN, "ops.echo", {"msg": "hi"})).value == "hi"  # its checks are now kept
+    old = service.registry.get(ADMIN, "ops.echo")
+    tightened = CATALOG[: CATALOG.index("  - name: fail")].replace("type: str}", "type: str, enum: [up, down]}")
+    service.swap(catalog.load([write_catalog(tmp_path, tightened)], ENVIRON))
+    with pytest.raises(ParamError, match="must be one of 'up', 'down'"):
+        asyncio.run(service.call(ADMIN, "ops.echo", {"msg": "hi"}))
+    assert asyncio.run(service.call(ADMIN, "ops.echo", {"msg": "up"})).value == "up"
+    # A tool of the catalog before (a job admitted then) is checked as that catalog declared it.
+    assert asyncio.run(service.admit(ADMIN, old, {"msg": "hi"})) == {"msg": "hi"}
+    with pytest.raises(ParamError, match="must be one of"):
+        asyncio.run(service.admit(ADMIN, service.registry.get(ADMIN, "ops.echo"), {"msg": "hi"}))
+
+
+def test_prepared_checks_answer_as_checks_made_at_the_call(tmp_path: Path) -> None:
+    from toolrun import params
+
+    text = """
+version: 1
+group: g
+tools:
+  - name: t
+    exec: echo {{ a | quote }}
+    params:
+      - {name: a, type: str}
+      - {name: n, type: int, required: false, min: 2, max: 5}
+      - {name: c, type: str, required: false, enum: [x, y]}
+      - {name: p, type: str, required: false, pattern: "[a-z]+"}
+      - {name: s, type: str, required: false, secret: true, pattern: "[0-9]+"}
+      - {name: l, type: list, required: false, default: [1]}
+      - {name: f, type: float, required: false, default: 1.5}
+"""
+    tool = catalog.load([write_catalog(tmp_path, text)], ENVIRON).tools["g.t"]
+    prepared = params.prepare(tool)
+    cases: list[dict[str, Any]] = [
+        {"a": "x"},
+        {"a": 3},
+        {},
+        {"a": "x", "zz": 1},
+        {"a": "x", "n": 9},
+        {"a": "x", "n": "3"},
+        {"a": "x", "c": "z"},
+        {"a": "x", "p": "A1"},
+        {"a": "x", "s": "abc"},
+        {"a": "x", "s": "123", "l": ["a"], "f": 2},
+        {"a": None},
+    ]
+    for args in cases:
+        try:
+            expected: Any = params.validate(tool, args)
+        except ParamError as exc:
+            expected = ("error", str(exc))
+        try:
+            got: Any = params.validate(tool, args, prepared)
+        except ParamError as exc:
+            got = ("error", str(exc))
+        assert got == expected, args
+    assert params.validate(tool, {"a": "x"}, prepared)["l"] is not params.validate(tool, {"a": "x"}, prepared)["l"]

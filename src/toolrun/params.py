@@ -21,7 +21,8 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -80,38 +81,72 @@ def _constrain(param: Param, value: Any) -> None:
                 raise ParamError(f"parameter {name!r}: {short_repr(item)} does not match {param.pattern!r}")
 
 
-def validate(tool: ToolSpec, args: Mapping[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class Checks:
+    """A tool's parameter checks, prepared once (per loaded catalog: service.CatalogState keeps them): the declared
+    names, and for each param the one function its value goes through (its type's coercion alone when it declares
+    no constraint, else `coerce`, or the secret's `_coerce_secret`). The same checks, in the same order, as
+    preparing them at every call would run."""
+
+    tool: ToolSpec
+    declared: dict[str, Param]
+    steps: tuple[tuple[Param, Callable[[Param, Any], Any]], ...]
+
+
+def _type_only(kind_coerce: Callable[[str, Any], Any]) -> Callable[[Param, Any], Any]:
+    """`coerce` for a param without enum, bounds or (a type's applicable) pattern: its type's coercion alone."""
+    return lambda param, value: kind_coerce(param.name, value)
+
+
+def prepare(tool: ToolSpec) -> Checks:
+    """The checks of `tool`'s params, for `validate` (see Checks)."""
+    steps: list[tuple[Param, Callable[[Param, Any], Any]]] = []
+    for param in tool.params:
+        kind = TYPES[param.type]
+        if param.secret:
+            steps.append((param, _coerce_secret))
+        elif (
+            param.enum is None
+            and param.min is None
+            and param.max is None
+            and (param.pattern is None or not kind.pattern_on)
+        ):
+            steps.append((param, _type_only(kind.coerce)))  # `_constrain` would check nothing
+        else:
+            steps.append((param, coerce))
+    return Checks(tool, {p.name: p for p in tool.params}, tuple(steps))
+
+
+def validate(tool: ToolSpec, args: Mapping[str, Any], checks: Checks | None = None) -> dict[str, Any]:
     """Supplied values coerced and defaults filled; an absent optional param without a default is
-    left out (None for an fn tool).
+    left out (None for an fn tool). `checks`: the tool's, prepared once (`prepare`), else prepared now.
 
     A ParamError carries the tool's signature (`exc.signature`), so a door can show how to call it."""
     try:
-        return _validate(tool, args)
+        return _validate(tool, args, checks if checks is not None and checks.tool is tool else prepare(tool))
     except ParamError as exc:
         exc.signature = signature(tool)
         raise
 
 
-def _validate(tool: ToolSpec, args: Mapping[str, Any]) -> dict[str, Any]:
-    declared = {p.name: p for p in tool.params}
+def _validate(tool: ToolSpec, args: Mapping[str, Any], checks: Checks) -> dict[str, Any]:
+    declared = checks.declared
     unknown = [k for k in args if k not in declared]
     if unknown:
         allowed = ", ".join(declared) or "none"
         raise ParamError(f"unknown parameter {unknown[0]!r} for {tool.key} (accepted: {allowed})")
     values: dict[str, Any] = {}
     fn = tool.kind == "fn"
-    for param in tool.params:
-        if param.name in args and args[param.name] is not None:
-            if param.secret:
-                values[param.name] = _coerce_secret(param, args[param.name])
-            else:
-                values[param.name] = coerce(param, args[param.name])
+    for param, check in checks.steps:
+        name = param.name
+        if name in args and args[name] is not None:
+            values[name] = check(param, args[name])
         elif param.required:
-            raise ParamError(f"missing required parameter {param.name!r} ({param.type}) for {tool.key}")
+            raise ParamError(f"missing required parameter {name!r} ({param.type}) for {tool.key}")
         elif isinstance(param.default, (list, dict)):
-            values[param.name] = copy.deepcopy(param.default)  # a call must not change the default
+            values[name] = copy.deepcopy(param.default)  # a call must not change the default
         elif param.default is not None or fn:
-            values[param.name] = param.default
+            values[name] = param.default
     for name, quoted in tool.option_params:
         if name in values:
             _refuse_options(name, values[name], quoted, declared[name].secret)

@@ -106,7 +106,7 @@ class CatalogState:
     call changes nothing for it (its tool, its environment, its function).
     """
 
-    __slots__ = ("catalog", "envs", "fns", "registry")
+    __slots__ = ("catalog", "checks", "envs", "fns", "registry")
 
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
@@ -114,6 +114,18 @@ class CatalogState:
         self.fns: dict[str, tuple[Any, bool]] = {}  # key -> (function, is it async)
         # Each tool's child environment, built on its first call: the server's environment is read once.
         self.envs: dict[str, dict[str, str]] = {}
+        # Each tool's parameter checks (params.prepare), made on its first call: a reload brings new ones with the
+        # new state, all at once.
+        self.checks: dict[str, params.Checks] = {}
+
+    def checks_for(self, tool: ToolSpec) -> params.Checks:
+        """`tool`'s parameter checks, kept when `tool` is this catalog's (a job may run a tool of an older one)."""
+        checks = self.checks.get(tool.key)
+        if checks is None or checks.tool is not tool:
+            checks = params.prepare(tool)
+            if self.registry.tools.get(tool.key) is tool:
+                self.checks[tool.key] = checks
+        return checks
 
 
 class ToolService:
@@ -351,7 +363,7 @@ class ToolService:
             retry = await self.limiter.hit(identity.bucket, tool.key)
             if retry is not None:
                 raise RateLimited(tool.key, int(retry))
-        return params.validate(tool, args or {})
+        return params.validate(tool, args or {}, self.state.checks_for(tool))
 
     async def call(
         self,

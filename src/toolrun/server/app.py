@@ -4,9 +4,8 @@ Every route is one row of ROUTES (routes.py): its path, method, handler, auth mo
 OpenAPI operation. `create_app` builds the dispatcher (dispatch.py) from the rows: each handler is built for
 its row's auth mode, a `Routes` method below getting the identity that mode gives; /openapi.json documents
 the same rows. A ToolrunError a handler raises becomes its JSON response in one place, the app's exception
-handler (httperrors.py). The plain-ASGI handlers of the hot rows are `ToolCall` (toolcall.py) and those of
-fastpaths.py; `Guard` (guard.py), in front of the dispatcher, checks Host and Origin, adds CORS and writes
-the access log.
+handler (httperrors.py). The plain-ASGI handlers of the hot rows are in plain.py; `Guard` (guard.py), in
+front of the dispatcher, checks Host and Origin, adds CORS and writes the access log.
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """One road per request: the dispatcher, built from the route table (routes.py).
 
 Every row of ROUTES is one Starlette route of the router, with its handler built for the row's auth mode:
-a `serve="plain"` row's handler (PLAIN_HANDLERS, plain ASGI) is made with the mode and applies it; an
+a `serve="plain"` row's handler (plain.PLAIN_HANDLERS, plain ASGI) is made with the mode and applies it; an
 `app.Routes` method gets the identity the mode gives (`endpoint`). The plain rows are the hot ones: the
 dispatcher hands their requests to the very same handler from a dict lookup, without the router (the
 `hot_routes` speedup, speedups.py; with it off, every request goes through the router). So a request takes
 the same handler, with the same auth mode, whichever road it takes, and its headers (an Origin header or
 not) never choose the road: the guard (guard.py) checks Host and Origin and adds CORS before this runs.
 
-The dispatcher leaves the status it sent in the scope (`STATUS`), for the access log, and answers 503 to a
+The dispatcher leaves the status it sent in the scope (`plain.STATUS`), for the access log, and answers 503 to a
 request the stopping server cancelled before its answer started.
 """
 
@@ -19,18 +19,16 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route, request_response
-from starlette.types import ASGIApp, Lifespan, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Lifespan, Receive, Scope, Send
 
-from ..errors import ToolrunError
-from .fastpaths import Healthz, ToolGet
-from .httperrors import EXCEPTION_HANDLERS, json_error
+from .httperrors import EXCEPTION_HANDLERS
+from .plain import PLAIN_HANDLERS, STATUS, PlainHandler, recording
 from .request import identity_from_scope
-from .toolcall import ToolCall
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -41,63 +39,6 @@ if TYPE_CHECKING:
     from .routes import RouteDef
 
 log = logging.getLogger("toolrun.server")
-
-STATUS = "toolrun.status"  # scope key: the status of the answer sent (0 or absent: none yet)
-
-
-@runtime_checkable
-class PlainHandler(Protocol):
-    """The handler of a plain row: an ASGI app that can also answer with the status it sent (`handle`)."""
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
-
-    async def handle(self, scope: Scope, receive: Receive, send: Send) -> int: ...
-
-
-def recording(scope: Scope, send: Send) -> Send:
-    """`send`, leaving the status of the answer in `scope[STATUS]` as it starts."""
-
-    async def sent(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            scope[STATUS] = message["status"]
-        await send(message)
-
-    return sent
-
-
-class McpRoad:
-    """The /mcp endpoint (mcp/endpoint.McpKeyGate) as a plain handler: a ToolrunError that escapes it gets the app's
-    JSON answer, as on the router's road (the app's exception handler)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.app(scope, receive, send)
-
-    async def handle(self, scope: Scope, receive: Receive, send: Send) -> int:
-        send = recording(scope, send)
-        try:
-            await self.app(scope, receive, send)
-        except ToolrunError as exc:
-            if scope.get(STATUS):
-                raise
-            await json_error(exc)(scope, receive, send)
-        return int(scope.get(STATUS, 0))
-
-
-def _mcp(parts: ServerParts, mode: Mode) -> PlainHandler | None:
-    return McpRoad(parts.mcp(mode)) if parts.mcp is not None else None
-
-
-# The handlers a row may name besides `app.Routes` methods: plain ASGI, each built with its row's auth mode
-# (None: the part is not mounted, and the row has no route).
-PLAIN_HANDLERS: dict[str, Callable[[ServerParts, Mode], PlainHandler | None]] = {
-    "tool_call": ToolCall,
-    "get_tool": ToolGet,
-    "healthz": lambda parts, mode: Healthz(parts.access, mode),
-    "mcp": _mcp,
-}
 
 Endpoint = Callable[["Request"], Awaitable[Response]]
 Handler = PlainHandler | Endpoint

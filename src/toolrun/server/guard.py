@@ -16,7 +16,7 @@ from .. import telemetry
 from ..errors import Forbidden
 from .accesslog import access_line
 from .disconnect import GONE
-from .dispatch import STATUS, recording
+from .plain import STATUS, recording
 from .request import head
 
 access_log = logging.getLogger("toolrun.access")
@@ -136,7 +136,7 @@ class Guard:
 
 
 def log_request(scope: Scope, started: float) -> None:
-    """The access log's line of a request: its status is the one the app left in the scope (dispatch.STATUS)."""
+    """The access log's line of a request: its status is the one the app left in the scope (plain.STATUS)."""
     client = scope.get("client") or ("-", 0)
     path = scope.get("path", "")
     if "trk_" in path:

@@ -4,7 +4,7 @@ A row names the path (as documented; `{key}` is the rest of the path, slashes in
 the handler, the auth mode the handler applies (`toolrun.access.Mode`: anonymous, optional, keyed,
 required, admin; it is also the operation's OpenAPI `security`), how it is served and the OpenAPI
 operation. `serve="plain"` rows are the hot ones: their handler is a plain ASGI object of
-dispatch.PLAIN_HANDLERS, which the dispatcher hands a request without the router (the `hot_routes`
+plain.PLAIN_HANDLERS, which the dispatcher hands a request without the router (the `hot_routes`
 speedup; with it off they are served through the router like the rest). The other handlers are
 `app.Routes` methods, served through Starlette's router. The router tries rows in order: the hot
 route comes first.

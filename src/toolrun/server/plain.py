@@ -1,12 +1,21 @@
-"""`POST /tools/{key}`: the hot route, as a plain ASGI app."""
+"""The handlers of the rows served as plain ASGI (`serve="plain"` in routes.py), and their table.
+
+`POST /tools/{key}` (ToolCall, the hot route), `GET /tools/{key}` (ToolGet), `GET /healthz` (Healthz) and the /mcp
+endpoint (McpRoad): no Request, router or Response. Each is built with its row's auth mode and applies it; the
+dispatcher (dispatch.py) hands it requests directly (`handle`, which returns the status sent), or the router does
+(`__call__`) when the `hot_routes` speedup is off. Their answers are written whole by `respond` (one write with the
+`direct_answer` speedup, protocol.answer; else two `send` calls). PLAIN_HANDLERS is the table a row names its
+handler from.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import formatting
 from ..access.audit import clean_request_id
@@ -15,15 +24,131 @@ from ..exec import sandboxview
 from ..models import CallOrigin, CallResult
 from ..service import JobStarted
 from .disconnect import unless_gone
-from .fastpaths import path_key, respond
-from .httperrors import error_object, error_text, json_text, retry_headers
+from .httperrors import error_object, error_text, json_error, json_text, retry_headers
+from .protocol import answer
 from .request import head, identity_from_scope, is_json_media, parse_json_object, require_body
 
 if TYPE_CHECKING:
-    from ..access import Mode
+    from ..access import Access, Mode
     from .parts import ServerParts
 
 log = logging.getLogger("toolrun.server")
+
+STATUS = "toolrun.status"  # scope key: the status of the answer sent (0 or absent: none yet)
+
+
+@runtime_checkable
+class PlainHandler(Protocol):
+    """The handler of a plain row: an ASGI app that can also answer with the status it sent (`handle`)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> int: ...
+
+
+def recording(scope: Scope, send: Send) -> Send:
+    """`send`, leaving the status of the answer in `scope[STATUS]` as it starts."""
+
+    async def sent(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            scope[STATUS] = message["status"]
+        await send(message)
+
+    return sent
+
+
+class McpRoad:
+    """The /mcp endpoint (mcp/endpoint.McpKeyGate) as a plain handler: a ToolrunError that escapes it gets the app's
+    JSON answer, as on the router's road (the app's exception handler)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> int:
+        send = recording(scope, send)
+        try:
+            await self.app(scope, receive, send)
+        except ToolrunError as exc:
+            if scope.get(STATUS):
+                raise
+            await json_error(exc)(scope, receive, send)
+        return int(scope.get(STATUS, 0))
+
+
+def _mcp(parts: ServerParts, mode: Mode) -> PlainHandler | None:
+    return McpRoad(parts.mcp(mode)) if parts.mcp is not None else None
+
+
+def path_key(scope: Scope) -> str:
+    """The `{key}` of a /tools/{key} request: the router's path parameter, else the rest of the path."""
+    params = scope.get("path_params")
+    return params["key"] if params else scope["path"][len("/tools/") :]  # type: ignore[no-any-return]
+
+
+def json_headers(body: bytes) -> list[tuple[bytes, bytes]]:
+    """The headers of a JSON answer of `body`."""
+    return [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]
+
+
+async def respond(scope: Scope, send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    """Send a whole answer: in one write where the protocol takes it (protocol.answer), else as two ASGI messages."""
+    if not answer(scope, send, status, headers, body):
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+# GET /healthz: the bytes JSONResponse({"status": "ok"}) would send.
+HEALTHZ_BODY = b'{"status":"ok"}'
+HEALTHZ_HEADERS = json_headers(HEALTHZ_BODY)
+
+
+class Healthz:
+    """`GET /healthz`: liveness, answered from stored bytes (its row is `anonymous`: no key is read)."""
+
+    def __init__(self, access: Access, mode: Mode) -> None:
+        self.access = access
+        self.auth = mode
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.handle(scope, receive, send)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> int:
+        if self.auth != "anonymous":
+            try:
+                await identity_from_scope(self.access, scope, self.auth)
+            except ToolrunError as exc:
+                response = json_error(exc)
+                await response(scope, receive, send)
+                return response.status_code
+        await respond(scope, send, 200, HEALTHZ_HEADERS, HEALTHZ_BODY)
+        return 200
+
+
+class ToolGet:
+    """`GET /tools/{key}`: one tool's entry, encoded once per loaded catalog (ToolService.describe_json)."""
+
+    def __init__(self, parts: ServerParts, mode: Mode) -> None:
+        self.service = parts.service
+        self.access = parts.access
+        self.auth = mode
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.handle(scope, receive, send)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> int:
+        try:
+            identity = await identity_from_scope(self.access, scope, self.auth)
+            body = self.service.describe_json(identity, path_key(scope))
+        except ToolrunError as exc:
+            response = json_error(exc)
+            await response(scope, receive, send)
+            return response.status_code
+        await respond(scope, send, 200, json_headers(body), body)
+        return 200
+
 
 # On every 200 answer of an exec or curl tool: the process's exit code (0 success, -1 killed by the
 # timeout, another negative number: killed by that signal). An fn tool runs no process: no header.
@@ -159,3 +284,13 @@ async def _accepted(scope: Scope, send: Send, headers: Headers, started: JobStar
         headers.append((b"preference-applied", b"respond-async"))
     await respond(scope, send, 202, headers, data)
     return 202
+
+
+# The handlers a row may name besides `app.Routes` methods: plain ASGI, each built with its row's auth mode
+# (None: the part is not mounted, and the row has no route).
+PLAIN_HANDLERS: dict[str, Callable[[ServerParts, Mode], PlainHandler | None]] = {
+    "tool_call": ToolCall,
+    "get_tool": ToolGet,
+    "healthz": lambda parts, mode: Healthz(parts.access, mode),
+    "mcp": _mcp,
+}
