@@ -45,13 +45,13 @@ FIRST_FD = 4
 MAX_BOUND = 6  # bound paths a call may have (readable, writable and the cwd together): check descriptors 4 to 9
 
 Ident = tuple[int, int]
-# A folder of catalog or env files, as an earlier call found it (see Own._add_folder): (device, inode, modification
-# time, real path, the files asked for) -> (their identities, the folders above them, those not made yet).
+# A folder of catalog or env files, as an earlier call found it (see Own._add_folder): (device, inode, change
+# time (ctime), real path, the files asked for) -> (their identities, the folders above them, those not made yet).
 _SCANNED: dict[
     tuple[int, int, int, str, tuple[str, ...]],
     tuple[dict[Ident, str], dict[Ident, list[tuple[str, int, bool]]], dict[Ident, str], set[Ident]],
 ] = {}
-# A folder's entries as an earlier call listed them (see _entries): (device, inode, modification time) -> (name,
+# A folder's entries as an earlier call listed them (see _entries): (device, inode, change time) -> (name,
 # device, inode, kind) of each, kind "l" (a link: its target), "d" or "f".
 _LISTED: dict[tuple[int, int, int], list[tuple[str, Ident, str, str]]] = {}
 MAX_SHOWN = 32  # entries a call may show of the folders that hold toolrun's files (each is one bind, bench/sandbox.py)
@@ -174,14 +174,16 @@ class Own:
         self, folder: str, paths: list[str], folders: dict[str, tuple[str, list[Ident]]], near: set[Ident] | None
     ) -> None:
         """`_add` each of `paths` (all in `folder`), or what an earlier call found there when the folder has not
-        changed since (the same device, inode and modification time, not modified in the second before that scan:
-        a file made, removed or renamed in it changes its time; no cache by name)."""
+        changed since (the same device, inode and change time, not changed in the second before that scan: a file
+        made, removed or renamed in it changes its time; no cache by name). The change time (ctime), not the
+        modification time: the owner sets the latter at will (`touch -d`; `rsync -a`, `cp -a`, `tar x` put a
+        folder's time back after renaming new files into it), while setting it changes the former."""
         real_folder = folders[folder][0]
         try:
             st = os.stat(real_folder)
         except OSError:
             st = None
-        key = None if st is None else (st.st_dev, st.st_ino, st.st_mtime_ns, real_folder, tuple(paths))
+        key = None if st is None else (st.st_dev, st.st_ino, st.st_ctime_ns, real_folder, tuple(paths))
         found = _SCANNED.get(key) if key is not None else None
         if found is None:
             scan = Own()
@@ -556,8 +558,9 @@ def _open_entry(folder: int, name: str, ident: Ident, dest: str) -> int:
 def _entries(fd: int, st: os.stat_result) -> list[tuple[str, Ident, str, str]]:
     """(name, identity, kind: "l" a link, "d" a folder, "f" anything else; a link's target) of each entry of the
     folder of `fd`, sorted; the same as an earlier call found when the folder has not changed since (its device,
-    inode and modification time, not modified in the second before that listing)."""
-    key = (st.st_dev, st.st_ino, st.st_mtime_ns)
+    inode and change time, not changed in the second before that listing: see Own._add_folder, why not the
+    modification time)."""
+    key = (st.st_dev, st.st_ino, st.st_ctime_ns)
     found = _LISTED.get(key)
     if found is not None:
         return found
@@ -575,7 +578,7 @@ def _entries(fd: int, st: os.stat_result) -> list[tuple[str, Ident, str, str]]:
     finally:
         os.close(listing)
     found.sort()
-    if time.time_ns() - st.st_mtime_ns > 1_000_000_000:  # not changed within the last second
+    if time.time_ns() - st.st_ctime_ns > 1_000_000_000:  # not changed within the last second
         if len(_LISTED) >= 64:
             with contextlib.suppress(KeyError, RuntimeError, StopIteration):  # calls in other threads list too
                 _LISTED.pop(next(iter(_LISTED)))

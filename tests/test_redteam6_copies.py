@@ -1,0 +1,121 @@
+"""Red team 6 on the copies (issue 34): a folder holding a catalog or env file, shown in a jail as a copy without them.
+
+Each test drives real `toolrun serve` processes (real bwrap), with the server as root and as a user that is not root,
+and attacks what walls-5 built: the listing and scan caches, the entries of a copy, the binds of a copy's entries.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import httpx
+
+from support import jails
+from support.jails import Jail
+from support.servers import wait_until
+
+server, base, jail = jails.server, jails.base, jails.jail
+
+HOUR_AGO = time.time() - 3600
+
+
+def _replace(path: Path, text: str) -> None:
+    """What rsync does to a changed file: write a new one beside, rename it over the old one."""
+    fresh = path.with_name(f".{path.name}.tmp")
+    fresh.write_text(text)
+    os.chmod(fresh, 0o644)
+    os.replace(fresh, path)
+
+
+def _serve(jail: Jail, catalog: Path):  # type: ignore[no-untyped-def]
+    from test_sandbox_pool import _serve_as
+
+    return _serve_as(jail.server, jail.base / "srv", catalog)
+
+
+V1 = """\
+group: t
+tools:
+  - name: probe
+    public: true
+    exec: cat {data}/file.txt
+    sandbox: {{readable: [{data}/file.txt]}}
+  - name: other
+    exec: echo hi
+    env_file: secrets.env
+"""
+PEEK = """\
+  - name: peek
+    public: true
+    exec: cat secrets.env tools.yaml 2>&1; ls
+    cwd: .
+    sandbox: true
+"""
+
+
+def test_a_catalog_and_env_file_deployed_with_the_folders_time_kept_stay_hidden(jail: Jail) -> None:
+    """The copies trusted a folder's (device, inode, modification time) to say it had not changed since an earlier
+    scan found toolrun's files in it. A modification time is the owner's to set: `rsync -a` (like `cp -a` or `tar x`)
+    writes each changed file anew, renames it into place and puts the folder's time back. Deployed that way, a
+    catalog that adds a tool with `cwd: .` beside a new env file, reloaded (SIGHUP), showed that tool the new catalog
+    file and the new env file, secrets and all: the scan made at the start still named the old files. On the code
+    before the fix `t.peek` printed `new-secret` and `new-token`."""
+    folder = jail.base / "cat"
+    folder.mkdir(mode=0o755)
+    data = jail.base / "data"
+    data.mkdir(mode=0o755)
+    (data / "file.txt").write_text("data\n")
+    catalog = folder / "tools.yaml"
+    catalog.write_text(V1.format(data=data))
+    (folder / "secrets.env").write_text("SECRET=old-secret\n")
+    (folder / "notes.txt").write_text("notes\n")
+    for path in (catalog, folder / "secrets.env", folder / "notes.txt", data / "file.txt"):
+        os.chmod(path, 0o644)
+    os.utime(folder, (HOUR_AGO, HOUR_AGO))
+    srv = _serve(jail, catalog)
+    try:
+        srv.ready()
+        with httpx.Client(timeout=30) as client:
+            assert client.post(f"{srv.url}/tools/t.probe", json={}).text == "data\n"
+            _replace(folder / "secrets.env", "SECRET=new-secret\n")
+            _replace(catalog, V1.format(data=data).replace("echo hi", "echo new-token") + PEEK)
+            os.utime(folder, (HOUR_AGO, HOUR_AGO))  # as `rsync -a` leaves it
+            srv.send(signal.SIGHUP)
+            wait_until(lambda: client.post(f"{srv.url}/tools/t.peek", json={}).status_code != 404, 15, "the reload")
+            peeked = client.post(f"{srv.url}/tools/t.peek", json={}).text
+    finally:
+        srv.stop()
+    assert "new-secret" not in peeked and "new-token" not in peeked, peeked
+    assert peeked.endswith("notes.txt\n"), peeked
+
+
+def test_a_file_replaced_beside_the_catalog_with_the_folders_time_kept_is_shown_anew(jail: Jail) -> None:
+    """The same cache, the other way: once a call listed the folder, a file beside the catalog replaced with the
+    folder's modification time put back (a routine `rsync -a` deploy) failed every later call of every tool whose
+    copy shows that folder ("changed while the sandbox was set up") until the folder changed again. The call now
+    shows the new file."""
+    folder = jail.base / "cat"
+    folder.mkdir(mode=0o755)
+    catalog = folder / "tools.yaml"
+    catalog.write_text(
+        "group: t\ntools:\n  - name: peek\n    public: true\n    exec: cat run.sh\n    cwd: .\n    sandbox: true\n"
+    )
+    (folder / "run.sh").write_text("version one\n")
+    for path in (catalog, folder / "run.sh"):
+        os.chmod(path, 0o644)
+    os.utime(folder, (HOUR_AGO, HOUR_AGO))
+    srv = _serve(jail, catalog)
+    try:
+        srv.ready()
+        with httpx.Client(timeout=30) as client:
+            first = client.post(f"{srv.url}/tools/t.peek", json={})
+            _replace(folder / "run.sh", "version two\n")
+            os.utime(folder, (HOUR_AGO, HOUR_AGO))
+            second = client.post(f"{srv.url}/tools/t.peek", json={})
+    finally:
+        srv.stop()
+    assert first.text == "version one\n", first.text
+    assert second.status_code == 200 and second.text == "version two\n", (second.status_code, second.text)
