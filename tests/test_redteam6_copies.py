@@ -119,3 +119,52 @@ def test_a_file_replaced_beside_the_catalog_with_the_folders_time_kept_is_shown_
         srv.stop()
     assert first.text == "version one\n", first.text
     assert second.status_code == 200 and second.text == "version two\n", (second.status_code, second.text)
+
+
+def test_an_env_file_linked_into_a_rotated_folder_stays_hidden(jail: Jail) -> None:
+    """An env file that is a link into a folder of its own, rotated by swapping a `current` link there (a secrets
+    agent's way): the scan of the env file's folder was cached by that folder's own identity and time, which the
+    rotation leaves alone, so it still named the old target. The new secret's folder, inside a sandboxed tool's
+    `readable` path, was then bound whole, new secret and all. On the code before the fix `t.peek` printed
+    `new-secret`."""
+    folder = jail.base / "cat"
+    folder.mkdir(mode=0o755)
+    vault = jail.base / "vault"
+    for name in ("v1", "v2"):
+        (vault / name).mkdir(parents=True, mode=0o755)
+    vault.chmod(0o755)
+    (vault / "v1" / "app.env").write_text("SECRET=old-secret\n")
+    (vault / "current").symlink_to("v1")
+    (folder / "secrets.env").symlink_to(vault / "current" / "app.env")
+    catalog = folder / "tools.yaml"
+    catalog.write_text(
+        "group: t\ntools:\n"
+        f"  - name: peek\n    public: true\n    exec: cat {vault}/v2/app.env {vault}/current/app.env 2>&1; true\n"
+        f"    sandbox: {{readable: [{vault}]}}\n"
+        "  - name: other\n    exec: echo hi\n    env_file: secrets.env\n"
+    )
+    for path in (catalog, vault / "v1" / "app.env"):
+        os.chmod(path, 0o644)
+    settled = time.time() + 1.2  # the folders' change times more than a second old: scans are cached
+    srv = _serve_as_quiet(jail, catalog)
+    try:
+        srv.ready()
+        wait_until(lambda: time.time() > settled, 5, "a second since the folders changed")
+        with httpx.Client(timeout=30) as client:
+            first = client.post(f"{srv.url}/tools/t.peek", json={}).text
+            (vault / "v2" / "app.env").write_text("SECRET=new-secret\n")
+            os.chmod(vault / "v2" / "app.env", 0o644)
+            (vault / "next").symlink_to("v2")
+            os.replace(vault / "next", vault / "current")  # the rotation: `current` now leads to v2
+            peeked = client.post(f"{srv.url}/tools/t.peek", json={}).text
+    finally:
+        srv.stop()
+    assert "old-secret" not in first, first
+    assert "new-secret" not in peeked and "old-secret" not in peeked, peeked
+
+
+def _serve_as_quiet(jail: Jail, catalog: Path):  # type: ignore[no-untyped-def]
+    """`toolrun serve` with no reload poll (a reload would hide the new target by its name anew)."""
+    from test_sandbox_pool import _serve_as
+
+    return _serve_as(jail.server, jail.base / "srv", catalog, {"SVC_RELOAD_INTERVAL": "0"})

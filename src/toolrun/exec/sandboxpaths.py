@@ -54,6 +54,9 @@ _SCANNED: dict[
 # A folder's entries as an earlier call listed them (see _entries): (device, inode, change time) -> (name,
 # device, inode, kind) of each, kind "l" (a link: its target), "d" or "f".
 _LISTED: dict[tuple[int, int, int], list[tuple[str, Ident, str, str]]] = {}
+# Whether a folder's catalog or env files include a link (see _links_out): (device, inode, change time, real path,
+# the files asked for) -> the answer.
+_LINKS: dict[tuple[int, int, int, str, tuple[str, ...]], bool] = {}
 MAX_SHOWN = 32  # entries a call may show of the folders that hold toolrun's files (each is one bind, bench/sandbox.py)
 
 
@@ -138,6 +141,7 @@ class Own:
     # Every folder that holds one of them, at any depth: a sandbox shows such a folder as a copy of its other entries.
     holders: set[Ident] = field(default_factory=set)
     catalog_folders: set[Ident] = field(default_factory=set)  # folders the server loads every *.yaml / *.yml of
+    linked: bool = False  # one of them is a link: where it leads is not this folder's to say (no cache)
 
     @classmethod
     def of(
@@ -166,7 +170,7 @@ class Own:
         for folder, paths in by_folder.items():
             if folder not in folders:
                 folders[folder] = _real_folder(folder)
-            if near is None or near.intersection(folders[folder][1]):
+            if near is None or near.intersection(folders[folder][1]) or _links_out(folders[folder][0], paths):
                 own._add_folder(folder, paths, folders, near)
         return own
 
@@ -177,7 +181,8 @@ class Own:
         changed since (the same device, inode and change time, not changed in the second before that scan: a file
         made, removed or renamed in it changes its time; no cache by name). The change time (ctime), not the
         modification time: the owner sets the latter at will (`touch -d`; `rsync -a`, `cp -a`, `tar x` put a
-        folder's time back after renaming new files into it), while setting it changes the former."""
+        folder's time back after renaming new files into it), while setting it changes the former. A folder where
+        one of `paths` is a link is scanned at each call: where the link leads can change elsewhere."""
         real_folder = folders[folder][0]
         try:
             st = os.stat(real_folder)
@@ -190,7 +195,9 @@ class Own:
             for path in paths:
                 scan._add(path, folders)  # every folder above: the cache serves any `near`
             found = (scan.objects, scan.above, scan.future, scan.holders)
-            if key is not None and time.time_ns() - key[2] > 1_000_000_000:  # not changed within the last second
+            # not changed within the last second, and no link: a link's target (a `current` link swapped in another
+            # folder, as secrets agents rotate) changes with no change to this folder
+            if key is not None and not scan.linked and time.time_ns() - key[2] > 1_000_000_000:
                 if len(_SCANNED) >= 64:
                     _SCANNED.pop(next(iter(_SCANNED)))
                 _SCANNED[key] = found
@@ -212,6 +219,7 @@ class Own:
             st = os.lstat(name)
             link = stat.S_ISLNK(st.st_mode)
             if link:
+                self.linked = True
                 st = os.stat(name)
         except OSError:
             self._add_future(path)  # not made yet: nothing to hide, but no writable path may make it
@@ -238,6 +246,27 @@ class Own:
             here = os.path.dirname(here)
         for ident in _real_folder(here)[1]:
             self.future.setdefault(ident, name)
+
+
+def _links_out(real_folder: str, paths: list[str]) -> bool:
+    """Whether one of `paths` (all in `real_folder`) is a symbolic link: it may lead into a bound folder, wherever
+    its own folder lies, and where it leads can change with no change to its folder (a `current` link swapped
+    elsewhere, as secrets agents rotate). The same answer as an earlier call's while the folder has not changed
+    (device, inode, change time: making a path a link changes it)."""
+    try:
+        st = os.stat(real_folder)
+    except OSError:
+        return False
+    key = (st.st_dev, st.st_ino, st.st_ctime_ns, real_folder, tuple(paths))
+    found = _LINKS.get(key)
+    if found is None:
+        found = any(os.path.islink(path) for path in paths)
+        if time.time_ns() - st.st_ctime_ns > 1_000_000_000:  # not changed within the last second
+            if len(_LINKS) >= 64:
+                with contextlib.suppress(KeyError, RuntimeError, StopIteration):  # calls in other threads too
+                    _LINKS.pop(next(iter(_LINKS)))
+            _LINKS[key] = found
+    return found
 
 
 def _real_folder(folder: str) -> tuple[str, list[Ident]]:
