@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from support import jails
 from support.jails import Jail
@@ -168,3 +169,34 @@ def _serve_as_quiet(jail: Jail, catalog: Path):  # type: ignore[no-untyped-def]
     from test_sandbox_pool import _serve_as
 
     return _serve_as(jail.server, jail.base / "srv", catalog, {"SVC_RELOAD_INTERVAL": "0"})
+
+
+def test_an_env_file_renamed_into_place_while_a_call_is_set_up_stays_hidden(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call finds toolrun's files (by device and inode), then lists their folder for the copy. An env file renamed
+    over the old one between the two (an operator's deploy at the moment a call starts) was an entry of another
+    inode under the env file's own name: bound into the copy, the new secret and all. The rename is made here at
+    that moment (the window is a fraction of a millisecond: forced, not waited for); the copy must leave the name
+    out. On the code before the fix the copy bound `secrets.env`."""
+    import toolrun.exec.sandboxpaths as paths
+
+    folder = base / "cat"
+    folder.mkdir(mode=0o755)
+    (folder / "tools.yaml").write_text("group: t\ntools: []\n")
+    (folder / "secrets.env").write_text("SECRET=old-secret\n")
+    (folder / "notes.txt").write_text("notes\n")
+    listing = paths._entries
+
+    def renamed_first(fd: int, st: os.stat_result) -> list[tuple[str, paths.Ident, str, str]]:
+        _replace(folder / "secrets.env", "SECRET=new-secret\n")
+        return listing(fd, os.fstat(fd))
+
+    monkeypatch.setattr(paths, "_entries", renamed_first)
+    files = [str(folder / "tools.yaml"), str(folder / "secrets.env")]
+    binds = paths.open_binds([], [], str(folder), [], True, files)
+    try:
+        shown = [binds.views[i + 2] for i, arg in enumerate(binds.views) if arg == "--ro-bind-fd"]
+    finally:
+        binds.close()
+    assert shown == [str(folder / "notes.txt")], binds.views

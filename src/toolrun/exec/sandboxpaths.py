@@ -492,6 +492,9 @@ class _View:
 
     def __init__(self, own: Own, first: int) -> None:
         self.own, self.first = own, first
+        # toolrun's files by name too (`dest` is a real path: bound paths hold no link): a file renamed over one of
+        # them between Own's look and the listing is another inode under its name
+        self.names = {*own.objects.values(), *own.future.values()}
         self.args: list[str] = []
         self.fds: list[int] = []
         self.idents: list[Ident] = []
@@ -542,9 +545,14 @@ class _View:
                 f"of its other entries, but it cannot be listed here ({exc.strerror})"
             ) from None
         for name, ident, kind, target in listed:
-            if ident in self.own.objects or (catalog_folder and name.endswith((".yaml", ".yml"))):
-                continue  # toolrun's own, or a catalog file the next load reads
             where = f"{dest.rstrip('/')}/{name}"
+            if (
+                ident in self.own.objects
+                or where in self.names
+                or (catalog_folder and name.endswith((".yaml", ".yml")))
+            ):
+                continue  # toolrun's own (by identity, or by name: renamed into place since Own looked), or a catalog
+                # file the next load reads
             if kind == "l":
                 self.args += ["--symlink", target, where]
                 continue
