@@ -200,3 +200,22 @@ def test_an_env_file_renamed_into_place_while_a_call_is_set_up_stays_hidden(
     finally:
         binds.close()
     assert shown == [str(folder / "notes.txt")], binds.views
+
+
+def test_a_folder_holding_the_catalog_beside_many_links_is_a_clear_error(jail: Jail) -> None:
+    """Links beside the catalog were not counted among a copy's 32 entries (a link is made anew, not mounted): 600
+    links with long targets made bwrap's argument list too long, and the call failed with `OSError: [Errno 7]
+    Argument list too long` (3,000 short ones: bwrap's own limit of 9,000 arguments). They count now, and the call
+    fails with the copy's clear error before anything runs."""
+    folder = jail.base / "cat"
+    folder.mkdir(mode=0o755)
+    for i in range(600):
+        (folder / f"link{i:03d}").symlink_to("/" + "t" * 4000 + str(i))
+    catalog = folder / "tools.yaml"
+    catalog.write_text("group: t\ntools:\n  - name: ls\n    exec: ls\n    cwd: .\n    sandbox: true\n")
+    os.chmod(catalog, 0o644)
+    jail.catalog = catalog
+    done = jail.call("t.ls")
+    assert done.returncode != 0, jails.said(done)
+    assert f"{folder} holds toolrun's own files (catalog, env files) beside more than 32 other entries" in done.stderr
+    assert "OSError" not in done.stderr, done.stderr

@@ -553,16 +553,16 @@ class _View:
             ):
                 continue  # toolrun's own (by identity, or by name: renamed into place since Own looked), or a catalog
                 # file the next load reads
-            if kind == "l":
-                self.args += ["--symlink", target, where]
-                continue
-            self.left -= 1
+            self.left -= 1  # links too: not mounts, but each is bwrap's arguments (its target up to 4 KiB)
             if self.left < 0:
                 raise SandboxUnavailable(
                     f"{dest} holds toolrun's own files (catalog, env files) beside more than {MAX_SHOWN} other "
                     "entries, and a sandbox shows such a folder as a copy of at most that many: keep catalog and env "
                     "files in a folder of their own"
                 )
+            if kind == "l":
+                self.args += ["--symlink", target, where]
+                continue
             if kind == "d" and ident in self.own.holders:
                 sub = _open_entry(fd, name, ident, dest)
                 try:
