@@ -7,14 +7,17 @@ and attacks what walls-5 built: the listing and scan caches, the entries of a co
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
+import uuid
 from pathlib import Path
 
 import httpx
 import pytest
 
 from support import jails
+from support.binaries import require_binary
 from support.jails import Jail
 from support.servers import wait_until
 
@@ -219,3 +222,53 @@ def test_a_folder_holding_the_catalog_beside_many_links_is_a_clear_error(jail: J
     assert done.returncode != 0, jails.said(done)
     assert f"{folder} holds toolrun's own files (catalog, env files) beside more than 32 other entries" in done.stderr
     assert "OSError" not in done.stderr, done.stderr
+
+
+def test_a_copy_grants_the_calls_user_no_more_than_the_host_folder(base: Path) -> None:
+    """A copy is a tmpfs of the jail's, which belongs to the call's user: given the host folder's mode as it was, a
+    root server's tool (running as `nobody`) listed a folder of root's with mode 0711, which `nobody` may only pass
+    through on the host. On the code before the fix `ls` printed `notes.txt`; the file itself stays readable by its
+    name, as on the host."""
+    jails.need_root()
+    require_binary("bwrap")
+    jail = Jail(base, "root")
+    app = base / "app"
+    app.mkdir(mode=0o755)
+    (app / "notes.txt").write_text("notes\n")
+    catalog = app / "tools.yaml"
+    catalog.write_text(
+        f"group: t\ntools:\n  - name: peek\n    exec: ls {app}; cat {app}/notes.txt\n"
+        f"    sandbox: {{readable: [{base}]}}\n"
+    )
+    for path in (catalog, app / "notes.txt"):
+        os.chmod(path, 0o644)
+    app.chmod(0o711)
+    jail.catalog = catalog
+    done = jail.call("t.peek")
+    assert "Permission denied" in done.stderr, jails.said(done)
+    assert done.stdout == "notes\n", jails.said(done)
+
+
+def test_a_root_only_folder_holding_the_catalog_in_etc_leaves_sandboxed_calls_working(base: Path) -> None:
+    """`chmod 700 /etc/toolrun` (root's): every sandbox shows /etc, and the copy of the catalog's folder bound its
+    entries by name, which bwrap, running as `nobody`, could not reach: every sandboxed call of a root server failed
+    (`bwrap: Can't find source path ...: Permission denied`). The copy of a folder the call's user may not enter is
+    now empty and closed to it, as the host folder is."""
+    jails.need_root()
+    require_binary("bwrap")
+    folder = Path("/etc") / f"toolrun-rt6-{uuid.uuid4().hex[:8]}"
+    folder.mkdir(mode=0o700)
+    try:
+        (folder / "private.txt").write_text("root-only-words\n")
+        os.chmod(folder / "private.txt", 0o644)
+        catalog = folder / "tools.yaml"
+        catalog.write_text(
+            f"group: t\ntools:\n  - name: peek\n    exec: echo ran; cat {folder}/private.txt\n    sandbox: true\n"
+        )
+        jail = Jail(base, "root")
+        jail.catalog = catalog
+        done = jail.call("t.peek")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert done.stdout == "ran\n", jails.said(done)
+    assert "Permission denied" in done.stderr and "root-only-words" not in done.stdout, jails.said(done)

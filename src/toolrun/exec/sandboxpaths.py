@@ -45,6 +45,7 @@ FIRST_FD = 4
 MAX_BOUND = 6  # bound paths a call may have (readable, writable and the cwd together): check descriptors 4 to 9
 
 Ident = tuple[int, int]
+Who = tuple[int, frozenset[int]]  # who a call runs as: user id, group ids
 # A folder of catalog or env files, as an earlier call found it (see Own._add_folder): (device, inode, change
 # time (ctime), real path, the files asked for) -> (their identities, the folders above them, those not made yet).
 _SCANNED: dict[
@@ -333,12 +334,15 @@ def open_binds(
     files: Iterable[str] = (),
     catalogs: Iterable[str] = (),
     system: Iterable[str] = (),
+    who: Who | None = None,
 ) -> Binds:
     """Open and check every path `box` binds (see the module's doc) against toolrun's `private` folders and files and
     the catalog and env `files` (and the catalog folders loaded, `catalogs`: no writable path may be or hold one);
     SandboxUnavailable (the reason, to go after "runs in a sandbox, and") when one
     cannot be bound safely, FileNotFoundError for a missing `cwd`. `system`: the host folders every sandbox shows
-    whole (/usr, /etc): the folders inside them that hold toolrun's files are shown as copies (`_View`)."""
+    whole (/usr, /etc): the folders inside them that hold toolrun's files are shown as copies (`_View`). `who`:
+    the user id and group ids the call runs as (a copy grants them what the host folder grants them; None: the
+    host folder's mode as it is)."""
     wanted = [(p, "readable") for p in readable] + [(p, "writable") for p in writable]
     if cwd is not None:
         wanted.append((cwd, "cwd"))
@@ -358,7 +362,7 @@ def open_binds(
         own = Own.of(private, files, near, catalogs)
         for item in opened:
             _check(item.path, item.kind, item.ident, item.ancestry, own)
-        return _binds(opened, own, renumbered, roots)
+        return _binds(opened, own, renumbered, roots, who)
     except BaseException:
         for item in opened:
             if item.fd >= 0:
@@ -421,7 +425,7 @@ def _check(path: str, kind: str, ident: Ident, ancestry: list[Ident], own: Own) 
         )
 
 
-def _binds(opened: list[_Opened], own: Own, renumbered: bool, roots: list[_Opened]) -> Binds:
+def _binds(opened: list[_Opened], own: Own, renumbered: bool, roots: list[_Opened], who: Who | None = None) -> Binds:
     """bwrap's binds of the `opened` paths (a parent before what lies inside it); a `readable` path or the cwd that
     holds toolrun's files, and a folder of a system `roots` one that does, is shown as a copy (`_view`). The cwd is
     bound only when no other bound path shows it already (a writable cwd stays writable)."""
@@ -443,7 +447,7 @@ def _binds(opened: list[_Opened], own: Own, renumbered: bool, roots: list[_Opene
         )
     copied = [i for i in kept if i.kind != "writable" and not i.is_file and i.ident in own.holders]
     plain = [i for i in kept if i not in copied]
-    view = _View(own, FIRST_FD + 2 * len(plain) + 2)
+    view = _View(own, FIRST_FD + 2 * len(plain) + 2, who)
     try:
         for root in roots:
             view.system(root)
@@ -490,8 +494,8 @@ class _View:
     (an editor's save, `sed -i`) changes no name the jail shows, so the call sees neither the old file nor the new.
     `first`: the number bwrap's first entry descriptor has in the child."""
 
-    def __init__(self, own: Own, first: int) -> None:
-        self.own, self.first = own, first
+    def __init__(self, own: Own, first: int, who: Who | None = None) -> None:
+        self.own, self.first, self.who = own, first, who
         # toolrun's files by name too (`dest` is a real path: bound paths hold no link): a file renamed over one of
         # them between Own's look and the listing is another inode under its name
         self.names = {*own.objects.values(), *own.future.values()}
@@ -536,7 +540,11 @@ class _View:
         descriptor)."""
         st = os.fstat(fd)
         catalog_folder = (st.st_dev, st.st_ino) in self.own.catalog_folders
-        self.args += ["--perms", f"{stat.S_IMODE(st.st_mode) & 0o777:04o}", "--tmpfs", dest]
+        mode = stat.S_IMODE(st.st_mode) & 0o777 if self.who is None else _granted(st, self.who)
+        self.args += ["--perms", f"{mode:04o}", "--tmpfs", dest]
+        if self.who is not None and not mode & 0o100:  # the call's user may not enter the host folder: nor the copy
+            self.args += ["--remount-ro", dest]
+            return
         try:
             listed = _entries(fd, st)
         except OSError as exc:
@@ -577,6 +585,21 @@ class _View:
                 self.args += ["--ro-bind-fd", str(self.first + len(self.fds) - 1), where]
                 self.idents.append(ident)
         self.args += ["--remount-ro", dest]
+
+
+def _granted(st: os.stat_result, who: Who) -> int:
+    """The mode of a copy of the folder of `st` for a call running as `who` (user id, group ids): the jail's tmpfs
+    belongs to the call's user, so each class gets the bits the host folder grants that user (its owner's, its
+    group's or others'), and no more: a folder of root's with mode 0711 is not listed, one with mode 0700 not
+    entered."""
+    uid, gids = who
+    if uid == st.st_uid:
+        bits = (st.st_mode >> 6) & 7
+    elif st.st_gid in gids:
+        bits = (st.st_mode >> 3) & 7
+    else:
+        bits = st.st_mode & 7
+    return bits * 0o111
 
 
 def _open_entry(folder: int, name: str, ident: Ident, dest: str) -> int:
