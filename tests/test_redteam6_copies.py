@@ -272,3 +272,41 @@ def test_a_root_only_folder_holding_the_catalog_in_etc_leaves_sandboxed_calls_wo
         shutil.rmtree(folder, ignore_errors=True)
     assert done.stdout == "ran\n", jails.said(done)
     assert "Permission denied" in done.stderr and "root-only-words" not in done.stdout, jails.said(done)
+
+
+def test_an_fn_modules_compiled_bytecode_beside_it_stays_hidden(jail: Jail) -> None:
+    """The docs keep an fn tool's module next to the catalog file, and the server hides it from every sandbox. But
+    importing it writes `__pycache__/<module>.cpython-311.pyc` beside it (unless PYTHONDONTWRITEBYTECODE, which the
+    tests' own environment sets), the module's code and constants compiled: a tool with `cwd: .` read it from the
+    copy of that folder. On the code before the fix `t.peek` printed `fn-secret-token`."""
+    from support.sysusers import unprivileged
+
+    folder = jail.base / "cat"
+    folder.mkdir(mode=0o755)
+    catalog = folder / "tools.yaml"
+    catalog.write_text(
+        "group: t\ntools:\n  - name: word_count\n    public: true\n    fn: rt6_fns:word_count\n"
+        "  - name: peek\n    public: true\n    exec: cat __pycache__/* 2>&1 | grep -a -o 'fn-secret-[a-z]*'; ls\n"
+        "    cwd: .\n    sandbox: true\n"
+    )
+    (folder / "rt6_fns.py").write_text(
+        'API_TOKEN = "fn-secret-token"\n\n\ndef word_count(text: str) -> int:\n    """Count."""\n'
+        "    return len(text.split())\n"
+    )
+    for path in (catalog, folder / "rt6_fns.py"):
+        os.chmod(path, 0o644)
+    if jail.server == "user" and os.geteuid() == 0:
+        os.chown(folder, *unprivileged())  # the server's user owns its catalog folder: it writes __pycache__ there
+    from test_sandbox_pool import _serve_as
+
+    srv = _serve_as(jail.server, jail.base / "srv", catalog, {"PYTHONDONTWRITEBYTECODE": ""})
+    try:
+        srv.ready()
+        with httpx.Client(timeout=30) as client:
+            assert client.post(f"{srv.url}/tools/t.word_count", json={"text": "a b"}).text.strip() == "2"
+            peeked = client.post(f"{srv.url}/tools/t.peek", json={}).text
+    finally:
+        srv.stop()
+    assert list((folder / "__pycache__").glob("rt6_fns.*.pyc")), "the server wrote no bytecode: nothing was tried"
+    assert "fn-secret" not in peeked, peeked
+    assert peeked.split() == ["__pycache__"], peeked
