@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ..models import EXEC_RETURN_TYPE, Output, Param, ResourceLimits, Sandbox, ToolSpec
 from ..typedoutput import return_type
-from .envfiles import build_env
+from .envfiles import build_env, env_file_path
 from .exampledefs import build_examples
 from .examplevalue import example_value
 from .fn import inspect_fn
@@ -223,7 +223,7 @@ def _spec(
         limits=share(ctx, setup.limits),
         user=opts.user,
         file=ctx.name,
-        env_file=str((ctx.path.parent / opts.env_file).resolve()) if opts.env_file else "",
+        env_file=env_file_path(ctx.path.parent / opts.env_file) if opts.env_file else "",
         line=line,
         col=col,
         annotations={name: value for name in _HINTS if (value := getattr(tool, name)) is not None},

@@ -254,10 +254,23 @@ def _hide(files: Mapping[str, str]) -> None:
     """The other files the tools were built from (an fn tool's Python source, an output schema, an env file) are
     toolrun's own as the catalog file is: no sandbox sees them, and a `writable` path holding one fails the call.
     A tool that could write an fn tool's module would have the server run its code, unsandboxed, at the next
-    start."""
+    start. An fn tool's module is hidden with the bytecode its import writes beside it (`__pycache__/<module>.*.pyc`,
+    or under sys.pycache_prefix): the module's code and constants compiled; one not written yet is one no `writable`
+    path may hold (the server would import bytecode a tool wrote there)."""
     from ..exec.sandbox import hide
 
     hide(files)
+    hide(_bytecode(path) for path in files if path.endswith(".py"))
+
+
+def _bytecode(path: str) -> str:
+    """Where an import of the module at `path` writes its bytecode ("" where this Python writes none)."""
+    import importlib.util
+
+    try:
+        return importlib.util.cache_from_source(path)
+    except NotImplementedError:  # no cache tag: this Python writes no bytecode
+        return ""
 
 
 def _read_own(cache_file: Path) -> bytes:

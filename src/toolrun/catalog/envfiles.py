@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..models import ToolSpec
@@ -27,9 +29,16 @@ def build_env(ctx: LoadContext, opts: RuntimeOptions, key: str, loc: tuple[Any, 
     return env
 
 
+def env_file_path(path: Path) -> str:
+    """An env file's absolute path: its folder resolved, its own name kept. A name that is a link (to a secrets
+    agent's `current/app.env`) stays one: a load reads, and the catalog cache hashes, where it leads now, and each
+    sandboxed call hides where it leads then (a target resolved once is not the one a rotation puts there)."""
+    return os.path.join(os.path.realpath(path.parent), path.name)
+
+
 def read_env_file(ctx: LoadContext, name: str, key: str, loc: tuple[Any, ...]) -> dict[str, str]:
     """The variables of the env file `name` (relative to the catalog file); a problem when it cannot be read."""
-    env_path = (ctx.path.parent / name).resolve()
+    env_path = Path(env_file_path(ctx.path.parent / name))
     try:
         data = env_path.read_bytes()
         content = data.decode("utf-8")

@@ -11,6 +11,7 @@ the exec tools that say nothing. A profile is declared once, in any file, and us
 from __future__ import annotations
 
 import os
+import pwd
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -232,13 +233,13 @@ def _shared_user_errors(boxed: list[ToolSpec], plain: list[ToolSpec], problems: 
     and give a jail waiting for its call (the jail pool) its own command, which reads that call's words (secrets
     included) and answers in its place."""
     as_root = os.geteuid() == 0
-    users: dict[str, str] = {}
+    users: dict[str | int, str] = {}
     for t in boxed:
         user = t.user or (SANDBOX_USER if as_root else None)
         if user is not None:
-            users.setdefault(user, t.key)
+            users.setdefault(_uid(user), t.key)
     for t in plain:
-        key = users.get(t.user or "")
+        key = users.get(_uid(t.user)) if t.user else None
         if key is not None:
             message = (
                 f"it runs as {t.user} without a sandbox, the user sandboxed tool {key} runs as: on the host it could "
@@ -246,6 +247,14 @@ def _shared_user_errors(boxed: list[ToolSpec], plain: list[ToolSpec], problems: 
                 f"jails included; give it another `user:` (one no sandboxed tool runs as), or a sandbox"
             )
             problems.append(Problem(t.file, t.line, t.col, t.key, message))
+
+
+def _uid(user: str) -> str | int:
+    """The user id `user` names (two names of one id are one user to the kernel), or the name when none does."""
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return user
 
 
 def _host_warnings(boxed: list[ToolSpec], probe: bool, problems: list[Problem]) -> None:

@@ -640,6 +640,7 @@ def plan(box: Sandbox, cwd: str | None, user: str | None, key: str = "") -> Plan
             HIDDEN_FILES,
             tuple(_CATALOG_PATHS),
             _system_roots(),
+            _who(user, drop),
         )
     except SandboxUnavailable as exc:
         raise SandboxUnavailable(_refusal(key, str(exc))) from None
@@ -648,6 +649,16 @@ def plan(box: Sandbox, cwd: str | None, user: str | None, key: str = "") -> Plan
     prefix = tuple(_drop_argv(*drop)) if drop is not None and user is None else ()
     no_network = box.network != "host"  # the filter refuses the socket families no network namespace covers
     return Plan(found.path, jail_args(box, cwd, binds), binds, drop, prefix, no_network, renumbered)
+
+
+def _who(user: str | None, drop: tuple[int, int] | None) -> tuple[int, frozenset[int]]:
+    """The user id and group ids a sandboxed call runs as: the server's own, SANDBOX_USER's (`drop`, groups
+    cleared), or a `user:`'s with its groups (executor._setpriv: --init-groups)."""
+    if drop is None:
+        return os.geteuid(), frozenset((os.getegid(), *os.getgroups()))
+    if user is None:
+        return drop[0], frozenset((drop[1],))
+    return drop[0], frozenset((drop[1], *os.getgrouplist(user, drop[1])))
 
 
 def ids(user: str | None) -> tuple[int, int] | None:

@@ -45,15 +45,19 @@ FIRST_FD = 4
 MAX_BOUND = 6  # bound paths a call may have (readable, writable and the cwd together): check descriptors 4 to 9
 
 Ident = tuple[int, int]
-# A folder of catalog or env files, as an earlier call found it (see Own._add_folder): (device, inode, modification
-# time, real path, the files asked for) -> (their identities, the folders above them, those not made yet).
+Who = tuple[int, frozenset[int]]  # who a call runs as: user id, group ids
+# A folder of catalog or env files, as an earlier call found it (see Own._add_folder): (device, inode, change
+# time (ctime), real path, the files asked for) -> (their identities, the folders above them, those not made yet).
 _SCANNED: dict[
     tuple[int, int, int, str, tuple[str, ...]],
     tuple[dict[Ident, str], dict[Ident, list[tuple[str, int, bool]]], dict[Ident, str], set[Ident]],
 ] = {}
-# A folder's entries as an earlier call listed them (see _entries): (device, inode, modification time) -> (name,
+# A folder's entries as an earlier call listed them (see _entries): (device, inode, change time) -> (name,
 # device, inode, kind) of each, kind "l" (a link: its target), "d" or "f".
 _LISTED: dict[tuple[int, int, int], list[tuple[str, Ident, str, str]]] = {}
+# Whether a folder's catalog or env files include a link (see _links_out): (device, inode, change time, real path,
+# the files asked for) -> the answer.
+_LINKS: dict[tuple[int, int, int, str, tuple[str, ...]], bool] = {}
 MAX_SHOWN = 32  # entries a call may show of the folders that hold toolrun's files (each is one bind, bench/sandbox.py)
 
 
@@ -138,6 +142,7 @@ class Own:
     # Every folder that holds one of them, at any depth: a sandbox shows such a folder as a copy of its other entries.
     holders: set[Ident] = field(default_factory=set)
     catalog_folders: set[Ident] = field(default_factory=set)  # folders the server loads every *.yaml / *.yml of
+    linked: bool = False  # one of them is a link: where it leads is not this folder's to say (no cache)
 
     @classmethod
     def of(
@@ -166,7 +171,7 @@ class Own:
         for folder, paths in by_folder.items():
             if folder not in folders:
                 folders[folder] = _real_folder(folder)
-            if near is None or near.intersection(folders[folder][1]):
+            if near is None or near.intersection(folders[folder][1]) or _links_out(folders[folder][0], paths):
                 own._add_folder(folder, paths, folders, near)
         return own
 
@@ -174,21 +179,26 @@ class Own:
         self, folder: str, paths: list[str], folders: dict[str, tuple[str, list[Ident]]], near: set[Ident] | None
     ) -> None:
         """`_add` each of `paths` (all in `folder`), or what an earlier call found there when the folder has not
-        changed since (the same device, inode and modification time, not modified in the second before that scan:
-        a file made, removed or renamed in it changes its time; no cache by name)."""
+        changed since (the same device, inode and change time, not changed in the second before that scan: a file
+        made, removed or renamed in it changes its time; no cache by name). The change time (ctime), not the
+        modification time: the owner sets the latter at will (`touch -d`; `rsync -a`, `cp -a`, `tar x` put a
+        folder's time back after renaming new files into it), while setting it changes the former. A folder where
+        one of `paths` is a link is scanned at each call: where the link leads can change elsewhere."""
         real_folder = folders[folder][0]
         try:
             st = os.stat(real_folder)
         except OSError:
             st = None
-        key = None if st is None else (st.st_dev, st.st_ino, st.st_mtime_ns, real_folder, tuple(paths))
+        key = None if st is None else (st.st_dev, st.st_ino, st.st_ctime_ns, real_folder, tuple(paths))
         found = _SCANNED.get(key) if key is not None else None
         if found is None:
             scan = Own()
             for path in paths:
                 scan._add(path, folders)  # every folder above: the cache serves any `near`
             found = (scan.objects, scan.above, scan.future, scan.holders)
-            if key is not None and time.time_ns() - key[2] > 1_000_000_000:  # not changed within the last second
+            # not changed within the last second, and no link: a link's target (a `current` link swapped in another
+            # folder, as secrets agents rotate) changes with no change to this folder
+            if key is not None and not scan.linked and time.time_ns() - key[2] > 1_000_000_000:
                 if len(_SCANNED) >= 64:
                     _SCANNED.pop(next(iter(_SCANNED)))
                 _SCANNED[key] = found
@@ -210,6 +220,7 @@ class Own:
             st = os.lstat(name)
             link = stat.S_ISLNK(st.st_mode)
             if link:
+                self.linked = True
                 st = os.stat(name)
         except OSError:
             self._add_future(path)  # not made yet: nothing to hide, but no writable path may make it
@@ -236,6 +247,27 @@ class Own:
             here = os.path.dirname(here)
         for ident in _real_folder(here)[1]:
             self.future.setdefault(ident, name)
+
+
+def _links_out(real_folder: str, paths: list[str]) -> bool:
+    """Whether one of `paths` (all in `real_folder`) is a symbolic link: it may lead into a bound folder, wherever
+    its own folder lies, and where it leads can change with no change to its folder (a `current` link swapped
+    elsewhere, as secrets agents rotate). The same answer as an earlier call's while the folder has not changed
+    (device, inode, change time: making a path a link changes it)."""
+    try:
+        st = os.stat(real_folder)
+    except OSError:
+        return False
+    key = (st.st_dev, st.st_ino, st.st_ctime_ns, real_folder, tuple(paths))
+    found = _LINKS.get(key)
+    if found is None:
+        found = any(os.path.islink(path) for path in paths)
+        if time.time_ns() - st.st_ctime_ns > 1_000_000_000:  # not changed within the last second
+            if len(_LINKS) >= 64:
+                with contextlib.suppress(KeyError, RuntimeError, StopIteration):  # calls in other threads too
+                    _LINKS.pop(next(iter(_LINKS)))
+            _LINKS[key] = found
+    return found
 
 
 def _real_folder(folder: str) -> tuple[str, list[Ident]]:
@@ -302,12 +334,15 @@ def open_binds(
     files: Iterable[str] = (),
     catalogs: Iterable[str] = (),
     system: Iterable[str] = (),
+    who: Who | None = None,
 ) -> Binds:
     """Open and check every path `box` binds (see the module's doc) against toolrun's `private` folders and files and
     the catalog and env `files` (and the catalog folders loaded, `catalogs`: no writable path may be or hold one);
     SandboxUnavailable (the reason, to go after "runs in a sandbox, and") when one
     cannot be bound safely, FileNotFoundError for a missing `cwd`. `system`: the host folders every sandbox shows
-    whole (/usr, /etc): the folders inside them that hold toolrun's files are shown as copies (`_View`)."""
+    whole (/usr, /etc): the folders inside them that hold toolrun's files are shown as copies (`_View`). `who`:
+    the user id and group ids the call runs as (a copy grants them what the host folder grants them; None: the
+    host folder's mode as it is)."""
     wanted = [(p, "readable") for p in readable] + [(p, "writable") for p in writable]
     if cwd is not None:
         wanted.append((cwd, "cwd"))
@@ -327,7 +362,7 @@ def open_binds(
         own = Own.of(private, files, near, catalogs)
         for item in opened:
             _check(item.path, item.kind, item.ident, item.ancestry, own)
-        return _binds(opened, own, renumbered, roots)
+        return _binds(opened, own, renumbered, roots, who)
     except BaseException:
         for item in opened:
             if item.fd >= 0:
@@ -390,7 +425,7 @@ def _check(path: str, kind: str, ident: Ident, ancestry: list[Ident], own: Own) 
         )
 
 
-def _binds(opened: list[_Opened], own: Own, renumbered: bool, roots: list[_Opened]) -> Binds:
+def _binds(opened: list[_Opened], own: Own, renumbered: bool, roots: list[_Opened], who: Who | None = None) -> Binds:
     """bwrap's binds of the `opened` paths (a parent before what lies inside it); a `readable` path or the cwd that
     holds toolrun's files, and a folder of a system `roots` one that does, is shown as a copy (`_view`). The cwd is
     bound only when no other bound path shows it already (a writable cwd stays writable)."""
@@ -412,7 +447,7 @@ def _binds(opened: list[_Opened], own: Own, renumbered: bool, roots: list[_Opene
         )
     copied = [i for i in kept if i.kind != "writable" and not i.is_file and i.ident in own.holders]
     plain = [i for i in kept if i not in copied]
-    view = _View(own, FIRST_FD + 2 * len(plain) + 2)
+    view = _View(own, FIRST_FD + 2 * len(plain) + 2, who)
     try:
         for root in roots:
             view.system(root)
@@ -459,8 +494,11 @@ class _View:
     (an editor's save, `sed -i`) changes no name the jail shows, so the call sees neither the old file nor the new.
     `first`: the number bwrap's first entry descriptor has in the child."""
 
-    def __init__(self, own: Own, first: int) -> None:
-        self.own, self.first = own, first
+    def __init__(self, own: Own, first: int, who: Who | None = None) -> None:
+        self.own, self.first, self.who = own, first, who
+        # toolrun's files by name too (`dest` is a real path: bound paths hold no link): a file renamed over one of
+        # them between Own's look and the listing is another inode under its name
+        self.names = {*own.objects.values(), *own.future.values()}
         self.args: list[str] = []
         self.fds: list[int] = []
         self.idents: list[Ident] = []
@@ -502,7 +540,11 @@ class _View:
         descriptor)."""
         st = os.fstat(fd)
         catalog_folder = (st.st_dev, st.st_ino) in self.own.catalog_folders
-        self.args += ["--perms", f"{stat.S_IMODE(st.st_mode) & 0o777:04o}", "--tmpfs", dest]
+        mode = stat.S_IMODE(st.st_mode) & 0o777 if self.who is None else _granted(st, self.who)
+        self.args += ["--perms", f"{mode:04o}", "--tmpfs", dest]
+        if self.who is not None and not mode & 0o100:  # the call's user may not enter the host folder: nor the copy
+            self.args += ["--remount-ro", dest]
+            return
         try:
             listed = _entries(fd, st)
         except OSError as exc:
@@ -511,19 +553,24 @@ class _View:
                 f"of its other entries, but it cannot be listed here ({exc.strerror})"
             ) from None
         for name, ident, kind, target in listed:
-            if ident in self.own.objects or (catalog_folder and name.endswith((".yaml", ".yml"))):
-                continue  # toolrun's own, or a catalog file the next load reads
             where = f"{dest.rstrip('/')}/{name}"
-            if kind == "l":
-                self.args += ["--symlink", target, where]
-                continue
-            self.left -= 1
+            if (
+                ident in self.own.objects
+                or where in self.names
+                or (catalog_folder and name.endswith((".yaml", ".yml")))
+            ):
+                continue  # toolrun's own (by identity, or by name: renamed into place since Own looked), or a catalog
+                # file the next load reads
+            self.left -= 1  # links too: not mounts, but each is bwrap's arguments (its target up to 4 KiB)
             if self.left < 0:
                 raise SandboxUnavailable(
                     f"{dest} holds toolrun's own files (catalog, env files) beside more than {MAX_SHOWN} other "
                     "entries, and a sandbox shows such a folder as a copy of at most that many: keep catalog and env "
                     "files in a folder of their own"
                 )
+            if kind == "l":
+                self.args += ["--symlink", target, where]
+                continue
             if kind == "d" and ident in self.own.holders:
                 sub = _open_entry(fd, name, ident, dest)
                 try:
@@ -538,6 +585,21 @@ class _View:
                 self.args += ["--ro-bind-fd", str(self.first + len(self.fds) - 1), where]
                 self.idents.append(ident)
         self.args += ["--remount-ro", dest]
+
+
+def _granted(st: os.stat_result, who: Who) -> int:
+    """The mode of a copy of the folder of `st` for a call running as `who` (user id, group ids): the jail's tmpfs
+    belongs to the call's user, so each class gets the bits the host folder grants that user (its owner's, its
+    group's or others'), and no more: a folder of root's with mode 0711 is not listed, one with mode 0700 not
+    entered."""
+    uid, gids = who
+    if uid == st.st_uid:
+        bits = (st.st_mode >> 6) & 7
+    elif st.st_gid in gids:
+        bits = (st.st_mode >> 3) & 7
+    else:
+        bits = st.st_mode & 7
+    return bits * 0o111
 
 
 def _open_entry(folder: int, name: str, ident: Ident, dest: str) -> int:
@@ -556,8 +618,9 @@ def _open_entry(folder: int, name: str, ident: Ident, dest: str) -> int:
 def _entries(fd: int, st: os.stat_result) -> list[tuple[str, Ident, str, str]]:
     """(name, identity, kind: "l" a link, "d" a folder, "f" anything else; a link's target) of each entry of the
     folder of `fd`, sorted; the same as an earlier call found when the folder has not changed since (its device,
-    inode and modification time, not modified in the second before that listing)."""
-    key = (st.st_dev, st.st_ino, st.st_mtime_ns)
+    inode and change time, not changed in the second before that listing: see Own._add_folder, why not the
+    modification time)."""
+    key = (st.st_dev, st.st_ino, st.st_ctime_ns)
     found = _LISTED.get(key)
     if found is not None:
         return found
@@ -575,7 +638,7 @@ def _entries(fd: int, st: os.stat_result) -> list[tuple[str, Ident, str, str]]:
     finally:
         os.close(listing)
     found.sort()
-    if time.time_ns() - st.st_mtime_ns > 1_000_000_000:  # not changed within the last second
+    if time.time_ns() - st.st_ctime_ns > 1_000_000_000:  # not changed within the last second
         if len(_LISTED) >= 64:
             with contextlib.suppress(KeyError, RuntimeError, StopIteration):  # calls in other threads list too
                 _LISTED.pop(next(iter(_LISTED)))
