@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Any
 from . import embedder
 from .fusion import LEXICAL_HEAD, Fused, fuse
 from .helper import Helper
-from .state import Vectors, ViewRows
+from .state import Vectors
+from .textsearch import ViewRows
 from .vectors import Embed, RawVectorCache, VectorCache, nearest, nearest_scored, query_text
 
 if TYPE_CHECKING:

@@ -5,9 +5,8 @@ Light on purpose: the registry imports it on every start, with or without `toolr
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -34,19 +33,6 @@ class CatalogRows:
     model_id: str
     digest: str
     rows: dict[str, int]
-
-
-@dataclass(frozen=True, slots=True)
-class ViewRows:
-    """Where one view's tools sit in one catalog's vectors, computed once per view by the ranker and kept on the view's
-    index (`textsearch.Index.semantic_rows`): `path`, the vectors file they are of (a view asked with other vectors
-    computes them anew); `rows`, each tool's row, in the view's order (a process that ranks itself: semantic.Semantic);
-    `bitmap`, the rows the view sees as the embedding helper reads them (base64; "": all of them; None: not computed;
-    semantic.HelperSemantic)."""
-
-    path: str
-    rows: array[int] = field(default_factory=lambda: array("q"))
-    bitmap: str | None = None
 
 
 class Ranker(Protocol):

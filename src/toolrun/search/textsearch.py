@@ -39,14 +39,10 @@ from array import array
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 from ..models import ToolSpec
 from .stem import stem
-
-if TYPE_CHECKING:
-    from .state import ViewRows
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 MAX_QUERY_TERMS = 16
@@ -243,6 +239,19 @@ def _deletes(word: str) -> set[str]:
 def idf(n: int, df: int) -> float:
     """BM25's inverse document frequency of a word that `df` of `n` tools have."""
     return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+@dataclass(frozen=True, slots=True)
+class ViewRows:
+    """Where one view's tools sit in one catalog's vectors, computed once per view by the ranker and kept on the view's
+    index (`textsearch.Index.semantic_rows`): `path`, the vectors file they are of (a view asked with other vectors
+    computes them anew); `rows`, each tool's row, in the view's order (a process that ranks itself: semantic.Semantic);
+    `bitmap`, the rows the view sees as the embedding helper reads them (base64; "": all of them; None: not computed;
+    semantic.HelperSemantic)."""
+
+    path: str
+    rows: array[int] = field(default_factory=lambda: array("q"))
+    bitmap: str | None = None
 
 
 class Index:
