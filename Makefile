@@ -74,12 +74,22 @@ demo: $(VENV)/.installed-runtime
 
 # Runs every check even when an earlier one fails, so one run shows all problems; the test suite runs last (its
 # door tests twice, the second time with the speed tricks off: see `pytest`), its summary closes the output; the
-# exit status is non-zero if any check failed.
+# exit status is non-zero if any check failed. lint, ui-lint and mypy run side by side (each is mostly one
+# process on one core), their output shown one check after the other once all three are done.
+CHECKS := lint:lint ui-lint:ui-lint typecheck:mypy
+
 test: system-deps python-deps ui
-	@failed=""; \
-	$(MAKE) --no-print-directory lint || failed="$$failed lint"; \
-	$(MAKE) --no-print-directory ui-lint || failed="$$failed ui-lint"; \
-	$(MAKE) --no-print-directory typecheck || failed="$$failed mypy"; \
+	@failed=""; logs=$$(mktemp -d); \
+	for pair in $(CHECKS); do \
+		( status=0; $(MAKE) --no-print-directory $${pair%%:*} >"$$logs/$${pair#*:}" 2>&1 || status=$$?; \
+		  echo $$status >"$$logs/$${pair#*:}.status" ) & \
+	done; \
+	wait; \
+	for pair in $(CHECKS); do \
+		cat "$$logs/$${pair#*:}"; \
+		[ "$$(cat "$$logs/$${pair#*:}.status")" = 0 ] || failed="$$failed $${pair#*:}"; \
+	done; \
+	rm -rf "$$logs"; \
 	$(MAKE) --no-print-directory pytest || failed="$$failed pytest"; \
 	if [ -n "$$failed" ]; then echo "make test: failed:$$failed" >&2; exit 1; fi
 
