@@ -4,6 +4,7 @@ once; no worker is told to stop while tests of its kind are left; the longest un
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -102,3 +103,14 @@ def test_the_table_of_durations_names_tests_by_their_node_ids() -> None:
     files = {nodeid.split("::", 1)[0] for nodeid in listed}
     assert all(name.startswith("tests/test_") and name.endswith(".py") for name in files), files
     assert sum((TESTS.parent / name).is_file() for name in files) >= 0.9 * len(files)
+
+
+def test_the_serial_part_finds_each_serial_test_by_the_mark_written_in_its_file() -> None:
+    """`make pytest` runs the serial part on the test files that write `mark.serial` only (the Makefile's
+    SERIAL_FILES, a grep): a `serial` mark given any other way (a conftest or support hook, an alias imported from
+    elsewhere) would never run. Every file that names the mark must be such a test file."""
+    naming = {path for path in TESTS.rglob("*.py") if re.search(r"\bserial\b", path.read_text(encoding="utf-8"))}
+    naming.discard(Path(__file__).resolve())
+    hidden = [path for path in naming if not path.name.startswith("test_") or "mark.serial" not in path.read_text()]
+    assert hidden == []
+    assert len(naming) >= 4  # test_reliability and the red teams' audit and OAuth files
