@@ -111,7 +111,7 @@ typecheck: python-deps
 # the `serial` tests (they time the server under load: they must run alone) one at a time. Both parts run even
 # when the first failed.
 # One worker more than there are cores: a good part of the end-to-end tests' time is waiting (an approval that
-# comes 30 s later, servers starting, a browser), which a third worker fills. Measured on a loaded 2-core machine,
+# comes a round later, servers starting, a browser), which a third worker fills. Measured on a loaded 2-core machine,
 # the files that used to be serial: 737 s on 2 workers, 539 s on 3 (PYTEST_WORKERS=auto: one per core).
 PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 
