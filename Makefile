@@ -74,12 +74,22 @@ demo: $(VENV)/.installed-runtime
 
 # Runs every check even when an earlier one fails, so one run shows all problems; the test suite runs last (its
 # door tests twice, the second time with the speed tricks off: see `pytest`), its summary closes the output; the
-# exit status is non-zero if any check failed.
+# exit status is non-zero if any check failed. lint, ui-lint and mypy run side by side (each is mostly one
+# process on one core), their output shown one check after the other once all three are done.
+CHECKS := lint:lint ui-lint:ui-lint typecheck:mypy
+
 test: system-deps python-deps ui
-	@failed=""; \
-	$(MAKE) --no-print-directory lint || failed="$$failed lint"; \
-	$(MAKE) --no-print-directory ui-lint || failed="$$failed ui-lint"; \
-	$(MAKE) --no-print-directory typecheck || failed="$$failed mypy"; \
+	@failed=""; logs=$$(mktemp -d); \
+	for pair in $(CHECKS); do \
+		( status=0; $(MAKE) --no-print-directory $${pair%%:*} >"$$logs/$${pair#*:}" 2>&1 || status=$$?; \
+		  echo $$status >"$$logs/$${pair#*:}.status" ) & \
+	done; \
+	wait; \
+	for pair in $(CHECKS); do \
+		cat "$$logs/$${pair#*:}"; \
+		[ "$$(cat "$$logs/$${pair#*:}.status")" = 0 ] || failed="$$failed $${pair#*:}"; \
+	done; \
+	rm -rf "$$logs"; \
 	$(MAKE) --no-print-directory pytest || failed="$$failed pytest"; \
 	if [ -n "$$failed" ]; then echo "make test: failed:$$failed" >&2; exit 1; fi
 
@@ -101,14 +111,21 @@ typecheck: python-deps
 # the `serial` tests (they time the server under load: they must run alone) one at a time. Both parts run even
 # when the first failed.
 # One worker more than there are cores: a good part of the end-to-end tests' time is waiting (an approval that
-# comes 30 s later, servers starting, a browser), which a third worker fills. Measured on a loaded 2-core machine,
+# comes a round later, servers starting, a browser), which a third worker fills. Measured on a loaded 2-core machine,
 # the files that used to be serial: 737 s on 2 workers, 539 s on 3 (PYTEST_WORKERS=auto: one per core).
 PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 
+# The files that hold `serial` tests (tests/test_scheduling.py checks that a mark elsewhere cannot hide from this):
+# the serial part collects only these, not the whole suite again (~20 s of one core on a cold cache).
+SERIAL_FILES = $(shell grep -l 'mark\.serial' tests/test_*.py)
+
+# Python writes bytecode caches (__pycache__/) here even where PYTHONDONTWRITEBYTECODE is set (some CI images set it):
+# the suite starts thousands of Python processes (servers, `toolrun` commands, workers), each of which would
+# otherwise compile toolrun and the test modules from source again (~0.25 s of CPU each).
 pytest: python-deps
-	@status=0; \
+	@unset PYTHONDONTWRITEBYTECODE; status=0; \
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --speedups-off-doors -m "not serial" || status=1; \
-	$(BIN)/pytest -m serial || status=1; \
+	$(BIN)/pytest -m serial $(SERIAL_FILES) || status=1; \
 	exit $$status
 
 # The door tests alone with every speed trick off, in this process (`make pytest` runs them so on a worker).

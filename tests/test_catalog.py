@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import os
 import re
 import sys
 import typing
@@ -644,7 +645,12 @@ def test_an_fn_catalog_is_cached_until_its_module_changes(tmp_path: Path, monkey
     monkeypatch.setattr(catalog_cache, "load_file", counting_load)
     assert load([path], ENV, options).tools["py.f"].return_type == "int"
     assert parsed == []
-    (tmp_path / f"{module}.py").write_text("def f(a: str) -> str:\n    return a\n", encoding="utf-8")
+    source = tmp_path / f"{module}.py"
+    source.write_text("def f(a: str) -> str:\n    return a\n", encoding="utf-8")
+    # An edit made later, as a person makes it: in the same second, at the same size, Python would import the
+    # bytecode it cached (__pycache__) of the old text, whatever toolrun decided.
+    later = source.stat().st_mtime + 2
+    os.utime(source, (later, later))
     sys.modules.pop(module, None)
     assert load([path], ENV, options).tools["py.f"].return_type == "str"
     assert parsed == [path]

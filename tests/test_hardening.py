@@ -43,6 +43,8 @@ def load(home: Path, **env: str) -> Settings:
         ("SVC_DEFAULT_TIMEOUT", "nan", "seconds > 0"),
         ("SVC_REQUEST_TIMEOUT", "0", "seconds > 0"),
         ("SVC_READINESS_TIMEOUT", "-1", "seconds > 0"),
+        ("SVC_MCP_APPROVAL_ROUND", "0", "seconds > 0 (at most 3600)"),
+        ("SVC_MCP_APPROVAL_ROUND", "86400", "seconds > 0 (at most 3600)"),
         ("SVC_MAX_CONCURRENT_CALLS", "0", "an integer from 1 to 1000000"),
         ("SVC_QUEUE_TIMEOUT", "-1", "seconds from 0"),
         ("SVC_MAX_BODY_BYTES", "0", "bytes >= 1"),

@@ -111,19 +111,26 @@ class Http:
         return self.send(method, {"taskId": task_id, **params}, task_id)
 
 
+ROUND = 3.0  # seconds of one MCP approval round (mcp_approval_round; 20 by default): a task must outlast several
+LATE = 12.0  # seconds an approver takes below: four rounds, and more than a waiting requester's hold (jobs.HOLD)
+
+
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[tuple[ToolrunServer, JobUsers]]:
     catalog = write_catalog(tmp_path, CATALOG)
     with Processes() as procs:
-        server = procs.add(ToolrunServer(tmp_path / "srv", catalog))
+        server = procs.add(ToolrunServer(tmp_path / "srv", catalog, {"SVC_MCP_APPROVAL_ROUND": ROUND}))
         users = procs.enter_context(JobUsers(server, {"alice": ["ops"], "bob": ["oncall"], "carol": ["ops"]}))
         server.start()
         yield server, users
 
 
-def test_http_task_waits_for_an_approval_given_30_s_later_and_ends_with_the_plain_result(
+def test_http_task_waits_for_an_approval_given_12_s_later_and_ends_with_the_plain_result(
     world: tuple[ToolrunServer, JobUsers],
 ) -> None:
+    from toolrun.jobs import HOLD
+
+    assert LATE > HOLD and LATE >= 4 * ROUND  # longer than anything but the approval timeout that ends a wait
     server, users = world
     alice, carol = Http(server.url, users.keys["alice"]), Http(server.url, users.keys["carol"])
     created = check(alice.call("ops.wipe", {"target": "db1"})["result"], CREATE_TASK_RESULT)
@@ -138,7 +145,7 @@ def test_http_task_waits_for_an_approval_given_30_s_later_and_ends_with_the_plai
     assert carol.task("tasks/get", task_id)["error"] == alice.task("tasks/get", "no-such-task")["error"]
     assert carol.task("tasks/cancel", task_id)["error"] == alice.task("tasks/cancel", "no-such-task")["error"]
     started = time.monotonic()
-    while time.monotonic() - started < 30:  # an approver who takes 30 s: the task keeps saying it waits
+    while time.monotonic() - started < LATE:  # an approver who takes a while: the task keeps saying it waits
         assert alice.task("tasks/get", task_id)["result"]["status"] == "input_required"
         time.sleep(2)
     assert users.approve("bob", task_id).status_code == 200
@@ -176,8 +183,11 @@ def test_http_update_with_decline_withdraws_and_cancel_stops_a_running_job(
 def test_a_client_without_the_extension_keeps_the_round_trip(world: tuple[ToolrunServer, JobUsers]) -> None:
     server, users = world
     alice = Http(server.url, users.keys["alice"])
+    started = time.monotonic()
     answer = alice.call("ops.wipe", {"target": "db3"}, tasks=False)["result"]
+    held = time.monotonic() - started
     assert answer["resultType"] == "input_required" and "taskId" not in answer
+    assert ROUND <= held < ROUND + 10, held  # one round, as long as mcp_approval_round says (20 s by default)
     listed = alice.send("tools/call", {"name": "describe_tools", "arguments": {"keys": ["ops.wipe"]}}, "describe_tools")
     assert "may answer with a task" in listed["result"]["content"][0]["text"]
     assert listed["result"]["structuredContent"]["tools"][0]["task"] is True

@@ -1,13 +1,17 @@
 """`make test`'s scheduler (tests/support/scheduling.py), driven with stand-in workers: the tests of a file in
 ONE_WORKER go to one worker, in order; a speedups-off copy goes to the speedups-off worker only; every test runs
-once; no worker is told to stop while tests of its kind are left."""
+once; no worker is told to stop while tests of its kind are left; the longest units are dealt first."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
+from support import durations
 from support.scheduling import COPY, ONE_WORKER, SuiteScheduling, work_unit
 
 TESTS = Path(__file__).resolve().parent
@@ -79,3 +83,36 @@ def test_without_a_plain_worker_nothing_waits_for_one() -> None:
 
 def test_every_file_of_one_worker_exists() -> None:
     assert [name for name in ONE_WORKER if not (TESTS / name).is_file()] == []
+
+
+def test_the_longest_units_are_dealt_first_by_the_seconds_of_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long test that came last in the collection (a file late in the alphabet) must not start last and run
+    alone at the end: the scheduler deals by the seconds of support/durations.py, not by collection order."""
+    slow = {"tests/test_render.py::test_r11": 60.0, f"tests/test_http.py::{COPY}::test_h3": 30.0}
+    monkeypatch.setattr(durations, "seconds", lambda nodeid: slow.get(nodeid, durations.DEFAULT))
+    workers = [Worker("gw0"), Worker("gw1"), Worker("gw2", plain=True)]
+    run(workers)
+    assert COLLECTION[workers[0].sent[0]] == "tests/test_render.py::test_r11"
+    assert COLLECTION[workers[2].sent[0]] == f"tests/test_http.py::{COPY}::test_h3"
+    assert COLLECTION[workers[1].sent[0]] == "tests/test_oauth.py::test_o0"  # then the biggest unit: 5 tests
+
+
+def test_the_table_of_durations_names_tests_by_their_node_ids() -> None:
+    listed = durations.table()
+    assert len(listed) > 100 and all(seconds >= durations.LISTED for seconds in listed.values())
+    files = {nodeid.split("::", 1)[0] for nodeid in listed}
+    assert all(name.startswith("tests/test_") and name.endswith(".py") for name in files), files
+    assert sum((TESTS.parent / name).is_file() for name in files) >= 0.9 * len(files)
+
+
+def test_the_serial_part_finds_each_serial_test_by_the_mark_written_in_its_file() -> None:
+    """`make pytest` runs the serial part on the test files that write the serial mark (`pytest.mark.` and
+    `serial`) only (the Makefile's SERIAL_FILES, a grep): a `serial` mark given any other way (a conftest or support
+    hook, an alias imported from elsewhere) would never run. Every file that names the mark must be such a test file.
+    (This file names it in pieces, so that the grep does not pick it.)"""
+    naming = {path for path in TESTS.rglob("*.py") if re.search(r"\bserial\b", path.read_text(encoding="utf-8"))}
+    naming.discard(Path(__file__).resolve())
+    written = re.compile(r"\bmark\." + "serial")
+    hidden = [path for path in naming if not path.name.startswith("test_") or not written.search(path.read_text())]
+    assert hidden == []
+    assert len(naming) >= 4  # test_reliability and the red teams' audit and OAuth files

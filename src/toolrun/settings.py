@@ -86,6 +86,11 @@ class Settings:
     mcp_stream_keepalive: float = setting(
         15.0, "Seconds between keep-alive comments on an open GET /mcp event stream (and session checks)."
     )
+    mcp_approval_round: float = setting(
+        20.0,
+        "Seconds an MCP call awaiting approval is held for the decision in one round, before the client is asked "
+        "again (a 2026-07-28 client: `input_required`; a handshake-era client: the elicitation question).",
+    )
     mcp_max_streams: int = setting(
         1000, "Open MCP event streams (GET /mcp, and apart subscriptions/listen) per server process."
     )
@@ -272,6 +277,7 @@ RANGES: dict[str, tuple[Any, str]] = {
     "shutdown_grace": (_finite(0, _DAY), "seconds >= 0"),
     "readiness_timeout": (_finite(0, 3600, low_open=True), "seconds > 0 (at most 3600)"),
     "mcp_stream_keepalive": (_finite(0, 3600, low_open=True), "seconds > 0 (at most 3600)"),
+    "mcp_approval_round": (_finite(0, 3600, low_open=True), "seconds > 0 (at most 3600)"),
     "mcp_max_streams": (_finite(0, 1e6), "an integer from 0 (no streams) to 1000000"),
     "mcp_max_streams_per_caller": (_finite(1, 1e6), "an integer from 1 to 1000000"),
     "log_level": (lambda v: v.strip().lower() in ("debug", "info", "warning", "error"), "debug, info, warning, error"),

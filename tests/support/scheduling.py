@@ -4,7 +4,8 @@ of their speedups-off copies (`--speedups-off-doors`), the files that run on one
 A test is a work unit of its own, except in the files of `ONE_WORKER`: a file that starts its servers once for
 all its tests (module-scoped fixtures) is one unit, run in order on one worker, so the servers start once; files
 that name the same unit share it (the browser files: one Chromium at a time). With `--speedups-off-doors` the
-copies go to the worker started with TOOLRUN_SPEEDUPS=off and every other unit to the other workers.
+copies go to the worker started with TOOLRUN_SPEEDUPS=off and every other unit to the other workers. The units
+are dealt longest first, by the seconds each test took in a full run (support/durations.py).
 
 (A table rather than `xdist_group` marks: pytest-xdist 3.8 tags a grouped test by rewriting `item._nodeid`, which
 pytest 9.2 no longer reads, so `--dist loadgroup` groups nothing.)"""
@@ -16,6 +17,8 @@ from typing import Any
 
 import pytest
 from xdist.scheduler import LoadScopeScheduling
+
+from . import durations
 
 DOOR_FILES = (
     "test_http.py",
@@ -102,8 +105,8 @@ class SuiteScheduling(LoadScopeScheduling):
 
     def schedule(self) -> None:
         """loadscope's first round without its shutting down of workers beyond the number of units (it counts
-        units of both kinds, and could stop the only worker of one kind); the biggest units first, so a long
-        unit starts early rather than last."""
+        units of both kinds, and could stop the only worker of one kind); the longest units first (the seconds
+        of support/durations.py), so a long unit starts early rather than last and alone."""
         assert self.collection_is_completed
         if self.collection is not None:
             for node in self.nodes:
@@ -116,7 +119,7 @@ class SuiteScheduling(LoadScopeScheduling):
         units: dict[str, dict[str, bool]] = {}
         for nodeid in self.collection:
             units.setdefault(self._split_scope(nodeid), {})[nodeid] = False
-        for scope, unit in sorted(units.items(), key=lambda item: -len(item[1])):
+        for scope, unit in sorted(units.items(), key=lambda item: -sum(map(durations.seconds, item[1]))):
             self.workqueue[scope] = unit
         for node in self.nodes:
             self._assign_work_unit(node)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ...service import ToolService
 
 STATE_PREFIX = "toolrun-job:"
-WAIT = 20.0  # seconds one round waits for the decision before asking again
+WAIT = 20.0  # seconds one round waits for the decision before asking again (the setting mcp_approval_round)
 FIRST = 0.5  # seconds the first round waits before it asks a client that can show the question
 GRACE = 60.0  # seconds the request is held between two rounds: a client that does not come back withdraws it
 CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
@@ -84,10 +84,12 @@ def final_answer(job: Job) -> types.CallToolResult:
 
 
 class McpJobs:
-    """Approval over MCP for one door; `service` is the door's ToolService (its `start_or_call` makes the job)."""
+    """Approval over MCP for one door; `service` is the door's ToolService (its `start_or_call` makes the job);
+    `wait`: the seconds of one round (mcp_approval_round)."""
 
-    def __init__(self, service: ToolService) -> None:
+    def __init__(self, service: ToolService, wait: float = WAIT) -> None:
         self.service = service
+        self.wait = wait
 
     async def resume(self, ctx: Any, identity: Identity, params: Any) -> Any:
         """A 2026-07-28 retry: the client's answer to the question, with the job in `requestState`."""
@@ -108,18 +110,18 @@ class McpJobs:
         return await self.follow(ctx, identity, job, first=False)
 
     async def follow(self, ctx: Any, identity: Identity, job: Job, first: bool = True) -> Any:
-        """Wait for the job the way the client can: a 2026-07-28 client gets rounds held up to WAIT seconds each,
+        """Wait for the job the way the client can: a 2026-07-28 client gets rounds held up to `wait` seconds each,
         a handshake-era client with elicitation gets questions, any other client the job to follow."""
         if getattr(ctx, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
             return await self._round(ctx, identity, job, first)
         jobs = self.service.jobs
         owner = await _follower(jobs, identity, job)  # a held call is a job's stream by another door
         try:
-            job = await jobs.wait(identity, job.id, FIRST if job.state == AWAITING else WAIT)
+            job = await jobs.wait(identity, job.id, FIRST if job.state == AWAITING else self.wait)
             if job.state == AWAITING:
                 job = await self._ask(ctx, identity, job)
             elif job.state not in FINAL:
-                job = await jobs.wait(identity, job.id, WAIT)
+                job = await jobs.wait(identity, job.id, self.wait)
         finally:
             jobs.release(owner)
         if job.state in FINAL:
@@ -127,12 +129,12 @@ class McpJobs:
         return pending_answer(job)
 
     async def _round(self, ctx: Any, identity: Identity, job: Job, first: bool) -> Any:
-        """One 2026-07-28 round: held up to WAIT seconds (the first only FIRST when the question can be shown),
+        """One 2026-07-28 round: held up to `wait` seconds (the first only FIRST when the question can be shown),
         holding the request meanwhile; then the result, or `input_required` again. The question (an elicitation)
         goes only to a client that declared elicitation; any other gets a state-only round, which its driver
         retries at once. Between two rounds the request is held GRACE seconds: a client that gave up withdraws it."""
         elicits = _client_elicits(ctx)
-        seconds = FIRST if first and elicits else WAIT
+        seconds = FIRST if first and elicits else self.wait
         job = await self._held_wait(ctx, identity, job, seconds)
         if job.state in FINAL:
             return final_answer(job)
@@ -186,9 +188,9 @@ class McpJobs:
                 if answer.action != "accept":
                     withdrawn: Job = await jobs.withdraw(identity, job.id, f"{WITHDRAWN} (declined)")
                     return withdrawn
-                job = await self._held_wait(ctx, identity, job, WAIT)
+                job = await self._held_wait(ctx, identity, job, self.wait)
                 if job.state != AWAITING:
-                    ended: Job = await jobs.wait(identity, job.id, WAIT)
+                    ended: Job = await jobs.wait(identity, job.id, self.wait)
                     return ended
         except asyncio.CancelledError:
             await _withdraw_shielded(jobs, identity, job.id)

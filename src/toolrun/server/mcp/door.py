@@ -68,7 +68,7 @@ from ...words import plural, seconds
 from ..disconnect import unless_gone
 from ..httperrors import public_summary
 from . import tasks
-from .approvals import STATE_PREFIX, McpJobs
+from .approvals import STATE_PREFIX, WAIT, McpJobs
 from .meta import ANNOTATIONS, LIST_PAGE, LIST_TTL_MS, OUTPUT_SCHEMAS, page_start
 
 log = logging.getLogger("toolrun.mcp")
@@ -277,12 +277,13 @@ class McpDoor:
         *,
         direct: bool = False,
         stdio_session: str | None = None,
+        approval_round: float = WAIT,
     ) -> None:
         self.service = service
         self.identify = identify
         self.direct = direct
         self.stdio_session = stdio_session
-        self.jobs = McpJobs(service)
+        self.jobs = McpJobs(service, approval_round)
         self._direct_keys: dict[str, str] = {}
         self._direct_names: dict[str, str] = {}
         self._index_direct_names()

@@ -46,7 +46,7 @@ def mount_mcp(parts: ServerParts, mcp_sessions: McpSessionStore | None = None) -
     from .stream import StreamHub
 
     sessions = mcp_sessions if mcp_sessions is not None else SharedState(settings).mcp_sessions()
-    door = McpDoor(parts.service, identify, direct=settings.mcp_direct)
+    door = McpDoor(parts.service, identify, direct=settings.mcp_direct, approval_round=settings.mcp_approval_round)
     streams = StreamHub(
         sessions,
         keepalive=settings.mcp_stream_keepalive,

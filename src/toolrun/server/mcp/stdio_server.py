@@ -66,7 +66,13 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
     from .stream import StreamHub
 
     who = _checked_identity(access, raw_key, identity) if raw_key else (lambda ctx: identity)
-    door = McpDoor(service, who, direct=settings.mcp_direct, stdio_session=new_stdio_session())
+    door = McpDoor(
+        service,
+        who,
+        direct=settings.mcp_direct,
+        stdio_session=new_stdio_session(),
+        approval_round=settings.mcp_approval_round,
+    )
     # Only its subscriptions/listen is used here: how a 2026-07-28 client over stdio hears of a reload.
     streams = StreamHub(
         None, keepalive=settings.mcp_stream_keepalive, write_timeout=0, max_streams=settings.mcp_max_streams
