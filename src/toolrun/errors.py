@@ -86,6 +86,7 @@ WARNING_CODES: dict[str, str] = {
     "shell-comment": "a value inside a shell comment, which a newline in it ends",
     "negative-number": "a number starts a word before `--`: a negative one reads as an option",
     "curl-option-position": "a caller value at curl's option position",
+    "curl-url-host": "a caller value in the scheme, host or port of a curl tool's URL (SSRF)",
     "curl-option": "a `curl:` value with an option that fights the shorthand (-o, -O, --proto, -K)",
     "unguarded-param": "an optional param without a default rendered outside a guard",
     "unused-param": "a declared param the command never uses",

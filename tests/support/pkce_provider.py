@@ -32,6 +32,7 @@ class Grant:
     redirect_uri: str
     challenge: str
     scope: str
+    nonce: str = ""  # the authorize request's `nonce`, which the ID token carries back (OpenID Connect)
 
 
 @dataclass
@@ -93,7 +94,11 @@ class PkceProvider:
         else:
             code = secrets.token_urlsafe(24)
             self.grants[code] = Grant(
-                self.client_id, self.redirect_uri, query["code_challenge"], query.get("scope", "")
+                self.client_id,
+                self.redirect_uri,
+                query["code_challenge"],
+                query.get("scope", ""),
+                query.get("nonce", ""),
             )
             back["code"] = code
         return 302, {"Location": f"{self.redirect_uri}?{urlencode(back)}"}, ""
@@ -119,7 +124,8 @@ class PkceProvider:
         access = jwt.encode(
             {"alg": "RS256", "kid": "k1"}, {**claims, "aud": self.audience, "jti": uuid.uuid4().hex}, self.key
         )
-        id_token = jwt.encode({"alg": "RS256", "kid": "k1"}, {**claims, "aud": self.client_id}, self.key)
+        nonce = {"nonce": grant.nonce} if grant.nonce else {}
+        id_token = jwt.encode({"alg": "RS256", "kid": "k1"}, {**claims, "aud": self.client_id, **nonce}, self.key)
         if self.opaque_access_token:
             access = secrets.token_urlsafe(32)
         self.issued += [access, id_token]

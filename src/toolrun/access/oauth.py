@@ -9,7 +9,8 @@ buckets, audit records) is the key's road.
 Checks, in order: the header's `alg` is on the allowlist (never `none`, never an HMAC: a public key is
 no secret); the `kid` names a signing key of the issuer (RSA, EC or OKP only); the signature (joserfc);
 then `iss`, `aud` and `exp` must be there and right, `nbf` and `iat` are checked when present, each with
-`LEEWAY` seconds for clock skew.
+`LEEWAY` seconds for clock skew. A token that says it is something else than an access token is refused: a header
+`typ` other than `at+jwt` or `JWT`, or a `nonce` claim (an OpenID ID token's).
 
 Signing keys come from `oauth_jwks_url`, or from the `jwks_uri` of the issuer's
 `/.well-known/openid-configuration`. They are cached, fetched again when a token names an unknown `kid`
@@ -265,6 +266,20 @@ _CLAIM_REASONS = {
 }
 
 
+# The JOSE header `typ` values of an access token (RFC 9068's `at+jwt`, and plain `JWT`), compared without case and
+# without an `application/` prefix (RFC 7515 4.1.9). An ID token, a logout token or a DPoP proof says otherwise.
+_ACCESS_TYPES = frozenset({"at+jwt", "jwt"})
+
+
+def _check_type(typ: Any) -> None:
+    """Refuse a token whose header `typ` is present and is not an access token's."""
+    if typ is None:
+        return
+    kind = typ.lower().removeprefix("application/") if isinstance(typ, str) else None
+    if kind not in _ACCESS_TYPES:
+        raise _refuse(f"the token's type (typ {str(typ)[:40]!a}) is not an access token's (at+jwt or JWT)")
+
+
 def check_claims(claims: dict[str, Any], config: OAuthConfig, now: float) -> None:
     """iss, aud, exp (required), nbf and iat (when present), with LEEWAY; Unauthorized naming the claim."""
     from joserfc.errors import ClaimError, ExpiredTokenError, MissingClaimError
@@ -286,6 +301,8 @@ def check_claims(claims: dict[str, Any], config: OAuthConfig, now: float) -> Non
         raise _refuse(f"the token has no {exc.claim} claim") from None
     except ClaimError as exc:
         raise _refuse(_CLAIM_REASONS.get(exc.claim, f"the token's {exc.claim} claim is not valid")) from None
+    if "nonce" in claims:  # an OpenID ID token answers a sign-in's nonce; an access token never carries one
+        raise _refuse("the token carries a nonce: it is an OpenID ID token, not an access token")
 
 
 def _strings(value: Any) -> list[str]:
@@ -384,6 +401,7 @@ class TokenVerifier:
             raise _refuse(f"the token's algorithm {str(alg)[:20]!a} is not allowed")
         if kid is not None and not isinstance(kid, str):
             raise _refuse("the token's kid is not a string")
+        _check_type(header.get("typ"))
         return alg, kid
 
     def claims(self, token: str, alg: str, key: Any) -> dict[str, Any]:

@@ -250,6 +250,7 @@ WarningCode = Literal[
     "shell-comment",
     "negative-number",
     "curl-option-position",
+    "curl-url-host",
     "curl-option",
     "unguarded-param",
     "unused-param",

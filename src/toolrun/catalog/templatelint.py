@@ -81,6 +81,9 @@ def check_template(
         for word, message in curl_option_problems(template):
             found = ctx.locate.find(tloc, functools.partial(_find_word, word=word))
             ctx.problem_at(found or ctx.locate.value(tloc), key, message, "warning", "curl-option")
+    if kind == "curl":
+        for name, message in curl_url_problems(template, declared):
+            ctx.problem_at(where(name), key, message, "warning", "curl-url-host")
     words = CURL_PREFIX if kind == "curl" else ()
     findings, option_params = data_flow(dataflow.uses(template, words), declared, kind)
     for name, unquoted, message, code, line in findings:
@@ -170,6 +173,93 @@ def curl_option_problems(template: str) -> list[tuple[str, str]]:
         if option in CURL_CONFLICTS:
             found.append((word, f"`{option}` in a `curl:` value: {CURL_CONFLICTS[option]}"))
     return found
+
+
+# Options of curl whose argument is a URL curl connects to (as a positional word is).
+_CURL_URL_OPTIONS = frozenset({"--url", "-x", "--proxy"})
+_MARK = re.compile(r"\x01(\d+)\x02")
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def _url_words(template: str) -> tuple[list[str], list[str]]:
+    """The words of a `curl:` value that curl reads as URLs (positional words, all words after `--`, the
+    argument of `--url` and `--proxy`), with each `{{ }}` tag replaced by a marker `\x01N\x02`; and the text of
+    each tag, by N."""
+    import shlex
+
+    tags: list[str] = []
+
+    def mark(match: re.Match[str]) -> str:
+        if match.group(0).startswith("{%"):
+            return ""
+        tags.append(match.group(0))
+        return f"\x01{len(tags) - 1}\x02"
+
+    try:
+        words = shlex.split(_TAG.sub(mark, template), comments=True)
+    except ValueError:
+        return [], tags
+    urls: list[str] = []
+    after_dashdash, arg_of = False, ""
+    for word in words:
+        if after_dashdash:
+            urls.append(word)
+        elif arg_of:
+            if arg_of in _CURL_URL_OPTIONS:
+                urls.append(word)
+            arg_of = ""
+        elif word == "--":
+            after_dashdash = True
+        elif word.startswith("-") and len(word) > 1:
+            option = word.split("=", 1)[0] if word.startswith("--") else word
+            if word.startswith("--") and "=" in word and option in _CURL_URL_OPTIONS:
+                urls.append(word.split("=", 1)[1])
+            elif word.startswith("--"):
+                arg_of = option if option in CURL_ARG_OPTIONS and "=" not in word else ""
+            else:
+                arg_of = _short_arg_of(word)
+        else:
+            urls.append(word)
+    return urls, tags
+
+
+def _short_arg_of(word: str) -> str:
+    """The short option of a cluster (`-sSx`) that takes the next word as its argument, or ""."""
+    for i, letter in enumerate(word[1:], 1):
+        if letter in _CURL_SHORT_ARGS:
+            return f"-{letter}" if i == len(word) - 1 else ""
+    return ""
+
+
+def curl_url_problems(template: str, declared: dict[str, Param]) -> list[tuple[str, str]]:
+    """(param, warning) for each param of a `curl:` value that lands in the scheme, host or port of a URL curl
+    requests: a caller then chooses which server the tool reaches (SSRF). A param with an `enum` is fine."""
+    urls, tags = _url_words(template)
+    found: dict[str, str] = {}
+    for url in urls:
+        scheme = url.find("://")
+        start = scheme + 3 if scheme >= 0 else 0
+        ends = [i for i in (url.find(c, start) for c in "/?#") if i >= 0]
+        end = min(ends, default=len(url))
+        for match in _MARK.finditer(url):
+            if match.start() >= end:
+                continue
+            part = "host or port"
+            if 0 <= match.start() < scheme:
+                part = "scheme"
+            elif scheme < 0 and match.start() == 0:
+                part = "scheme and host"
+            for name in _IDENT.findall(tags[int(match.group(1))]):
+                param = declared.get(name)
+                if param is None or param.enum is not None or name in found:
+                    continue
+                found[name] = (
+                    f"param {name!r} sets the {part} of the URL curl requests: any caller can point the tool at "
+                    "any address the server reaches (a cloud metadata service, a loopback admin port); write the "
+                    "scheme and host in the template and pass the value in the path or query "
+                    f"(`https://api.example/{{{{ {name} | urlencode }}}}`), or give the param an `enum`"
+                )
+    return sorted(found.items())
 
 
 # Options of curl that take the next word as their argument: a value right after one is that argument.

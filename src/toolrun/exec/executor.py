@@ -448,8 +448,10 @@ def _prlimit() -> str:
     return shutil.which("prlimit") or "/usr/bin/prlimit"
 
 
-def _setpriv(user: str) -> list[str]:
-    """argv prefix that drops to `user` (uid, gid and its groups) before the shell starts.
+def _setpriv(user: str, sandboxed: bool = False) -> list[str]:
+    """argv prefix that drops to `user` before the shell starts: its uid and gid, and its supplementary groups
+    unless `sandboxed` (a sandbox gives a tool its user's uid and primary gid only: a group like `shadow` would
+    open files the sandbox shows).
 
     Raises PermissionError when toolrun is not root and `user` is not the current user.
     """
@@ -459,7 +461,8 @@ def _setpriv(user: str) -> list[str]:
     if os.geteuid() != 0 and entry.pw_uid != os.geteuid():
         raise PermissionError(f"tool runs as user {user!r}, which needs toolrun to run as root")
     path = shutil.which("setpriv") or "/usr/bin/setpriv"
-    return [path, f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--init-groups", "--"]
+    groups = "--clear-groups" if sandboxed else "--init-groups"
+    return [path, f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", groups, "--"]
 
 
 async def run(
@@ -489,7 +492,7 @@ async def run(
     extra = limits.prlimit_args()
     jail = None
     if sandbox is not None and sandboxpool.ENABLED:  # a jail prepared ahead; every limit is set in it
-        jail = sandboxpool.take(sandbox, cwd, user, tuple(_setpriv(user)) if user is not None else ())
+        jail = sandboxpool.take(sandbox, cwd, user, tuple(_setpriv(user, True)) if user is not None else ())
         launch, extra, cwd, user = jail.launch, [], None, None
     elif sandbox is not None:  # bwrap starts the shell, in `cwd`; setpriv and prlimit go before bwrap
         # but the process limit inside it: RLIMIT_NPROC set before bwrap counts every process of the user on the
@@ -500,7 +503,7 @@ async def run(
         launch = _sandboxing.prepare(sandbox, cwd, user, argv, inner=[_prlimit(), *inner, "--"] if inner else [])
         argv, cwd = launch.argv, None
     if user is not None:
-        argv = [*_setpriv(user), *argv]
+        argv = [*_setpriv(user, sandbox is not None), *argv]
     if extra:
         argv = [_prlimit(), *extra, "--", *argv]
     loop = asyncio.get_running_loop()
