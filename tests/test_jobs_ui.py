@@ -123,7 +123,8 @@ tools:
     approvers: [oncall]
   - name: stream
     description: Print slowly, on both streams.
-    exec: "echo out1; echo err1 >&2; sleep 30; echo out2"
+    exec: "echo out1; echo err1 >&2; sleep 300; echo out2"
+    timeout: 310
     async: true
 """
 
