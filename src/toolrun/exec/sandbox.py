@@ -640,7 +640,7 @@ def plan(box: Sandbox, cwd: str | None, user: str | None, key: str = "") -> Plan
             HIDDEN_FILES,
             tuple(_CATALOG_PATHS),
             _system_roots(),
-            _who(user, drop),
+            _who(drop),
         )
     except SandboxUnavailable as exc:
         raise SandboxUnavailable(_refusal(key, str(exc))) from None
@@ -651,14 +651,14 @@ def plan(box: Sandbox, cwd: str | None, user: str | None, key: str = "") -> Plan
     return Plan(found.path, jail_args(box, cwd, binds), binds, drop, prefix, no_network, renumbered)
 
 
-def _who(user: str | None, drop: tuple[int, int] | None) -> tuple[int, frozenset[int]]:
-    """The user id and group ids a sandboxed call runs as: the server's own, SANDBOX_USER's (`drop`, groups
-    cleared), or a `user:`'s with its groups (executor._setpriv: --init-groups)."""
+def _who(drop: tuple[int, int] | None) -> tuple[int, frozenset[int]]:
+    """The user id and group ids a sandboxed call runs as: the server's own (its groups kept), or SANDBOX_USER's or
+    a `user:`'s (`drop`): its uid and primary group only, the groups cleared (executor._setpriv(sandboxed=True):
+    --clear-groups). A copy's mode is reckoned from these (sandboxpaths._granted): a supplementary group the call
+    does not hold grants it nothing."""
     if drop is None:
         return os.geteuid(), frozenset((os.getegid(), *os.getgroups()))
-    if user is None:
-        return drop[0], frozenset((drop[1],))
-    return drop[0], frozenset((drop[1], *os.getgrouplist(user, drop[1])))
+    return drop[0], frozenset((drop[1],))
 
 
 def ids(user: str | None) -> tuple[int, int] | None:
