@@ -500,6 +500,9 @@ async def run(
         # set in the sandbox's own user namespace, it counts the call's own processes.
         inner = [arg for arg in extra if arg.startswith("--nproc=")]
         extra = [arg for arg in extra if arg not in inner]
+        # The tool's environment reaches its shell in the jail only: never the loaders of the programs outside it.
+        env, given = _sandboxing.jail_env(env)
+        argv = ["/bin/sh", "-c", given + command] if given else argv
         launch = _sandboxing.prepare(sandbox, cwd, user, argv, inner=[_prlimit(), *inner, "--"] if inner else [])
         argv, cwd = launch.argv, None
     if user is not None:

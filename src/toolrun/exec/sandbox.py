@@ -44,6 +44,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -597,6 +598,33 @@ class Plan:
     prefix: tuple[str, ...]
     no_network: bool
     renumbered: bool
+
+
+# The tool's environment outside its jail: prlimit, setpriv, unshare and bwrap start it, outside every namespace and
+# before the filter (as root under a root server), and the C library's loader of each acts on LD_PRELOAD,
+# LD_LIBRARY_PATH, GCONV_PATH and the like (a library a tool wrote in its writable path ran as root). So they get
+# each of the tool's names under this prefix, and the jail's first shell gives the tool its own names back.
+OUTSIDE_PREFIX = "TOOLRUN_JAILED_"
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def jail_env(env: Mapping[str, str]) -> tuple[dict[str, str], str]:
+    """The environment to spawn a jail with (every name the shell can export carried as OUTSIDE_PREFIX + name, which
+    no loader reads), and the words that give the jail's first shell the tool's names back ('' when none), to put
+    before the command on its first line (a command that does not parse still fails as the tool's own, and its line
+    numbers are as before)."""
+    outside: dict[str, str] = {}
+    names: list[str] = []
+    for name, value in env.items():
+        if _ENV_NAME.match(name):
+            outside[OUTSIDE_PREFIX + name] = value
+            names.append(name)
+        else:  # no loader or C library variable: those are all names
+            outside[name] = value
+    if not names:
+        return outside, ""
+    given = " ".join(f'{name}="${OUTSIDE_PREFIX}{name}"' for name in names)
+    return outside, f"export {given}; unset {' '.join(OUTSIDE_PREFIX + name for name in names)}; "
 
 
 def prepare(

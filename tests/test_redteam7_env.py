@@ -1,0 +1,86 @@
+"""Red team 7 on the sandbox's environment (issue 34): the programs that start a jail run outside it.
+
+Without a jail prepared ahead (`TOOLRUN_SPEEDUPS=jail_pool` or `off`, the plain path operators are told to use to
+rule a trick out), a sandboxed call was spawned as `[prlimit] [setpriv] [unshare] bwrap ... sh -c CMD` with the
+tool's own environment. prlimit, setpriv and unshare run as root under a root server, bwrap as the server's user,
+all outside every namespace and before the seccomp filter; the C library's loader of each acted on the tool's
+`LD_*` variables. A sandboxed tool with `env: {LD_PRELOAD: <its writable folder>/lib.so}` (meant for its own
+programs in the jail) compiled a library there in one call, and the next call ran it as root on the host (as the
+server's user under a server that is not root: the key store's owner).
+
+The tool's environment now reaches the tool's shell in the jail only: outside it, each of its names is carried
+under another name, and the jail's first shell gives the tool its own names back.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from support import jails
+from support.binaries import require_binary
+from support.jails import Jail, said, toolrun_as
+from support.sysusers import unprivileged
+
+server, base, jail = jails.server, jails.base, jails.jail
+
+PLAIN = {"TOOLRUN_SPEEDUPS": "jail_pool"}  # no jail prepared ahead: the jail is started with the call
+
+LIBRARY = r"""#include <stdio.h>
+#include <unistd.h>
+__attribute__((constructor)) static void ran(void) {
+  FILE *f = fopen("MARKER", "a");
+  if (f) { fprintf(f, "uid=%d pid=%d\n", (int)getuid(), (int)getpid()); fclose(f); }
+}
+"""
+
+
+def _host_folder(jail: Jail, name: str) -> Path:
+    """A host folder the server's user may write, which the jail does not show."""
+    folder = jail.base / name
+    folder.mkdir()
+    if jail.server == "user":
+        os.chown(folder, *unprivileged())
+    return folder
+
+
+def test_a_library_the_tool_wrote_never_loads_outside_its_jail(jail: Jail) -> None:
+    """On the code before the fix the marker was written on the host by uid 0 (root server) or the server user's
+    uid: the library ran in unshare/bwrap, outside the jail."""
+    cc = require_binary("cc")
+    work = jail.writable("work")
+    marker = _host_folder(jail, "outside") / "ran"
+    (work / "lib.c").write_text(LIBRARY.replace("MARKER", str(marker)))
+    jail.write(
+        "group: t\ntools:\n"
+        "  - name: build\n    public: true\n"
+        f"    exec: {cc} -shared -fPIC -o {work}/lib.so {work}/lib.c && echo built\n"
+        f"    timeout: 60\n    sandbox: {{writable: [{work}]}}\n"
+        "  - name: run\n    public: true\n    exec: echo $LD_PRELOAD; echo ran\n"
+        f"    env: {{LD_PRELOAD: {work}/lib.so}}\n"
+        f"    timeout: 60\n    sandbox: {{writable: [{work}]}}\n"
+    )
+    built = toolrun_as(jail.server, jail.home, "call", "-c", str(jail.catalog), "t.build", env=PLAIN)
+    assert "built" in built.stdout, said(built)
+    done = toolrun_as(jail.server, jail.home, "call", "-c", str(jail.catalog), "t.run", env=PLAIN)
+    assert done.returncode == 0, said(done)
+    assert f"{work}/lib.so\nran\n" == done.stdout, said(done)  # the tool keeps its environment, in the jail
+    assert not marker.exists(), marker.read_text()
+
+
+def test_the_loaders_variables_of_a_tool_act_in_its_jail_only(jail: Jail) -> None:
+    """No compiler needed: LD_DEBUG_OUTPUT makes the loader of each program that honours the tool's environment
+    write a file; before the fix prlimit, unshare and bwrap wrote theirs on the host, beside the catalog."""
+    require_binary("bwrap")
+    folder = _host_folder(jail, "debug")
+    out = folder / "loader"
+    jail.write(
+        "group: t\ntools:\n  - name: run\n    public: true\n    exec: echo ran\n"
+        f"    env: {{LD_DEBUG: libs, LD_DEBUG_OUTPUT: {out}}}\n"
+        "    limits: {processes: 50}\n    timeout: 60\n    sandbox: true\n"
+    )
+    done = toolrun_as(jail.server, jail.home, "call", "-c", str(jail.catalog), "t.run", env=PLAIN)
+    assert done.returncode == 0, said(done)
+    assert "ran\n" in done.stdout, said(done)
+    written = sorted(p.name for p in folder.iterdir())
+    assert written == [], written
