@@ -84,3 +84,36 @@ def test_the_loaders_variables_of_a_tool_act_in_its_jail_only(jail: Jail) -> Non
     assert "ran\n" in done.stdout, said(done)
     written = sorted(p.name for p in folder.iterdir())
     assert written == [], written
+
+
+SHOW_LIMIT = 'echo limit=$(grep processes /proc/self/limits | tr -s " " | cut -d" " -f3) preload=$LD_PRELOAD'
+HOOK = r"""#include <sys/types.h>
+#include <sys/resource.h>
+/* prlimit(1) sets the tool's limits with prlimit(2): this one sets nothing and says it did */
+int prlimit(pid_t pid, int resource, const struct rlimit *new, struct rlimit *old) { return 0; }
+int prlimit64(pid_t pid, int resource, const void *new, void *old) { return 0; }
+"""
+
+
+def test_a_library_the_tool_wrote_never_loads_into_the_program_that_sets_its_limits(jail: Jail) -> None:
+    """In a jail (prepared for the call, as `toolrun call` and the pool do), prlimit sets the call's limits before the
+    tool's shell starts. On the code before the fix it was started with the tool's environment: the tool's
+    LD_PRELOAD, pointing at a library the tool wrote in its writable path, made prlimit set no limit (the tool's
+    process limit was the host's, not 20)."""
+    cc = require_binary("cc")
+    work = jail.writable("work")
+    (work / "hook.c").write_text(HOOK)
+    jail.write(
+        "group: t\ntools:\n"
+        "  - name: build\n    public: true\n"
+        f"    exec: {cc} -shared -fPIC -o {work}/hook.so {work}/hook.c && echo built\n"
+        f"    timeout: 60\n    sandbox: {{writable: [{work}]}}\n"
+        f"  - name: run\n    public: true\n    exec: {SHOW_LIMIT}\n"
+        f"    env: {{LD_PRELOAD: {work}/hook.so}}\n    limits: {{processes: 20}}\n"
+        f"    timeout: 60\n    sandbox: {{writable: [{work}]}}\n"
+    )
+    built = jail.call("t.build")
+    assert "built" in built.stdout, said(built)
+    for speedups in ({}, PLAIN):
+        done = toolrun_as(jail.server, jail.home, "call", "-c", str(jail.catalog), "t.run", env=speedups)
+        assert done.stdout == f"limit=20 preload={work}/hook.so\n", (speedups, said(done))

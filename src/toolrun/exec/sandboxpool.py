@@ -355,19 +355,22 @@ def message(command: str, env: Mapping[str, str], limits: list[str], stdin: bool
     command itself, as `/bin/sh -c` would (the same shell, the same options, line numbers from 1), then exits with
     its status. Starting a second shell for it cost a jail about 0.6 ms of CPU (bench/README.md). With limits,
     prlimit has to start the tool's shell (`exec prlimit ... /bin/sh -c`); where a name is one the shell cannot
-    export, env(1) sets exactly the call's environment and starts it."""
+    export, env(1) sets exactly the call's environment and starts it. Either gets the tool's names as
+    sandbox.jail_env carries them, and the tool's shell gives them back: a tool's LD_PRELOAD (a library it wrote in
+    its writable path) never loads into the prlimit that sets its limits."""
     words = ["echo ok >&3", "exec 3>&-" + ("" if stdin else " </dev/null")]
     if not limits and all(_NAME.match(name) for name in env):
         if env:
             words.append("export " + " ".join(f"{name}={shlex.quote(value)}" for name, value in env.items()))
         words += ["unset end s l", f"eval {shlex.quote(command)}", "exit"]
-    else:
-        run = [*([_prlimit(), *limits, "--"] if limits else []), "/bin/sh", "-c", command]
-        if all(_NAME.match(name) for name in env):
-            if env:
-                words.append("export " + " ".join(f"{name}={shlex.quote(value)}" for name, value in env.items()))
+    else:  # prlimit (or env) starts the tool's shell: its loader never sees the tool's names (sandbox.jail_env)
+        carried, given = _sandbox.jail_env(env)
+        run = [*([_prlimit(), *limits, "--"] if limits else []), "/bin/sh", "-c", given + command]
+        if all(_NAME.match(name) for name in carried):
+            if carried:
+                words.append("export " + " ".join(f"{name}={shlex.quote(v)}" for name, v in carried.items()))
         else:
-            run = ["/usr/bin/env", "-i", *(f"{name}={value}" for name, value in env.items()), *run]
+            run = ["/usr/bin/env", "-i", *(f"{name}={value}" for name, value in carried.items()), *run]
         words.append("exec " + " ".join(shlex.quote(a) for a in run))
     script = "; ".join(words)
     frame = secrets.token_hex(8)
