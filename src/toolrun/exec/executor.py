@@ -506,6 +506,9 @@ async def run(
         launch = _sandboxing.prepare(sandbox, cwd, user, argv, inner=[_prlimit(), *inner, "--"] if inner else [])
         argv, cwd = launch.argv, None
     if user is not None:
+        if sandbox is None:  # prlimit and setpriv run as root: the tool's names reach its shell only, after them
+            env, given = _sandboxing.jail_env(env)
+            argv = ["/bin/sh", "-c", given + command] if given else argv
         argv = [*_setpriv(user, sandbox is not None), *argv]
     if extra:
         argv = [_prlimit(), *extra, "--", *argv]
