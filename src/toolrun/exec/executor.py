@@ -465,6 +465,24 @@ def _setpriv(user: str, sandboxed: bool = False) -> list[str]:
     return [path, f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", groups, "--"]
 
 
+def _watched() -> None:
+    """The watchdog that kills this process's calls when it dies (a server starts it at once; `toolrun call` here):
+    a process killed while bwrap starts, before bwrap set its parent-death signal, would leave a jail half made."""
+    procguard.start_watchdog()
+
+
+def _as_user(
+    user: str, sandboxed: bool, command: str, argv: list[str], env: Mapping[str, str]
+) -> tuple[list[str], Mapping[str, str]]:
+    """`argv` run as `user` (setpriv, as root), and the environment to spawn it with. Without a sandbox, setpriv (and
+    prlimit before it) get the tool's names as sandbox.jail_env carries them, and its shell gives them back: their
+    loaders never act on the tool's LD_PRELOAD (a library in a folder the tool's user may write)."""
+    if not sandboxed:
+        env, given = _sandboxing.jail_env(env)
+        argv = ["/bin/sh", "-c", given + command] if given else argv
+    return [*_setpriv(user, sandboxed), *argv], env
+
+
 async def run(
     command: str,
     *,
@@ -492,12 +510,14 @@ async def run(
     extra = limits.prlimit_args()
     jail = None
     if sandbox is not None and sandboxpool.ENABLED:  # a jail prepared ahead; every limit is set in it
+        _watched()
         jail = sandboxpool.take(sandbox, cwd, user, tuple(_setpriv(user, True)) if user is not None else ())
         launch, extra, cwd, user = jail.launch, [], None, None
     elif sandbox is not None:  # bwrap starts the shell, in `cwd`; setpriv and prlimit go before bwrap
         # but the process limit inside it: RLIMIT_NPROC set before bwrap counts every process of the user on the
         # host (every sandboxed call of a root server runs as `nobody`: one call's processes starved the others);
         # set in the sandbox's own user namespace, it counts the call's own processes.
+        _watched()
         inner = [arg for arg in extra if arg.startswith("--nproc=")]
         extra = [arg for arg in extra if arg not in inner]
         # The tool's environment reaches its shell in the jail only: never the loaders of the programs outside it.
@@ -506,10 +526,7 @@ async def run(
         launch = _sandboxing.prepare(sandbox, cwd, user, argv, inner=[_prlimit(), *inner, "--"] if inner else [])
         argv, cwd = launch.argv, None
     if user is not None:
-        if sandbox is None:  # prlimit and setpriv run as root: the tool's names reach its shell only, after them
-            env, given = _sandboxing.jail_env(env)
-            argv = ["/bin/sh", "-c", given + command] if given else argv
-        argv = [*_setpriv(user, sandbox is not None), *argv]
+        argv, env = _as_user(user, sandbox is not None, command, argv, env)
     if extra:
         argv = [_prlimit(), *extra, "--", *argv]
     loop = asyncio.get_running_loop()

@@ -28,6 +28,7 @@ hold it. docs/security.md says so.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import logging
 import os
@@ -44,6 +45,7 @@ CALL_ENV = "TOOLRUN_CALL"
 _TOKEN = secrets.token_hex(8)
 _SEQ = 0
 _WATCHDOG_FD: int | None = None
+_WATCHDOGS: list[subprocess.Popen[bytes]] = []
 
 
 def _new_token() -> None:
@@ -51,6 +53,7 @@ def _new_token() -> None:
     if _WATCHDOG_FD is not None:  # the parent's watchdog must see its own server's death, not wait for ours
         os.close(_WATCHDOG_FD)
     _TOKEN, _SEQ, _WATCHDOG_FD = secrets.token_hex(8), 0, None
+    _WATCHDOGS.clear()  # the parent's: not this process's children
 
 
 os.register_at_fork(after_in_child=_new_token)  # each worker process is a server of its own
@@ -274,4 +277,20 @@ def start_watchdog(log: logging.Logger | None = None) -> int | None:
     finally:
         os.close(read_end)
     _WATCHDOG_FD = write_end
+    if not _WATCHDOGS:
+        atexit.register(_release_watchdog)
+    _WATCHDOGS.append(helper)  # kept: it runs as long as this process (a Popen collected while it runs warns)
     return helper.pid
+
+
+def _release_watchdog() -> None:
+    """This process exits: its watchdog does its work now (this process's calls are over) and is reaped."""
+    global _WATCHDOG_FD
+    if _WATCHDOG_FD is not None:
+        os.close(_WATCHDOG_FD)
+        _WATCHDOG_FD = None
+    for helper in _WATCHDOGS:
+        try:
+            helper.wait(2)
+        except (subprocess.TimeoutExpired, OSError):  # pragma: no cover - a watchdog stuck in its scan
+            pass

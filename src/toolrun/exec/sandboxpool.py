@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from .. import speedups
 from ..errors import SandboxUnavailable
 from ..models import Sandbox
-from . import pidcache, spawn
+from . import pidcache, procguard, spawn
 from . import sandbox as _sandbox
 from .sandboxpaths import checked
 
@@ -322,7 +322,10 @@ def _start(plan: _sandbox.Plan, wanted: str, user_prefix: tuple[str, ...]) -> Ja
         if plan.drop is not None and os.geteuid() == 0:  # the call's user may reopen them (/dev/stdout)
             for fd in (in_r, out_w, err_w):
                 os.fchown(fd, *plan.drop)
-        pid, _ = spawn.start(launch.argv, {}, None, in_r, out_w, err_w, extra=launch.fds)
+        # The server's token (procguard), all the environment: a server killed before bwrap set its parent-death
+        # signal leaves bwrap's child waiting forever in its set-up (bwrap died writing its status to the server);
+        # the server's watchdog finds it, as every process of its calls, by the token.
+        pid, _ = spawn.start(launch.argv, _jail_env(), None, in_r, out_w, err_w, extra=launch.fds)
     except BaseException:
         for fd in opened:
             os.close(fd)
@@ -333,6 +336,12 @@ def _start(plan: _sandbox.Plan, wanted: str, user_prefix: tuple[str, ...]) -> Ja
     launch.started()
     os.set_blocking(launch.channel, False)
     return Jail(wanted, pid, in_w, out_r, err_r, launch)
+
+
+def _jail_env() -> dict[str, str]:
+    """A waiting jail's whole environment: the server's token (`TOOLRUN_CALL=<server token>.<n>`), by which the
+    server's watchdog finds it (procguard); the call's own environment comes with its message."""
+    return {procguard.CALL_ENV: procguard.call_token()}
 
 
 def _guarded(prefix: tuple[str, ...]) -> tuple[str, ...]:
