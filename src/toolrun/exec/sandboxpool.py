@@ -359,7 +359,7 @@ def message(command: str, env: Mapping[str, str], limits: list[str], stdin: bool
     command, framed by a random line that occurs nowhere in it. `stdin`: the call's stdin follows the message on
     the same pipe (else the command's stdin is /dev/null).
 
-    The waiter (`/bin/sh`, started with an empty environment: it exports nothing but PWD, which every shell sets)
+    The waiter (`/bin/sh`, started with the server's token only, `_jail_env`, which the call's own replaces, and PWD)
     exports the call's environment, forgets its own variables and becomes the tool's shell: it evaluates the
     command itself, as `/bin/sh -c` would (the same shell, the same options, line numbers from 1), then exits with
     its status. Starting a second shell for it cost a jail about 0.6 ms of CPU (bench/README.md). With limits,
