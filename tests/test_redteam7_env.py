@@ -117,3 +117,27 @@ def test_a_library_the_tool_wrote_never_loads_into_the_program_that_sets_its_lim
     for speedups in ({}, PLAIN):
         done = toolrun_as(jail.server, jail.home, "call", "-c", str(jail.catalog), "t.run", env=speedups)
         assert done.stdout == f"limit=20 preload={work}/hook.so\n", (speedups, said(done))
+
+
+def test_the_tool_sees_the_same_environment_with_and_without_a_jail_prepared_ahead(jail: Jail) -> None:
+    """The names carried outside the jail are given back whole (a value with spaces and `$`, a name that is itself
+    the carried form of another), with or without limits, and none of the carried names is left."""
+    require_binary("bwrap")
+    env = "{A: 'x y $z', TOOLRUN_JAILED_A: kept, LD_LIBRARY_PATH: /nowhere}"
+    jail.write(
+        "group: t\ntools:\n"
+        f"  - name: plain\n    public: true\n    exec: env | sort\n    env: {env}\n    sandbox: true\n"
+        f"  - name: limited\n    public: true\n    exec: env | sort\n    env: {env}\n"
+        "    limits: {processes: 50}\n    sandbox: true\n"
+    )
+    seen = set()
+    for key in ("t.plain", "t.limited"):
+        for speedups in ({}, PLAIN):
+            done = toolrun_as(jail.server, jail.home, "call", "-c", str(jail.catalog), key, env=speedups)
+            assert done.returncode == 0, said(done)
+            lines = [line for line in done.stdout.splitlines() if not line.startswith("TOOLRUN_CALL=")]
+            assert "A=x y $z" in lines and "TOOLRUN_JAILED_A=kept" in lines, lines
+            assert "LD_LIBRARY_PATH=/nowhere" in lines, lines
+            assert [line for line in lines if line.startswith("TOOLRUN_JAILED_")] == ["TOOLRUN_JAILED_A=kept"], lines
+            seen.add(tuple(lines))
+    assert len(seen) == 1, seen  # the same environment, every way the jail was started

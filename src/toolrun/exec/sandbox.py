@@ -624,7 +624,9 @@ def jail_env(env: Mapping[str, str]) -> tuple[dict[str, str], str]:
     if not names:
         return outside, ""
     given = " ".join(f'{name}="${OUTSIDE_PREFIX}{name}"' for name in names)
-    return outside, f"export {given}; unset {' '.join(OUTSIDE_PREFIX + name for name in names)}; "
+    # a carried name that is also one of the tool's (TOOLRUN_JAILED_X beside X) was just given its own value: kept
+    carried = [OUTSIDE_PREFIX + name for name in names if OUTSIDE_PREFIX + name not in env]
+    return outside, f"export {given}" + (f"; unset {' '.join(carried)}; " if carried else "; ")
 
 
 def prepare(
