@@ -20,9 +20,10 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
 EXAMPLES := examples/
 
-# apt package -> the command that proves it is installed (wrk, webhook, hyperfine and ab are for bench/)
+# apt package -> the command that proves it is installed (wrk, webhook, hyperfine and ab are for bench/; gcc for the
+# red-team tests in which a sandboxed tool compiles a library)
 APT_COMMANDS := redis-server:redis-server chromium:chromium prometheus:promtool wrk:wrk \
-	webhook:webhook curl:curl hyperfine:hyperfine nginx:nginx apache2-utils:ab bubblewrap:bwrap
+	webhook:webhook curl:curl hyperfine:hyperfine nginx:nginx apache2-utils:ab bubblewrap:bwrap gcc:cc
 
 .PHONY: help demo test lint typecheck pytest pytest-plain ui ui-lint bench bench-exec completions schema system-deps python-deps clean
 
