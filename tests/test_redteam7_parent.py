@@ -102,7 +102,7 @@ def test_a_served_jail_half_made_when_its_server_is_killed_is_not_left_behind(se
         srv.ready()
         caller = threading.Thread(target=_call_quietly, args=(f"{srv.url}/tools/t.boxed",), daemon=True)
         caller.start()
-        wait_until(lambda: pids_matching(f"{slow}/bwrap {'--'}"), 30, "the call's slow bwrap started")
+        wait_until(lambda: pids_matching(f"{slow}/bwrap --"), 30, "the call's slow bwrap started")
         os.killpg(srv.pid, signal.SIGKILL)  # the serving processes; the watchdog (a session of its own) stays
         srv.wait(10)
         time.sleep(4)  # bwrap's second of delay, then whatever the watchdog does
