@@ -60,7 +60,7 @@ from toolrun.search.related import Related  # noqa: E402
 from toolrun.search.stem import stem  # noqa: E402
 
 OUT = ROOT / "src" / "toolrun" / "search" / "related.json.gz"
-WORDNET_SENSES = 3  # a word's first senses whose synonyms are added (1 and 2 did alike on dev, 3 best on real-dev)
+WORDNET_SENSES = 3  # a word's first senses whose synonyms are added (2 and 3 tie but for one dev query)
 NEIGHBOURS_WITH_WORDNET = 32  # the most stems kept per stem once WordNet's synonyms are added
 NEIGHBOURS = 20  # nearest stems kept per stem (10 did worse on dev, 30 no better)
 FLOOR = 0.40  # least cosine kept (run time may cut tighter: textsearch.RELATED_MIN)

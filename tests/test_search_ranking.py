@@ -236,3 +236,11 @@ def test_a_word_no_tool_has_finds_its_wordnet_synonym() -> None:
 def test_a_wordnet_synonym_does_not_move_a_word_the_catalog_has() -> None:
     # `host` is a tool's word: it finds the tools that say `host`, not WordNet's senses of it (`master`, `legion`)
     assert sorted(page(ENGLISH, "host")) == ["net.ping", "net.rate_limit"]
+
+
+def test_explain_calls_a_related_match_of_a_word_no_tool_has_a_related_word() -> None:
+    # it counts 0.69 (over an abbreviation's 0.6): explain still says what it is
+    page = Registry(ENGLISH).search(ADMIN, "throttle a host", 0, 3, explain=True)
+    assert page.explain is not None and page.items[0].key == "net.rate_limit"
+    matched = page.explain[0]["matched"]
+    assert {"word": "throttle", "matched": "limit", "how": "related word", "factor": 0.69} in matched
