@@ -244,3 +244,17 @@ def test_explain_calls_a_related_match_of_a_word_no_tool_has_a_related_word() ->
     assert page.explain is not None and page.items[0].key == "net.rate_limit"
     matched = page.explain[0]["matched"]
     assert {"word": "throttle", "matched": "limit", "how": "related word", "factor": 0.69} in matched
+
+
+MAPS = [
+    tool("maps.elevation", "Elevation of a point.", ("lat", "lng")),
+    tool("maps.places", "Search places near a point.", ("query", "radius")),
+    tool("maps.distance", "Distance between two points in metres.", ("origin", "destination")),
+]
+
+
+def test_a_word_no_tool_has_counts_its_related_words_above_a_weak_match_of_another_word() -> None:
+    # no tool says `altitude` or `spot`: they lean on elevation and point (their related words, counted at 0.8 of
+    # their similarity, at most 0.69); the elevation tool comes first by words alone, where it used to fall under the
+    # floor behind the tool that only shares `metres`
+    assert page(MAPS, "altitude of a spot in metres")[:2] == ["maps.elevation", "maps.distance"]
