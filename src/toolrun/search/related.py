@@ -1,10 +1,12 @@
 """Related words of general English, for lexical search: `money` -> `cash`, `fund`, `financ`; `photo` -> `pictur`.
 
-The table (related.json.gz beside this module, 0.78 MB; about 4 MB once read) holds, for each of 13,929 stems of
+The table (related.json.gz beside this module, 0.88 MB; about 5 MB once read) holds, for each of 13,929 stems of
 general English words (the whole words of the BERT-uncased vocabulary), its 20 nearest stems by the cosine
-similarity of the words embedded alone with all-MiniLM-L6-v2, each at least 0.40 (search uses 0.50 and more:
-textsearch.RELATED_MIN). It was built once by bench/build_related.py (how to
-rebuild it is there); nothing runs a model here. Both the vocabulary and the model are Apache-2.0.
+similarity of the words embedded alone with all-MiniLM-L6-v2, each at least 0.40 (search uses 0.45-0.50 and more:
+textsearch.RELATED_MIN), and its WordNet 3.0 synonyms (the words sharing a synset with one of the word's first three
+senses, among the same stems) at 1.0, which no cosine of two stems reaches (at most 32 stems in all). It was built
+once by bench/build_related.py (how to rebuild it is there); nothing runs a model here. The vocabulary and the model
+are Apache-2.0; WordNet 3.0 Copyright 2006 by Princeton University, under its own permissive licence (docs/mcp.md).
 
 The table is read on the first search that asks for it, once per process (about 20 ms), and never by `toolrun
 call`. A missing or unreadable file leaves search without related words.

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .textsearch import WEAK, WEAK_STEMS, Index, cached_stem, idf, words
+from .textsearch import WEAK, WEAK_STEMS, Index, cached_stem, english, idf, words
 
 STRONG_AMONG = 5  # lexical results looked at for a strong word match (`strong`)
 KNOWN = 0.7  # a query word found at this factor or more (itself, a typo, a prefix, a synonym) is known to the catalog
@@ -118,6 +118,8 @@ class Relevance:
             if found is not None:
                 stem, factor = found
                 how = next(name for least, name in HOW if factor >= least)
+                if factor < KNOWN and english(cached_stem(term.word)):
+                    how = "related word"  # an English word is never read as an abbreviation (textsearch.english)
                 out.append({"word": term.word, "matched": stem, "how": how, "factor": round(factor, 3)})
         return out
 

@@ -16,7 +16,10 @@ typo; two edits for words of eight letters or more, and a swap of two letters fo
 `dsk`, `restrat`, `lgo`), else a longer word holding its letters in order (x0.6: an abbreviation,
 `imgs` -> `images`), the synonyms of a small built-in table (x0.7), and its related words of general
 English (related.py: similarity 0.5 or more, at half the similarity; a related word rarer than the query word
-counts as if it were as common; the table is read on the first search). A word in no tool that two
+counts as if it were as common; the table is read on the first search). A query word that no tool has takes its
+related words at 0.8 x the similarity from 0.45 (at most 0.69), WordNet's synonyms among them (only such a word
+does: they know no sense), and is not corrected as a typo or an abbreviation when it is a word of general English
+(in the table: `chat` is not `that`, `shops` is not `stops`). A word in no tool that two
 words of the tools join (`portcheck`, `tablesizes`) is searched as those two words. Common function
 words (`the`, `how`, `why`, ...) and words that only ask for a tool (`call`, `use`) are dropped when
 other words remain; a `name=value` pair searches for the name. Tools matching any word are ranked by
@@ -60,6 +63,13 @@ ABBREVIATION = 0.6  # factor of a match the query word abbreviates
 # expanding only the words found weakly, did worse.
 RELATED_MIN = 0.50
 RELATED = 0.5
+# A query word no tool has (`respond`, `chat`) has nothing but its related words: they count more for it, at
+# RELATED_UNKNOWN x the similarity from RELATED_MIN_UNKNOWN, never at KNOWN or more (relevance.KNOWN: a related word
+# never makes a query word known to the catalog). Chosen on dev, dev-2 and real-dev (docs/decisions.md).
+RELATED_UNKNOWN = 0.8
+RELATED_MIN_UNKNOWN = 0.45
+RELATED_UNKNOWN_MOST = 0.69
+WORDNET = 1.0  # the similarity of a WordNet synonym in the table (no two stems' cosine reaches it: at most 0.97)
 RELATED_IDF_CAP = True  # a related word rarer than the query word counts as if it were as common (Index._related)
 RELATED_LEAST = 0.05  # a related word whose factor comes out smaller counts for nothing (and costs nothing)
 
@@ -142,6 +152,16 @@ def related_words(stem: str) -> list[tuple[str, float]]:
     from . import related
 
     return related.related(stem)
+
+
+def english(stem: str) -> bool:
+    """Whether a stem is a word of general English (in the related-words table): a query word no tool has that is
+    one (`chat`, `shops`, `altitude`) is another word, not a misspelling, and is not corrected into a tool's word
+    one edit away (`that`, `stops`, `latitude`); its related words find what it means."""
+    from . import related
+
+    found = related.table()
+    return found is not None and stem in found.where
 
 
 def words(text: str) -> list[str]:
@@ -325,7 +345,7 @@ class Index:
             ranked = sorted(stems, key=lambda s: (-len(self.postings[s][0]), s))[:PREFIX_WORDS]
             for s in ranked:
                 found.setdefault(s, 0.8)
-        if own not in self.postings and len(word) >= 3 and not word.isdigit():
+        if own not in self.postings and len(word) >= 3 and not word.isdigit() and not english(own):
             self._typos(word, found)
             if not found:
                 self._abbreviations(word, found)
@@ -343,12 +363,16 @@ class Index:
         A related word rarer than the query word itself counts as if it were as common (its factor scaled by the
         ratio of their idf): a word most tools have (`target`) says little, and a rare word near it must not say
         more in its place."""
-        own_idf = self._idf(own) if own in self.postings and RELATED_IDF_CAP else 0.0
+        known = own in self.postings
+        own_idf = self._idf(own) if known and RELATED_IDF_CAP else 0.0
+        least, scale = (RELATED_MIN, RELATED) if known else (RELATED_MIN_UNKNOWN, RELATED_UNKNOWN)
         for s, similarity in related_words(own):
-            if similarity < RELATED_MIN:
+            if similarity < least:
                 break
+            if known and similarity >= WORDNET:
+                continue  # WordNet's synonyms know no sense (`fetch`: `win`): only a word no tool has takes them
             if s in self.postings and s not in _NOT_RELATED:
-                factor = RELATED * similarity
+                factor = scale * similarity if known else min(RELATED_UNKNOWN_MOST, scale * similarity)
                 if own_idf:
                     factor *= min(1.0, own_idf / self._idf(s))
                 if factor >= RELATED_LEAST and factor > found.get(s, 0.0):
