@@ -35,12 +35,14 @@ def _cpu() -> float:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
     log = os.environ.get("TOOLRUN_CPU_LOG")
+    if not log:
+        yield
+        return
     cpu, wall = _cpu(), time.monotonic()
     yield
-    if log:
-        line = {"test": item.nodeid, "cpu": round(_cpu() - cpu, 3), "wall": round(time.monotonic() - wall, 3)}
-        with open(log, "a", encoding="utf-8") as f:
-            f.write(json.dumps(line) + "\n")
+    line = {"test": item.nodeid, "cpu": round(_cpu() - cpu, 3), "wall": round(time.monotonic() - wall, 3)}
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")
 
 
 def report(path: Path, top: int = 25) -> str:
