@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from support.cputime import pytest_runtest_protocol  # noqa: F401 - with TOOLRUN_CPU_LOG: each test's CPU (support/cputime.py)
 from support.scheduling import PLAIN_SPEC, SuiteScheduling, copy_module_id, is_copy, is_door_file
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from support.jobs import JobUsers, approval_catalog
+from support.jobs import JobUsers, approval_catalog, decide_at_once, mcp_round
 from support.servers import Processes, ToolrunServer, toolrun_cli, wait_until
 
 pytest.importorskip("joserfc")
@@ -372,29 +372,7 @@ def test_only_the_requester_holds_or_withdraws_its_call(world: World) -> None:
         assert world.as_token("alice", ["ops"], "POST", f"/jobs/{job}/{action}").status_code == 404  # token alice
     assert world.users.view("alice", job).json()["status"] == "awaiting_approval"
     # An MCP client naming another person's job in requestState neither holds nor withdraws it.
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {
-            "name": "execute",
-            "arguments": {},
-            "requestState": f"toolrun-job:{job}",
-            "inputResponses": {"approval": {"action": "decline"}},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
-            },
-        },
-    }
-    headers = {
-        "accept": "application/json, text/event-stream",
-        "mcp-protocol-version": "2026-07-28",
-        "mcp-method": "tools/call",
-        "mcp-name": "execute",
-        "X-API-Key": world.users.keys["bob"],
-    }
-    answer = httpx.post(world.server.url + "/mcp", json=body, headers=headers, timeout=40)
+    answer = mcp_round(world.server.url, world.users.keys["bob"], job, "decline")
     assert answer.status_code == 200 and answer.json()["result"]["isError"] is True, answer.text
     view = world.users.view("alice", job).json()
     assert view["status"] == "awaiting_approval", view
@@ -412,30 +390,7 @@ def test_approve_and_withdraw_racing_never_run_a_withdrawn_request(world: World)
     outcomes = set()
     for n in range(12):
         job = world.ask("alice", f"race{n}")
-        barrier = threading.Barrier(2)
-        answers: dict[str, httpx.Response] = {}
-
-        def act(
-            who: str,
-            action: str,
-            job: str = job,
-            barrier: threading.Barrier = barrier,
-            answers: dict[str, httpx.Response] = answers,
-        ) -> None:
-            with httpx.Client(timeout=20) as client:
-                barrier.wait()
-                answers[action] = client.post(
-                    f"{world.server.url}/jobs/{job}/{action}", headers={"X-API-Key": world.users.keys[who]}
-                )
-
-        threads = [
-            threading.Thread(target=act, args=("bob", "approve")),
-            threading.Thread(target=act, args=("alice", "withdraw")),
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(30)
+        answers = decide_at_once(world.users, job, ("bob", "approve"), ("alice", "withdraw"))
         view = world.users.until("alice", job, "succeeded", "cancelled", "failed", "awaiting_approval", timeout=5)
         assert view["status"] in ("succeeded", "cancelled"), (
             view,

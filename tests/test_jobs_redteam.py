@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from support.jobs import JobUsers, approval_catalog
+from support.jobs import JobUsers, approval_catalog, decide_at_once, mcp_round
 from support.keys import create_key
 from support.servers import Processes, ToolrunServer, toolrun_cli
 
@@ -240,29 +240,7 @@ def test_a_deleted_user_recreated_with_the_same_name_is_another_person(world: Wo
 
 def _mcp_round(world: World, who: str, job: str) -> httpx.Response:
     """One MCP 2026-07-28 round of `who` waiting on `job` (its requestState): held up to 20 s while it waits."""
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {
-            "name": "execute",
-            "arguments": {},
-            "requestState": f"toolrun-job:{job}",
-            "inputResponses": {"approval": {"action": "accept"}},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
-            },
-        },
-    }
-    headers = {
-        "accept": "application/json, text/event-stream",
-        "mcp-protocol-version": "2026-07-28",
-        "mcp-method": "tools/call",
-        "mcp-name": "execute",
-        "X-API-Key": world.users.keys[who],
-    }
-    return httpx.post(world.server.url + "/mcp", json=body, headers=headers, timeout=40)
+    return mcp_round(world.server.url, world.users.keys[who], job)
 
 
 def test_held_mcp_rounds_count_in_the_callers_share_of_job_streams(world: World) -> None:
@@ -369,27 +347,7 @@ def test_approve_and_withdraw_racing_on_two_workers_never_run_a_withdrawn_reques
         world = World(server, users, audit, tmp_path)
         for n in range(6):
             job = world.ask("alice", "wipe", f"race2-{n}")
-            barrier = threading.Barrier(2)
-            answers: dict[str, httpx.Response] = {}
-
-            def act(
-                who: str,
-                action: str,
-                job: str = job,
-                barrier: threading.Barrier = barrier,
-                answers: dict[str, httpx.Response] = answers,
-            ) -> None:
-                with httpx.Client(timeout=20) as client:
-                    barrier.wait()
-                    answers[action] = client.post(
-                        f"{server.url}/jobs/{job}/{action}", headers={"X-API-Key": users.keys[who]}
-                    )
-
-            threads = [threading.Thread(target=act, args=a) for a in (("bob", "approve"), ("alice", "withdraw"))]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(30)
+            answers = decide_at_once(users, job, ("bob", "approve"), ("alice", "withdraw"))
             view = users.until("bob", job, "succeeded", "cancelled", timeout=30)
             events = [line["event"] for line in world.audit_lines(job)]
             if answers["approve"].status_code == 200:

@@ -113,6 +113,24 @@ def receiver() -> Iterator[OtlpReceiver]:
         yield received
 
 
+# One server and receiver for the tests that only call tools and read the spans of their own trace (each test's
+# caller starts a trace of its own): a server start is most of such a test's cost. The tests that change the
+# server's settings or catalog, or read its whole log, start their own.
+@pytest.fixture(scope="module")
+def collector() -> Iterator[OtlpReceiver]:
+    with OtlpReceiver() as received:
+        yield received
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, collector: OtlpReceiver) -> Iterator[ToolrunServer]:
+    workdir = tmp_path_factory.mktemp("tracing")
+    (workdir / "tools.yaml").write_text(CATALOG, encoding="utf-8")
+    (workdir / "tracefns.py").write_text(FNS, encoding="utf-8")
+    with start(workdir, collector.endpoint, {"PYTHONPATH": str(workdir)}) as server:
+        yield server
+
+
 def start(
     workdir: Path, endpoint: str | None, settings: dict[str, Any] | None = None, name: str = "server"
 ) -> ToolrunServer:
@@ -230,15 +248,14 @@ def test_an_approved_jobs_run_links_to_the_requesters_trace_and_job_routes_have_
     assert "tracing on: spans go to " + receiver.endpoint + "/v1/traces (OTLP/HTTP)" in server.log()
 
 
-def test_a_failed_call_is_an_error_span_with_its_exit_code(workdir: Path, receiver: OtlpReceiver) -> None:
+def test_a_failed_call_is_an_error_span_with_its_exit_code(server: ToolrunServer, collector: OtlpReceiver) -> None:
     trace_id, _, traceparent = caller()
-    with start(workdir, receiver.endpoint) as server:
-        answer = httpx.post(f"{server.url}/tools/ops.fail", headers={"traceparent": traceparent})
-        assert answer.status_code == 200  # a non-zero exit is a result, not an HTTP error
-        missing = httpx.post(f"{server.url}/tools/ops.nope", headers={"traceparent": traceparent})
-        assert missing.status_code == 404
-        spans = receiver.wait_for(in_trace(trace_id, "execute_tool ops.fail"))
-        spans = receiver.wait_for(lambda s: len([x for x in s if x.trace_id == trace_id]) >= 3)
+    answer = httpx.post(f"{server.url}/tools/ops.fail", headers={"traceparent": traceparent})
+    assert answer.status_code == 200  # a non-zero exit is a result, not an HTTP error
+    missing = httpx.post(f"{server.url}/tools/ops.nope", headers={"traceparent": traceparent})
+    assert missing.status_code == 404
+    spans = collector.wait_for(in_trace(trace_id, "execute_tool ops.fail"))
+    spans = collector.wait_for(lambda s: len([x for x in s if x.trace_id == trace_id]) >= 3)
     call = one(spans, "execute_tool ops.fail", trace_id)
     assert call.attributes["process.exit.code"] == 3
     assert call.attributes["toolrun.call.outcome"] == "error"
@@ -250,35 +267,32 @@ def test_a_failed_call_is_an_error_span_with_its_exit_code(workdir: Path, receiv
     assert not [s for s in spans if s.name == "execute_tool ops.nope"]
 
 
-def test_a_curl_tool_sends_the_call_span_as_traceparent(workdir: Path, receiver: OtlpReceiver) -> None:
+def test_a_curl_tool_sends_the_call_span_as_traceparent(server: ToolrunServer, collector: OtlpReceiver) -> None:
     require_binary("curl")
     trace_id, _, traceparent = caller()
-    with start(workdir, receiver.endpoint) as server:
-        answer = httpx.post(
-            f"{server.url}/tools/ops.fetch", json={"url": f"{server.url}/healthz"}, headers={"traceparent": traceparent}
-        )
-        assert answer.status_code == 200 and answer.text == '{"status":"ok"}'
-        spans = receiver.wait_for(in_trace(trace_id, "execute_tool ops.fetch", "GET /healthz"))
+    answer = httpx.post(
+        f"{server.url}/tools/ops.fetch", json={"url": f"{server.url}/healthz"}, headers={"traceparent": traceparent}
+    )
+    assert answer.status_code == 200 and answer.text == '{"status":"ok"}'
+    spans = collector.wait_for(in_trace(trace_id, "execute_tool ops.fetch", "GET /healthz"))
     call = one(spans, "execute_tool ops.fetch", trace_id)
     # the API the curl tool called (here the server itself) joined the trace under the tool call
     assert one(spans, "GET /healthz", trace_id).parent_span_id == call.span_id
 
 
 @pytest.mark.parametrize("key", ["ops.current", "ops.current_async"])
-def test_an_fn_tool_runs_inside_the_call_span(workdir: Path, receiver: OtlpReceiver, key: str) -> None:
+def test_an_fn_tool_runs_inside_the_call_span(server: ToolrunServer, collector: OtlpReceiver, key: str) -> None:
     trace_id, _, traceparent = caller()
-    with start(workdir, receiver.endpoint, {"PYTHONPATH": str(workdir)}) as server:
-        answer = httpx.post(f"{server.url}/tools/{key}", headers={"traceparent": traceparent})
-        assert answer.status_code == 200, answer.text
-        spans = receiver.wait_for(in_trace(trace_id, f"execute_tool {key}"))
+    answer = httpx.post(f"{server.url}/tools/{key}", headers={"traceparent": traceparent})
+    assert answer.status_code == 200, answer.text
+    spans = collector.wait_for(in_trace(trace_id, f"execute_tool {key}"))
     call = one(spans, f"execute_tool {key}", trace_id)
     assert answer.text == f"{trace_id}/{call.span_id}"
 
 
-def test_an_fn_tool_sees_the_callers_baggage(workdir: Path, receiver: OtlpReceiver) -> None:
+def test_an_fn_tool_sees_the_callers_baggage(server: ToolrunServer) -> None:
     headers = {"traceparent": caller()[2], "baggage": "tenant=acme,region=eu"}
-    with start(workdir, receiver.endpoint, {"PYTHONPATH": str(workdir)}) as server:
-        answer = httpx.post(f"{server.url}/tools/ops.bag", headers=headers | {"accept": "application/json"})
+    answer = httpx.post(f"{server.url}/tools/ops.bag", headers=headers | {"accept": "application/json"})
     assert answer.status_code == 200, answer.text
     assert answer.json()["result"] == {"tenant": "acme", "region": "eu"}
 
@@ -302,22 +316,23 @@ def _mcp_checks(spans: list[ReceivedSpan], trace_id: str, parent: str, text: str
     assert text.startswith(f"tp=00-{trace_id}-{call.span_id}-")
 
 
-def test_mcp_over_http_joins_the_trace_and_baggage_in_params_meta(workdir: Path, receiver: OtlpReceiver) -> None:
+def test_mcp_over_http_joins_the_trace_and_baggage_in_params_meta(
+    server: ToolrunServer, collector: OtlpReceiver
+) -> None:
     from mcp import Client
 
     trace_id, parent, traceparent = caller()
-    with start(workdir, receiver.endpoint, {"PYTHONPATH": str(workdir)}) as server:
 
-        async def main() -> tuple[str, Any]:
-            async with Client(f"{server.url}/mcp") as client:
-                text = await _mcp_call(client, traceparent)
-                meta = {"traceparent": caller()[2], "baggage": "tenant=acme"}  # a trace of its own
-                bag = await client.call_tool("execute", {"key": "ops.bag"}, meta=meta)
-                return text, bag.structured_content
+    async def main() -> tuple[str, Any]:
+        async with Client(f"{server.url}/mcp") as client:
+            text = await _mcp_call(client, traceparent)
+            meta = {"traceparent": caller()[2], "baggage": "tenant=acme"}  # a trace of its own
+            bag = await client.call_tool("execute", {"key": "ops.bag"}, meta=meta)
+            return text, bag.structured_content
 
-        text, bag = anyio.run(main)
-        assert bag["result"] == {"tenant": "acme"}  # the baggage of `_meta` reached the fn tool
-        spans = receiver.wait_for(in_trace(trace_id, "tools/call execute", "execute_tool ops.trace"))
+    text, bag = anyio.run(main)
+    assert bag["result"] == {"tenant": "acme"}  # the baggage of `_meta` reached the fn tool
+    spans = collector.wait_for(in_trace(trace_id, "tools/call execute", "execute_tool ops.trace"))
     _mcp_checks(spans, trace_id, parent, text)
     call = one(spans, "execute_tool ops.trace", trace_id)
     assert call.attributes["toolrun.door"] == "mcp-http"
@@ -348,13 +363,14 @@ def raw_mcp(key: str, meta: dict[str, str] | None = None) -> tuple[dict[str, Any
     return body, headers
 
 
-def test_mcp_over_http_without_meta_joins_the_trace_of_the_http_headers(workdir: Path, receiver: OtlpReceiver) -> None:
+def test_mcp_over_http_without_meta_joins_the_trace_of_the_http_headers(
+    server: ToolrunServer, collector: OtlpReceiver
+) -> None:
     trace_id, parent, traceparent = caller()
     body, headers = raw_mcp("ops.trace")
-    with start(workdir, receiver.endpoint) as server:
-        answer = httpx.post(f"{server.url}/mcp", json=body, headers=headers | {"traceparent": traceparent})
-        assert answer.status_code == 200, answer.text
-        spans = receiver.wait_for(in_trace(trace_id, "POST /mcp", "tools/call execute", "execute_tool ops.trace"))
+    answer = httpx.post(f"{server.url}/mcp", json=body, headers=headers | {"traceparent": traceparent})
+    assert answer.status_code == 200, answer.text
+    spans = collector.wait_for(in_trace(trace_id, "POST /mcp", "tools/call execute", "execute_tool ops.trace"))
     request = one(spans, "POST /mcp", trace_id)
     assert request.parent_span_id == parent and request.attributes["http.route"] == "/mcp"
     mcp = one(spans, "tools/call execute", trace_id)
@@ -399,15 +415,17 @@ def test_the_mcp_fast_path_records_the_spans_the_sdk_records(workdir: Path, rece
     ]
 
 
-def test_a_malformed_traceparent_starts_a_trace_of_its_own(workdir: Path, receiver: OtlpReceiver) -> None:
-    with start(workdir, receiver.endpoint) as server:
-        answer = httpx.post(f"{server.url}/tools/ops.trace", headers={"traceparent": "00-nothex-zz-01"})
-        assert answer.status_code == 200
-        spans = receiver.wait_for(lambda s: any(x.name == "execute_tool ops.trace" for x in s))
-    call = next(s for s in spans if s.name == "execute_tool ops.trace")
+def test_a_malformed_traceparent_starts_a_trace_of_its_own(server: ToolrunServer, collector: OtlpReceiver) -> None:
+    answer = httpx.post(f"{server.url}/tools/ops.trace", headers={"traceparent": "00-nothex-zz-01"})
+    assert answer.status_code == 200
+    # the tool saw the trace the server started (the collector holds other tests' traces too)
+    version, trace_id, span_id, _flags = answer.text.split()[0].removeprefix("tp=").split("-")
+    assert version == "00" and len(trace_id) == 32 and int(trace_id, 16)  # a random id, not the caller's
+    spans = collector.wait_for(in_trace(trace_id, "POST /tools/{key}", "execute_tool ops.trace"))
+    call = one(spans, "execute_tool ops.trace", trace_id)
+    assert call.span_id == span_id
     request = next(s for s in spans if s.span_id == call.parent_span_id)
     assert request.parent_span_id == "" and request.trace_id == call.trace_id
-    assert answer.text.startswith(f"tp=00-{call.trace_id}-{call.span_id}-")  # flags: sampled (and random id)
 
 
 def test_mcp_over_stdio_joins_the_trace_and_baggage_in_params_meta(workdir: Path, receiver: OtlpReceiver) -> None:
@@ -554,13 +572,13 @@ def test_forked_workers_export_their_spans_as_the_service_the_environment_names(
     "meta", [{"baggage": 5}, {"baggage": ["k=v"]}, {"baggage": {"k": "v"}}, {"traceparent": 7, "baggage": None}]
 )
 def test_an_mcp_trace_field_that_is_not_a_string_is_ignored_not_an_internal_error(
-    workdir: Path, receiver: OtlpReceiver, meta: dict[str, Any]
+    server: ToolrunServer, meta: dict[str, Any]
 ) -> None:
     body, headers = raw_mcp("ops.bag", meta)
-    with start(workdir, receiver.endpoint) as server:
-        answer = httpx.post(f"{server.url}/mcp", json=body, headers=headers)
-        assert answer.status_code == 200, answer.text
-        reply = answer.json()
-        assert "error" not in reply, (reply, server.log()[-3000:])
-        assert reply["result"].get("isError") is not True, reply
-        assert "Traceback" not in server.log()
+    logged = len(server.log())
+    answer = httpx.post(f"{server.url}/mcp", json=body, headers=headers)
+    assert answer.status_code == 200, answer.text
+    reply = answer.json()
+    assert "error" not in reply, (reply, server.log()[-3000:])
+    assert reply["result"].get("isError") is not True, reply
+    assert "Traceback" not in server.log()[logged:]

@@ -13,6 +13,7 @@ is the catalog of these tests: `ops.wipe`, approved by `oncall`, and any tools a
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -40,7 +41,7 @@ def approval_catalog(*tools: str) -> str:
 
 
 class JobUsers:
-    """`users` (name -> groups) with a key each, minted with `toolrun keys create` in `server`'s store
+    """`users` (name -> groups) with a key each, minted as `toolrun keys create` does in `server`'s store
     (or the `keys` of users that exist already: see `on`)."""
 
     def __init__(
@@ -111,3 +112,51 @@ class JobUsers:
             return view if view["status"] in states else None
 
         return wait_until(done, timeout, f"job {job} in {states}", interval=0.1)
+
+
+def mcp_round(url: str, key: str, job: str, action: str = "accept", timeout: float = 40) -> httpx.Response:
+    """One MCP 2026-07-28 `execute` round of the caller of `key` on the waiting call `job` (its requestState),
+    answering the approval question with `action` (`accept` waits on, `decline` withdraws): the server holds it up
+    to its approval round while the job waits."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": "execute",
+            "arguments": {},
+            "requestState": f"toolrun-job:{job}",
+            "inputResponses": {"approval": {"action": action}},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": "execute",
+        "X-API-Key": key,
+    }
+    return httpx.post(f"{url}/mcp", json=body, headers=headers, timeout=timeout)
+
+
+def decide_at_once(users: JobUsers, job: str, *decisions: tuple[str, str]) -> dict[str, httpx.Response]:
+    """The `(who, action)` decisions on `job` (`approve`, `withdraw`, ...) sent at the same moment, each on a
+    connection of its own (a barrier releases them together): the answer to each action."""
+    barrier = threading.Barrier(len(decisions))
+    answers: dict[str, httpx.Response] = {}
+
+    def act(who: str, action: str) -> None:
+        with httpx.Client(timeout=20) as client:
+            barrier.wait()
+            answers[action] = client.post(f"{users.url}/jobs/{job}/{action}", headers={"X-API-Key": users.keys[who]})
+
+    threads = [threading.Thread(target=act, args=decision) for decision in decisions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    return answers

@@ -1,7 +1,9 @@
 """API keys for the tests, minted the three ways a test needs one.
 
-- `create_key(env, user, *groups)`: through the real CLI, `toolrun keys create`, into whatever store
-  `env` selects (the SQLite file of its TOOLRUN_HOME, or the Redis of its SVC_REDIS_URL);
+- `create_key(env, user, *groups)`: as `toolrun keys create` makes it (the settings of `env`, the same code), into
+  whatever store `env` selects (the SQLite file of its TOOLRUN_HOME, or the Redis of its SVC_REDIS_URL), but in this
+  process: a `toolrun` process per key cost about 0.1 s of CPU, and a test makes a key for each of its users (the
+  command itself is tested as a command: tests/test_users.py, tests/test_cli*.py);
 - `mint_key(home, user, groups)`: in-process, into the key store of the TOOLRUN_HOME `home`
   (the one a `toolrun serve` with that home reads);
 - `mint_redis_key(url, user, *groups)`: in-process, straight into the Redis at `url`.
@@ -16,17 +18,31 @@ from pathlib import Path
 
 from toolrun.access import Access
 
-from .servers import toolrun_cli
-
 
 def create_key(env: Mapping[str, str], username: str, *groups: str) -> str:
-    """A fresh API key from `toolrun keys create` (into whatever store `env` selects)."""
-    flags = [f"--group={g}" for g in groups]
-    done = toolrun_cli("keys", "create", username, *flags, env=env)
-    assert done.returncode == 0, done.stderr
-    key = done.stdout.strip()
-    assert key.startswith("trk_"), done.stdout
-    return key
+    """A fresh API key, as `toolrun keys create` makes it with the environment `env` (its settings, its store)."""
+    from toolrun.settings import Settings
+    from toolrun.state import open_keys
+
+    store = open_keys(Settings.load(environ=env))
+    try:
+        key, _ = Access(store).create_key(username, list(groups))
+    finally:
+        close(store)
+    assert key.startswith("trk_"), key
+    return str(key)
+
+
+def close(store: object) -> None:
+    """Close a key store's connection (the SQLite file's of this thread, or the Redis client)."""
+    file = getattr(store, "file", None)
+    conn = getattr(file.local, "conn", None) if file is not None else None
+    if conn is not None:
+        conn.close()
+        file.local.conn = None
+    sync = getattr(store, "sync", None)
+    if sync is not None:
+        sync().close()
 
 
 def mint_key(home: Path, username: str, groups: Sequence[str] = (), email: str = "") -> str:

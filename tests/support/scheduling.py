@@ -43,6 +43,7 @@ ONE_WORKER = {
     "test_oauth.py": "oauth",
     "test_redis.py": "redis",
     "test_reliability.py": "reliability",
+    "test_tracing.py": "tracing",
     # Chromium, one at a time
     "test_jobs_ui.py": "chromium",
     "test_oauth_ui.py": "chromium",

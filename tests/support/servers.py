@@ -21,8 +21,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -121,11 +123,37 @@ def toolrun_cli(*args: str, env: Mapping[str, str], timeout: float = 30.0) -> su
     )
 
 
+SETPRIV = shutil.which("setpriv")  # util-linux
+_spawner: list[ThreadPoolExecutor] = []
+_spawner_lock = threading.Lock()
+
+
+def with_parent_death(argv: list[str], signame: str = "KILL") -> list[str]:
+    """`argv` run so that the kernel sends it SIG`signame` when the process that started it dies (setpriv
+    --pdeathsig, a prctl kept across exec): a pytest killed mid-test (a timeout, Ctrl-C twice, an xdist worker
+    that crashed) leaves no server behind, which would otherwise live on (one did for 81 minutes)."""
+    return [SETPRIV, f"--pdeathsig={signame}", "--", *argv] if SETPRIV else argv
+
+
+def spawn_from_a_lasting_thread(start: Callable[[], T]) -> T:
+    """`start()` (a Popen) from a thread that lives as long as this process: the kernel's "parent" of a parent-death
+    signal is the thread that forked, so a child started from a short-lived thread (a test's thread pool) would get
+    the signal when that thread ends. The main thread and one spawner thread last."""
+    if threading.current_thread() is threading.main_thread():
+        return start()
+    with _spawner_lock:
+        if not _spawner:
+            _spawner.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="test-spawner"))
+    return _spawner[0].submit(start).result()
+
+
 class Process:
-    """A child in its own session, its output in `log_path`; `stop()` never waits unboundedly."""
+    """A child in its own session, its output in `log_path`; `stop()` never waits unboundedly; it dies with the
+    process that started it (`with_parent_death`)."""
 
     name = "process"
     log_mode = "ab"  # a restart appends to the log of the run before
+    death_signal = "KILL"  # sent when the test process that started it dies
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -142,17 +170,20 @@ class Process:
         return self.proc is not None and self.proc.poll() is None
 
     def spawn(self, argv: list[str], env: Mapping[str, str] | None = None, in_workdir: bool = True) -> None:
-        """Start `argv` in the work dir (`in_workdir=False`: in this process's own directory)."""
+        """Start `argv` in the work dir (`in_workdir=False`: in this process's own directory), to die with this
+        process (`with_parent_death`)."""
         assert not self.alive(), f"{self.name} already runs"
         with open(self.log_path, self.log_mode) as log:
-            self.proc = subprocess.Popen(
-                argv,
-                cwd=self.workdir if in_workdir else None,
-                env=dict(env) if env is not None else None,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+            self.proc = spawn_from_a_lasting_thread(
+                lambda: subprocess.Popen(
+                    with_parent_death(argv, self.death_signal),
+                    cwd=self.workdir if in_workdir else None,
+                    env=dict(env) if env is not None else None,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
             )
 
     def log(self) -> str:
@@ -358,6 +389,7 @@ class Nginx(Process):
     """nginx in the foreground (`daemon off;`), every path inside its work dir: a round robin over `upstreams`."""
 
     name = "nginx"
+    death_signal = "TERM"  # its master stops its workers on SIGTERM; a SIGKILLed master would leave them
 
     def __init__(self, workdir: Path, upstreams: list[int]) -> None:
         super().__init__(workdir)
