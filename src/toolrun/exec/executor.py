@@ -505,6 +505,10 @@ async def run(
     for a NUL byte in the command or the environment.
     """
     limits = limits or _DEFAULT_LIMITS
+    # The call's token, over any TOOLRUN_CALL of the tool's own: the tool's shell gets it back with its names
+    # (sandbox.jail_env), and the programs outside its shell carry it too (added again below).
+    token = procguard.call_token()
+    env = {**env, procguard.CALL_ENV: token}
     argv = ["/bin/sh", "-c", command]
     launch: _sandboxing.Launch | _sandboxing.NoLaunch = _sandboxing.NO_LAUNCH
     extra = limits.prlimit_args()
@@ -534,7 +538,6 @@ async def run(
     watch = OUTPUT_WATCH.get()
     if watch is not None:
         watch(child.out, child.err)
-    token = procguard.call_token()
     env = {**env, procguard.CALL_ENV: token}
     # One simple command of plain words, no prefix: the program itself, not a shell that only execs it.
     direct = directexec.plan(command, env, cwd) if len(argv) == 3 and DIRECT_EXEC and jail is None else None
