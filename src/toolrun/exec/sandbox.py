@@ -279,6 +279,12 @@ def refused_path(path: str, cwd: bool = False) -> str | None:
                 "or /dev (leave `cwd:` out: a sandboxed tool starts in its private /tmp)"
             )
         return f"{path} would lay the host's {clean} over the sandbox's own /proc, /tmp or /dev"
+    if _inside(clean, ["/dev"]):  # bound over the jail's own nodes (bwrap's error, or a /dev/null it cannot open)
+        where = f"its working directory {path}" if cwd else path
+        return (
+            f"{where}: it is in /dev, and the sandbox's /dev is its own (null, zero, full, random, urandom, and shm, "
+            "a link to its private /tmp): no path of the host's /dev is bound in a sandbox"
+        )
     return None
 
 
