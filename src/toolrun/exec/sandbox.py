@@ -45,6 +45,7 @@ import functools
 import json
 import os
 import re
+import secrets
 import shutil
 import stat
 import subprocess
@@ -612,6 +613,11 @@ class Plan:
 # each of the tool's names under this prefix, and the jail's first shell gives the tool its own names back.
 OUTSIDE_PREFIX = "TOOLRUN_JAILED_"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# The words that give the names back go before the command in one argument (`sh -c`), which the kernel takes up to
+# 128 KiB (MAX_ARG_STRLEN): past GIVEN_INLINE they travel in variables of their own, GIVEN_PREFIX<n>, each at most
+# that long (a tool with thousands of variables, a wide passthrough, started outside a jail as before).
+GIVEN_PREFIX = "TOOLRUN_GIVEN_"
+GIVEN_INLINE = 64 * 1024
 
 
 def jail_env(env: Mapping[str, str]) -> tuple[dict[str, str], str]:
@@ -629,10 +635,25 @@ def jail_env(env: Mapping[str, str]) -> tuple[dict[str, str], str]:
             outside[name] = value
     if not names:
         return outside, ""
-    given = " ".join(f'{name}="${OUTSIDE_PREFIX}{name}"' for name in names)
-    # a carried name that is also one of the tool's (TOOLRUN_JAILED_X beside X) was just given its own value: kept
-    carried = [OUTSIDE_PREFIX + name for name in names if OUTSIDE_PREFIX + name not in env]
-    return outside, f"export {given}" + (f"; unset {' '.join(carried)}; " if carried else "; ")
+    # X before TOOLRUN_JAILED_X (shorter first): X reads its carried value before the tool's own TOOLRUN_JAILED_X
+    # replaces it; a carried name that is also one of the tool's keeps the value given to it, and is not unset.
+    names.sort(key=len)
+    chunks: list[str] = []
+    while names:
+        part, size = [], 0
+        while names and (not part or size + 3 * len(names[0]) + 40 <= GIVEN_INLINE):
+            part.append(names.pop(0))
+            size += 3 * len(part[-1]) + 40
+        given = " ".join(f'{name}="${OUTSIDE_PREFIX}{name}"' for name in part)
+        carried = [OUTSIDE_PREFIX + name for name in part if OUTSIDE_PREFIX + name not in env]
+        chunks.append(f"export {given}" + (f"; unset {' '.join(carried)}; " if carried else "; "))
+    if len(chunks) == 1:
+        return outside, "".join(chunks)
+    # Too long for the command's argument: each part in a variable, all expanded before any name is given back.
+    tag = f"{GIVEN_PREFIX}{secrets.token_hex(4)}_"
+    held = [f"{tag}{n}" for n in range(len(chunks))]
+    outside.update(zip(held, chunks, strict=True))
+    return outside, f'eval "{"".join("$" + name for name in held)}"; unset {" ".join(held)}; '
 
 
 def prepare(
