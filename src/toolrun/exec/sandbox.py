@@ -640,7 +640,8 @@ def jail_env(env: Mapping[str, str]) -> tuple[dict[str, str], str]:
     names.sort(key=len)
     chunks: list[str] = []
     while names:
-        part, size = [], 0
+        part: list[str] = []
+        size = 0
         while names and (not part or size + 3 * len(names[0]) + 40 <= GIVEN_INLINE):
             part.append(names.pop(0))
             size += 3 * len(part[-1]) + 40
