@@ -618,6 +618,9 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # that long (a tool with thousands of variables, a wide passthrough, started outside a jail as before).
 GIVEN_PREFIX = "TOOLRUN_GIVEN_"
 GIVEN_INLINE = 64 * 1024
+# The variables the shell sets itself as it starts (dash): it reads none of the tool's values for them. They travel
+# under their own names (no loader reads them), so that the tool's shell sets them as it does without a sandbox.
+SHELL_SET = frozenset({"IFS", "OPTIND", "PPID", "PWD"})
 
 
 def jail_env(env: Mapping[str, str]) -> tuple[dict[str, str], str]:
@@ -628,7 +631,7 @@ def jail_env(env: Mapping[str, str]) -> tuple[dict[str, str], str]:
     outside: dict[str, str] = {}
     names: list[str] = []
     for name, value in env.items():
-        if _ENV_NAME.match(name):
+        if _ENV_NAME.match(name) and name not in SHELL_SET:
             outside[OUTSIDE_PREFIX + name] = value
             names.append(name)
         else:  # no loader or C library variable: those are all names
