@@ -466,8 +466,10 @@ def _setpriv(user: str, sandboxed: bool = False) -> list[str]:
 
 
 def _watched() -> None:
-    """The watchdog that kills this process's calls when it dies (a server starts it at once; `toolrun call` here):
-    a process killed while bwrap starts, before bwrap set its parent-death signal, would leave a jail half made."""
+    """The watchdog that kills this process's calls when it dies (a server starts it at once; `toolrun call` here,
+    for every exec call): a process killed while bwrap starts, before bwrap set its parent-death signal, would leave
+    a jail half made, and a tool without a sandbox (a `user:` tool of a root `toolrun call`) would run on, in a
+    session of its own, past its timeout."""
     procguard.start_watchdog()
 
 
@@ -513,15 +515,14 @@ async def run(
     launch: _sandboxing.Launch | _sandboxing.NoLaunch = _sandboxing.NO_LAUNCH
     extra = limits.prlimit_args()
     jail = None
+    _watched()
     if sandbox is not None and sandboxpool.ENABLED:  # a jail prepared ahead; every limit is set in it
-        _watched()
         jail = sandboxpool.take(sandbox, cwd, user, tuple(_setpriv(user, True)) if user is not None else ())
         launch, extra, cwd, user = jail.launch, [], None, None
     elif sandbox is not None:  # bwrap starts the shell, in `cwd`; setpriv and prlimit go before bwrap
         # but the process limit inside it: RLIMIT_NPROC set before bwrap counts every process of the user on the
         # host (every sandboxed call of a root server runs as `nobody`: one call's processes starved the others);
         # set in the sandbox's own user namespace, it counts the call's own processes.
-        _watched()
         inner = [arg for arg in extra if arg.startswith("--nproc=")]
         extra = [arg for arg in extra if arg not in inner]
         # The tool's environment reaches its shell in the jail only: never the loaders of the programs outside it.

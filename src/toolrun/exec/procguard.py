@@ -217,7 +217,7 @@ def kill_call(pid: int, token: str, rounds: int = 3) -> int:
 # -- the watchdog --------------------------------------------------------------------------------------
 
 _WATCHDOG = """
-import ctypes, os, signal, sys
+import ctypes, os, signal, sys, time
 ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # non-dumpable: no tool of this user opens its pipe to hold it open
 fd, needle = int(sys.argv[1]), sys.argv[2].encode()
 signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -227,21 +227,36 @@ try:
         pass
 except OSError:
     pass
-me = os.getpid()
-for _ in range(5):
-    found = []
+me, empty = os.getpid(), 0
+for _ in range(20):
+    found, parents = set(), {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
             continue
         try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+            parents.setdefault(int(stat[stat.rfind(b")") + 2 :].split()[1]), []).append(int(entry))
             with open(f"/proc/{entry}/environ", "rb") as f:
                 env = f.read().split(b"\\0")
-        except OSError:
+        except (OSError, IndexError, ValueError):
             continue
         if any(item.startswith(needle) for item in env):
-            found.append(int(entry))
+            found.add(int(entry))
+    # and their children: one in the middle of an exec shows no environment at all
+    stack = list(found)
+    while stack:
+        for child in parents.get(stack.pop(), ()):
+            if child not in found and child != me:
+                found.add(child)
+                stack.append(child)
     if not found:
-        break
+        empty += 1
+        if empty == 2:  # nothing twice, 50 ms apart: an exec under way then has ended
+            break
+        time.sleep(0.05)
+        continue
+    empty = 0
     for pid in found:
         try:
             os.kill(pid, signal.SIGKILL)
