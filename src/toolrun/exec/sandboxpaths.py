@@ -618,7 +618,9 @@ def _acl(fd: int) -> list[tuple[int, int, int]] | None:
     except OSError as exc:
         if exc.errno in (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP):
             return None
-        raise SandboxUnavailable(f"the access ACL of a folder to show as a copy cannot be read ({exc.strerror})")
+        raise SandboxUnavailable(
+            f"the access ACL of a folder to show as a copy cannot be read ({exc.strerror})"
+        ) from None
     if len(raw) < 4 or (len(raw) - 4) % 8 or struct.unpack_from("<I", raw)[0] != 2:
         raise SandboxUnavailable("the access ACL of a folder to show as a copy is not one this host writes")
     return [struct.unpack_from("<HHI", raw, at) for at in range(4, len(raw), 8)]
