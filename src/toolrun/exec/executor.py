@@ -469,8 +469,9 @@ def _watched() -> None:
     """The watchdog that kills this process's calls when it dies (a server starts it at once; `toolrun call` here,
     for every exec call): a process killed while bwrap starts, before bwrap set its parent-death signal, would leave
     a jail half made, and a tool without a sandbox (a `user:` tool of a root `toolrun call`) would run on, in a
-    session of its own, past its timeout."""
-    procguard.start_watchdog()
+    session of its own, past its timeout. At a normal exit it stands down: what left a finished call's process group
+    (a daemon a tool started on purpose) is left alone, and nothing is scanned."""
+    procguard.start_watchdog(stand_down=True)
 
 
 def _as_user(
