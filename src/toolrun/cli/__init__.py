@@ -54,4 +54,7 @@ def main() -> None:
             stream.flush()
         except (OSError, ValueError):
             pass
+    guard = sys.modules.get("toolrun.exec.procguard")
+    if guard is not None:  # a `toolrun call` ended normally: its watchdog kills nothing (procguard.stand_down)
+        guard.stand_down()
     os._exit(status)

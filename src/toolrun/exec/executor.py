@@ -466,9 +466,12 @@ def _setpriv(user: str, sandboxed: bool = False) -> list[str]:
 
 
 def _watched() -> None:
-    """The watchdog that kills this process's calls when it dies (a server starts it at once; `toolrun call` here):
-    a process killed while bwrap starts, before bwrap set its parent-death signal, would leave a jail half made."""
-    procguard.start_watchdog()
+    """The watchdog that kills this process's calls when it dies (a server starts it at once; `toolrun call` here,
+    for every exec call): a process killed while bwrap starts, before bwrap set its parent-death signal, would leave
+    a jail half made, and a tool without a sandbox (a `user:` tool of a root `toolrun call`) would run on, in a
+    session of its own, past its timeout. At a normal exit it stands down: what left a finished call's process group
+    (a daemon a tool started on purpose) is left alone, and nothing is scanned."""
+    procguard.start_watchdog(stand_down=True)
 
 
 def _as_user(
@@ -505,19 +508,22 @@ async def run(
     for a NUL byte in the command or the environment.
     """
     limits = limits or _DEFAULT_LIMITS
+    # The call's token, over any TOOLRUN_CALL of the tool's own: the tool's shell gets it back with its names
+    # (sandbox.jail_env), and the programs outside its shell carry it too (added again below).
+    token = procguard.call_token()
+    env = {**env, procguard.CALL_ENV: token}
     argv = ["/bin/sh", "-c", command]
     launch: _sandboxing.Launch | _sandboxing.NoLaunch = _sandboxing.NO_LAUNCH
     extra = limits.prlimit_args()
     jail = None
+    _watched()
     if sandbox is not None and sandboxpool.ENABLED:  # a jail prepared ahead; every limit is set in it
-        _watched()
         jail = sandboxpool.take(sandbox, cwd, user, tuple(_setpriv(user, True)) if user is not None else ())
         launch, extra, cwd, user = jail.launch, [], None, None
     elif sandbox is not None:  # bwrap starts the shell, in `cwd`; setpriv and prlimit go before bwrap
         # but the process limit inside it: RLIMIT_NPROC set before bwrap counts every process of the user on the
         # host (every sandboxed call of a root server runs as `nobody`: one call's processes starved the others);
         # set in the sandbox's own user namespace, it counts the call's own processes.
-        _watched()
         inner = [arg for arg in extra if arg.startswith("--nproc=")]
         extra = [arg for arg in extra if arg not in inner]
         # The tool's environment reaches its shell in the jail only: never the loaders of the programs outside it.
@@ -534,7 +540,6 @@ async def run(
     watch = OUTPUT_WATCH.get()
     if watch is not None:
         watch(child.out, child.err)
-    token = procguard.call_token()
     env = {**env, procguard.CALL_ENV: token}
     # One simple command of plain words, no prefix: the program itself, not a shell that only execs it.
     direct = directexec.plan(command, env, cwd) if len(argv) == 3 and DIRECT_EXEC and jail is None else None

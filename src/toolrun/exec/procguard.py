@@ -29,6 +29,7 @@ hold it. docs/security.md says so.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import logging
 import os
@@ -46,6 +47,7 @@ _TOKEN = secrets.token_hex(8)
 _SEQ = 0
 _WATCHDOG_FD: int | None = None
 _WATCHDOGS: list[subprocess.Popen[bytes]] = []
+_STAND_DOWN = False  # at a normal exit, tell the watchdog to stand down (`toolrun call`) rather than scan (a server)
 
 
 def _new_token() -> None:
@@ -217,31 +219,49 @@ def kill_call(pid: int, token: str, rounds: int = 3) -> int:
 # -- the watchdog --------------------------------------------------------------------------------------
 
 _WATCHDOG = """
-import ctypes, os, signal, sys
+import ctypes, os, signal, sys, time
 ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # non-dumpable: no tool of this user opens its pipe to hold it open
 fd, needle = int(sys.argv[1]), sys.argv[2].encode()
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
+told = b""
 try:
-    while os.read(fd, 4096):
-        pass
+    while chunk := os.read(fd, 4096):
+        told += chunk
 except OSError:
     pass
-me = os.getpid()
-for _ in range(5):
-    found = []
+if told == b"done":  # a `toolrun call` that ended normally: its calls are over, what left them is left alone
+    sys.exit(0)
+me, empty = os.getpid(), 0
+for _ in range(20):
+    found, parents = set(), {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
             continue
         try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+            parents.setdefault(int(stat[stat.rfind(b")") + 2 :].split()[1]), []).append(int(entry))
             with open(f"/proc/{entry}/environ", "rb") as f:
                 env = f.read().split(b"\\0")
-        except OSError:
+        except (OSError, IndexError, ValueError):
             continue
         if any(item.startswith(needle) for item in env):
-            found.append(int(entry))
+            found.add(int(entry))
+    # and their children: one in the middle of an exec shows no environment at all
+    stack = list(found)
+    while stack:
+        for child in parents.get(stack.pop(), ()):
+            if child not in found and child != me:
+                found.add(child)
+                stack.append(child)
     if not found:
-        break
+        empty += 1
+        if empty == 2:  # nothing twice, 50 ms apart: an exec under way then has ended
+            break
+        time.sleep(0.05)
+        continue
+    empty = 0
     for pid in found:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -250,12 +270,14 @@ for _ in range(5):
 """
 
 
-def start_watchdog(log: logging.Logger | None = None) -> int | None:
+def start_watchdog(log: logging.Logger | None = None, stand_down: bool = False) -> int | None:
     """Start the helper that kills this server's tool processes when the server dies; its pid.
 
     It holds the read end of a pipe whose write end only this process has (close-on-exec, so
-    no tool inherits it): EOF means the server is gone. Idempotent per process."""
-    global _WATCHDOG_FD
+    no tool inherits it): EOF means the server is gone. Idempotent per process. `stand_down`: at this process's
+    normal exit the helper is told so and kills nothing (`toolrun call`: a call that ended normally leaves what
+    left its process group alone, as documented); a server's helper kills what is left at any exit."""
+    global _WATCHDOG_FD, _STAND_DOWN
     if _WATCHDOG_FD is not None or not os.path.isdir("/proc"):
         return None
     read_end, write_end = os.pipe()
@@ -276,7 +298,7 @@ def start_watchdog(log: logging.Logger | None = None) -> int | None:
         return None
     finally:
         os.close(read_end)
-    _WATCHDOG_FD = write_end
+    _WATCHDOG_FD, _STAND_DOWN = write_end, stand_down
     if not _WATCHDOGS:
         atexit.register(_release_watchdog)
     _WATCHDOGS.append(helper)  # kept: it runs as long as this process (a Popen collected while it runs warns)
@@ -286,6 +308,7 @@ def start_watchdog(log: logging.Logger | None = None) -> int | None:
 def _release_watchdog() -> None:
     """This process exits: its watchdog does its work now (this process's calls are over) and is reaped."""
     global _WATCHDOG_FD
+    stand_down()
     if _WATCHDOG_FD is not None:
         os.close(_WATCHDOG_FD)
         _WATCHDOG_FD = None
@@ -294,3 +317,14 @@ def _release_watchdog() -> None:
             helper.wait(2)
         except (subprocess.TimeoutExpired, OSError):  # pragma: no cover - a watchdog stuck in its scan
             pass
+
+
+def stand_down() -> None:
+    """A `toolrun call` ends normally (cli.main, before its os._exit; or at exit): a watchdog started to stand down
+    is told so, and exits without killing anything. Nothing for a server's watchdog."""
+    global _WATCHDOG_FD
+    if _WATCHDOG_FD is not None and _STAND_DOWN:
+        with contextlib.suppress(OSError):
+            os.write(_WATCHDOG_FD, b"done")
+        os.close(_WATCHDOG_FD)
+        _WATCHDOG_FD = None

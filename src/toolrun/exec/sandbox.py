@@ -45,6 +45,7 @@ import functools
 import json
 import os
 import re
+import secrets
 import shutil
 import stat
 import subprocess
@@ -279,6 +280,12 @@ def refused_path(path: str, cwd: bool = False) -> str | None:
                 "or /dev (leave `cwd:` out: a sandboxed tool starts in its private /tmp)"
             )
         return f"{path} would lay the host's {clean} over the sandbox's own /proc, /tmp or /dev"
+    if _inside(clean, ["/dev"]):  # bound over the jail's own nodes (bwrap's error, or a /dev/null it cannot open)
+        where = f"its working directory {path}" if cwd else path
+        return (
+            f"{where}: it is in /dev, and the sandbox's /dev is its own (null, zero, full, random, urandom, and shm, "
+            "a link to its private /tmp): no path of the host's /dev is bound in a sandbox"
+        )
     return None
 
 
@@ -606,6 +613,14 @@ class Plan:
 # each of the tool's names under this prefix, and the jail's first shell gives the tool its own names back.
 OUTSIDE_PREFIX = "TOOLRUN_JAILED_"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# The words that give the names back go before the command in one argument (`sh -c`), which the kernel takes up to
+# 128 KiB (MAX_ARG_STRLEN): past GIVEN_INLINE they travel in variables of their own, GIVEN_PREFIX<n>, each at most
+# that long (a tool with thousands of variables, a wide passthrough, started outside a jail as before).
+GIVEN_PREFIX = "TOOLRUN_GIVEN_"
+GIVEN_INLINE = 64 * 1024
+# The variables the shell sets itself as it starts (dash): it reads none of the tool's values for them. They travel
+# under their own names (no loader reads them), so that the tool's shell sets them as it does without a sandbox.
+SHELL_SET = frozenset({"IFS", "OPTIND", "PPID", "PWD"})
 
 
 def jail_env(env: Mapping[str, str]) -> tuple[dict[str, str], str]:
@@ -616,17 +631,33 @@ def jail_env(env: Mapping[str, str]) -> tuple[dict[str, str], str]:
     outside: dict[str, str] = {}
     names: list[str] = []
     for name, value in env.items():
-        if _ENV_NAME.match(name):
+        if _ENV_NAME.match(name) and name not in SHELL_SET:
             outside[OUTSIDE_PREFIX + name] = value
             names.append(name)
         else:  # no loader or C library variable: those are all names
             outside[name] = value
     if not names:
         return outside, ""
-    given = " ".join(f'{name}="${OUTSIDE_PREFIX}{name}"' for name in names)
-    # a carried name that is also one of the tool's (TOOLRUN_JAILED_X beside X) was just given its own value: kept
-    carried = [OUTSIDE_PREFIX + name for name in names if OUTSIDE_PREFIX + name not in env]
-    return outside, f"export {given}" + (f"; unset {' '.join(carried)}; " if carried else "; ")
+    # X before TOOLRUN_JAILED_X (shorter first): X reads its carried value before the tool's own TOOLRUN_JAILED_X
+    # replaces it; a carried name that is also one of the tool's keeps the value given to it, and is not unset.
+    names.sort(key=len)
+    chunks: list[str] = []
+    while names:
+        part: list[str] = []
+        size = 0
+        while names and (not part or size + 3 * len(names[0]) + 40 <= GIVEN_INLINE):
+            part.append(names.pop(0))
+            size += 3 * len(part[-1]) + 40
+        given = " ".join(f'{name}="${OUTSIDE_PREFIX}{name}"' for name in part)
+        carried = [OUTSIDE_PREFIX + name for name in part if OUTSIDE_PREFIX + name not in env]
+        chunks.append(f"export {given}" + (f"; unset {' '.join(carried)}; " if carried else "; "))
+    if len(chunks) == 1:
+        return outside, "".join(chunks)
+    # Too long for the command's argument: each part in a variable, all expanded before any name is given back.
+    tag = f"{GIVEN_PREFIX}{secrets.token_hex(4)}_"
+    held = [f"{tag}{n}" for n in range(len(chunks))]
+    outside.update(zip(held, chunks, strict=True))
+    return outside, f'eval "{"".join("$" + name for name in held)}"; unset {" ".join(held)}; '
 
 
 def prepare(

@@ -27,6 +27,7 @@ import fcntl
 import os
 import shlex
 import stat
+import struct
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -540,7 +541,7 @@ class _View:
         descriptor)."""
         st = os.fstat(fd)
         catalog_folder = (st.st_dev, st.st_ino) in self.own.catalog_folders
-        mode = stat.S_IMODE(st.st_mode) & 0o777 if self.who is None else _granted(st, self.who)
+        mode = stat.S_IMODE(st.st_mode) & 0o777 if self.who is None else _granted(st, self.who, fd)
         self.args += ["--perms", f"{mode:04o}", "--tmpfs", dest]
         if self.who is not None and not mode & 0o100:  # the call's user may not enter the host folder: nor the copy
             self.args += ["--remount-ro", dest]
@@ -587,12 +588,16 @@ class _View:
         self.args += ["--remount-ro", dest]
 
 
-def _granted(st: os.stat_result, who: Who) -> int:
+def _granted(st: os.stat_result, who: Who, fd: int | None = None) -> int:
     """The mode of a copy of the folder of `st` for a call running as `who` (user id, group ids): the jail's tmpfs
     belongs to the call's user, so each class gets the bits the host folder grants that user (its owner's, its
-    group's or others'), and no more: a folder of root's with mode 0711 is not listed, one with mode 0700 not
-    entered."""
+    group's or others', or what its access ACL grants: `fd`, the folder's descriptor), and no more: a folder of
+    root's with mode 0711 is not listed, one with mode 0700 not entered, one whose ACL gives the user `--x` not
+    listed."""
     uid, gids = who
+    acl = _acl(fd) if fd is not None else None
+    if acl is not None:
+        return _acl_bits(acl, st, uid, gids) * 0o111
     if uid == st.st_uid:
         bits = (st.st_mode >> 6) & 7
     elif st.st_gid in gids:
@@ -600,6 +605,48 @@ def _granted(st: os.stat_result, who: Who) -> int:
     else:
         bits = st.st_mode & 7
     return bits * 0o111
+
+
+_ACL_USER_OBJ, _ACL_USER, _ACL_GROUP_OBJ, _ACL_GROUP, _ACL_MASK, _ACL_OTHER = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
+
+
+def _acl(fd: int) -> list[tuple[int, int, int]] | None:
+    """The folder's POSIX access ACL as (tag, permissions, id) entries; None when it has none (or the file system
+    keeps none). One it cannot read or parse is refused: a copy never guesses what the host grants."""
+    try:
+        raw = os.getxattr(f"/proc/self/fd/{fd}", "system.posix_acl_access")
+    except OSError as exc:
+        if exc.errno in (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP):
+            return None
+        raise SandboxUnavailable(
+            f"the access ACL of a folder to show as a copy cannot be read ({exc.strerror})"
+        ) from None
+    if len(raw) < 4 or (len(raw) - 4) % 8 or struct.unpack_from("<I", raw)[0] != 2:
+        raise SandboxUnavailable("the access ACL of a folder to show as a copy is not one this host writes")
+    return [struct.unpack_from("<HHI", raw, at) for at in range(4, len(raw), 8)]
+
+
+def _acl_bits(acl: list[tuple[int, int, int]], st: os.stat_result, uid: int, gids: frozenset[int]) -> int:
+    """What `acl` grants the user `uid` with the groups `gids`, as the kernel checks it (posix_acl_permission): the
+    owner's entry, else a named user's, else the group entries that match (none of them granting is nothing),
+    else others'; a named user's and the group entries within the mask."""
+    mask = next((perm for tag, perm, _ in acl if tag == _ACL_MASK), 7)
+    if uid == st.st_uid:
+        return next((perm for tag, perm, _ in acl if tag == _ACL_USER_OBJ), 0) & 7
+    named = [perm for tag, perm, ident in acl if tag == _ACL_USER and ident == uid]
+    if named:
+        return named[0] & mask & 7
+    groups = [
+        perm
+        for tag, perm, ident in acl
+        if (tag == _ACL_GROUP_OBJ and st.st_gid in gids) or (tag == _ACL_GROUP and ident in gids)
+    ]
+    if groups:
+        bits = 0
+        for perm in groups:
+            bits |= perm
+        return bits & mask & 7
+    return next((perm for tag, perm, _ in acl if tag == _ACL_OTHER), 0) & 7
 
 
 def _open_entry(folder: int, name: str, ident: Ident, dest: str) -> int:

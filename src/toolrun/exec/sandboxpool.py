@@ -369,9 +369,11 @@ def message(command: str, env: Mapping[str, str], limits: list[str], stdin: bool
     its writable path) never loads into the prlimit that sets its limits."""
     words = ["echo ok >&3", "exec 3>&-" + ("" if stdin else " </dev/null")]
     if not limits and all(_NAME.match(name) for name in env):
-        if env:
-            words.append("export " + " ".join(f"{name}={shlex.quote(value)}" for name, value in env.items()))
-        words += ["unset end s l", f"eval {shlex.quote(command)}", "exit"]
+        if env:  # the names the shell sets itself as it starts keep its own values, as in `sh -c` (SHELL_SET)
+            named = (name if name in _sandbox.SHELL_SET else f"{name}={shlex.quote(v)}" for name, v in env.items())
+            words.append("export " + " ".join(named))
+        own = [name for name in ("end", "s", "l") if name not in env]  # the waiter's, unless the tool's own
+        words += [*(["unset " + " ".join(own)] if own else []), f"eval {shlex.quote(command)}", "exit"]
     else:  # prlimit (or env) starts the tool's shell: its loader never sees the tool's names (sandbox.jail_env)
         carried, given = _sandbox.jail_env(env)
         run = [*([_prlimit(), *limits, "--"] if limits else []), "/bin/sh", "-c", given + command]
