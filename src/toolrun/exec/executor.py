@@ -492,7 +492,7 @@ async def run(
     extra = limits.prlimit_args()
     jail = None
     if sandbox is not None and sandboxpool.ENABLED:  # a jail prepared ahead; every limit is set in it
-        jail = sandboxpool.take(sandbox, cwd, user, tuple(_setpriv(user, True)) if user is not None else ())
+        jail = await sandboxpool.take(sandbox, cwd, user, tuple(_setpriv(user, True)) if user is not None else ())
         launch, extra, cwd, user = jail.launch, [], None, None
     elif sandbox is not None:  # bwrap starts the shell, in `cwd`; setpriv and prlimit go before bwrap
         # but the process limit inside it: RLIMIT_NPROC set before bwrap counts every process of the user on the
