@@ -27,7 +27,7 @@ from support.procs import pids_matching
 from support.servers import ToolrunServer, wait_until
 from support.speedups import hold
 from support.sysusers import unprivileged
-from toolrun.exec import executor, sandbox, sandboxpool
+from toolrun.exec import executor, sandbox, sandboxpool, spawn
 from toolrun.models import ResourceLimits, Sandbox
 
 # The sandbox fixtures (support/jails.py): `server` ("root", "user"), `base` (a folder every user may enter).
@@ -152,6 +152,27 @@ def test_jails_start_off_the_event_loops_thread(pool: None, monkeypatch: pytest.
     loop_thread = asyncio.run(go())
     assert len(started) >= 1 + sandboxpool.PER_PROFILE, started
     assert loop_thread not in {thread for thread, _ in started}
+
+
+def test_without_the_pool_a_jail_starts_off_the_event_loops_thread_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    require_binary("bwrap")
+    hold(monkeypatch, "jail_pool", False)
+    threads: list[int] = []
+    start = spawn.start_command
+
+    def spy(*args: object) -> object:
+        threads.append(threading.get_ident())
+        return start(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(spawn, "start_command", spy)
+
+    async def go() -> int:
+        done = await executor.run("echo hi", timeout=10, env={}, sandbox=Sandbox(profile="default", network="none"))
+        assert done.stdout == "hi\n", done
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(go())
+    assert threads and loop_thread not in threads, threads
 
 
 def test_a_call_cancelled_while_its_jail_starts_leaves_no_jail(pool: None, monkeypatch: pytest.MonkeyPatch) -> None:
