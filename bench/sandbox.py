@@ -7,6 +7,8 @@
     .venv/bin/python bench/sandbox.py --cpu      # only: the CPU a call and a jail cost, all processes counted
     .venv/bin/python bench/sandbox.py --floor    # only: the cheapest jail with fresh namespaces (no bwrap), and
                                                  # the best ratio to plain at concurrency 8 it leaves
+    .venv/bin/python bench/sandbox.py --healthz  # only: how long a GET /healthz waits while a real `toolrun serve`
+                                                 # (one worker) answers 8 calls at once, plain or sandboxed
     .venv/bin/python bench/sandbox.py --src DIR  # toolrun from DIR (another checkout's src/: before and after)
 
 Every side runs in rounds, alternating, so a busy moment of the machine hits them alike; the figures are the
@@ -492,6 +494,74 @@ def floor(runs: int, rounds: int) -> None:
     print(f"{'toolrun now (bwrap, jails prepared ahead)':52s} {plain / sum(calls['sandboxed']):22.2f}")
 
 
+HEALTHZ_CATALOG = """\
+group: bench
+tools:
+  - name: plain
+    public: true
+    exec: echo hi
+  - name: sandboxed
+    public: true
+    exec: echo hi
+    sandbox: true
+"""
+
+
+async def _probe_while_loaded(port: int, tool: str | None, seconds: float) -> list[float]:
+    """GET /healthz every 20 ms (ms each took) while 8 clients call `tool` back to back (None: no load)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from support.http import raw_call
+
+    waits: list[float] = []
+    until = time.perf_counter() + seconds
+
+    async def caller() -> None:
+        while time.perf_counter() < until:
+            status, _, body, _ = await raw_call(
+                port, "POST", f"/tools/bench.{tool}", b"{}", {"content-type": "application/json"}
+            )
+            assert status == 200, (status, body)
+
+    async def prober() -> None:
+        await asyncio.sleep(0.2)  # the calls are running
+        while time.perf_counter() < until - 0.1:
+            status, _, _, took = await raw_call(port, "GET", "/healthz")
+            assert status == 200
+            waits.append(took * 1000)
+            await asyncio.sleep(0.02)
+
+    await asyncio.gather(prober(), *(caller() for _ in range(8 if tool else 0)))
+    return waits
+
+
+def healthz(rounds: int, seconds: float, src: str | None) -> None:
+    """A real `toolrun serve --workers 1` (toolrun from `src` when given): GET /healthz's latency, idle and while 8
+    clients call the plain or the sandboxed `echo hi` back to back; rounds alternate the loads."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from support.servers import ToolrunServer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        catalog = Path(tmp) / "tools.yaml"
+        catalog.write_text(HEALTHZ_CATALOG, encoding="utf-8")
+        server = ToolrunServer(Path(tmp), catalog, args=["--workers", "1"])
+        if src:
+            server.env["PYTHONPATH"] = src
+        server.start()
+        try:
+            found: dict[str, list[float]] = {"idle": [], "plain": [], "sandboxed": []}
+            for _ in range(rounds):
+                for load in found:
+                    tool = None if load == "idle" else load
+                    found[load] += asyncio.run(_probe_while_loaded(server.port, tool, seconds))
+        finally:
+            server.stop()
+    print(f"\nGET /healthz while 8 clients call back to back ({rounds} rounds of {seconds:.0f} s; ms)")
+    print(f"{'load':12s} {'probes':>7s} {'p50':>7s} {'p90':>7s} {'p99':>7s} {'max':>7s}")
+    for load, waits in found.items():
+        quantiles = [_quantile(waits, q) for q in (0.5, 0.9, 0.99)]
+        print(f"{load:12s} {len(waits):7d} " + " ".join(f"{q:7.2f}" for q in quantiles) + f" {max(waits):7.2f}")
+
+
 def binds(runs: int) -> None:
     """What opening and checking a profile's paths costs one call (sandboxpaths.open_binds: openat2 without links,
     identity checks against toolrun's own files, descriptors for bwrap), for 0 and for 4 bound paths."""
@@ -536,6 +606,7 @@ def main() -> None:
     parser.add_argument("--cpu", action="store_true", help="only: the CPU a call and a jail cost, all processes")
     parser.add_argument("--floor", action="store_true", help="only: the cheapest jail with fresh namespaces")
     parser.add_argument("--floor-helper", nargs=2, metavar=("SHAPE", "RUNS"), help=argparse.SUPPRESS)
+    parser.add_argument("--healthz", action="store_true", help="only: GET /healthz's wait under 8 calls at once")
     parser.add_argument("--src", help="import toolrun from this folder (another checkout's src/: before and after)")
     args = parser.parse_args()
     if args.floor_helper:  # the prototype's resident process: imports nothing of toolrun
@@ -554,6 +625,10 @@ def main() -> None:
     print(f"bwrap: {found.path}; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}")
     if args.binds:
         binds(2000)
+        return
+    if args.healthz:
+        healthz(3 if args.quick else 5, 4.0, args.src)
+        print(f"\nload average after: {os.getloadavg()[0]:.2f}")
         return
     if args.floor:
         floor(20 if args.quick else 50, 3 if args.quick else 5)
