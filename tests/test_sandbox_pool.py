@@ -121,12 +121,13 @@ def test_a_changed_profile_never_runs_in_a_jail_prepared_for_the_old_one(pool: N
         sandbox.HIDDEN_FILES.difference_update({str(catalog)})
 
 
-def _spy_starts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
-    """(the thread, the jail's pid) of every jail started from now on."""
+def _spy_starts(monkeypatch: pytest.MonkeyPatch, delay: float = 0.0) -> list[tuple[int, int]]:
+    """(the thread, the jail's pid) of every jail started from now on (each start `delay` seconds late)."""
     started: list[tuple[int, int]] = []
     start = sandboxpool._start
 
     def spy(*args: object) -> sandboxpool.Jail:
+        time.sleep(delay)
         jail = start(*args)  # type: ignore[arg-type]
         started.append((threading.get_ident(), jail.pid))
         return jail
@@ -176,12 +177,14 @@ def test_without_the_pool_a_jail_starts_off_the_event_loops_thread_too(monkeypat
 
 
 def test_a_call_cancelled_while_its_jail_starts_leaves_no_jail(pool: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    started = _spy_starts(monkeypatch)
-    box = Sandbox(profile="default", network="none")
+    started = _spy_starts(monkeypatch, delay=0.3)  # the call is cancelled while its jail starts
+    # a set-up no other test asks for: a refill an earlier test left queued never starts a jail for it
+    box = Sandbox(profile="cancelled", network="host")
+    sandboxpool._starter().submit(time.sleep, 0).result()  # what earlier tests queued has begun: ours starts at once
 
     async def go() -> None:
         call = asyncio.ensure_future(executor.run("sleep 30", timeout=60, env={}, sandbox=box))
-        await asyncio.sleep(0)  # the call is waiting for its jail's start in a starter thread
+        await asyncio.sleep(0.1)  # the call waits for its jail, which a starter thread is starting
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call

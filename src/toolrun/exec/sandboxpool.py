@@ -23,7 +23,12 @@ only on the profile. So, per profile that was called recently, a few jails are s
   ahead), at most PER_PROFILE at a time, and loses them IDLE seconds after
   its last call; at most MAX_PROFILES profiles have jails; a jail older than IDLE is never used. Each jail dies with
   this process (bwrap --die-with-parent, setpriv --pdeathsig for a `user:`; a waiter whose input ends exits), and
-  an exiting interpreter kills them all.
+  an exiting interpreter kills them all;
+- every jail starts in one of the pool's starter threads, never on an event loop's thread (a start holds its thread
+  until the drop program has exec'd: 3-8 ms on a loaded machine, during which a loop would answer nothing): the
+  refill after a call, and the jail a call starts when none is ready (the call awaits it; a call cancelled
+  meanwhile has its jail killed once started). The pool's lock covers its books and the refill's plan, never a
+  start.
 
 Nothing is shared between calls: each jail has its own namespaces, /tmp, pipes and processes, and serves one call.
 """
@@ -147,7 +152,9 @@ _DYING: list[int] = []  # killed jails not reaped yet
 _LOCK = threading.RLock()  # loops in other threads (a job's runner) and the starter threads call too
 # Jails start in these threads, never on a loop's thread: a start blocks its thread until the drop program has
 # exec'd (posix_spawn's vfork, 3-8 ms on a loaded machine), and the loop serves nothing meanwhile. The lock is not
-# held across a start.
+# held across a start. The threads live as long as the process: a parent-death signal (bwrap --die-with-parent,
+# setpriv --pdeathsig) fires when the *thread* that started the jail ends, so a starter thread must never exit
+# while its jails may serve a call (a ThreadPoolExecutor's threads end only at shutdown).
 STARTERS = 2
 _STARTER: tuple[int, ThreadPoolExecutor] | None = None
 
@@ -287,8 +294,9 @@ def _schedule(pool: _Pool, order: Refill) -> None:
 
 
 def _fill(order: Refill) -> None:
-    """Start jails for `order.wanted` (in a starter thread) until PER_PROFILE wait or are being started; the lock is
-    held for the pool's books only, never across a start."""
+    """Start jails for `order.wanted` (in a starter thread) until PER_PROFILE wait or are being started. The lock is
+    held for the pool's books and the plan (planning reads the hidden files and the scans' cache, which the loop's
+    threads change), never across a start."""
     wanted = order.wanted
     try:
         while True:
@@ -297,12 +305,12 @@ def _fill(order: Refill) -> None:
                 _trim(pool)
                 if wanted not in pool.called or _counted(pool, wanted) >= PER_PROFILE:
                     return
-                pool.starting[wanted] = pool.starting.get(wanted, 0) + 1
-            try:
                 plan = order.plan()
                 if digest(plan, order.user_prefix) != wanted:  # the profile or its paths changed since: none
                     plan.binds.close()
                     return
+                pool.starting[wanted] = pool.starting.get(wanted, 0) + 1
+            try:
                 jail = _start(plan, wanted, order.user_prefix)
             finally:
                 with _LOCK:
