@@ -389,7 +389,8 @@ class _Child:
 # calls or more running in this process) the spawn goes to a few threads (ctypes and Popen release the
 # GIL) and the children start side by side (the same 200: p99 1.2-1.3 s). The handoff costs CPU (the
 # GIL changes hands: 100-400 us a call, measured at 16 calls per process), so below the threshold, in
-# steady traffic, a call spawns inline.
+# steady traffic, a call spawns inline; a sandboxed call's start (the drop program, then bwrap: 3-8 ms at load)
+# always goes to the threads, as a jail prepared ahead does (sandboxpool.py).
 SPAWN_THREADS = 4
 THREADED_FROM = 64 if speedups.on("threaded_spawn") else 1 << 62  # off: always inline
 _SPAWNER: tuple[int, ThreadPoolExecutor] | None = None
@@ -518,7 +519,7 @@ async def run(
     jail = None
     _watched()
     if sandbox is not None and sandboxpool.ENABLED:  # a jail prepared ahead; every limit is set in it
-        jail = sandboxpool.take(sandbox, cwd, user, tuple(_setpriv(user, True)) if user is not None else ())
+        jail = await sandboxpool.take(sandbox, cwd, user, tuple(_setpriv(user, True)) if user is not None else ())
         launch, extra, cwd, user = jail.launch, [], None, None
     elif sandbox is not None:  # bwrap starts the shell, in `cwd`; setpriv and prlimit go before bwrap
         # but the process limit inside it: RLIMIT_NPROC set before bwrap counts every process of the user on the
@@ -556,7 +557,7 @@ async def run(
                 cwd,
                 stdin,
                 direct,
-                threaded=_RUNNING >= THREADED_FROM,
+                threaded=_RUNNING >= THREADED_FROM or sandbox is not None,  # a jail's start: 3-8 ms at load
                 extra=launch.fds,
                 owner=launch.owner,
                 quiet=EXIT_FIRST and HAS_PIDFD and watch is None,

@@ -23,7 +23,12 @@ only on the profile. So, per profile that was called recently, a few jails are s
   ahead), at most PER_PROFILE at a time, and loses them IDLE seconds after
   its last call; at most MAX_PROFILES profiles have jails; a jail older than IDLE is never used. Each jail dies with
   this process (bwrap --die-with-parent, setpriv --pdeathsig for a `user:`; a waiter whose input ends exits), and
-  an exiting interpreter kills them all.
+  an exiting interpreter kills them all;
+- every jail starts in one of the pool's starter threads, never on an event loop's thread (a start holds its thread
+  until the drop program has exec'd: 3-8 ms on a loaded machine, during which a loop would answer nothing): the
+  refill after a call, and the jail a call starts when none is ready (the call awaits it; a call cancelled
+  meanwhile has its jail killed once started). The pool's lock covers its books and the refill's plan, never a
+  start.
 
 Nothing is shared between calls: each jail has its own namespaces, /tmp, pipes and processes, and serves one call.
 """
@@ -43,6 +48,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from .. import speedups
@@ -136,13 +142,28 @@ class _Pool:
         self.jails: dict[str, list[Jail]] = {}
         self.called: OrderedDict[str, float] = OrderedDict()  # digest -> when a call last asked for it
         self.latest: dict[tuple[object, ...], str] = {}  # (profile, cwd, user) -> the digest its last call had
+        self.starting: dict[str, int] = {}  # digest -> jails a refill is starting right now (not in `jails` yet)
         self.timer: asyncio.TimerHandle | None = None
         self.timer_loop: asyncio.AbstractEventLoop | None = None
 
 
 _POOL: _Pool | None = None
 _DYING: list[int] = []  # killed jails not reaped yet
-_LOCK = threading.RLock()  # loops in other threads (a job's runner) call too
+_LOCK = threading.RLock()  # loops in other threads (a job's runner) and the starter threads call too
+# Jails start in these threads, never on a loop's thread: a start blocks its thread until the drop program has
+# exec'd (posix_spawn's vfork, 3-8 ms on a loaded machine), and the loop serves nothing meanwhile. The lock is not
+# held across a start. The threads live as long as the process: a parent-death signal (bwrap --die-with-parent,
+# setpriv --pdeathsig) fires when the *thread* that started the jail ends, so a starter thread must never exit
+# while its jails may serve a call (a ThreadPoolExecutor's threads end only at shutdown).
+STARTERS = 2
+_STARTER: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _starter() -> ThreadPoolExecutor:
+    global _STARTER
+    if _STARTER is None or _STARTER[0] != pidcache.pid():  # a forked worker makes its own threads
+        _STARTER = (pidcache.pid(), ThreadPoolExecutor(STARTERS, thread_name_prefix="toolrun-jail"))
+    return _STARTER[1]
 
 
 def _pool() -> _Pool:
@@ -174,15 +195,28 @@ def _covered(jail: tuple[str, ...]) -> tuple[tuple[int, int] | None, ...]:
     return tuple(found)
 
 
-def take(box: Sandbox, cwd: str | None, user: str | None, user_prefix: tuple[str, ...], key: str = "") -> Jail:
+async def take(box: Sandbox, cwd: str | None, user: str | None, user_prefix: tuple[str, ...], key: str = "") -> Jail:
     """A jail for a call of `box` (in `cwd`, as `user`; `user_prefix`: the setpriv of a tool's `user:`): one
-    prepared ahead for exactly this plan, else one started now; the profile's jails are refilled after this call.
-    SandboxUnavailable (and OSError) as sandbox.prepare raises them."""
+    prepared ahead for exactly this plan, else one started now, in a starter thread (the loop serves other calls
+    meanwhile); the profile's jails are refilled after this call. SandboxUnavailable (and OSError) as
+    sandbox.prepare raises them."""
     with _LOCK:
-        return _take(box, cwd, user, user_prefix, key)
+        found, plan, wanted, again = _take(box, cwd, user, user_prefix, key)
+    spare: _sandbox.Plan | None = plan  # checked now: the first refill's, when no jail was started with it
+    if found is None:
+        spare = None  # its descriptors go to the jail
+        found = await _start_off_loop(plan, wanted, user_prefix)
+    if again:
+        found.after = Refill(wanted, box, cwd, user, user_prefix, key, spare)
+    elif spare is not None:
+        spare.binds.close()
+    return found
 
 
-def _take(box: Sandbox, cwd: str | None, user: str | None, user_prefix: tuple[str, ...], key: str) -> Jail:
+def _take(
+    box: Sandbox, cwd: str | None, user: str | None, user_prefix: tuple[str, ...], key: str
+) -> tuple[Jail | None, _sandbox.Plan, str, bool]:
+    """(a ready jail or None, the call's plan, its digest, whether the profile was called recently)."""
     pool = _pool()
     _reap_dying()
     plan = _sandbox.plan(box, cwd, user, key)
@@ -200,15 +234,24 @@ def _take(box: Sandbox, cwd: str | None, user: str | None, user_prefix: tuple[st
             found = jail
         else:
             jail.discard()
-    spare: _sandbox.Plan | None = plan  # checked now: the first refill's, when no jail was started with it
-    if found is None:
-        found = _start(plan, wanted, user_prefix)
-        spare = None  # its descriptors went to the jail
-    if again:
-        found.after = Refill(wanted, box, cwd, user, user_prefix, key, spare)
-    elif spare is not None:
-        spare.binds.close()
-    return found
+    return found, plan, wanted, again
+
+
+async def _start_off_loop(plan: _sandbox.Plan, wanted: str, user_prefix: tuple[str, ...]) -> Jail:
+    """`_start` in a starter thread; a call cancelled meanwhile leaves no jail behind."""
+    started = _starter().submit(_start, plan, wanted, user_prefix)
+    try:
+        return await asyncio.wrap_future(started)
+    except asyncio.CancelledError:
+        started.add_done_callback(_discard_started)
+        raise
+
+
+def _discard_started(started: Future[Jail]) -> None:
+    if started.cancelled() or started.exception() is not None:
+        return
+    with _LOCK:
+        started.result().discard()
 
 
 def finished(jail: Jail | None) -> None:
@@ -234,37 +277,59 @@ def _forget_older(pool: _Pool, profile: tuple[object, ...], wanted: str) -> None
 
 
 def _schedule(pool: _Pool, order: Refill) -> None:
-    """Refill `order.wanted`'s jails at the loop's next turn, and reap idle ones later."""
+    """Refill `order.wanted`'s jails in a starter thread, and reap idle ones later on the loop."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         order.close()
         return
-    loop.call_soon(_refill, order)
+    try:
+        _starter().submit(_fill, order)
+    except RuntimeError:  # the interpreter is exiting: no new thread work
+        order.close()
+        return
     if pool.timer is None or pool.timer_loop is not loop or loop.is_closed():
         pool.timer_loop = loop
         pool.timer = loop.call_later(IDLE / 3, _tick)
 
 
-def _refill(order: Refill) -> None:
-    with _LOCK:
-        _fill(order)
-
-
 def _fill(order: Refill) -> None:
-    pool = _pool()
-    _trim(pool)
+    """Start jails for `order.wanted` (in a starter thread) until PER_PROFILE wait or are being started. The lock is
+    held for the pool's books and the plan (planning reads the hidden files and the scans' cache, which the loop's
+    threads change), never across a start."""
+    wanted = order.wanted
     try:
-        while order.wanted in pool.called and len(pool.jails.get(order.wanted, ())) < PER_PROFILE:
-            plan = order.plan()
-            if digest(plan, order.user_prefix) != order.wanted:  # the profile or its paths changed since: none
-                plan.binds.close()
-                return
-            pool.jails.setdefault(order.wanted, []).append(_start(plan, order.wanted, order.user_prefix))
+        while True:
+            with _LOCK:
+                pool = _pool()
+                _trim(pool)
+                if wanted not in pool.called or _counted(pool, wanted) >= PER_PROFILE:
+                    return
+                plan = order.plan()
+                if digest(plan, order.user_prefix) != wanted:  # the profile or its paths changed since: none
+                    plan.binds.close()
+                    return
+                pool.starting[wanted] = pool.starting.get(wanted, 0) + 1
+            try:
+                jail = _start(plan, wanted, order.user_prefix)
+            finally:
+                with _LOCK:
+                    pool.starting[wanted] -= 1
+                    if not pool.starting[wanted]:
+                        del pool.starting[wanted]
+            with _LOCK:
+                if _pool() is pool and wanted in pool.called:  # still wanted: not reaped, closed or forgotten
+                    pool.jails.setdefault(wanted, []).append(jail)
+                else:
+                    jail.discard()
     except (OSError, SandboxUnavailable):
         return  # the next call meets the same problem itself, and reports it
     finally:
         order.close()
+
+
+def _counted(pool: _Pool, wanted: str) -> int:
+    return len(pool.jails.get(wanted, ())) + pool.starting.get(wanted, 0)
 
 
 def _trim(pool: _Pool) -> None:
