@@ -278,7 +278,10 @@ def start_watchdog(log: logging.Logger | None = None, stand_down: bool = False) 
     normal exit the helper is told so and kills nothing (`toolrun call`: a call that ended normally leaves what
     left its process group alone, as documented); a server's helper kills what is left at any exit."""
     global _WATCHDOG_FD, _STAND_DOWN
-    if _WATCHDOG_FD is not None or not os.path.isdir("/proc"):
+    if _WATCHDOG_FD is not None:  # a server's own start after its start probe's (sandbox._probe): a server's kind
+        _STAND_DOWN = _STAND_DOWN and stand_down
+        return None
+    if not os.path.isdir("/proc"):
         return None
     read_end, write_end = os.pipe()
     try:

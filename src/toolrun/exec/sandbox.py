@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import SandboxUnavailable
 from ..models import Sandbox
-from . import seccomp
+from . import procguard, seccomp
 from .sandboxpaths import FIRST_FD, MOVED, Binds, open_binds, verified
 
 if TYPE_CHECKING:
@@ -151,9 +151,14 @@ def _probe(path: str) -> str:
     drop = ids(None)
     prefix = _parent_guard(_setpriv_drop(*drop) if drop is not None else [])
     launch = Launch(path, jail_args(DEFAULT, None, Binds()), ["/bin/true"], False, None, drop, prefix)
+    # The probe carries this process's token and has its watchdog (procguard): a server killed while bwrap sets the
+    # probe's jail up leaves bwrap's child waiting for its parent forever, in a session of its own, unless the
+    # watchdog finds it. A watchdog started here stands down at a normal exit, as `toolrun call`'s does.
+    procguard.start_watchdog(stand_down=True)
     try:
         proc = subprocess.Popen(
             launch.argv,
+            env={**os.environ, procguard.CALL_ENV: procguard.call_token()},
             pass_fds=launch.fds,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
