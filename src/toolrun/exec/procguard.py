@@ -195,6 +195,13 @@ def _scan(root: int | None, needle: bytes, exact: bool) -> set[int]:
     return found
 
 
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def _kill_all(pids: set[int]) -> None:
     for pid in pids:
         try:
@@ -211,6 +218,9 @@ def kill_call(pid: int, token: str, rounds: int = 3) -> int:
         found = _scan(pid, needle, exact=True) - killed
         if not found:
             break
+        # The shell's whole group first, in one signal: killed one by one, in a set's order, a `sleep` killed before
+        # its shell woke the shell, which ran the tool's next command (`sleep 30; rm ...`) before its own kill came.
+        _kill_group(pid)
         _kill_all(found)
         killed |= found
     return len(killed)
