@@ -121,15 +121,17 @@ def test_a_changed_profile_never_runs_in_a_jail_prepared_for_the_old_one(pool: N
         sandbox.HIDDEN_FILES.difference_update({str(catalog)})
 
 
-def _spy_starts(monkeypatch: pytest.MonkeyPatch, delay: float = 0.0) -> list[tuple[int, int]]:
-    """(the thread, the jail's pid) of every jail started from now on (each start `delay` seconds late)."""
+def _spy_starts(monkeypatch: pytest.MonkeyPatch, delay: float = 0.0, cwd: str = "") -> list[tuple[int, int]]:
+    """(the thread, the jail's pid) of every jail started from now on (each start `delay` seconds late); with `cwd`,
+    only of jails that run in it (a refill an earlier test left in a starter thread starts jails of its own)."""
     started: list[tuple[int, int]] = []
     start = sandboxpool._start
 
     def spy(*args: object) -> sandboxpool.Jail:
         time.sleep(delay)
         jail = start(*args)  # type: ignore[arg-type]
-        started.append((threading.get_ident(), jail.pid))
+        if not cwd or cwd in jail.launch.argv:
+            started.append((threading.get_ident(), jail.pid))
         return jail
 
     monkeypatch.setattr(sandboxpool, "_start", spy)
@@ -176,14 +178,17 @@ def test_without_the_pool_a_jail_starts_off_the_event_loops_thread_too(monkeypat
     assert threads and loop_thread not in threads, threads
 
 
-def test_a_call_cancelled_while_its_jail_starts_leaves_no_jail(pool: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    started = _spy_starts(monkeypatch, delay=0.3)  # the call is cancelled while its jail starts
+def test_a_call_cancelled_while_its_jail_starts_leaves_no_jail(
+    pool: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # the call is cancelled while its jail starts; only this call's jail counts (it runs in `tmp_path`)
+    started = _spy_starts(monkeypatch, delay=0.3, cwd=str(tmp_path))
     # a set-up no other test asks for: a refill an earlier test left queued never starts a jail for it
     box = Sandbox(profile="cancelled", network="host")
     sandboxpool._starter().submit(time.sleep, 0).result()  # what earlier tests queued has begun: ours starts at once
 
     async def go() -> None:
-        call = asyncio.ensure_future(executor.run("sleep 30", timeout=60, env={}, sandbox=box))
+        call = asyncio.ensure_future(executor.run("sleep 30", timeout=60, env={}, sandbox=box, cwd=str(tmp_path)))
         await asyncio.sleep(0.1)  # the call waits for its jail, which a starter thread is starting
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
