@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 from support import jails
 from support.jails import Jail
@@ -83,3 +84,19 @@ def test_a_toolrun_call_that_ends_normally_leaves_a_daemon_its_tool_started_on_p
     finally:
         for pid in pids_matching(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_toolrun_call_ends_with_the_tools_status_when_its_watchdog_is_gone(tmp_path: Path) -> None:
+    """`toolrun call` tells its watchdog to stand down as it ends, on a pipe; a watchdog killed meanwhile (here by the
+    tool, which runs as the same user) left that pipe without a reader, and the write killed `toolrun call` by
+    SIGPIPE (exit -13, the tool's own output lost) instead of ending with the tool's status."""
+    from support.catalogs import write_catalog
+    from support.servers import toolrun_cli
+
+    kill_watchdog = (
+        'for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = "$$" ] && continue; '
+        'if [ "$(cut -d" " -f4 $d/stat 2>/dev/null)" = "$PPID" ]; then kill -9 "$p"; fi; done; sleep 0.2; echo ok'
+    )
+    catalog = write_catalog(tmp_path, f"group: t\ntools:\n  - name: orphan\n    exec: {kill_watchdog!r}\n")
+    done = toolrun_cli("call", "-c", str(catalog), "t.orphan", env=clean_env(tmp_path / "home"))
+    assert (done.returncode, done.stdout) == (0, "ok\n"), (done.returncode, done.stderr)

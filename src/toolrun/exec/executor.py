@@ -46,7 +46,6 @@ import contextvars
 import functools
 import os
 import shutil
-import signal
 import subprocess
 import weakref
 from collections.abc import Callable, Mapping
@@ -353,7 +352,7 @@ class _Child:
         assert self.stdin is not None
         try:
             while self.pending:
-                self.pending = self.pending[_write(self.stdin, self.pending) :]
+                self.pending = self.pending[procguard.write_quietly(self.stdin, self.pending) :]
         except BlockingIOError:
             if fd < 0:  # the first attempt, from start(): wait for room from now on
                 self.watch.add(self.stdin, self._writable, writable=True)
@@ -410,38 +409,11 @@ def _abandon(started: Future[tuple[int, subprocess.Popen[bytes] | None]]) -> Non
         pid, proc = started.result()
     except BaseException:  # never started (cancelled in the queue, or failed)
         return
-    _kill_group(pid)
+    procguard.kill_group(pid)
     if proc is not None:
         proc.wait()
     else:
         os.waitpid(pid, 0)
-
-
-def _write(fd: int, data: memoryview) -> int:
-    """`os.write` to a pipe whose reader may be gone: EPIPE, never death by SIGPIPE.
-
-    The CLI gives SIGPIPE its default action (so `toolrun list | head` ends quietly); a tool that
-    exits without reading its stdin must not kill `toolrun call` with it. The signal is blocked in
-    this thread for the write, and one the write raised is taken off before it is unblocked.
-    """
-    if signal.getsignal(signal.SIGPIPE) != signal.SIG_DFL:
-        return os.write(fd, data)
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
-    try:
-        return os.write(fd, data)
-    except BrokenPipeError:
-        if signal.SIGPIPE not in blocked:
-            signal.sigtimedwait({signal.SIGPIPE}, 0)
-        raise
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 @functools.cache
@@ -582,7 +554,7 @@ async def run(
             # Everything the tool started dies: descendants that left the group (setsid, setpgid) and
             # orphans that still carry the call's token, found in /proc.
             procguard.kill_call(pgid, token)
-        _kill_group(pgid)
+        procguard.kill_group(pgid)
         try:
             # After SIGKILL the exit and the EOFs follow in milliseconds; what is left in the
             # pipes is still read. The bounds only matter for a process that escaped the group.

@@ -195,7 +195,8 @@ def _scan(root: int | None, needle: bytes, exact: bool) -> set[int]:
     return found
 
 
-def _kill_group(pgid: int) -> None:
+def kill_group(pgid: int) -> None:
+    """SIGKILL to process group `pgid`; one already gone (or not ours) is no error."""
     try:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -220,7 +221,7 @@ def kill_call(pid: int, token: str, rounds: int = 3) -> int:
             break
         # The shell's whole group first, in one signal: killed one by one, in a set's order, a `sleep` killed before
         # its shell woke the shell, which ran the tool's next command (`sleep 30; rm ...`) before its own kill came.
-        _kill_group(pid)
+        kill_group(pid)
         _kill_all(found)
         killed |= found
     return len(killed)
@@ -337,7 +338,27 @@ def stand_down() -> None:
     is told so, and exits without killing anything. Nothing for a server's watchdog."""
     global _WATCHDOG_FD
     if _WATCHDOG_FD is not None and _STAND_DOWN:
-        with contextlib.suppress(OSError):
-            os.write(_WATCHDOG_FD, b"done")
+        with contextlib.suppress(OSError):  # a watchdog gone (killed) is no reason to die of SIGPIPE
+            write_quietly(_WATCHDOG_FD, memoryview(b"done"))
         os.close(_WATCHDOG_FD)
         _WATCHDOG_FD = None
+
+
+def write_quietly(fd: int, data: memoryview) -> int:
+    """`os.write` to a pipe whose reader may be gone: EPIPE, never death by SIGPIPE.
+
+    The CLI gives SIGPIPE its default action (so `toolrun list | head` ends quietly); a tool that
+    exits without reading its stdin, or a watchdog that is gone, must not kill `toolrun call` with it. The signal is
+    blocked in this thread for the write, and one the write raised is taken off before it is unblocked.
+    """
+    if signal.getsignal(signal.SIGPIPE) != signal.SIG_DFL:
+        return os.write(fd, data)
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
+    try:
+        return os.write(fd, data)
+    except BrokenPipeError:
+        if signal.SIGPIPE not in blocked:
+            signal.sigtimedwait({signal.SIGPIPE}, 0)
+        raise
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)

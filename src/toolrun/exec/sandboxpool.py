@@ -43,7 +43,6 @@ import re
 import secrets
 import shlex
 import shutil
-import signal
 import threading
 import time
 from collections import OrderedDict
@@ -96,7 +95,7 @@ class Jail:
 
     def discard(self) -> None:
         """Kill the jail and everything in it, close its descriptors; reaped now or at the next pool operation."""
-        _kill(self.pid)
+        procguard.kill_group(self.pid)
         for fd in (self.stdin, self.out, self.err):
             os.close(fd)
         self.launch.close()
@@ -127,13 +126,6 @@ class Refill:
         if self.spare is not None:
             self.spare.binds.close()
             self.spare = None
-
-
-def _kill(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 class _Pool:
