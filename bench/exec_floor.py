@@ -20,13 +20,16 @@ The sides (`--sides`, comma-separated; webhook is always measured):
   floor-uvloop-thread  the same on uvloop
   toolrun              `toolrun serve` of this tree (default workers, access log on, to a file)
   toolrun-uvloop       the same with uvicorn's loop set to uvloop (toolrun's own spawn path unchanged)
+  toolrun-threaded     `toolrun serve` with every spawn in its spawn threads (normally only from 64 running calls)
+  toolrun-uvloop-threaded  both
 
-Every server runs as many processes as toolrun's default workers (one per CPU; `--procs`), sharing one
-listening socket, so the comparison with webhook (one Go process) is the one `make bench-exec` makes.
-Measured as `bench/exec_cpu.py` does: wrk at c=1, 8 and 32, the sides alternated round by round, `--rounds`
-rounds; req/s is the best round, the server's CPU per call (all its processes, the tools not counted) is summed
-over every round. uvloop must be installed for its sides (`.venv/bin/pip install uvloop`: it is not a toolrun
-dependency). The load average is printed before and after. It always exits 0.
+Every server runs as many processes as toolrun's default workers (one per CPU; `--procs`), each with its own
+listening socket on the port (SO_REUSEPORT, as toolrun's workers), so the comparison with webhook (one Go
+process) is the one `make bench-exec` makes. Measured as `bench/exec_cpu.py` does: wrk at c=1, 8 and 32, the
+sides alternated round by round, `--rounds` rounds; req/s is the best round, the server's CPU per call (all its
+processes, the tools not counted) is summed over every round. uvloop must be installed for its sides
+(`.venv/bin/pip install uvloop`: it is not a toolrun dependency). The load average is printed before and after.
+It always exits 0.
 """
 
 from __future__ import annotations
@@ -60,16 +63,20 @@ from http_routes import (  # a sibling script, not a package
 )
 
 FLOORS = ("floor-asyncio", "floor-uvloop", "floor-thread", "floor-uvloop-thread")
-TOOLRUNS = ("toolrun", "toolrun-uvloop")
+TOOLRUNS = ("toolrun", "toolrun-uvloop", "toolrun-threaded", "toolrun-uvloop-threaded")
 DEFAULT_SIDES = (*FLOORS, "toolrun")
 SRC = Path(__file__).resolve().parent.parent / "src"
 TIMEOUT = 60.0  # seconds: the floor's per-call timer (never fires here; it is there because toolrun's is)
 
-# `toolrun serve` with uvicorn's loop set to uvloop: its loop choice patched before the server starts (workers are
-# forked, so they inherit it). Everything else, the spawn path included, is toolrun's own.
-TOOLRUN_UVLOOP = (
-    "import runpy, sys, toolrun.server.loop as loop; loop.server_loop = lambda: 'uvloop'; "
-    "sys.argv[0] = 'toolrun'; runpy.run_module('toolrun', run_name='__main__', alter_sys=True)"
+# `toolrun serve` with uvicorn's loop set to uvloop, and/or every spawn sent to toolrun's spawn threads (normally
+# from 64 running calls a process): patched before the server starts (workers are forked, so they inherit it).
+# Everything else, the spawn itself included, is toolrun's own.
+PATCHES = {
+    "uvloop": "import toolrun.server.loop as loop; loop.server_loop = lambda: 'uvloop'; ",
+    "threaded": "import toolrun.exec.executor as executor; executor.THREADED_FROM = 1; ",
+}
+RUN_TOOLRUN = (
+    "import runpy, sys; sys.argv[0] = 'toolrun'; runpy.run_module('toolrun', run_name='__main__', alter_sys=True)"
 )
 
 
@@ -77,17 +84,21 @@ TOOLRUN_UVLOOP = (
 
 
 def floor_child(variant: str, port: int, procs: int) -> None:
-    """Bind, fork `procs` workers sharing the socket, wait for them (SIGTERM ends them all)."""
+    """Bind `procs` sockets (SO_REUSEPORT), fork a worker for each, wait for them (SIGTERM ends them all)."""
     import signal
     import socket
 
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(2048)
-    sock.setblocking(False)
+    sockets = []
+    for _ in range(procs):  # one listening socket per worker, as toolrun's (server/workers.py, bind)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY by asyncio
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.listen(2048)
+        sock.setblocking(False)
+        sockets.append(sock)
     pids = []
-    for _ in range(procs):
+    for sock in sockets:
         pid = os.fork()
         if pid == 0:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -308,7 +319,8 @@ def start_side(stack: ExitStack, side: str, work: Path, env: dict[str, str], pro
         return Target(server, "/tools/echo", side)
     env = {**env, "PYTHONPATH": str(SRC)}
     serve = ["serve", "-c", str(work / "tools.yaml"), "--port", str(port), "--workers", str(procs)]
-    argv = [PYTHON, "-m", "toolrun", *serve] if side == "toolrun" else [PYTHON, "-c", TOOLRUN_UVLOOP, *serve]
+    patches = "".join(code for name, code in PATCHES.items() if name in side.split("-"))
+    argv = [PYTHON, "-c", patches + RUN_TOOLRUN, *serve] if patches else [PYTHON, "-m", "toolrun", *serve]
     log = stack.enter_context((work / f"{side}.log").open("wb"))
     server = stack.enter_context(started(side, argv, env, port, stderr=log))
     return Target(server, "/tools/bench.echo", side)
