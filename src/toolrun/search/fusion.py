@@ -22,7 +22,7 @@ MARGIN = 0.05  # the nearest tool stands out when its similarity is this much ab
 MARGIN_BOOST = 2.0  # the semantic list's weight is multiplied by this when its nearest tool stands out
 # The semantic list is sure of its head when its nearest tool's similarity is SPREAD or more above that of the
 # SPREAD_AT-th: its weight is then multiplied by SPREAD_BOOST (search-8, chosen on dev, dev-2 and real-dev: the
-# two words of `redis set remove member` in the name of a near-twin no longer hide the tool MiniLM puts second).
+# words of `redis set remove member` held by a near-twin no longer hide the tool MiniLM puts second).
 SPREAD, SPREAD_AT, SPREAD_BOOST = 0.10, 5, 1.5
 PARAMS_WEIGHT = 0.3  # the weight of the list of tools whose params are nearest, as a share of the semantic list's
 LEXICAL_HEAD = 100  # lexical results fused; later ones follow in lexical order
