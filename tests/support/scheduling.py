@@ -3,7 +3,7 @@ of their speedups-off copies (`--speedups-off-doors`), the files that run on one
 
 A test is a work unit of its own, except in the files of `ONE_WORKER`: a file that starts its servers once for
 all its tests (module-scoped fixtures) is one unit, run in order on one worker, so the servers start once; files
-that name the same unit share it (the browser files: one Chromium at a time). With `--speedups-off-doors` the
+that name the same unit share it (the browser files: at most two Chromiums at a time). With `--speedups-off-doors` the
 copies go to the worker started with TOOLRUN_SPEEDUPS=off and every other unit to the other workers. The units
 are dealt longest first, by the seconds each test took in a full run (support/durations.py).
 
@@ -44,13 +44,14 @@ ONE_WORKER = {
     "test_redis.py": "redis",
     "test_reliability.py": "reliability",
     "test_tracing.py": "tracing",
-    # Chromium, one at a time
-    "test_jobs_ui.py": "chromium",
-    "test_oauth_ui.py": "chromium",
+    # Chromium, at most two at a time: the browser files in two units of about the same length (one unit held
+    # 250-350 s of a run's 470: the longest chain of the run once the rest is spread over the other workers)
     "test_ui_browser.py": "chromium",
-    "test_ui_results.py": "chromium",
     "test_ui_sandbox.py": "chromium",
     "test_ui_share.py": "chromium",
+    "test_jobs_ui.py": "chromium-jobs",
+    "test_oauth_ui.py": "chromium-jobs",
+    "test_ui_results.py": "chromium-jobs",
 }
 
 
