@@ -40,6 +40,7 @@ ONE_WORKER = {
     "test_jobs_people.py": "jobs_people",
     "test_jobs_redteam.py": "jobs_redteam",
     "test_mcp_replicas.py": "mcp_replicas",
+    "test_mcp_tasks.py": "mcp_tasks",
     "test_oauth.py": "oauth",
     "test_redis.py": "redis",
     "test_reliability.py": "reliability",
