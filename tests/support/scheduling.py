@@ -37,6 +37,7 @@ PLAIN_SPEC = "popen//env:TOOLRUN_SPEEDUPS=off"  # the worker of the copies (exec
 ONE_WORKER = {
     "test_cli_client.py": "cli_client",
     "test_hostile.py": "hostile",
+    "test_jobs_mcp.py": "jobs_mcp",
     "test_jobs_people.py": "jobs_people",
     "test_jobs_redteam.py": "jobs_redteam",
     "test_mcp_replicas.py": "mcp_replicas",
