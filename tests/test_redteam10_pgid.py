@@ -1,0 +1,77 @@
+"""Red team 10 on the group kill after a call (issue 34: "a process id reused between ... and its kill").
+
+A call's shell is started in a session of its own: its pid is its process group's id. When the shell exits, the
+server reaps it at once, waits up to 0.2 s for a process that still holds its output, and then kills the group
+(`killpg`), so that what the tool left in it dies. Once the shell is reaped, and the tool's background process left
+the group (`setsid cmd &`, holding the output), the group is empty and its id is free: the kernel hands ids out in
+order, and a tool that forks until the last id given is just below its shell's (32768 ids on this machine: a few
+seconds of forking) makes the next process started on the machine take it. A server starts every call's process as
+a session leader: another caller's call started in that moment got the id, and the group kill of the first call
+killed it (SIGKILL, as the server: root, for a root server). Here the kernel's `ns_last_pid` stands in for the
+forking: the victim is started, as the server starts a call, right after the shell was reaped.
+
+The server now reaps the shell only after the group kill: until then its id stays taken (a zombie holds it), so no
+other process can have it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+from support import jails
+from support.jails import need_root
+from support.procs import pids_matching
+from toolrun.exec import executor
+
+base = jails.base
+
+
+def test_the_group_kill_after_a_call_never_reaches_a_process_that_took_the_shells_id(base: Path) -> None:
+    """On the code before the fix the victim, a session leader started 50 ms after the tool's shell exited with the
+    shell's id, was killed by that call's group kill."""
+    need_root()  # ns_last_pid is written by root only
+    mark = base / "pgid"
+    holder = f"setsid sleep 2.{os.getpid() % 1000:03d} </dev/null 2>/dev/null &"
+
+    async def go() -> tuple[int, int, bool]:
+        call = asyncio.ensure_future(
+            executor.run(f"{holder} echo $$ > {mark}", timeout=10, env={"PATH": "/usr/bin:/bin"})
+        )
+        while not mark.exists() or not mark.read_text().strip():
+            await asyncio.sleep(0.005)
+        shell = int(mark.read_text())
+        for _ in range(25):  # the shell exits at once; the server learns it from its pidfd (and reaped it, before)
+            if not os.path.exists(f"/proc/{shell}"):
+                break
+            await asyncio.sleep(0.004)
+        victim = None
+        for _ in range(5):  # another process on this machine may take the id first: try again
+            if os.path.exists(f"/proc/{shell}"):
+                break  # still taken (a zombie): nothing can get it
+            with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+                f.write(str(shell - 1))
+            victim = subprocess.Popen(["sleep", "30"], start_new_session=True)
+            if victim.pid == shell:
+                break
+            victim.kill()
+            victim.wait()
+            victim = None
+        await call
+        if victim is None:
+            return shell, 0, True
+        try:
+            return shell, victim.pid, victim.poll() is None
+        finally:
+            victim.kill()
+            victim.wait()
+
+    try:
+        shell, victim, alive = asyncio.run(go())
+    finally:
+        for pid in pids_matching(holder.split(" <")[0].removeprefix("setsid "), "sleep"):
+            os.kill(pid, signal.SIGKILL)
+    assert alive, f"the call's group kill killed process {victim}, started after its shell {shell} was gone"
