@@ -22,10 +22,12 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from support import jails
 from support.jails import need_root
 from support.procs import pids_matching
-from toolrun.exec import executor
+from toolrun.exec import executor, procguard
 
 base = jails.base
 
@@ -75,3 +77,44 @@ def test_the_group_kill_after_a_call_never_reaches_a_process_that_took_the_shell
         for pid in pids_matching(holder.split(" <")[0].removeprefix("setsid "), "sleep"):
             os.kill(pid, signal.SIGKILL)
     assert alive, f"the call's group kill killed process {victim}, started after its shell {shell} was gone"
+
+
+def test_a_timeout_kill_spares_a_process_given_the_id_of_one_it_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """procguard.kill_call reads /proc, then signals what it found (docs/security.md wrote this down as not
+    contained). Here the process it found, one of the call's that left its group, exits right after the scan and
+    a new process (not the tool's) is given its id; on the code before the fix the kill that followed killed it."""
+    need_root()
+    token = procguard.call_token()
+    shell = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    straggler = subprocess.Popen(
+        ["sleep", "31"], env={procguard.CALL_ENV: token, "PATH": "/usr/bin:/bin"}, start_new_session=True
+    )
+    victims: list[subprocess.Popen[bytes]] = []
+    scan = procguard._scan
+
+    def racing(root: int | None, needle: bytes, exact: bool) -> object:
+        found = scan(root, needle, exact)
+        if straggler.pid in found and not victims:
+            straggler.kill()  # it exits after the scan saw it...
+            straggler.wait()
+            for _ in range(5):  # ...and its id goes to a new process (another may take it first: again)
+                with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+                    f.write(str(straggler.pid - 1))
+                victim = subprocess.Popen(["sleep", "32"], start_new_session=True)
+                if victim.pid == straggler.pid:
+                    victims.append(victim)
+                    break
+                victim.kill()
+                victim.wait()
+        return found
+
+    monkeypatch.setattr(procguard, "_scan", racing)
+    try:
+        procguard.kill_call(shell.pid, token)
+        assert shell.wait(5) == -signal.SIGKILL  # the call's own processes still die
+        assert victims, "no process could be given the straggler's id (a busy machine): run it again"
+        assert victims[0].poll() is None, "the timeout's kill reached a process started after its scan"
+    finally:
+        for proc in (shell, straggler, *victims):
+            proc.kill()
+            proc.wait()
