@@ -27,15 +27,21 @@ import pytest
 from support import jails
 from support.jails import need_root
 from support.procs import pids_matching
+from support.speedups import hold
 from toolrun.exec import executor, procguard
 
 base = jails.base
 
 
-def test_the_group_kill_after_a_call_never_reaches_a_process_that_took_the_shells_id(base: Path) -> None:
-    """On the code before the fix the victim, a session leader started 50 ms after the tool's shell exited with the
-    shell's id, was killed by that call's group kill."""
+@pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "thread"])
+def test_the_group_kill_after_a_call_never_reaches_a_process_that_took_the_shells_id(
+    base: Path, pidfd: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the code before the fix the victim, a session leader started right after the tool's shell exited with the
+    shell's id, was killed by that call's group kill; with a pidfd telling the exit, and with a thread waiting for it
+    (the `pidfd` speedup off)."""
     need_root()  # ns_last_pid is written by root only
+    hold(monkeypatch, "pidfd", pidfd)
     mark = base / "pgid"
     holder = f"setsid sleep 2.{os.getpid() % 1000:03d} </dev/null 2>/dev/null &"
 

@@ -275,8 +275,17 @@ class _Child:
             else:
                 self.watch.add(pidfd, self._reap)
                 return
-        waited = self.loop.run_in_executor(None, self._wait)  # pragma: no cover - not Linux
-        waited.add_done_callback(lambda _: self._exited())  # pragma: no cover
+        # Without a pidfd (the `pidfd` speedup off, an old kernel): a thread waits for the exit without reaping it,
+        # and the loop takes the status (`_status`), as from a pidfd.
+        waited = self.loop.run_in_executor(None, os.waitid, os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+        waited.add_done_callback(self._thread_saw_exit)
+
+    def _thread_saw_exit(self, waited: asyncio.Future[Any]) -> None:
+        if waited.cancelled():  # pragma: no cover - the loop closed first
+            return
+        if waited.exception() is None:
+            self._status()
+        self._exited()
 
     def _wait(self) -> None:
         """Reap the child (it has exited, or this blocks until it does)."""
