@@ -20,6 +20,7 @@ import asyncio
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ import pytest
 from support import jails
 from support.jails import need_root
 from support.procs import pids_matching
+from support.servers import wait_until
 from support.speedups import hold
 from toolrun.exec import executor, procguard
 
@@ -115,6 +117,10 @@ def test_a_timeout_kill_spares_a_process_given_the_id_of_one_it_found(monkeypatc
         return found
 
     monkeypatch.setattr(procguard, "_scan", racing)
+    # A process's start time counts clock ticks (10 ms): the new process is told apart from one started in an earlier
+    # tick. (Giving an id to a new process within the tick its last owner started takes a tool all the ids there are,
+    # 32768 here, in 10 ms: far beyond what a machine forks.)
+    time.sleep(0.05)
     try:
         procguard.kill_call(shell.pid, token)
         assert shell.wait(5) == -signal.SIGKILL  # the call's own processes still die
@@ -122,5 +128,42 @@ def test_a_timeout_kill_spares_a_process_given_the_id_of_one_it_found(monkeypatc
         assert victims[0].poll() is None, "the timeout's kill reached a process started after its scan"
     finally:
         for proc in (shell, straggler, *victims):
+            proc.kill()
+            proc.wait()
+
+
+def test_a_timeout_kill_lets_no_process_it_found_run_its_next_command(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kill_call killed the processes it found one by one, in a set's order: a tool's shell that had left the call's
+    group (`setsid sh -c '...'`) and waited for one child (`wait $w`) ran its next command when that child was killed
+    before it. A tool decides that order itself (a set of pids is ordered by pid modulo its table's size: a shell
+    whose id is just below a multiple of 2048, with 600 children, comes last, its first child first; forking
+    `true` until the next id is right got it there, and the file was written after the timeout 6 times in 6). Here
+    the scan's answer is put in that order directly. On the code before the fix the file was written."""
+    token = procguard.call_token()
+    mark, leak = base / "w", base / "leak"
+    script = f"sleep 60 & w=$!; for i in $(seq 400); do sleep 60 & done; echo $w > {mark}; wait $w; echo x > {leak}"
+    env = {procguard.CALL_ENV: token, "PATH": "/usr/bin:/bin"}
+    shell = subprocess.Popen(["sleep", "30"], start_new_session=True)  # the call's own shell, its group
+    escaped = subprocess.Popen(["sh", "-c", script], env=env, start_new_session=True)
+    scan = procguard._scan
+
+    def adverse(root: int | None, needle: bytes, exact: bool) -> dict[int, bytes]:
+        found = scan(root, needle, exact)
+        waited = int(mark.read_text())
+        order = [waited, *(p for p in found if p not in (waited, escaped.pid)), escaped.pid]
+        return {p: found[p] for p in order if p in found}
+
+    monkeypatch.setattr(procguard, "_scan", adverse)
+    try:
+        wait_until(lambda: mark.exists() and mark.read_text().strip() != "", 10, "the escaped shell's children")
+        procguard.kill_call(shell.pid, token)
+        escaped.wait(5)
+        time.sleep(0.3)
+        assert not leak.exists(), "a process the timeout found ran its next command"
+        assert escaped.returncode == -signal.SIGKILL
+    finally:
+        for proc in (shell, escaped):
             proc.kill()
             proc.wait()

@@ -216,22 +216,34 @@ def kill_group(pgid: int) -> None:
 def _kill_all(found: dict[int, bytes]) -> None:
     """SIGKILL to each process `_scan` found, and to no other: one that exited since, whose id the kernel gave to a
     new process, is not that process. Each is held by a pidfd, then checked by its start time: once that matches,
-    the pidfd is the process the scan saw, and its signal reaches nothing else."""
-    for pid, started in found.items():
-        if not hasattr(os, "pidfd_open"):  # pragma: no cover - not Linux
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-            continue
-        try:
-            fd = os.pidfd_open(pid)
-        except OSError:  # gone
-            continue
-        try:
+    the pidfd is the process the scan saw, and its signals reach nothing else.
+
+    All are stopped (SIGSTOP) before any is killed: killed one by one, a shell whose child died first (`wait $child`,
+    or its foreground command) ran its next command before its own kill came (a tool that arranged the order, by
+    the ids it got, wrote a file after its timeout every time)."""
+    if not hasattr(os, "pidfd_open"):  # pragma: no cover - not Linux
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in found:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
+        return
+    held: list[int] = []
+    try:
+        for pid, started in found.items():
+            try:
+                fd = os.pidfd_open(pid)
+            except OSError:  # gone
+                continue
             if started and _started(pid) == started:
-                signal.pidfd_send_signal(fd, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        finally:
+                held.append(fd)
+            else:
+                os.close(fd)
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for fd in held:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    signal.pidfd_send_signal(fd, sig)
+    finally:
+        for fd in held:
             os.close(fd)
 
 
@@ -299,7 +311,8 @@ for _ in range(20):
         time.sleep(0.05)
         continue
     empty = 0
-    for pid in found:  # by pidfd, checked by start time: a process given the id of one that exited is spared
+    held = []  # by pidfd, checked by start time: a process given the id of one that exited is spared
+    for pid in found:
         try:
             fd = os.pidfd_open(pid)
         except OSError:
@@ -307,12 +320,21 @@ for _ in range(20):
         try:
             with open(f"/proc/{pid}/stat", "rb") as f:
                 stat = f.read()
-            if stat[stat.rfind(b")") + 2 :].split()[19] == started.get(pid):
-                signal.pidfd_send_signal(fd, signal.SIGKILL)
+            same = stat[stat.rfind(b")") + 2 :].split()[19] == started.get(pid)
         except (OSError, IndexError):
-            pass
-        finally:
+            same = False
+        if same:
+            held.append(fd)
+        else:
             os.close(fd)
+    for sig in (signal.SIGSTOP, signal.SIGKILL):  # all stopped first: none runs its next command as another dies
+        for fd in held:
+            try:
+                signal.pidfd_send_signal(fd, sig)
+            except OSError:
+                pass
+    for fd in held:
+        os.close(fd)
 """
 
 
