@@ -165,6 +165,7 @@ def resolve(
     _shared_user_errors(boxed, [t for t in out.values() if t.sandbox is None and t.user], problems)
     if probe:
         _system_file_warnings(boxed, tools, problems)
+        _linked_file_warnings(boxed, tools, problems)
         _shared_warnings(boxed, problems)
         _unsandboxed_cwd_warnings(boxed, [t for t in out.values() if t.sandbox is None and t.cwd], problems)
     return out
@@ -187,6 +188,30 @@ def _system_file_warnings(boxed: list[ToolSpec], tools: dict[str, ToolSpec], pro
                     f"{real} lies directly in {os.path.dirname(real)}, which every sandbox shows: replaced by rename "
                     "while a sandboxed call runs, it shows there (keep it in a folder of its own, such as "
                     "/etc/toolrun/)"
+                )
+                problems.append(Problem(t.file, t.line, t.col, t.key, message, "warning"))
+
+
+def _linked_file_warnings(boxed: list[ToolSpec], tools: dict[str, ToolSpec], problems: list[Problem]) -> None:
+    """validate-catalog: a catalog file or env file with more than one name (a hard link). Sandboxes hide it by
+    name: a sandbox that binds a folder holding another of its names shows it there (docs/security.md)."""
+    if not boxed:
+        return
+    said: set[str] = set()
+    for t in tools.values():
+        for path in (t.file, t.env_file):
+            real = os.path.realpath(path) if path else ""
+            if not real or real in said:
+                continue
+            said.add(real)
+            try:
+                names = os.stat(real).st_nlink
+            except OSError:
+                continue
+            if names > 1:
+                message = (
+                    f"{real} has {names} names (hard links): sandboxes hide it by this name only, so one that binds "
+                    "a folder holding another of its names shows it there (give the file one name)"
                 )
                 problems.append(Problem(t.file, t.line, t.col, t.key, message, "warning"))
 

@@ -148,8 +148,8 @@ def quiet_pipes(loop: asyncio.AbstractEventLoop) -> QuietPipes:
 class _Child:
     """One running child: its stdout and stderr read by callbacks of the loop, its stdin fed the same way.
 
-    `exited` is set when the child has exited and been reaped, `closed` at EOF on both pipes; `wake()`
-    resolves the future the call is waiting on (`waiter`), when both are set, or from a timer.
+    `exited` is set when the child has exited (reaped by `release`, after its group's last kill), `closed` at EOF
+    on both pipes; `wake()` resolves the future the call is waiting on (`waiter`), when both are set, or from a timer.
     """
 
     __slots__ = (
@@ -163,8 +163,10 @@ class _Child:
         "proc",
         "quiet",
         "readers",
+        "released",
         "status",
         "stdin",
+        "unreaped",
         "waiter",
         "watch",
     )
@@ -184,6 +186,8 @@ class _Child:
         self.stdin: int | None = None
         self.pending = memoryview(b"")
         self.quiet: QuietPipes | None = None  # its pipes are not watched yet: read at its exit, or from QUIET_START
+        self.unreaped = False  # exited, its status known, reaped by `release` (after its group's last kill)
+        self.released = False  # `release` ran: a child that exits after it is reaped at once
 
     def adopt(self, jail: sandboxpool.Jail, stdin: bytes) -> int:
         """Take a jail prepared ahead as this call's child (sandboxpool.py): read its stdout and stderr, feed it
@@ -271,8 +275,17 @@ class _Child:
             else:
                 self.watch.add(pidfd, self._reap)
                 return
-        waited = self.loop.run_in_executor(None, self._wait)  # pragma: no cover - not Linux
-        waited.add_done_callback(lambda _: self._exited())  # pragma: no cover
+        # Without a pidfd (the `pidfd` speedup off, an old kernel): a thread waits for the exit without reaping it,
+        # and the loop takes the status (`_status`), as from a pidfd.
+        waited = self.loop.run_in_executor(None, os.waitid, os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+        waited.add_done_callback(self._thread_saw_exit)
+
+    def _thread_saw_exit(self, waited: asyncio.Future[Any]) -> None:
+        if waited.cancelled():  # pragma: no cover - the loop closed first
+            return
+        if waited.exception() is None:
+            self._status()
+        self._exited()
 
     def _wait(self) -> None:
         """Reap the child (it has exited, or this blocks until it does)."""
@@ -291,10 +304,25 @@ class _Child:
             for fd in self.readers:
                 self.watch.add(fd, self._readable)
 
+    def _status(self) -> None:
+        """The exit status of the child, which has exited, left unreaped until `release`: its pid is its process
+        group's id, and the group is killed after the drain; reaped now, with the group empty (its background process
+        left it, `setsid cmd &`), the id would be free for the next process started on the machine (another call's
+        session leader), and that kill would reach it (red team 10)."""
+        if self.released:  # its call is over (it was killed and took long to die): nothing kills its group again
+            self._wait()
+            return
+        info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+        if info is None:  # pragma: no cover - only with WNOHANG
+            raise ChildProcessError(f"no exit of process {self.pid} to report")
+        self.unreaped = True
+        killed = info.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
+        self.status = -info.si_status if killed else info.si_status
+
     def _reap(self, pidfd: int) -> None:
         self.watch.remove(pidfd)
         os.close(pidfd)
-        self._wait()  # it has exited: this reaps it at once
+        self._status()  # it has exited: its status now, reaped by `release`
         for fd in list(self.readers):  # what is in the pipes, and the EOFs: usually there already, not yet reported
             for _ in range(_REAP_READS):  # bounded: a grandchild may still be writing
                 if fd not in self.readers or not self._readable(fd):
@@ -369,13 +397,21 @@ class _Child:
             self.pending = memoryview(b"")
 
     def release(self) -> None:
-        """Stop reading and writing: only a process that escaped the group can still hold the pipes."""
+        """Stop reading and writing (only a process that escaped the group can still hold the pipes), and reap the
+        child, after its group's last kill."""
         if self.quiet is not None:
             self.quiet.children.pop(self, None)
             self.quiet = None
         self._close_stdin()
         for fd in list(self.readers):
             self._close_reader(fd)
+        self.released = True
+        if self.unreaped:
+            self.unreaped = False
+            if self.proc is not None:
+                self.proc.wait()
+            else:
+                os.waitpid(self.pid, 0)
 
     @property
     def returncode(self) -> int:

@@ -152,16 +152,17 @@ def _read(path: str) -> bytes:
         return b""
 
 
-def _scan(root: int | None, needle: bytes, exact: bool) -> set[int]:
+def _scan(root: int | None, needle: bytes, exact: bool) -> dict[int, bytes]:
     """Pids descended from `root` (by parent pid) or whose environment holds `needle`
-    (`TOOLRUN_CALL=<token>` exactly, or as a prefix when not `exact`)."""
+    (`TOOLRUN_CALL=<token>` exactly, or as a prefix when not `exact`), each with its start time (`_started`)."""
     me = os.getpid()
     parents: dict[int, int] = {}
+    started: dict[int, bytes] = {}
     marked: set[int] = set()
     try:
         entries = os.listdir("/proc")
     except OSError:  # pragma: no cover - no /proc
-        return set()
+        return {}
     for entry in entries:
         if not entry.isdigit():
             continue
@@ -171,8 +172,9 @@ def _scan(root: int | None, needle: bytes, exact: bool) -> set[int]:
         stat = _read(f"/proc/{pid}/stat")
         if stat:
             fields = stat[stat.rfind(b")") + 2 :].split()
-            if len(fields) > 1 and fields[0] != b"Z":
+            if len(fields) > 19 and fields[0] != b"Z":
                 parents[pid] = int(fields[1])
+                started[pid] = fields[19]
             else:
                 continue
         for item in _read(f"/proc/{pid}/environ").split(b"\0"):
@@ -192,7 +194,15 @@ def _scan(root: int | None, needle: bytes, exact: bool) -> set[int]:
                     stack.append(child)
         if root in parents:
             found.add(root)
-    return found
+    return {pid: started.get(pid, b"") for pid in found}
+
+
+def _started(pid: int) -> bytes:
+    """The start time of process `pid` (/proc/<pid>/stat's 22nd field, in clock ticks since boot): with the pid, what
+    tells one process from a later one that was given its id."""
+    stat = _read(f"/proc/{pid}/stat")
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return fields[19] if len(fields) > 19 else b""
 
 
 def kill_group(pgid: int) -> None:
@@ -203,12 +213,38 @@ def kill_group(pgid: int) -> None:
         pass
 
 
-def _kill_all(pids: set[int]) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+def _kill_all(found: dict[int, bytes]) -> None:
+    """SIGKILL to each process `_scan` found, and to no other: one that exited since, whose id the kernel gave to a
+    new process, is not that process. Each is held by a pidfd, then checked by its start time: once that matches,
+    the pidfd is the process the scan saw, and its signals reach nothing else.
+
+    All are stopped (SIGSTOP) before any is killed: killed one by one, a shell whose child died first (`wait $child`,
+    or its foreground command) ran its next command before its own kill came (a tool that arranged the order, by
+    the ids it got, wrote a file after its timeout every time)."""
+    if not hasattr(os, "pidfd_open"):  # pragma: no cover - not Linux
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in found:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
+        return
+    held: list[int] = []
+    try:
+        for pid, started in found.items():
+            try:
+                fd = os.pidfd_open(pid)
+            except OSError:  # gone
+                continue
+            if started and _started(pid) == started:
+                held.append(fd)
+            else:
+                os.close(fd)
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for fd in held:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    signal.pidfd_send_signal(fd, sig)
+    finally:
+        for fd in held:
+            os.close(fd)
 
 
 def kill_call(pid: int, token: str, rounds: int = 3) -> int:
@@ -216,14 +252,14 @@ def kill_call(pid: int, token: str, rounds: int = 3) -> int:
     needle = f"{CALL_ENV}={token}".encode()
     killed: set[int] = set()
     for _ in range(rounds):  # a process may fork while we look: look again until nothing new turns up
-        found = _scan(pid, needle, exact=True) - killed
+        found = {p: t for p, t in _scan(pid, needle, exact=True).items() if p not in killed}
         if not found:
             break
         # The shell's whole group first, in one signal: killed one by one, in a set's order, a `sleep` killed before
         # its shell woke the shell, which ran the tool's next command (`sleep 30; rm ...`) before its own kill came.
         kill_group(pid)
         _kill_all(found)
-        killed |= found
+        killed.update(found)
     return len(killed)
 
 
@@ -245,14 +281,16 @@ if told == b"done":  # a `toolrun call` that ended normally: its calls are over,
     sys.exit(0)
 me, empty = os.getpid(), 0
 for _ in range(20):
-    found, parents = set(), {}
+    found, parents, started = set(), {}, {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
             continue
         try:
             with open(f"/proc/{entry}/stat", "rb") as f:
                 stat = f.read()
-            parents.setdefault(int(stat[stat.rfind(b")") + 2 :].split()[1]), []).append(int(entry))
+            fields = stat[stat.rfind(b")") + 2 :].split()
+            parents.setdefault(int(fields[1]), []).append(int(entry))
+            started[int(entry)] = fields[19]
             with open(f"/proc/{entry}/environ", "rb") as f:
                 env = f.read().split(b"\\0")
         except (OSError, IndexError, ValueError):
@@ -273,11 +311,30 @@ for _ in range(20):
         time.sleep(0.05)
         continue
     empty = 0
+    held = []  # by pidfd, checked by start time: a process given the id of one that exited is spared
     for pid in found:
         try:
-            os.kill(pid, signal.SIGKILL)
+            fd = os.pidfd_open(pid)
         except OSError:
-            pass
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+            same = stat[stat.rfind(b")") + 2 :].split()[19] == started.get(pid)
+        except (OSError, IndexError):
+            same = False
+        if same:
+            held.append(fd)
+        else:
+            os.close(fd)
+    for sig in (signal.SIGSTOP, signal.SIGKILL):  # all stopped first: none runs its next command as another dies
+        for fd in held:
+            try:
+                signal.pidfd_send_signal(fd, sig)
+            except OSError:
+                pass
+    for fd in held:
+        os.close(fd)
 """
 
 

@@ -160,7 +160,7 @@ def _probe(path: str) -> str:
     try:
         proc = subprocess.Popen(
             launch.argv,
-            env={**os.environ, procguard.CALL_ENV: procguard.call_token()},
+            env=_probe_env(),
             pass_fds=launch.fds,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -182,6 +182,14 @@ def _probe(path: str) -> str:
         raise
     failure = launch.failure(proc.returncode, err.decode(errors="replace"))
     return failure or ("" if proc.returncode == 0 else f"the default sandbox exited with {proc.returncode}")
+
+
+def _probe_env() -> dict[str, str]:
+    """The probe's environment: where programs are, the locale, and this process's token (its watchdog finds it by
+    that); never the server's own variables (the operator's secrets), which any process of the probe's user could
+    read in /proc while it runs (setpriv, the shell and bwrap are not made non-dumpable)."""
+    env = {name: os.environ[name] for name in ("PATH", "LANG", "LC_ALL", "LC_CTYPE") if name in os.environ}
+    return {**env, procguard.CALL_ENV: procguard.call_token()}
 
 
 def _parent_guard(options: list[str]) -> tuple[str, ...]:

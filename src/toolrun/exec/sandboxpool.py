@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import hashlib
 import os
 import re
@@ -237,12 +238,15 @@ async def _start_off_loop(plan: _sandbox.Plan, wanted: str, user_prefix: tuple[s
     try:
         return await asyncio.wrap_future(started)
     except asyncio.CancelledError:
-        started.add_done_callback(_discard_started)
+        started.add_done_callback(functools.partial(_discard_started, plan))
         raise
 
 
-def _discard_started(started: Future[Jail]) -> None:
-    if started.cancelled() or started.exception() is not None:
+def _discard_started(plan: _sandbox.Plan, started: Future[Jail]) -> None:
+    if started.cancelled():  # cancelled in the starter's queue: `_start` never took the plan's descriptors
+        plan.binds.close()
+        return
+    if started.exception() is not None:
         return
     with _LOCK:
         started.result().discard()

@@ -127,46 +127,68 @@ class RedisClients:
             raise _unavailable(exc) from exc
 
 
+ADD_KEY_TRIES = 20  # add_key's transaction, when other admins keep changing the user
+
+
 class RedisKeyStore(RedisClients):
     """Users and keys (kinds.KeyStore); the store is also the connections the server's other stores share."""
 
     # sync API (CLI)
     def add_key(self, new: NewKey) -> None:
-        record, groups, email = new.record, list(new.groups), new.email
-        prefix, username, created, expires = record.prefix, record.username, record.created_at, record.expires_at
-        r = self.sync()
+        groups, username = list(new.groups), new.record.username
+        user_key = f"{PREFIX}user:{username}"
         try:
-            user_key = f"{PREFIX}user:{username}"
-            existing = r.hgetall(user_key)
-            if existing:
-                current = json.loads(_s(existing.get(b"groups")) or "[]")
-                merged = groups_for_new_key(username, current, groups, new.set_groups)
-            else:
-                merged = sorted(set(groups))
-            pipe = r.pipeline(transaction=True)
-            pipe.hset(
-                user_key,
-                mapping={
-                    "email": email or _s(existing.get(b"email")),
-                    "groups": json.dumps(merged),
-                    "created_at": _s(existing.get(b"created_at")) or repr(created),
-                },
-            )
-            pipe.sadd(f"{PREFIX}users", username)
-            pipe.hset(
-                f"{PREFIX}key:{prefix}",
-                mapping={
-                    "username": username,
-                    "hash": new.hash,
-                    "created_at": repr(created),
-                    "expires_at": "" if expires is None else repr(expires),
-                    "revoked_at": "",
-                },
-            )
-            pipe.zadd(f"{PREFIX}keys", {prefix: created})
-            pipe.execute()
+            # The user's groups are read, merged and written back in one transaction: another admin's change to the
+            # user in between (its groups set, the user deleted) makes it start again from what that admin left, so
+            # a new key never brings back a group that was taken away meanwhile.
+            for _ in range(ADD_KEY_TRIES):
+                with self.sync().pipeline(transaction=True) as pipe:
+                    try:
+                        pipe.watch(user_key)  # type: ignore[no-untyped-call]
+                        existing = pipe.hgetall(user_key)
+                        if existing:
+                            current = json.loads(_s(existing.get(b"groups")) or "[]")
+                            merged = groups_for_new_key(username, current, groups, new.set_groups)
+                        else:
+                            merged = sorted(set(groups))
+                        pipe.multi()
+                        self._write_key(pipe, new, existing, merged)
+                        pipe.execute()
+                        return
+                    except redis.WatchError:
+                        continue
         except redis.RedisError as exc:
             raise _unavailable(exc) from exc
+        raise BackendUnavailable(
+            f"Redis: user {username!r} kept changing while a key was added ({ADD_KEY_TRIES} tries)"
+        )
+
+    @staticmethod
+    def _write_key(pipe: Any, new: NewKey, existing: Mapping[Any, Any], merged: list[str]) -> None:
+        """Queue in `pipe` (a transaction) the writes of `new` and its user (`existing`, with groups `merged`)."""
+        record, email = new.record, new.email
+        prefix, username, created, expires = record.prefix, record.username, record.created_at, record.expires_at
+        user_key = f"{PREFIX}user:{username}"
+        pipe.hset(
+            user_key,
+            mapping={
+                "email": email or _s(existing.get(b"email")),
+                "groups": json.dumps(merged),
+                "created_at": _s(existing.get(b"created_at")) or repr(created),
+            },
+        )
+        pipe.sadd(f"{PREFIX}users", username)
+        pipe.hset(
+            f"{PREFIX}key:{prefix}",
+            mapping={
+                "username": username,
+                "hash": new.hash,
+                "created_at": repr(created),
+                "expires_at": "" if expires is None else repr(expires),
+                "revoked_at": "",
+            },
+        )
+        pipe.zadd(f"{PREFIX}keys", {prefix: created})
 
     def resolve(self, key: str) -> User | None:
         prefix = split_key(key)

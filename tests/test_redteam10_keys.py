@@ -1,0 +1,49 @@
+"""Red team 10 on the Redis key store (issue 34, an old weak point: the `create_key` race between two admins).
+
+`toolrun keys create alice` (no `--group`: the user keeps the groups it has) read the user's groups, then wrote them
+back with the new key. An admin who removed a group from alice in between (`toolrun users set-groups alice ops`, on
+another machine against the same Redis) had that change undone: alice got `admin` back, with every key she holds,
+and nothing said so. The second admin's change is made here exactly in that moment (between the read and the
+write), by a second store of its own on the same real redis-server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.binaries import require_binary
+from support.servers import RedisServer
+from toolrun.access.apikeys import mint
+from toolrun.state import redis as redis_state
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> Iterator[str]:
+    with RedisServer(tmp_path / "redis", require_binary("redis-server")) as server:
+        server.start()
+        yield server.url
+
+
+def test_a_new_key_never_brings_back_a_group_another_admin_removed_meanwhile(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the code before the fix alice had [admin, ops] after both admins were done."""
+    first, second = redis_state.RedisKeyStore(url), redis_state.RedisKeyStore(url)
+    first.add_key(mint("alice", ["admin", "ops"])[1])
+    merge = redis_state.groups_for_new_key
+    raced: list[bool] = []
+
+    def meanwhile(username: str, current: list[str], asked: list[str], set_groups: bool) -> list[str]:
+        if not raced:  # the other admin, between this store's read and its write
+            raced.append(second.set_groups("alice", ["ops"]))
+        return merge(username, current, asked, set_groups)
+
+    monkeypatch.setattr(redis_state, "groups_for_new_key", meanwhile)
+    first.add_key(mint("alice", [])[1])
+    assert raced == [True]
+    user = second.get_user("alice")
+    assert user is not None and sorted(user.groups) == ["ops"], user
+    assert len([k for k in second.list_keys() if k.username == "alice"]) == 2
