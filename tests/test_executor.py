@@ -258,6 +258,65 @@ def test_cancelling_a_call_kills_its_process_group() -> None:
     assert_none_survive(marker)
 
 
+def test_a_timeouts_scan_of_proc_runs_off_the_event_loops_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A timeout's kill reads two files of every process of the host (tens of milliseconds on a busy one): the
+    loop serves every other call meanwhile, and its escaped children still die."""
+    from toolrun.exec import procguard
+
+    require_binary("setsid")
+    marker = unique_seconds()
+    threads: list[int] = []
+    kill_call = procguard.kill_call
+
+    def spy(*args: Any) -> int:
+        threads.append(threading.get_ident())
+        time.sleep(0.3)  # a slow scan: the loop's timer below must not wait for it
+        return kill_call(*args)
+
+    monkeypatch.setattr(procguard, "kill_call", spy)
+
+    async def go() -> tuple[int, float]:
+        call = asyncio.ensure_future(executor.run(f"setsid sleep {marker} & sleep {marker}", timeout=0.2, env=ENV))
+        await asyncio.sleep(0.25)  # the call timed out: its kill is under way
+        started = time.monotonic()
+        await asyncio.sleep(0.01)
+        late = time.monotonic() - started
+        result = await call
+        assert result.timed_out, result
+        return threading.get_ident(), late
+
+    loop_thread, late = asyncio.run(go())
+    assert threads and loop_thread not in threads, threads
+    assert late < 0.2, late  # the spy sleeps 0.3 s in its thread
+    assert_none_survive(marker)
+
+
+def test_a_call_cancelled_again_while_its_kill_runs_still_kills_everything(monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolrun.exec import procguard
+
+    require_binary("setsid")
+    marker = unique_seconds()
+    kill_call = procguard.kill_call
+
+    def slow(*args: Any) -> int:
+        time.sleep(0.3)
+        return kill_call(*args)
+
+    monkeypatch.setattr(procguard, "kill_call", slow)
+
+    async def go() -> None:
+        call = asyncio.ensure_future(executor.run(f"setsid sleep {marker} & sleep {marker}", timeout=30, env=ENV))
+        await asyncio.sleep(0.2)
+        call.cancel()  # the kill starts
+        await asyncio.sleep(0.1)
+        call.cancel()  # and the call is cancelled again while it runs
+        with pytest.raises(asyncio.CancelledError):
+            await call
+
+    asyncio.run(go())
+    assert_none_survive(marker)
+
+
 def test_without_pidfd_a_worker_thread_waits_for_the_exit(monkeypatch: pytest.MonkeyPatch) -> None:
     """Kernels before 5.3 (and other Unixes) have no pidfd: the exit is awaited in a thread, same results."""
     override(monkeypatch, "pidfd")

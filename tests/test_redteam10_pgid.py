@@ -100,8 +100,8 @@ def test_a_timeout_kill_spares_a_process_given_the_id_of_one_it_found(monkeypatc
     victims: list[subprocess.Popen[bytes]] = []
     scan = procguard._scan
 
-    def racing(root: int | None, needle: bytes, exact: bool) -> object:
-        found = scan(root, needle, exact)
+    def racing(root: int | None, needle: bytes, exact: bool, since: int = 0) -> object:
+        found = scan(root, needle, exact, since)
         if straggler.pid in found and not victims:
             straggler.kill()  # it exits after the scan saw it...
             straggler.wait()
@@ -149,8 +149,8 @@ def test_a_timeout_kill_lets_no_process_it_found_run_its_next_command(
     escaped = subprocess.Popen(["sh", "-c", script], env=env, start_new_session=True)
     scan = procguard._scan
 
-    def adverse(root: int | None, needle: bytes, exact: bool) -> dict[int, bytes]:
-        found = scan(root, needle, exact)
+    def adverse(root: int | None, needle: bytes, exact: bool, since: int = 0) -> dict[int, bytes]:
+        found = scan(root, needle, exact, since)
         waited = int(mark.read_text())
         order = [waited, *(p for p in found if p not in (waited, escaped.pid)), escaped.pid]
         return {p: found[p] for p in order if p in found}

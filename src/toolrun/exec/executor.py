@@ -439,6 +439,32 @@ def _spawner() -> ThreadPoolExecutor:
     return _SPAWNER[1]
 
 
+_KILLER: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _killer() -> ThreadPoolExecutor:
+    global _KILLER
+    if _KILLER is None or _KILLER[0] != pidcache.pid():  # a forked worker makes its own threads
+        _KILLER = (pidcache.pid(), ThreadPoolExecutor(2, thread_name_prefix="toolrun-kill"))
+    return _KILLER[1]
+
+
+async def _kill_call(pgid: int, token: str, since: int) -> None:
+    """procguard.kill_call in a thread of its own: its scans of /proc read two files of every process of the host
+    (about 30 us each here: tens of milliseconds on a busy host), which the loop's other calls must not wait for.
+    Awaited to its end even when the call is cancelled again meanwhile: the shell is reaped only after it."""
+    done = asyncio.get_running_loop().run_in_executor(_killer(), procguard.kill_call, pgid, token, since)
+    cancelled = False
+    while not done.done():
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            cancelled = True
+    done.result()
+    if cancelled:
+        raise asyncio.CancelledError
+
+
 def _abandon(started: Future[tuple[int, subprocess.Popen[bytes] | None]]) -> None:
     """A call cancelled while its child was being started: wait for the start (milliseconds), kill, reap."""
     try:
@@ -519,7 +545,7 @@ async def run(
     limits = limits or _DEFAULT_LIMITS
     # The call's token, over any TOOLRUN_CALL of the tool's own: the tool's shell gets it back with its names
     # (sandbox.jail_env), and the programs outside its shell carry it too (added again below).
-    token = procguard.call_token()
+    token, since = procguard.call_token(), procguard.ticks()
     env = {**env, procguard.CALL_ENV: token}
     argv = ["/bin/sh", "-c", command]
     launch: _sandboxing.Launch | _sandboxing.NoLaunch = _sandboxing.NO_LAUNCH
@@ -589,8 +615,12 @@ async def run(
         if timed_out:
             # Everything the tool started dies: descendants that left the group (setsid, setpgid) and
             # orphans that still carry the call's token, found in /proc.
-            procguard.kill_call(pgid, token)
-        procguard.kill_group(pgid)
+            try:
+                await _kill_call(pgid, token, since)
+            finally:
+                procguard.kill_group(pgid)
+        else:
+            procguard.kill_group(pgid)
         try:
             # After SIGKILL the exit and the EOFs follow in milliseconds; what is left in the
             # pipes is still read. The bounds only matter for a process that escaped the group.

@@ -38,7 +38,9 @@ import secrets
 import signal
 import subprocess
 import sys
+import time
 
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 CALL_ENV = "TOOLRUN_CALL"
@@ -152,9 +154,13 @@ def _read(path: str) -> bytes:
         return b""
 
 
-def _scan(root: int | None, needle: bytes, exact: bool) -> dict[int, bytes]:
+def _scan(root: int | None, needle: bytes, exact: bool, since: int = 0) -> dict[int, bytes]:
     """Pids descended from `root` (by parent pid) or whose environment holds `needle`
-    (`TOOLRUN_CALL=<token>` exactly, or as a prefix when not `exact`), each with its start time (`_started`)."""
+    (`TOOLRUN_CALL=<token>` exactly, or as a prefix when not `exact`), each with its start time (`_started`).
+
+    A process started before `since` (`ticks()`, the unit of /proc/<pid>/stat's 22nd field) is not read for the
+    needle: no process older than the token was given it (a jail prepared ahead is older, and found by descent).
+    Its stat is still read: the descent needs every parent."""
     me = os.getpid()
     parents: dict[int, int] = {}
     started: dict[int, bytes] = {}
@@ -164,37 +170,43 @@ def _scan(root: int | None, needle: bytes, exact: bool) -> dict[int, bytes]:
     except OSError:  # pragma: no cover - no /proc
         return {}
     for entry in entries:
-        if not entry.isdigit():
+        if not entry.isdigit() or int(entry) == me:
             continue
         pid = int(entry)
-        if pid == me:
-            continue
         stat = _read(f"/proc/{pid}/stat")
         if stat:
             fields = stat[stat.rfind(b")") + 2 :].split()
-            if len(fields) > 19 and fields[0] != b"Z":
-                parents[pid] = int(fields[1])
-                started[pid] = fields[19]
-            else:
+            if len(fields) <= 19 or fields[0] == b"Z":
                 continue
-        for item in _read(f"/proc/{pid}/environ").split(b"\0"):
-            if item == needle or (not exact and item.startswith(needle)):
-                marked.add(pid)
-                break
-    found = set(marked)
-    if root is not None:
-        children: dict[int, list[int]] = {}
-        for pid, parent in parents.items():
-            children.setdefault(parent, []).append(pid)
-        stack = [root]
-        while stack:
-            for child in children.get(stack.pop(), ()):
-                if child not in found:
-                    found.add(child)
-                    stack.append(child)
-        if root in parents:
-            found.add(root)
+            parents[pid], started[pid] = int(fields[1]), fields[19]
+            if int(fields[19]) < since:
+                continue
+        if _carries(pid, needle, exact):
+            marked.add(pid)
+    found = marked | _descent(root, parents) if root is not None else marked
     return {pid: started.get(pid, b"") for pid in found}
+
+
+def _carries(pid: int, needle: bytes, exact: bool) -> bool:
+    """Whether process `pid`'s environment holds `needle` (exactly, or as a prefix when not `exact`)."""
+    return any(
+        item == needle or (not exact and item.startswith(needle)) for item in _read(f"/proc/{pid}/environ").split(b"\0")
+    )
+
+
+def _descent(root: int, parents: dict[int, int]) -> set[int]:
+    """`root` (when alive) and every process descended from it, by the parent pids of `parents`."""
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        children.setdefault(parent, []).append(pid)
+    found = {root} if root in parents else set()
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
 
 
 def _started(pid: int) -> bytes:
@@ -247,12 +259,19 @@ def _kill_all(found: dict[int, bytes]) -> None:
             os.close(fd)
 
 
-def kill_call(pid: int, token: str, rounds: int = 3) -> int:
-    """SIGKILL the tool's shell `pid`, its descendants and every process carrying `token`; how many."""
+def ticks() -> int:
+    """Now, in the unit of a process's start time in /proc (clock ticks since boot, suspend included), less one
+    tick: every process started from now on has a start time of at least this."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * _CLK_TCK) - 1
+
+
+def kill_call(pid: int, token: str, since: int = 0, rounds: int = 3) -> int:
+    """SIGKILL the tool's shell `pid`, its descendants and every process carrying `token`; how many. `since`
+    (`ticks()` when the token was made): older processes are not read for the token."""
     needle = f"{CALL_ENV}={token}".encode()
     killed: set[int] = set()
     for _ in range(rounds):  # a process may fork while we look: look again until nothing new turns up
-        found = {p: t for p, t in _scan(pid, needle, exact=True).items() if p not in killed}
+        found = {p: t for p, t in _scan(pid, needle, exact=True, since=since).items() if p not in killed}
         if not found:
             break
         # The shell's whole group first, in one signal: killed one by one, in a set's order, a `sleep` killed before
