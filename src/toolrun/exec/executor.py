@@ -612,16 +612,17 @@ async def run(
                 # The shell is gone; a background child holds the pipes: give it a moment.
                 await child.wait(min(DRAIN_GRACE, deadline - loop.time()))
     finally:
-        if timed_out:
-            # Everything the tool started dies: descendants that left the group (setsid, setpgid) and
-            # orphans that still carry the call's token, found in /proc.
-            try:
-                await _kill_call(pgid, token, since)
-            finally:
-                procguard.kill_group(pgid)
-        else:
-            procguard.kill_group(pgid)
         try:
+            if timed_out:
+                # Everything the tool started dies: descendants that left the group (setsid, setpgid) and
+                # orphans that still carry the call's token, found in /proc. A cancel during it (raised after it)
+                # still reaps the shell and closes the call's descriptors below.
+                try:
+                    await _kill_call(pgid, token, since)
+                finally:
+                    procguard.kill_group(pgid)
+            else:
+                procguard.kill_group(pgid)
             # After SIGKILL the exit and the EOFs follow in milliseconds; what is left in the
             # pipes is still read. The bounds only matter for a process that escaped the group.
             if not child.exited:
