@@ -46,6 +46,7 @@ import contextvars
 import functools
 import os
 import shutil
+import signal
 import subprocess
 import weakref
 from collections.abc import Callable, Mapping
@@ -617,6 +618,7 @@ async def run(
                 # Everything the tool started dies: descendants that left the group (setsid, setpgid) and
                 # orphans that still carry the call's token, found in /proc. A cancel during it (raised after it)
                 # still reaps the shell and closes the call's descriptors below.
+                procguard.kill_group(pgid, signal.SIGSTOP)  # at once: its turn in the kill's thread may be late
                 try:
                     await _kill_call(pgid, token, since)
                 finally:

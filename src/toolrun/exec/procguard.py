@@ -217,10 +217,10 @@ def _started(pid: int) -> bytes:
     return fields[19] if len(fields) > 19 else b""
 
 
-def kill_group(pgid: int) -> None:
-    """SIGKILL to process group `pgid`; one already gone (or not ours) is no error."""
+def kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
+    """SIGKILL (or `sig`) to process group `pgid`; one already gone (or not ours) is no error."""
     try:
-        os.killpg(pgid, signal.SIGKILL)
+        os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
 
