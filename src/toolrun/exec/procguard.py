@@ -207,22 +207,32 @@ def _started(pid: int) -> bytes:
 
 def kill_group(pgid: int) -> None:
     """SIGKILL to process group `pgid`; one already gone (or not ours) is no error."""
+    _signal_group(pgid, signal.SIGKILL)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
     try:
-        os.killpg(pgid, signal.SIGKILL)
+        os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
 
 
-def _kill_all(found: dict[int, bytes]) -> None:
+def _kill_all(found: dict[int, bytes], group: int | None = None) -> None:
     """SIGKILL to each process `_scan` found, and to no other: one that exited since, whose id the kernel gave to a
     new process, is not that process. Each is held by a pidfd, then checked by its start time: once that matches,
     the pidfd is the process the scan saw, and its signals reach nothing else.
 
-    All are stopped (SIGSTOP) before any is killed: killed one by one, a shell whose child died first (`wait $child`,
-    or its foreground command) ran its next command before its own kill came (a tool that arranged the order, by
-    the ids it got, wrote a file after its timeout every time)."""
+    All are stopped (SIGSTOP) before any is killed, and so is process group `group` (in one signal): killed one by one,
+    a shell whose child died first (`wait $child`, or its foreground command) ran its next command before its own
+    kill came (a tool that arranged the order, by the ids it got, wrote a file after its timeout every time); and a
+    sandboxed tool's shell that had left the group ran its next command when the group's kill took its child, before
+    bwrap's death took the shell (8 calls in 12)."""
+    if group is not None:
+        _signal_group(group, signal.SIGSTOP)
     if not hasattr(os, "pidfd_open"):  # pragma: no cover - not Linux
         for sig in (signal.SIGSTOP, signal.SIGKILL):
+            if group is not None and sig == signal.SIGKILL:
+                kill_group(group)
             for pid in found:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, sig)
@@ -239,6 +249,8 @@ def _kill_all(found: dict[int, bytes]) -> None:
             else:
                 os.close(fd)
         for sig in (signal.SIGSTOP, signal.SIGKILL):
+            if group is not None and sig == signal.SIGKILL:
+                kill_group(group)
             for fd in held:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     signal.pidfd_send_signal(fd, sig)
@@ -255,10 +267,10 @@ def kill_call(pid: int, token: str, rounds: int = 3) -> int:
         found = {p: t for p, t in _scan(pid, needle, exact=True).items() if p not in killed}
         if not found:
             break
-        # The shell's whole group first, in one signal: killed one by one, in a set's order, a `sleep` killed before
-        # its shell woke the shell, which ran the tool's next command (`sleep 30; rm ...`) before its own kill came.
-        kill_group(pid)
-        _kill_all(found)
+        # The shell's whole group in one signal, and nothing killed before everything is stopped: killed one by one,
+        # in a set's order, a `sleep` killed before its shell woke the shell, which ran the tool's next command
+        # (`sleep 30; rm ...`) before its own kill came.
+        _kill_all(found, group=pid)
         killed.update(found)
     return len(killed)
 
