@@ -86,3 +86,18 @@ def test_pipelined_requests_sent_while_a_call_runs_are_all_answered_in_order(tmp
     assert answer.count(b"HTTP/1.1 200") == 4, answer
     bodies = [answer.index(word) for word in (b"one", b"two", b"three")]
     assert bodies == sorted(bodies), answer
+
+
+def test_more_than_a_mebibyte_behind_a_waiting_pipelined_request_closes_the_connection(tmp_path: Path) -> None:
+    """What is read while a pipelined request waits is kept, up to 1 MiB: more closes the connection, and the call
+    that runs is cancelled as for a client that hung up (no unbounded buffer for a client that never stops)."""
+    with serve_catalog(tmp_path, CATALOG, {"SVC_WORKERS": 1}) as server:
+        server.start()
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as client:
+            client.sendall(_post("/tools/t.slow", b"{}") + _post("/tools/t.echo", b'{"msg": "next"}'))
+            pids = wait_until(lambda: pids_matching(MARKER), 10, "the slow call's sleep")
+            try:
+                client.sendall(b"x" * (1024 * 1024 + 65536))
+            except OSError:  # the server closed the connection while we still wrote
+                pass
+            assert gone(pids, 5) == [], "the call ran on"
