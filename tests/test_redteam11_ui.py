@@ -67,3 +67,33 @@ def test_the_approvals_view_writes_out_bidi_controls_and_control_characters(tmp_
     for char in ("\u202e", "\u2066", "\u2069", "\x1b"):
         assert char not in shown, f"raw U+{ord(char):04X} shown to the approver: {shown!r}"
     assert "echo wiped '\\u202edorp\\u2066x\\u2069\\x1b[2J'" in shown, shown
+
+
+def test_a_reason_is_shown_to_the_requester_with_its_bidi_controls_written_out(tmp_path: Path) -> None:
+    """The other way round: an approver's reason (any Unicode but control characters) reached the requester's
+    "Your requests" list as it came, so a U+202E turned the line around ("denied by bob: ..."). The test failed on
+    the UI before its fix (the raw U+202E was on the page)."""
+    chromium = require_binary("chromium")
+    build_ui()
+    with Processes() as procs:
+        server = procs.add(ToolrunServer(tmp_path / "srv", write_catalog(tmp_path, CATALOG), {"SVC_UI_ENABLED": True}))
+        alice, bob = create_key(server.env, "alice", "ops"), create_key(server.env, "bob", "oncall")
+        server.start()
+        job = httpx.post(f"{server.url}/tools/ops.wipe", headers={"X-API-Key": alice}, json={"target": "db1"}).json()
+        denied = httpx.post(
+            f"{server.url}/jobs/{job['job']}/deny", headers={"X-API-Key": bob}, json={"reason": "no\u202e yaw"}
+        )
+        assert denied.status_code == 200, denied.text
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+            try:
+                page = signed_in_page(browser, alice)
+                page.goto(server.url + "/ui/")
+                item = page.get_by_test_id("my-request")
+                expect(item).to_have_count(1)
+                expect(item).to_contain_text("denied by bob")
+                shown = item.inner_text()
+            finally:
+                browser.close()
+    assert "\u202e" not in shown, shown
+    assert "no\\u202e yaw" in shown, shown
