@@ -123,9 +123,12 @@ SERIAL_FILES = $(shell grep -l 'mark\.serial' tests/test_*.py)
 # Python writes bytecode caches (__pycache__/) here even where PYTHONDONTWRITEBYTECODE is set (some CI images set it):
 # the suite starts thousands of Python processes (servers, `toolrun` commands, workers), each of which would
 # otherwise compile toolrun and the test modules from source again (~0.25 s of CPU each).
+# The parallel part's JUnit report (each test's seconds) is kept in build/: `python tests/support/durations.py
+# build/pytest-parallel.xml` refreshes the table the scheduler deals the longest tests first by.
 pytest: python-deps
-	@unset PYTHONDONTWRITEBYTECODE; status=0; \
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --speedups-off-doors -m "not serial" || status=1; \
+	@unset PYTHONDONTWRITEBYTECODE; status=0; mkdir -p build; \
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --speedups-off-doors -m "not serial" --junitxml=build/pytest-parallel.xml \
+		|| status=1; \
 	$(BIN)/pytest -m serial $(SERIAL_FILES) || status=1; \
 	exit $$status
 

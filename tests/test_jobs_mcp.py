@@ -43,8 +43,11 @@ class World:
         assert r.status_code == 200, r.text
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """One server for the file, its tests in order on one worker (support/scheduling.py's ONE_WORKER): each one's
+    call is its own job, and each test but the last leaves none pending (two check bob's whole list)."""
+    tmp_path = tmp_path_factory.mktemp("jobs-mcp")
     catalog = write_catalog(tmp_path, CATALOG)
     with Processes() as procs:
         server = procs.add(ToolrunServer(tmp_path / "srv", catalog))

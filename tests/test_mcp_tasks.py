@@ -9,7 +9,6 @@ import json
 import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, Literal
 
 import httpx
@@ -115,8 +114,11 @@ ROUND = 3.0  # seconds of one MCP approval round (mcp_approval_round; 20 by defa
 LATE = 12.0  # seconds an approver takes below: four rounds, and more than a waiting requester's hold (jobs.HOLD)
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[tuple[ToolrunServer, JobUsers]]:
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ToolrunServer, JobUsers]]:
+    """One server for the file (each test's calls are its own jobs, told apart by their ids; none changes the
+    server): its tests run in order on one worker (support/scheduling.py's ONE_WORKER)."""
+    tmp_path = tmp_path_factory.mktemp("tasks")
     catalog = write_catalog(tmp_path, CATALOG)
     with Processes() as procs:
         server = procs.add(ToolrunServer(tmp_path / "srv", catalog, {"SVC_MCP_APPROVAL_ROUND": ROUND}))

@@ -20,7 +20,7 @@ from support.jails import need_root
 from support.servers import serve_catalog, wait_until
 from support.sysusers import as_user, unprivileged
 
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 CATALOG = """\
 group: t

@@ -22,7 +22,7 @@ joserfc = pytest.importorskip("joserfc")
 from joserfc import jwt  # noqa: E402
 from joserfc.jwk import RSAKey  # noqa: E402
 
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(180)]
+pytestmark = pytest.mark.timeout(180)
 
 AUDIENCE = "toolrun-redteam3"
 CATALOG = "group: pub\ntools:\n  - name: echo\n    public: true\n    exec: printf hi\n"

@@ -16,7 +16,7 @@ from support.servers import serve_catalog, wait_until
 from support.sysusers import as_user, unprivileged
 from test_redteam3_audit import CATALOG, shared_logs
 
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 __all__ = ["shared_logs"]  # the fixture
 

@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -342,7 +343,8 @@ def test_a_later_head_that_stalls_on_a_kept_alive_connection_gets_a_408_at_reque
     that finished the first request (pipelined) or in a packet of its own."""
     first = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     half = b"GET /healthz HTTP/1.1\r\nHost: 127."
-    for pipelined in (True, False):
+
+    def stall(pipelined: bool) -> tuple[bytes, float]:
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
             started = time.perf_counter()
             if pipelined:
@@ -357,7 +359,11 @@ def test_a_later_head_that_stalls_on_a_kept_alive_connection_gets_a_408_at_reque
             answer = b""
             while chunk := sock.recv(4096):
                 answer += chunk
-            waited = time.perf_counter() - started
+            return answer, time.perf_counter() - started
+
+    with ThreadPoolExecutor(2) as pool:  # both connections at once: each waits out its own deadline
+        outcomes = dict(zip((True, False), pool.map(stall, (True, False)), strict=True))
+    for pipelined, (answer, waited) in outcomes.items():
         assert answer.endswith(b"request head not received within 2 seconds"), (pipelined, answer)
         assert b"HTTP/1.1 408 Request Timeout" in answer, (pipelined, answer)
         assert answer.startswith(b"HTTP/1.1 200 OK") or not pipelined, answer

@@ -115,4 +115,4 @@ def test_the_serial_part_finds_each_serial_test_by_the_mark_written_in_its_file(
     written = re.compile(r"\bmark\." + "serial")
     hidden = [path for path in naming if not path.name.startswith("test_") or not written.search(path.read_text())]
     assert hidden == []
-    assert len(naming) >= 4  # test_reliability and the red teams' audit and OAuth files
+    assert len(naming) >= 1  # test_reliability's load tests

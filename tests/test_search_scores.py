@@ -144,8 +144,9 @@ def test_bounce_the_web_server_finds_the_nginx_restart_with_semantic_on(tmp_path
     assert "nginx.restart" in keys(reg.search(ADMIN, "bounce the web server", 0, 3))
 
 
-def fused_order(reg: Registry, query: str, semantic_order: list[str]) -> list[str]:
-    """The fusion of the query's lexical ranking with a given semantic order (no model: `fuse` is pure)."""
+def fused_order(reg: Registry, query: str, semantic_order: list[str], sims: list[float] | None = None) -> list[str]:
+    """The fusion of the query's lexical ranking with a given semantic order and similarities (by default none stands
+    out: each 0.01 below the one before; no model: `fuse` is pure)."""
     from toolrun.search.fusion import LEXICAL_HEAD, fuse
     from toolrun.search.relevance import Relevance
     from toolrun.search.textsearch import query_words
@@ -154,7 +155,8 @@ def fused_order(reg: Registry, query: str, semantic_order: list[str]) -> list[st
     terms = index.split_compounds(tuple(query_words(query)))
     lexical, _ = index.rank(terms, LEXICAL_HEAD)
     near = [next(d for d, t in enumerate(index.tools) if t.key == key) for key in semantic_order]
-    sims = [0.5 - 0.01 * i for i in range(len(near))]  # no tool stands out
+    if sims is None:
+        sims = [0.5 - 0.01 * i for i in range(len(near))]  # no tool stands out
     fused = fuse(lexical, near, [], sims, Relevance.of(index, terms))
     return [index.tools[d].key for d in fused.ranked]
 
@@ -176,6 +178,19 @@ def test_a_strong_word_match_holding_most_of_the_query_stays_second_beside_an_un
     reg = ops_registry(tmp_path)
     order = fused_order(reg, "restart nginx zorbly", SEMANTIC_ORDER)
     assert order.index("nginx.restart") <= 1, order[:5]
+
+
+def test_a_semantic_list_sure_of_its_head_brings_its_second_tool_into_the_first_three(tmp_path: Path) -> None:
+    # every query word is some tool's word, so the words are trusted most; the semantic list puts logs.tail second
+    # (lexically fifth). When its similarities fall away after its head (0.62 first, 0.50 fifth: spread 0.12 >=
+    # fusion.SPREAD), it is trusted more and logs.tail reaches the first three; when they stay level it does not
+    reg = ops_registry(tmp_path)
+    semantic = ["nginx.access_log", "logs.tail", "backup.restore", "backup.snapshot", "certs.expiry", "certs.renew"]
+    level = fused_order(reg, "show nginx log lines", semantic)
+    sure = fused_order(reg, "show nginx log lines", semantic, [0.62, 0.60, 0.56, 0.54, 0.50, 0.48])
+    assert level.index("logs.tail") > 2, level[:5]
+    assert sure.index("logs.tail") <= 2, sure[:5]
+    assert sure[0] == "nginx.access_log"  # the strong word match stays first
 
 
 def test_when_the_words_say_nothing_the_semantic_order_is_kept(tmp_path: Path, model: Any) -> None:

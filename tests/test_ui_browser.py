@@ -9,10 +9,13 @@ screenshots in docs/screenshots/ are taken here.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
 import subprocess
+import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -82,6 +85,15 @@ def _npm_ci(npm: str, env: dict[str, str]) -> None:
         assert done.returncode == 0, f"npm ci failed:\n{done.stdout}\n{done.stderr}"
 
 
+@contextlib.contextmanager
+def _ui_lock() -> Iterator[None]:
+    """One test process at a time installs ui/node_modules or rebuilds ui-dist/ (`make test` runs the browser files
+    on two workers: support/scheduling.py)."""
+    with open(Path(tempfile.gettempdir()) / "toolrun-tests-ui-build.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def build_ui() -> Path:
     """The committed ui-dist/, rebuilt in place (`npm run build`) when ui/ changed since it was built
     (its .source-hash differs): the browser tests always drive the build of the sources under review.
@@ -90,12 +102,13 @@ def build_ui() -> Path:
     env = {**os.environ, "CI": "true", "NO_COLOR": "1"}
     index = DIST / "index.html"
     stamp = DIST / ".source-hash"
-    if not index.exists() or not stamp.exists() or stamp.read_text(encoding="utf-8").strip() != _source_hash():
-        _npm_ci(npm, env)
-        done = subprocess.run(
-            [npm, "run", "build"], cwd=UI, env=env, capture_output=True, text=True, timeout=300, check=False
-        )
-        assert done.returncode == 0, f"npm run build failed:\n{done.stdout}\n{done.stderr}"
+    with _ui_lock():
+        if not index.exists() or not stamp.exists() or stamp.read_text(encoding="utf-8").strip() != _source_hash():
+            _npm_ci(npm, env)
+            done = subprocess.run(
+                [npm, "run", "build"], cwd=UI, env=env, capture_output=True, text=True, timeout=300, check=False
+            )
+            assert done.returncode == 0, f"npm run build failed:\n{done.stdout}\n{done.stderr}"
     assert index.is_file()
     return DIST
 
@@ -871,7 +884,8 @@ def test_a_fresh_build_of_the_sources_is_byte_for_byte_the_committed_ui_dist(ui_
     the wheel from a fresh clone without Node.js and serves /ui from it.)"""
     npm = require_binary("npm")
     env = {**os.environ, "CI": "true", "NO_COLOR": "1"}
-    _npm_ci(npm, env)
+    with _ui_lock():
+        _npm_ci(npm, env)
     out = tmp_path / "fresh"
     done = subprocess.run(
         [npm, "exec", "--", "vite", "build", "--outDir", str(out), "--emptyOutDir", "--logLevel", "error"],

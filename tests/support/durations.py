@@ -4,7 +4,7 @@ at the end of the run while the other workers are idle.
 
 Only the tests of 2 s or more are listed; any other test counts as `DEFAULT` seconds. A test missing from the
 table (new, renamed) is only dealt later than it could be: refresh the table now and then from a full run's JUnit
-report (`make pytest` with `--junitxml`, then `python tests/support/durations.py report.xml`).
+report (`make pytest` writes build/pytest-parallel.xml: `python tests/support/durations.py build/pytest-parallel.xml`).
 """
 
 from __future__ import annotations

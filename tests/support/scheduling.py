@@ -3,7 +3,7 @@ of their speedups-off copies (`--speedups-off-doors`), the files that run on one
 
 A test is a work unit of its own, except in the files of `ONE_WORKER`: a file that starts its servers once for
 all its tests (module-scoped fixtures) is one unit, run in order on one worker, so the servers start once; files
-that name the same unit share it (the browser files: one Chromium at a time). With `--speedups-off-doors` the
+that name the same unit share it (the browser files: at most two Chromiums at a time). With `--speedups-off-doors` the
 copies go to the worker started with TOOLRUN_SPEEDUPS=off and every other unit to the other workers. The units
 are dealt longest first, by the seconds each test took in a full run (support/durations.py).
 
@@ -37,20 +37,23 @@ PLAIN_SPEC = "popen//env:TOOLRUN_SPEEDUPS=off"  # the worker of the copies (exec
 ONE_WORKER = {
     "test_cli_client.py": "cli_client",
     "test_hostile.py": "hostile",
+    "test_jobs_mcp.py": "jobs_mcp",
     "test_jobs_people.py": "jobs_people",
     "test_jobs_redteam.py": "jobs_redteam",
     "test_mcp_replicas.py": "mcp_replicas",
+    "test_mcp_tasks.py": "mcp_tasks",
     "test_oauth.py": "oauth",
     "test_redis.py": "redis",
     "test_reliability.py": "reliability",
     "test_tracing.py": "tracing",
-    # Chromium, one at a time
-    "test_jobs_ui.py": "chromium",
-    "test_oauth_ui.py": "chromium",
+    # Chromium, at most two at a time: the browser files in two units of about the same length (in one unit they
+    # were the longest chain of a run: 209 s of tests run alone, 136 s as these two units on two workers)
     "test_ui_browser.py": "chromium",
-    "test_ui_results.py": "chromium",
     "test_ui_sandbox.py": "chromium",
     "test_ui_share.py": "chromium",
+    "test_oauth_ui.py": "chromium",
+    "test_jobs_ui.py": "chromium-jobs",
+    "test_ui_results.py": "chromium-jobs",
 }
 
 

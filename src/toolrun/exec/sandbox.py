@@ -61,6 +61,8 @@ from . import procguard, seccomp
 from .sandboxpaths import FIRST_FD, MOVED, Binds, open_binds, verified
 
 if TYPE_CHECKING:
+    import pwd
+
     from ..settings import Settings
 
 ENGINE = "bwrap"
@@ -376,7 +378,7 @@ def _device_folder_ok() -> bool:
     info = os.lstat(DEV_FOLDER)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or stat.S_IMODE(info.st_mode) != 0o755:
         return False
-    wanted = {name: os.stat(f"/dev/{name}").st_rdev for name in DEVICES}
+    wanted = _device_numbers()
     links = dict(DEV_LINKS)
     with os.scandir(DEV_FOLDER) as entries:
         found = {entry.name: entry.stat(follow_symlinks=False) for entry in entries}
@@ -389,6 +391,13 @@ def _device_folder_ok() -> bool:
         elif (entry.st_mode, entry.st_rdev, entry.st_uid) != (stat.S_IFCHR | 0o666, wanted[name], 0):
             return False
     return True
+
+
+@functools.cache
+def _device_numbers() -> dict[str, int]:
+    """The device numbers of DEVICES, read once per process: the kernel's own (null is 1:3 on every Linux), not
+    a name a tool could change; the folder's entries are still compared with them at each call."""
+    return {name: os.stat(f"/dev/{name}").st_rdev for name in DEVICES}
 
 
 def _make_device_folder() -> None:
@@ -748,7 +757,7 @@ def ids(user: str | None) -> tuple[int, int] | None:
         if user is not None:
             raise
         return (65534, 65534)  # no `nobody` in this passwd: its customary ids
-    why = holds_root(user or SANDBOX_USER)
+    why = _holds_root(entry)
     if why is not None:
         raise SandboxUnavailable(
             _refusal("", f"it names user {user} ({why}): a sandbox never holds root; remove `user:` or the sandbox")
@@ -759,20 +768,26 @@ def ids(user: str | None) -> tuple[int, int] | None:
 def holds_root(user: str) -> str | None:
     """Why `user` would hold root in a sandbox: uid 0, or root's group (group 0) as its own or among its groups
     (the call takes them all); None when it would not, or no such user exists here."""
-    import grp
     import pwd
 
     try:
         entry = pwd.getpwnam(user)
     except KeyError:
         return None
+    return _holds_root(entry)
+
+
+def _holds_root(entry: pwd.struct_passwd) -> str | None:
+    """`holds_root` of a user's entry (the one lookup `ids` made at this call, not a second one)."""
+    import grp
+
     if entry.pw_uid == 0:
         return "uid 0"
     try:
         members = grp.getgrgid(0).gr_mem
     except KeyError:
         members = []
-    if entry.pw_gid == 0 or user in members:
+    if entry.pw_gid == 0 or entry.pw_name in members:
         return "in group 0, root's group"
     return None
 

@@ -179,6 +179,8 @@ def _covered(jail: tuple[str, ...]) -> tuple[tuple[int, int] | None, ...]:
     found: list[tuple[int, int] | None] = []
     for index, arg in enumerate(jail[:-2]):
         if (arg == "--ro-bind" and jail[index + 1] == "/dev/null") or arg == "--tmpfs":
+            if jail[index + 2 if arg == "--ro-bind" else index + 1].startswith("/proc/"):
+                continue  # a cover in the jail's own /proc, a fresh one each jail: no host object under it
             try:
                 st = os.lstat(jail[index + 2] if arg == "--ro-bind" else jail[index + 1])
             except OSError:

@@ -20,6 +20,10 @@ SEMANTIC_WEIGHT = 0.3  # when the best lexical match holds every query word
 SEMANTIC_WEIGHT_UNFOUND = 3.0  # when it holds none of them, or a query word is in no tool (`fuse`)
 MARGIN = 0.05  # the nearest tool stands out when its similarity is this much above the next one's
 MARGIN_BOOST = 2.0  # the semantic list's weight is multiplied by this when its nearest tool stands out
+# The semantic list is sure of its head when its nearest tool's similarity is SPREAD or more above that of the
+# SPREAD_AT-th: its weight is then multiplied by SPREAD_BOOST (search-8, chosen on dev, dev-2 and real-dev: the
+# words of `redis set remove member` held by a near-twin no longer hide the tool MiniLM puts second).
+SPREAD, SPREAD_AT, SPREAD_BOOST = 0.10, 5, 1.5
 PARAMS_WEIGHT = 0.3  # the weight of the list of tools whose params are nearest, as a share of the semantic list's
 LEXICAL_HEAD = 100  # lexical results fused; later ones follow in lexical order
 # A strong word match is kept second despite a query word unknown to the catalog only when it holds this share of the
@@ -47,7 +51,9 @@ def fuse(lexical: list[int], near: list[int], by_params: list[int], sims: list[f
     - else reciprocal rank fusion: the semantic list weighted SEMANTIC_WEIGHT_UNFOUND when a query word is unknown
       to the catalog, else from SEMANTIC_WEIGHT (the best lexical match holds every query word as itself) up to
       SEMANTIC_WEIGHT_UNFOUND (it holds none) by the square of the share of the query it lacks (`Relevance.lexical`),
-      and x MARGIN_BOOST when the nearest tool stands out (its similarity MARGIN or more above the next one's);
+      and x MARGIN_BOOST when the nearest tool stands out (its similarity MARGIN or more above the next one's), and
+      x SPREAD_BOOST when the semantic list is sure of its head (the nearest tool's similarity SPREAD or more above
+      the SPREAD_AT-th's);
     - a strong word match (every known query word in the key or name of one of the first lexical tools:
       `Relevance.strong`) is kept first, or second when some query word is unknown to the catalog and the match
       holds at least STRONG_SHARE_UNKNOWN of the query by words: such a word can never swamp it, while one known word
@@ -68,6 +74,9 @@ def fuse(lexical: list[int], near: list[int], by_params: list[int], sims: list[f
         weight = SEMANTIC_WEIGHT + (SEMANTIC_WEIGHT_UNFOUND - SEMANTIC_WEIGHT) * lacking**2
     if stands_out:
         weight *= MARGIN_BOOST
+    sure = len(ordered) >= SPREAD_AT and ordered[0] - ordered[SPREAD_AT - 1] >= SPREAD
+    if sure:
+        weight *= SPREAD_BOOST
     scores: dict[int, float] = {}
     for rank, doc in enumerate(lexical[:LEXICAL_HEAD]):
         scores[doc] = 1 / (RRF_K + rank + 1)
@@ -75,7 +84,7 @@ def fuse(lexical: list[int], near: list[int], by_params: list[int], sims: list[f
         for rank, doc in enumerate(listed):
             scores[doc] = scores.get(doc, 0.0) + w / (RRF_K + rank + 1)
     head = sorted(scores, key=lambda d: (-scores[d], d))
-    how = "fused"
+    how = "fused, semantic list sure" if sure else "fused"
     strong = rel.strong(lexical)
     if strong is not None and unknown and rel.lexical(strong) < STRONG_SHARE_UNKNOWN:
         strong = None
