@@ -21,6 +21,10 @@ environment), and the server finds it in /proc:
   server dies, however it dies (SIGKILL included), the pipe closes and the helper kills every
   process that carries this server's token.
 
+Both stop everything they found (and the call's group) before they kill any of it, so no process runs another
+command when one it waits for dies first; and both signal through a pidfd checked against the process's start
+time, so a process given the id of one that exited since the scan is not reached.
+
 Not contained (Linux without privileges we do not assume): a process that both leaves the group
 and clears or rewrites its environment, then loses its parent, is out of reach; a cgroup would
 hold it. docs/security.md says so.
