@@ -127,7 +127,7 @@ class RedisClients:
             raise _unavailable(exc) from exc
 
 
-ADD_KEY_TRIES = 20  # add_key's transaction, when other admins keep changing the user
+ADD_KEY_TRIES = 20  # add_key's and set_groups' transactions, when other admins keep changing the user
 
 
 class RedisKeyStore(RedisClients):
@@ -234,15 +234,25 @@ class RedisKeyStore(RedisClients):
 
     def set_groups(self, username: str, groups: list[str]) -> bool:
         validate_user_fields(username, groups)
-        r = self.sync()
+        name = f"{PREFIX}user:{username}"
         try:
-            name = f"{PREFIX}user:{username}"
-            if not r.exists(name):
-                return False
-            r.hset(name, "groups", json.dumps(sorted(set(groups))))
-            return True
+            # One transaction: a user deleted between the check and the write would come back as a user with groups
+            # and nothing else (whose groups the next `keys create` of that name keeps).
+            for _ in range(ADD_KEY_TRIES):
+                with self.sync().pipeline(transaction=True) as pipe:
+                    try:
+                        pipe.watch(name)  # type: ignore[no-untyped-call]
+                        if not pipe.exists(name):
+                            return False
+                        pipe.multi()
+                        pipe.hset(name, "groups", json.dumps(sorted(set(groups))))
+                        pipe.execute()
+                        return True
+                    except redis.WatchError:
+                        continue
         except redis.RedisError as exc:
             raise _unavailable(exc) from exc
+        raise BackendUnavailable(f"Redis: user {username!r} kept changing while its groups were set")
 
     def delete_user(self, username: str) -> int | None:
         r = self.sync()
