@@ -73,3 +73,30 @@ def test_setting_the_groups_of_a_user_deleted_meanwhile_makes_no_half_user(
     assert raced == [1]
     assert answer is False
     assert second.get_user("bob") is None
+
+
+def test_a_key_made_while_its_user_is_deleted_never_serves_a_later_user_of_that_name(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`users delete bob` listed bob's keys, revoked them, then deleted bob: a key another admin made for bob in
+    between (a rotation for the person being let go) stayed active, and once a new bob was created it was a key of
+    the new bob. On the code before the fix it resolved to the new bob."""
+    first, second = redis_state.RedisKeyStore(url), redis_state.RedisKeyStore(url)
+    first.add_key(mint("bob", ["ops"])[1])
+    late_key, late = mint("bob", [])
+    zrange = redis.Redis.zrange
+    raced: list[bool] = []
+
+    def meanwhile(self: redis.Redis, *args: object, **kwargs: object) -> object:
+        found = zrange(self, *args, **kwargs)  # type: ignore[arg-type]
+        if not raced:  # the deleting admin has read the keys: the other admin adds one now
+            raced.append(True)
+            second.add_key(late)
+        return found
+
+    monkeypatch.setattr(redis.Redis, "zrange", meanwhile)
+    first.delete_user("bob")
+    monkeypatch.undo()
+    assert raced == [True]
+    second.add_key(mint("bob", ["admin"])[1])  # a new bob, someone else
+    assert second.resolve(late_key) is None, "a key made for the deleted bob works for the new one"

@@ -255,22 +255,33 @@ class RedisKeyStore(RedisClients):
         raise BackendUnavailable(f"Redis: user {username!r} kept changing while its groups were set")
 
     def delete_user(self, username: str) -> int | None:
-        r = self.sync()
+        """Revoke every key of `username` and delete the user, in one transaction (started again when the user or
+        the keys changed meanwhile): a key another admin added in between was left active, and served the next user
+        made under that name. How many keys were revoked; None when there is no such user."""
+        name, keys = f"{PREFIX}user:{username}", f"{PREFIX}keys"
         try:
-            name = f"{PREFIX}user:{username}"
-            if not r.exists(name):
-                return None
-            revoked = 0
-            for record in self.list_keys():
-                if record.username == username and record.state() != "revoked" and self.revoke(record.prefix):
-                    revoked += 1
-            pipe = r.pipeline(transaction=True)
-            pipe.delete(name)
-            pipe.srem(f"{PREFIX}users", username)
-            pipe.execute()
-            return revoked
+            for _ in range(ADD_KEY_TRIES):
+                with self.sync().pipeline(transaction=True) as pipe:
+                    try:
+                        pipe.watch(name, keys)  # type: ignore[no-untyped-call]
+                        if not pipe.exists(name):
+                            return None
+                        prefixes = [_s(p) for p in pipe.zrange(keys, 0, -1)]
+                        records = [self._record(p, pipe.hgetall(f"{PREFIX}key:{p}")) for p in prefixes]
+                        mine = [r for r in records if r.username == username and r.state() != "revoked"]
+                        pipe.multi()
+                        moment = repr(now())
+                        for record in mine:
+                            pipe.hset(f"{PREFIX}key:{record.prefix}", "revoked_at", moment)
+                        pipe.delete(name)
+                        pipe.srem(f"{PREFIX}users", username)
+                        pipe.execute()
+                        return len(mine)
+                    except redis.WatchError:
+                        continue
         except redis.RedisError as exc:
             raise _unavailable(exc) from exc
+        raise BackendUnavailable(f"Redis: user {username!r} kept changing while it was deleted")
 
     def list_users(self) -> list[User]:
         r = self.sync()
