@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from support.binaries import require_binary
 from support.servers import RedisServer
@@ -47,3 +48,55 @@ def test_a_new_key_never_brings_back_a_group_another_admin_removed_meanwhile(
     user = second.get_user("alice")
     assert user is not None and sorted(user.groups) == ["ops"], user
     assert len([k for k in second.list_keys() if k.username == "alice"]) == 2
+
+
+def test_setting_the_groups_of_a_user_deleted_meanwhile_makes_no_half_user(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`users set-groups bob` checked that bob exists, then wrote his groups: bob deleted by another admin in between
+    came back as a user with groups and nothing else, whose groups the next `keys create bob` then kept (admin, for a
+    new bob). On the code before the fix bob was there after both admins were done."""
+    first, second = redis_state.RedisKeyStore(url), redis_state.RedisKeyStore(url)
+    first.add_key(mint("bob", ["ops"])[1])
+    exists = redis.Redis.exists
+    raced: list[object] = []
+
+    def meanwhile(self: redis.Redis, *names: str) -> object:
+        found = exists(self, *names)
+        if not raced and names == (f"{redis_state.PREFIX}user:bob",):
+            raced.append(None)  # before the other admin's own lookups
+            raced[0] = second.delete_user("bob")
+        return found
+
+    monkeypatch.setattr(redis.Redis, "exists", meanwhile)
+    answer = first.set_groups("bob", ["admin"])
+    assert raced == [1]
+    assert answer is False
+    assert second.get_user("bob") is None
+
+
+def test_a_key_made_while_its_user_is_deleted_never_serves_a_later_user_of_that_name(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`users delete bob` listed bob's keys, revoked them, then deleted bob: a key another admin made for bob in
+    between (a rotation for the person being let go) stayed active, and once a new bob was created it was a key of
+    the new bob. On the code before the fix it resolved to the new bob."""
+    first, second = redis_state.RedisKeyStore(url), redis_state.RedisKeyStore(url)
+    first.add_key(mint("bob", ["ops"])[1])
+    late_key, late = mint("bob", [])
+    zrange = redis.Redis.zrange
+    raced: list[bool] = []
+
+    def meanwhile(self: redis.Redis, *args: object, **kwargs: object) -> object:
+        found = zrange(self, *args, **kwargs)  # type: ignore[arg-type]
+        if not raced:  # the deleting admin has read the keys: the other admin adds one now
+            raced.append(True)
+            second.add_key(late)
+        return found
+
+    monkeypatch.setattr(redis.Redis, "zrange", meanwhile)
+    first.delete_user("bob")
+    monkeypatch.undo()
+    assert raced == [True]
+    second.add_key(mint("bob", ["admin"])[1])  # a new bob, someone else
+    assert second.resolve(late_key) is None, "a key made for the deleted bob works for the new one"

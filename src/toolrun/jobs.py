@@ -547,6 +547,8 @@ class Jobs:
             await self._move(job_id, (AWAITING,), {"state": "expired", "error": "the tool changed since the request"})
             raise Conflict("the tool changed since the call was requested: the request expired")
         requester = await self._requester_now(job)
+        if not isinstance(requester, str) and tool is not None and not requester.can_access(tool):
+            requester = f"withdrawn: the requester may no longer call {job.tool} (its groups changed)"
         if isinstance(requester, str):
             moved = await self._move(job_id, (AWAITING,), self._withdrawal(job, requester))
             if moved is not None:

@@ -143,3 +143,18 @@ export function failureWords(exitCode: number, timedOut: boolean): { pill: strin
   if (exitCode < 0) return { pill: `Signal ${-exitCode}`, title: `The command was killed by signal ${-exitCode}` };
   return { pill: `Exit code ${exitCode}`, title: `The command failed with exit code ${exitCode}` };
 }
+
+const INVISIBLE = /[\p{Cc}\p{Cf}]/gu;
+
+/**
+ * `text` with every control and format character but newline and tab written out as `\x1b` or `\u202e`, as
+ * `toolrun jobs show` writes it: a requester's bidi override or isolate must not make the command an approver
+ * reads look like another (Trojan Source), nor an escape sequence hide part of it.
+ */
+export function visibleText(text: string): string {
+  return text.replace(INVISIBLE, (ch) => {
+    if (ch === "\n" || ch === "\t") return ch;
+    const code = ch.codePointAt(0) ?? 0;
+    return code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
+  });
+}

@@ -21,6 +21,10 @@ environment), and the server finds it in /proc:
   server dies, however it dies (SIGKILL included), the pipe closes and the helper kills every
   process that carries this server's token.
 
+Both stop everything they found (and the call's group) before they kill any of it, so no process runs another
+command when one it waits for dies first; and both signal through a pidfd checked against the process's start
+time, so a process given the id of one that exited since the scan is not reached.
+
 Not contained (Linux without privileges we do not assume): a process that both leaves the group
 and clears or rewrites its environment, then loses its parent, is out of reach; a cgroup would
 hold it. docs/security.md says so.
@@ -225,16 +229,22 @@ def kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
         pass
 
 
-def _kill_all(found: dict[int, bytes]) -> None:
+def _kill_all(found: dict[int, bytes], group: int | None = None) -> None:
     """SIGKILL to each process `_scan` found, and to no other: one that exited since, whose id the kernel gave to a
     new process, is not that process. Each is held by a pidfd, then checked by its start time: once that matches,
     the pidfd is the process the scan saw, and its signals reach nothing else.
 
-    All are stopped (SIGSTOP) before any is killed: killed one by one, a shell whose child died first (`wait $child`,
-    or its foreground command) ran its next command before its own kill came (a tool that arranged the order, by
-    the ids it got, wrote a file after its timeout every time)."""
+    All are stopped (SIGSTOP) before any is killed, and so is process group `group` (in one signal): killed one by one,
+    a shell whose child died first (`wait $child`, or its foreground command) ran its next command before its own
+    kill came (a tool that arranged the order, by the ids it got, wrote a file after its timeout every time); and a
+    sandboxed tool's shell that had left the group ran its next command when the group's kill took its child, before
+    bwrap's death took the shell (8 calls in 12)."""
+    if group is not None:
+        kill_group(group, signal.SIGSTOP)
     if not hasattr(os, "pidfd_open"):  # pragma: no cover - not Linux
         for sig in (signal.SIGSTOP, signal.SIGKILL):
+            if group is not None and sig == signal.SIGKILL:
+                kill_group(group)
             for pid in found:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, sig)
@@ -251,6 +261,8 @@ def _kill_all(found: dict[int, bytes]) -> None:
             else:
                 os.close(fd)
         for sig in (signal.SIGSTOP, signal.SIGKILL):
+            if group is not None and sig == signal.SIGKILL:
+                kill_group(group)
             for fd in held:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     signal.pidfd_send_signal(fd, sig)
@@ -274,10 +286,10 @@ def kill_call(pid: int, token: str, since: int = 0, rounds: int = 3) -> int:
         found = {p: t for p, t in _scan(pid, needle, exact=True, since=since).items() if p not in killed}
         if not found:
             break
-        # The shell's whole group first, in one signal: killed one by one, in a set's order, a `sleep` killed before
-        # its shell woke the shell, which ran the tool's next command (`sleep 30; rm ...`) before its own kill came.
-        kill_group(pid)
-        _kill_all(found)
+        # The shell's whole group in one signal, and nothing killed before everything is stopped: killed one by one,
+        # in a set's order, a `sleep` killed before its shell woke the shell, which ran the tool's next command
+        # (`sleep 30; rm ...`) before its own kill came.
+        _kill_all(found, group=pid)
         killed.update(found)
     return len(killed)
 

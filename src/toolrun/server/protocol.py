@@ -172,6 +172,9 @@ class CoalescingTransport:
 
 
 MAX_HEAD = 64 * 1024  # bytes of one request head (request line and headers); nginx's default is 32 KiB
+# Bytes a client may send behind a pipelined request that waits for the call before it: read (so a lost
+# connection is seen) and parsed when that request starts. More closes the connection.
+MAX_HELD = 1024 * 1024
 COALESCE = speedups.on("coalesce")  # bench/coalesce.py turns it off to measure what it saves
 KEEPALIVE_TIMER = speedups.on("keepalive_timer")
 DIRECT_ANSWER = speedups.on("direct_answer")
@@ -234,7 +237,9 @@ class SafeHttpToolsProtocol(HttpToolsProtocol):
     closed; a connection that never starts a head is closed quietly. The body has the same deadline,
     on every route (/mcp included): a body (Content-Length or chunked) not complete `head_timeout`
     seconds after its head gets a 408 when no answer has started yet, and the connection is closed
-    either way. An upgrade request (WebSocket) gets a 400.
+    either way. An upgrade request (WebSocket) gets a 400. uvicorn stops reading a connection while a pipelined
+    request waits for the one before it; here it reads on (up to MAX_HELD bytes, kept and parsed once the waiting
+    requests started), so the close of a client that hangs up is seen and cancels the call that runs.
 
     A deadline's timer is armed only while a head or a body is still on its way at the end of a
     chunk: a request that arrives in one packet, the common case, costs none (the first head's,
@@ -251,6 +256,8 @@ class SafeHttpToolsProtocol(HttpToolsProtocol):
     _head_begun = False
     _head_timer: Any = None
     _body_timer: Any = None
+    _running: Any = None  # the cycle whose ASGI task was started last: a pipelined one is `self.cycle`, not it
+    _held: bytearray | None = None  # bytes read while a pipelined request waits, parsed once it starts
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -258,14 +265,19 @@ class SafeHttpToolsProtocol(HttpToolsProtocol):
         self._head_timer = self.loop.call_at(self._head_due, self._head_timed_out)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        cycle = self.cycle
-        if cycle is not None and not cycle.response_complete:
-            client_gone(cycle.scope)  # a call still running for this client is cancelled (disconnect.py)
+        for cycle in {self.cycle, self._running}:  # the request parsed last may be a pipelined one that waits
+            if cycle is not None and not cycle.response_complete:
+                client_gone(cycle.scope)  # a call still running for this client is cancelled (disconnect.py)
         self._head_due = None
         self._stop_timers()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._held is not None:  # a pipelined request waits: keep reading, so that a lost connection is seen
+            self._held += data
+            if len(self._held) > MAX_HELD:
+                self.transport.close()  # the running call is cancelled as for a client that hung up
+            return
         if self._in_head:
             room = MAX_HEAD - self._head_bytes
             if len(data) > room and b"\r\n\r\n" not in data[: max(room, 0) + 4]:
@@ -302,6 +314,23 @@ class SafeHttpToolsProtocol(HttpToolsProtocol):
         cycle = self.cycle
         if DIRECT_ANSWER and cycle is not None and cycle.scope is self.scope:
             self.scope[ANSWER] = cycle  # type: ignore[literal-required]  # the plain handlers' `answer`
+        if self.pipeline:
+            # uvicorn stops reading while a pipelined request waits (at each one): the close of a client that hangs
+            # up would go unseen, and its call run to its end. Read on, and keep what comes until they started.
+            if self._held is None:
+                self._held = bytearray()
+            self.flow.resume_reading()
+
+    def _start_asgi_task(self, cycle: Any, app: Any) -> None:
+        self._running = cycle
+        super()._start_asgi_task(cycle, app)
+        if self._held is not None and not self.pipeline:  # the last waiting request started: parse what came
+            self.loop.call_soon(self._release_held)
+
+    def _release_held(self) -> None:
+        held, self._held = self._held, None
+        if held and not self.transport.is_closing():
+            self.data_received(bytes(held))
 
     def on_message_complete(self) -> None:
         self._in_head, self._head_bytes = True, 0

@@ -127,7 +127,7 @@ class RedisClients:
             raise _unavailable(exc) from exc
 
 
-ADD_KEY_TRIES = 20  # add_key's transaction, when other admins keep changing the user
+ADD_KEY_TRIES = 20  # add_key's and set_groups' transactions, when other admins keep changing the user
 
 
 class RedisKeyStore(RedisClients):
@@ -234,33 +234,54 @@ class RedisKeyStore(RedisClients):
 
     def set_groups(self, username: str, groups: list[str]) -> bool:
         validate_user_fields(username, groups)
-        r = self.sync()
+        name = f"{PREFIX}user:{username}"
         try:
-            name = f"{PREFIX}user:{username}"
-            if not r.exists(name):
-                return False
-            r.hset(name, "groups", json.dumps(sorted(set(groups))))
-            return True
+            # One transaction: a user deleted between the check and the write would come back as a user with groups
+            # and nothing else (whose groups the next `keys create` of that name keeps).
+            for _ in range(ADD_KEY_TRIES):
+                with self.sync().pipeline(transaction=True) as pipe:
+                    try:
+                        pipe.watch(name)  # type: ignore[no-untyped-call]
+                        if not pipe.exists(name):
+                            return False
+                        pipe.multi()
+                        pipe.hset(name, "groups", json.dumps(sorted(set(groups))))
+                        pipe.execute()
+                        return True
+                    except redis.WatchError:
+                        continue
         except redis.RedisError as exc:
             raise _unavailable(exc) from exc
+        raise BackendUnavailable(f"Redis: user {username!r} kept changing while its groups were set")
 
     def delete_user(self, username: str) -> int | None:
-        r = self.sync()
+        """Revoke every key of `username` and delete the user, in one transaction (started again when the user or
+        the keys changed meanwhile): a key another admin added in between was left active, and served the next user
+        made under that name. How many keys were revoked; None when there is no such user."""
+        name, keys = f"{PREFIX}user:{username}", f"{PREFIX}keys"
         try:
-            name = f"{PREFIX}user:{username}"
-            if not r.exists(name):
-                return None
-            revoked = 0
-            for record in self.list_keys():
-                if record.username == username and record.state() != "revoked" and self.revoke(record.prefix):
-                    revoked += 1
-            pipe = r.pipeline(transaction=True)
-            pipe.delete(name)
-            pipe.srem(f"{PREFIX}users", username)
-            pipe.execute()
-            return revoked
+            for _ in range(ADD_KEY_TRIES):
+                with self.sync().pipeline(transaction=True) as pipe:
+                    try:
+                        pipe.watch(name, keys)  # type: ignore[no-untyped-call]
+                        if not pipe.exists(name):
+                            return None
+                        prefixes = [_s(p) for p in pipe.zrange(keys, 0, -1)]
+                        records = [self._record(p, pipe.hgetall(f"{PREFIX}key:{p}")) for p in prefixes]
+                        mine = [r for r in records if r.username == username and r.state() != "revoked"]
+                        pipe.multi()
+                        moment = repr(now())
+                        for record in mine:
+                            pipe.hset(f"{PREFIX}key:{record.prefix}", "revoked_at", moment)
+                        pipe.delete(name)
+                        pipe.srem(f"{PREFIX}users", username)
+                        pipe.execute()
+                        return len(mine)
+                    except redis.WatchError:
+                        continue
         except redis.RedisError as exc:
             raise _unavailable(exc) from exc
+        raise BackendUnavailable(f"Redis: user {username!r} kept changing while it was deleted")
 
     def list_users(self) -> list[User]:
         r = self.sync()

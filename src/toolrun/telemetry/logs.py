@@ -2,7 +2,8 @@
 
 A request path, a header or a tool key can carry `%0A` / `%0D`; written raw, it would end the
 line and start a forged, well-formed one. `TextFormatter` escapes control characters (C0, DEL,
-C1, U+2028/U+2029) in the message as `\\n`, `\\r`, `\\t`, `\\xNN`, `\\uNNNN`; a traceback keeps its
+C1, U+2028/U+2029) and the format characters that reorder or hide text (bidi controls such as U+202E, zero-width
+characters) in the message as `\\n`, `\\r`, `\\t`, `\\xNN`, `\\uNNNN`; a traceback keeps its
 line breaks but every line of it is indented, so none can pass for a log line of its own.
 
 `JsonFormatter` writes `{"ts", "level", "logger", "message", ...}` per line (ASCII only, so no
@@ -22,7 +23,10 @@ import sys
 import time
 from typing import Any
 
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# Control characters, line and paragraph separators, and the format characters that reorder or hide text (bidi
+# marks, embeddings, overrides and isolates, zero-width characters, the BOM): a caller's U+202E would show the rest
+# of a line, the status the server appended included, reversed.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\xad\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 

@@ -4,6 +4,7 @@
 
 import { useCallback, useEffect, useState } from "preact/hooks";
 import { ApiError, decideJob, errorText, FINAL_STATES, getJob, type JobView, listJobs } from "../api";
+import { visibleText } from "../format";
 
 function when(seconds: number): string {
   return new Date(seconds * 1000).toLocaleString();
@@ -53,7 +54,8 @@ function Pending({ job, onDone }: { job: JobView; onDone: (message: string) => v
       setBusy(false);
     }
   };
-  const command = job.plan?.command ?? job.plan?.fn ?? job.plan?.error ?? "";
+  // Written out as `toolrun jobs show` does: a requester's bidi override must not turn the command around.
+  const command = visibleText(job.plan?.command ?? job.plan?.fn ?? job.plan?.error ?? "");
   const field = `reason-${job.job}`;
   return (
     <li class="approval" data-testid="approval" data-job={job.job}>
@@ -64,7 +66,7 @@ function Pending({ job, onDone }: { job: JobView; onDone: (message: string) => v
       </p>
       <p class="muted">Parameters</p>
       <pre class="output" data-testid="approval-args">
-        {JSON.stringify(job.args, null, 2)}
+        {visibleText(JSON.stringify(job.args, null, 2))}
       </pre>
       <p class="muted">The command that will run (secrets masked)</p>
       <pre class="output" data-testid="approval-command">

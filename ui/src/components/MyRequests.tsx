@@ -4,6 +4,7 @@
 
 import { useCallback, useEffect, useState } from "preact/hooks";
 import { ApiError, cancelJob, errorText, FINAL_STATES, type JobView, listJobs } from "../api";
+import { visibleText } from "../format";
 
 const RECENT = 5; // ended requests still shown
 
@@ -13,7 +14,8 @@ function when(seconds: number): string {
 
 function ended(job: JobView): string {
   const by = job.decided_by ? ` by ${job.decided_by}` : "";
-  const why = job.reason ? `: ${job.reason}` : job.error ? ` (${job.error})` : "";
+  // A reason is another person's words: written out as `toolrun call` prints it (no bidi override turns it around).
+  const why = visibleText(job.reason ? `: ${job.reason}` : job.error ? ` (${job.error})` : "");
   return `${job.status.replace("_", " ")}${by}${why}`;
 }
 

@@ -6,7 +6,7 @@
 import { useEffect, useState } from "preact/hooks";
 import type { JobView } from "../api";
 import { copyText } from "../clipboard";
-import { failureWords, type Shown } from "../format";
+import { failureWords, type Shown, visibleText } from "../format";
 import { DataView } from "./DataView";
 import { AlertIcon, CheckIcon, CopyIcon } from "./icons";
 
@@ -235,7 +235,8 @@ function printed(head: string, tail: string): string {
 
 function jobDetail(view: JobView): string {
   const by = view.decided_by ? ` by ${view.decided_by}` : "";
-  const why = view.reason ? `: ${view.reason}` : view.error ? ` (${view.error})` : "";
+  // A reason is another person's words: written out as `toolrun call` prints it (no bidi override turns it around).
+  const why = visibleText(view.reason ? `: ${view.reason}` : view.error ? ` (${view.error})` : "");
   switch (view.status) {
     case "awaiting_approval":
       return `This tool needs approval by a member of ${view.approvers.join(", ")}. The result appears here once it ran.`;

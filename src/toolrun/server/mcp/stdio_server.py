@@ -49,7 +49,15 @@ def serve_stdio(settings: Settings, catalog: Sequence[str] | None = None) -> Non
     )
     log_catalog_warnings(service)
     service.use_jobs(settings, access)
-    raw_key = os.environ.get("TOOLRUN_API_KEY", "").strip()
+    given = os.environ.get("TOOLRUN_API_KEY")
+    raw_key = (given or "").strip()
+    if given is not None and not raw_key:
+        # An MCP client's `${env:TOOLRUN_API_KEY}` or `${input:...}` of nothing: meant to act for a key's user, it
+        # would act as the local operator, with every tool. Only a variable left out means the operator.
+        raise Unauthorized(
+            "TOOLRUN_API_KEY is set but empty: give a key, or leave the variable out of the environment to act as "
+            "the local operator"
+        )
     if raw_key:
         try:
             identity = access.identify_now(raw_key, "required", "stdio")

@@ -13,7 +13,8 @@ for a call that becomes a job: one that needs approval, or an `async: true` tool
     cancelled            cancelled         `statusMessage`: who cancelled it, and why
 
 `tasks/update` carries the requester's answer to the question: decline (or cancel) withdraws the call, as the
-multi round-trip answer does; accept keeps it waiting. `tasks/cancel` cancels the job (a running one's
+multi round-trip answer does; accept keeps it waiting. Only the requester answers it (an approver's decline would be
+recorded as the requester's withdrawal). `tasks/cancel` cancels the job (a running one's
 processes are killed); a job already ended is acknowledged all the same (cancellation is cooperative).
 
 Scoping is the jobs' own: a job is visible to its requester, the tool's approvers and admins; to anyone else
@@ -32,7 +33,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ...errors import Conflict, NotFound, ToolrunError
-from ...jobrecord import AWAITING, RUNNING, Job
+from ...jobrecord import AWAITING, RUNNING, Job, is_requester
 from ...models import Identity, ToolSpec
 from .approvals import final_answer, question
 
@@ -222,6 +223,12 @@ class McpTasks:
 
     async def update(self, ctx: Any, params: TaskUpdateParams) -> dict[str, Any]:
         identity, job = await self._job(ctx, params.task_id)
+        if not is_requester(identity, job):  # an approver who sees the task: its answer would pass for the requester's
+            raise MCPError(
+                types.INVALID_PARAMS,
+                "only the requester of a task answers its question; an approver approves or denies the job "
+                f"(POST /jobs/{job.id}/approve or /deny), or cancels it with tasks/cancel",
+            )
         responses = params.input_responses if isinstance(params.input_responses, dict) else {}
         answer = responses.get(approval_key(job))
         action = answer.get("action") if isinstance(answer, dict) else getattr(answer, "action", None)
