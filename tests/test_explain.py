@@ -295,7 +295,9 @@ def test_access_explain_with_url_asks_the_running_server_which_answers_from_its_
         admin = create_key(server.env, "root", "admin")
         alice = create_key(server.env, "alice", "ops")
         argv = [sys.executable, "-m", "toolrun", "serve", "-c", str(path), "--host", "127.0.0.1"]
-        server.spawn([*argv, "--port", str(server.port), "--rate-limit", "--workers", "1"], server.env)
+        # A day's window: the minute's fixed window rolled over between the call and the question in a loaded run
+        env = {**server.env, "SVC_RATE_LIMIT_WINDOW": "86400"}
+        server.spawn([*argv, "--port", str(server.port), "--rate-limit", "--workers", "1"], env)
         server.ready()
         httpx.post(server.url + "/tools/ops.disk", headers={**JSON, "X-API-Key": alice}, content=b"{}")
         local = toolrun_cli("access", "explain", "alice", "ops.disk", "-c", str(path), env=server.env)
@@ -304,7 +306,7 @@ def test_access_explain_with_url_asks_the_running_server_which_answers_from_its_
             "access", "explain", "alice", "ops.disk", "--url", server.url, "--api-key", admin, env=server.env
         )
         assert asked.returncode == 0, asked.stderr
-        assert "rate limit: 1 of 60 calls used in this 60s window, 59 left" in asked.stdout
+        assert "rate limit: 1 of 60 calls used in this 86400s window, 59 left" in asked.stdout
         assert "rate_limit.enabled from the command line" in asked.stdout
         assert f"answered by the server at {server.url}" in asked.stdout
         root = toolrun_cli(
