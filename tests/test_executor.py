@@ -348,11 +348,14 @@ async def many():
         executor.run("sleep 5", timeout=0.2, env=env),
     )
 
-asyncio.run(many())  # what a process makes once, at its first calls (the spawn watcher's epoll and pipe)
-before = set(os.listdir("/proc/self/fd"))
-results = asyncio.run(many())
+async def twice():
+    await many()  # what a process and its loop make once, at their first calls (the spawn watcher's epoll and pipe)
+    before = set(os.listdir("/proc/self/fd"))
+    results = await many()
+    return results, sorted(set(os.listdir("/proc/self/fd")) - before)
+
+results, left = asyncio.run(twice())
 assert [r.stdout for r in results[:20]] == ["hi\\n"] * 20 and results[20].timed_out, results
-left = sorted(set(os.listdir("/proc/self/fd")) - before)
 print("descriptors left:", [os.readlink(f"/proc/self/fd/{fd}") for fd in left if os.path.exists(f"/proc/self/fd/{fd}")])
 zombies = []
 for entry in os.listdir("/proc"):
