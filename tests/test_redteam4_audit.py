@@ -48,4 +48,5 @@ def test_a_file_another_user_left_at_the_audit_logs_path_gets_no_record(shared_l
             "first",
             "second secret",
         ]
-        assert "cannot open it again" in server.log()
+        # the server's log line may come a moment after the record, on a loaded machine (seen in a full run)
+        wait_until(lambda: "cannot open it again" in server.log(), 5, "the server's log line")
