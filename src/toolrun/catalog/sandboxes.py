@@ -21,6 +21,7 @@ from ..models import Sandbox, ToolSpec
 from .loadcontext import Declared, LoadContext
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
     from .schema import CatalogFile, SandboxOptions
@@ -164,56 +165,54 @@ def resolve(
     _host_warnings(boxed, probe, problems)
     _shared_user_errors(boxed, [t for t in out.values() if t.sandbox is None and t.user], problems)
     if probe:
-        _system_file_warnings(boxed, tools, problems)
-        _linked_file_warnings(boxed, tools, problems)
+        _own_file_warnings(boxed, tools, problems)
         _shared_warnings(boxed, problems)
         _unsandboxed_cwd_warnings(boxed, [t for t in out.values() if t.sandbox is None and t.cwd], problems)
     return out
 
 
-def _system_file_warnings(boxed: list[ToolSpec], tools: dict[str, ToolSpec], problems: list[Problem]) -> None:
-    """validate-catalog: a catalog file or env file directly in /etc or /usr, which every sandbox shows. A folder
-    holding toolrun's files is shown as a copy without them, but /etc itself is shown whole: such a file is covered
-    by a mount over its name only, and replacing it by rename while a sandboxed call runs shows that call the new
-    file (docs/security.md)."""
-    if not boxed:
-        return
+def _own_files(tools: dict[str, ToolSpec]) -> Iterator[tuple[ToolSpec, str]]:
+    """Each catalog file and env file once, resolved, with the first tool that names it (each path resolved once)."""
+    seen: set[str] = set()
     said: set[str] = set()
     for t in tools.values():
         for path in (t.file, t.env_file):
-            real = os.path.realpath(path) if path else ""
-            if real and real not in said and os.path.dirname(real) in SYSTEM_READ_ONLY:
+            if not path or path in seen:
+                continue
+            seen.add(path)
+            real = os.path.realpath(path)
+            if real not in said:
                 said.add(real)
-                message = (
-                    f"{real} lies directly in {os.path.dirname(real)}, which every sandbox shows: replaced by rename "
-                    "while a sandboxed call runs, it shows there (keep it in a folder of its own, such as "
-                    "/etc/toolrun/)"
-                )
-                problems.append(Problem(t.file, t.line, t.col, t.key, message, "warning"))
+                yield t, real
 
 
-def _linked_file_warnings(boxed: list[ToolSpec], tools: dict[str, ToolSpec], problems: list[Problem]) -> None:
-    """validate-catalog: a catalog file or env file with more than one name (a hard link). Sandboxes hide it by
-    name: a sandbox that binds a folder holding another of its names shows it there (docs/security.md)."""
+def _own_file_warnings(boxed: list[ToolSpec], tools: dict[str, ToolSpec], problems: list[Problem]) -> None:
+    """validate-catalog, for each catalog file and env file while sandboxed tools exist:
+
+    - one directly in /etc or /usr, which every sandbox shows: a folder holding toolrun's files is shown as a copy
+      without them, but /etc itself is shown whole, so such a file is covered by a mount over its name only, and
+      replacing it by rename while a sandboxed call runs shows that call the new file;
+    - one with more than one name (a hard link): sandboxes hide it by name, so a sandbox that binds a folder holding
+      another of its names shows it there (docs/security.md)."""
     if not boxed:
         return
-    said: set[str] = set()
-    for t in tools.values():
-        for path in (t.file, t.env_file):
-            real = os.path.realpath(path) if path else ""
-            if not real or real in said:
-                continue
-            said.add(real)
-            try:
-                names = os.stat(real).st_nlink
-            except OSError:
-                continue
-            if names > 1:
-                message = (
-                    f"{real} has {names} names (hard links): sandboxes hide it by this name only, so one that binds "
-                    "a folder holding another of its names shows it there (give the file one name)"
-                )
-                problems.append(Problem(t.file, t.line, t.col, t.key, message, "warning"))
+    for t, real in _own_files(tools):
+        if os.path.dirname(real) in SYSTEM_READ_ONLY:
+            message = (
+                f"{real} lies directly in {os.path.dirname(real)}, which every sandbox shows: replaced by rename "
+                "while a sandboxed call runs, it shows there (keep it in a folder of its own, such as /etc/toolrun/)"
+            )
+            problems.append(Problem(t.file, t.line, t.col, t.key, message, "warning"))
+        try:
+            names = os.stat(real).st_nlink
+        except OSError:
+            continue
+        if names > 1:
+            message = (
+                f"{real} has {names} names (hard links): sandboxes hide it by this name only, so one that binds "
+                "a folder holding another of its names shows it there (give the file one name)"
+            )
+            problems.append(Problem(t.file, t.line, t.col, t.key, message, "warning"))
 
 
 def _shared_warnings(boxed: list[ToolSpec], problems: list[Problem]) -> None:
